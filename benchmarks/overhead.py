@@ -1,0 +1,169 @@
+"""Per-call overhead of pyframe and torch._dynamo on cache hits, measured side by side in one process.
+
+Two tables:
+
+1. Cache hits: per-call time of eager, pyframe and torch._dynamo (same trivial backend returning
+   ``gm.forward``) on three corpus programs: ``add(a, b)`` with 10-element tensors, the seeds'
+   ``toy_example`` on its positive branch (two graphs and a resume function), and ``MockModule``.
+   Overhead = engine time - eager time; the ratio pyframe overhead / dynamo overhead targets <= 0.05.
+2. Skipped frames: a Python-heavy function (many small Python calls, no tensors) run inside an
+   optimized region vs plainly. Both engines skip these frames; what remains is the hook's cost on
+   every frame (and CPython not inlining Python-to-Python calls while a PEP 523 hook is installed).
+
+Times are the minimum over rounds of ``timeit.repeat`` (the least disturbed run). An engine that is
+not available prints "n/a". Run from the repo root:  python benchmarks/overhead.py [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import dataclasses
+import sys
+import timeit
+from pathlib import Path
+from typing import Any, Callable
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the corpus is tests/cases/
+
+import torch  # noqa: E402
+from tabulate import tabulate  # noqa: E402
+
+from pyframe.debug.cases import Case, load_cases  # noqa: E402
+from pyframe.debug.compare import (  # noqa: E402
+    CountingBackend,
+    engine_unavailable_reason,
+    optimize_with,
+    reset_engines,
+)
+
+ENGINES = ("eager", "pyframe", "dynamo")
+PROGRAMS = ("elementwise.add", "graph_breaks.toy_example", "modules.MockModule")
+TARGET_RATIO = 0.05
+
+
+@dataclasses.dataclass
+class Timing:
+    rounds: int = 7
+    round_s: float = 0.2  # each round runs about this long
+
+
+def per_call_s(fn: Callable[[], Any], timing: Timing) -> float:
+    """Seconds per call: calibrate the number of calls per round, then min over rounds."""
+    number, _ = timeit.Timer(fn).autorange()
+    number = max(1, int(number * timing.round_s / 0.2))
+    return min(timeit.repeat(fn, number=number, repeat=timing.rounds)) / number
+
+
+def _program_cases() -> dict[str, Case]:
+    cases = load_cases(["tests.cases.elementwise", "tests.cases.graph_breaks", "tests.cases.modules"])
+    return {c.qualname: c for c in cases if c.qualname in PROGRAMS}
+
+
+def time_cache_hits(case: Case, engine: str, timing: Timing) -> float | None:
+    """Per-call seconds of ``case`` under ``engine`` after its first (compiling) call; None if n/a."""
+    if engine_unavailable_reason(engine) is not None:
+        return None
+    reset_engines()
+    compiled = optimize_with(engine, case.make_fn(), CountingBackend())
+    inputs = case.make_inputs()
+    args, kwargs = inputs.args, inputs.kwargs
+    compiled(*args, **kwargs)  # compile (and, for toy_example, compile the resume function too)
+    compiled(*args, **kwargs)
+    try:
+        return per_call_s(lambda: compiled(*args, **kwargs), timing)
+    finally:
+        reset_engines()
+
+
+# The skipped-frames workload: a pure-Python standard-library function making hundreds of small
+# calls, no tensors. Both engines leave standard-library code alone, so every frame is a skipped one
+# and the difference to the plain run is the cost of the hook itself.
+
+SKIPPED_DATA = [[i, (i, str(i))] for i in range(100)]
+
+
+def python_heavy(data: list = SKIPPED_DATA) -> list:
+    return copy.deepcopy(data)
+
+
+def _count_frames() -> int:
+    calls = 0
+
+    def profile(frame, event, arg):
+        nonlocal calls
+        calls += event == "call"
+
+    sys.setprofile(profile)
+    try:
+        copy.deepcopy(SKIPPED_DATA)
+    finally:
+        sys.setprofile(None)
+    return calls
+
+
+FRAMES_PER_CALL = _count_frames()
+
+
+def time_skipped_frames(engine: str, timing: Timing) -> tuple[float, float] | None:
+    """(plain, inside the engine's region) seconds per call of ``python_heavy``; None if n/a."""
+    if engine_unavailable_reason(engine) is not None:
+        return None
+    reset_engines()
+    region = optimize_with(engine, copy.deepcopy, CountingBackend())
+    assert region(SKIPPED_DATA) == python_heavy()  # first call: each code object is seen and skipped
+    try:
+        return per_call_s(python_heavy, timing), per_call_s(lambda: region(SKIPPED_DATA), timing)
+    finally:
+        reset_engines()
+
+
+def _us(seconds: float | None) -> str:
+    return "n/a" if seconds is None else f"{seconds * 1e6:.2f}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="3 short rounds instead of 7 long ones")
+    args = parser.parse_args(argv)
+    timing = Timing(rounds=3, round_s=0.05) if args.quick else Timing()
+
+    for engine in ENGINES:
+        reason = engine_unavailable_reason(engine)
+        if reason:
+            print(f"note: {engine} is n/a: {reason}")
+
+    rows = []
+    cases = _program_cases()
+    for name in PROGRAMS:
+        t = {engine: time_cache_hits(cases[name], engine, timing) for engine in ENGINES}
+        over = {e: None if t[e] is None or t["eager"] is None else t[e] - t["eager"] for e in ENGINES}
+        ratio = None
+        if over["pyframe"] is not None and over["dynamo"]:
+            ratio = over["pyframe"] / over["dynamo"]
+        rows.append([
+            name, _us(t["eager"]), _us(t["pyframe"]), _us(t["dynamo"]),
+            _us(over["pyframe"]), _us(over["dynamo"]),
+            "n/a" if ratio is None else f"{ratio:.3f}" + (" ok" if ratio <= TARGET_RATIO else " HIGH"),
+        ])
+    print(f"\nCache hits: per-call time (us), min of {timing.rounds} rounds; target pf/dyn overhead <= {TARGET_RATIO}")
+    print(tabulate(rows, headers=["program", "eager", "pyframe", "dynamo",
+                                  "pf overhead", "dyn overhead", "pf/dyn overhead"]))
+
+    rows = []
+    for engine in ("pyframe", "dynamo"):
+        times = time_skipped_frames(engine, timing)
+        if times is None:
+            rows.append([engine, "n/a", "n/a", "n/a", "n/a"])
+            continue
+        plain, region = times
+        per_frame_ns = (region - plain) / FRAMES_PER_CALL * 1e9
+        rows.append([engine, _us(plain), _us(region), f"{region / plain:.2f}", f"{per_frame_ns:.1f}"])
+    print(f"\nSkipped frames: python_heavy ({FRAMES_PER_CALL} small Python frames, no tensors) per call")
+    print(tabulate(rows, headers=["engine", "plain us", "in region us", "ratio", "hook ns/frame"]))
+    return 0
+
+
+if __name__ == "__main__":
+    torch.set_num_threads(1)  # timing noise from intra-op threads helps nobody on a 2-core machine
+    sys.exit(main())

@@ -1,0 +1,723 @@
+/*
+ * eval_frame.c - the PEP 523 hook of pyframe (see docs/c_layer.md sections 1, 2 and 4).
+ *
+ * Flow of one Python call while the hook is installed:
+ *
+ *   _PyEval_Vector pushes the frame -> pf_eval_frame(tstate, frame, throwflag)
+ *     thread callback None            -> previous eval function (CPython's or torch._dynamo's)
+ *     generator / resumed / throwflag -> previous eval function
+ *     code SKIP                       -> previous eval function
+ *     an entry's guards pass          -> the entry's code runs in a shadow frame
+ *     miss, callback callable         -> callback(FrameInfo) decides: run normally, SKIP,
+ *                                        RUN_ONLY, or a new entry that runs in a shadow frame
+ *   _PyEval_Vector clears and pops the original frame afterwards (3.11: the caller owns it).
+ *
+ * The callback is per thread (a C11 thread-local holding a strong reference, NULL meaning
+ * None); the hook is per interpreter and installed only while some thread has a callback.
+ * CallbackScope is the cheap wrapper pyframe.optimize/disable return: it swaps the thread's
+ * callback around one vectorcall.
+ */
+#include "pyframe.h"
+
+#include <stddef.h>
+#include <structmember.h>  /* PyMemberDef, T_OBJECT, READONLY (3.11) */
+
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
+/* ============================ CPython 3.11 ==================================================
+ * This whole file reads _PyInterpreterFrame (Include/internal/pycore_frame.h, 3.11) and the
+ * 3.11 eval-function signature (Include/cpython/pystate.h _PyFrameEvalFunction). The frame
+ * facts it relies on are CPYTHON311.md facts 9-16 (Python/ceval.c _PyEval_Vector,
+ * _PyEvalFramePushAndInit, initialize_locals; Python/frame.c). */
+
+#define Py_BUILD_CORE
+#include <internal/pycore_frame.h>
+#undef Py_BUILD_CORE
+
+#if defined(__GNUC__)
+#define PF_LIKELY(x) __builtin_expect(!!(x), 1)
+#define PF_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#else
+#define PF_LIKELY(x) (x)
+#define PF_UNLIKELY(x) (x)
+#endif
+
+/* Frames of these codes are never shadowed: their first call only builds the generator
+   object (RETURN_GENERATOR), and later resumptions arrive owned by the generator. */
+#define PF_GENERATOR_FLAGS (CO_GENERATOR | CO_COROUTINE | CO_ITERABLE_COROUTINE | CO_ASYNC_GENERATOR)
+
+/* ---- per-thread callback, per-interpreter hook --------------------------------------------- */
+
+/* Strong reference; NULL means None. Py_False means "run only". */
+static _Thread_local PyObject *pf_tls_callback = NULL;
+/* The frame this thread is currently handing to the previous eval function (loop breaker). */
+static _Thread_local _PyInterpreterFrame *pf_tls_delegating = NULL;
+
+/* Number of threads whose callback is not None (protected by the GIL). */
+static int pf_active_threads = 0;
+/* The eval function that was installed when pyframe installed its hook; NULL = CPython's. */
+static _PyFrameEvalFunction pf_prev_eval = NULL;
+
+static PyObject *pf_eval_frame(PyThreadState *tstate, _PyInterpreterFrame *frame, int throwflag);
+
+static void
+pf_hook_install(PyInterpreterState *interp)
+{
+    _PyFrameEvalFunction current = _PyInterpreterState_GetEvalFrameFunc(interp);
+    if (current == pf_eval_frame) {
+        return;
+    }
+    /* Chain to whatever is there (torch._dynamo's shim, say). If we are still somewhere below
+       it in its own chain, frames may come back to us: pf_eval_previous breaks that loop. */
+    pf_prev_eval = (current == _PyEval_EvalFrameDefault) ? NULL : current;
+    _PyInterpreterState_SetEvalFrameFunc(interp, pf_eval_frame);
+}
+
+static void
+pf_hook_uninstall(PyInterpreterState *interp)
+{
+    /* Only if we are still on top: someone who installed after us chains to us and will put
+       us back when they leave; removing ourselves from under them would break their chain. */
+    if (_PyInterpreterState_GetEvalFrameFunc(interp) != pf_eval_frame) {
+        return;
+    }
+    _PyInterpreterState_SetEvalFrameFunc(
+        interp, pf_prev_eval != NULL ? pf_prev_eval : _PyEval_EvalFrameDefault);
+    pf_prev_eval = NULL;
+}
+
+/* Puts `callback` (a new reference, or NULL for None) in this thread's slot and returns the old
+   one (a reference the caller now owns). Installs/uninstalls the hook when the thread turns
+   active/inactive. */
+static PyObject *
+pf_callback_exchange(PyObject *callback)
+{
+    PyObject *old = pf_tls_callback;
+    pf_tls_callback = callback;
+    if (old == NULL && callback != NULL) {
+        pf_active_threads++;
+        pf_hook_install(PyThreadState_GET()->interp);
+    }
+    else if (old != NULL && callback == NULL) {
+        if (pf_active_threads > 0 && --pf_active_threads == 0) {
+            pf_hook_uninstall(PyThreadState_GET()->interp);
+        }
+    }
+    return old;
+}
+
+/* The hook clears the thread's slot (without touching the counts) while guards or the callback
+   run, so neither is ever compiled. This puts `callback` back and returns whatever Python code
+   left in the slot meanwhile (normally NULL), for the caller to drop when it is safe. */
+static PyObject *
+pf_callback_return(PyObject *callback)
+{
+    PyObject *stale = pf_tls_callback;
+    pf_tls_callback = callback;
+    if (PF_UNLIKELY(stale != NULL)) {
+        pf_active_threads--;  /* counted when it was set; this thread stays counted */
+    }
+    return stale;
+}
+
+/* ---- sentinels ----------------------------------------------------------------------------- */
+
+typedef struct {
+    PyObject_HEAD
+    const char *name;
+} PfSentinel;
+
+static PyObject *
+pf_sentinel_repr(PyObject *self)
+{
+    return PyUnicode_FromFormat("pyframe._C.%s", ((PfSentinel *)self)->name);
+}
+
+static PyTypeObject PfSentinel_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "pyframe._C._Sentinel",
+    .tp_basicsize = sizeof(PfSentinel),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_repr = pf_sentinel_repr,
+    .tp_doc = "SKIP or RUN_ONLY: what a callback returns to change a code object's state.",
+};
+
+PyObject *pf_SKIP = NULL;
+PyObject *pf_RUN_ONLY = NULL;
+
+/* ---- FrameInfo ----------------------------------------------------------------------------- */
+
+/* What the callback sees of a frame. It never changes the frame: f_locals is read straight from
+   the localsplus slots (no FastToLocals, no COPY_FREE_VARS). `frame` is only valid during the
+   callback; if the callback keeps the object, f_locals is built before the frame goes away. */
+typedef struct {
+    PyObject_HEAD
+    _PyInterpreterFrame *frame;
+    PyObject *code, *func, *globals, *builtins, *closure;
+    PyObject *locals;  /* built on first use */
+} PfFrameInfo;
+
+static PyTypeObject PfFrameInfo_Type;
+
+static PyObject *
+pf_frameinfo_new(_PyInterpreterFrame *frame)
+{
+    PfFrameInfo *self = PyObject_GC_New(PfFrameInfo, &PfFrameInfo_Type);
+    if (self == NULL) {
+        return NULL;
+    }
+    PyFunctionObject *func = frame->f_func;
+    self->frame = frame;
+    self->code = Py_NewRef(frame->f_code);
+    self->func = Py_NewRef(func);
+    self->globals = Py_NewRef(frame->f_globals);
+    self->builtins = Py_NewRef(frame->f_builtins);
+    self->closure = Py_NewRef(func->func_closure != NULL ? func->func_closure : Py_None);
+    self->locals = NULL;
+    PyObject_GC_Track(self);
+    return (PyObject *)self;
+}
+
+static PyObject *
+pf_frameinfo_build_locals(_PyInterpreterFrame *frame)
+{
+    PyCodeObject *code = frame->f_code;
+    PyObject *d = PyDict_New();
+    if (d == NULL) {
+        return NULL;
+    }
+    /* At entry only arguments are bound; a cell argument still holds its raw value because
+       MAKE_CELL has not run (fact 10). Free-variable slots are NULL and are skipped. */
+    for (int i = 0; i < code->co_nlocalsplus; i++) {
+        PyObject *value = frame->localsplus[i];
+        if (value == NULL) {
+            continue;
+        }
+        if (PyDict_SetItem(d, PyTuple_GET_ITEM(code->co_localsplusnames, i), value) < 0) {
+            Py_DECREF(d);
+            return NULL;
+        }
+    }
+    return d;
+}
+
+static PyObject *
+pf_frameinfo_get_locals(PfFrameInfo *self, void *Py_UNUSED(closure))
+{
+    if (self->locals == NULL) {
+        if (self->frame == NULL) {
+            PyErr_SetString(PyExc_RuntimeError,
+                            "FrameInfo.f_locals: the frame is gone (it could not be read "
+                            "before the callback returned)");
+            return NULL;
+        }
+        self->locals = pf_frameinfo_build_locals(self->frame);
+        if (self->locals == NULL) {
+            return NULL;
+        }
+    }
+    /* A new dict each time: callers may mutate what they get. */
+    return PyDict_Copy(self->locals);
+}
+
+/* Called when the callback returns: the frame must not be read any more. */
+static void
+pf_frameinfo_detach(PyObject *obj)
+{
+    PfFrameInfo *self = (PfFrameInfo *)obj;
+    if (Py_REFCNT(obj) > 1 && self->locals == NULL) {
+        PyObject *type, *value, *tb;
+        PyErr_Fetch(&type, &value, &tb);
+        self->locals = pf_frameinfo_build_locals(self->frame);
+        if (self->locals == NULL) {
+            PyErr_Clear();
+        }
+        PyErr_Restore(type, value, tb);
+    }
+    self->frame = NULL;
+}
+
+static int
+pf_frameinfo_traverse(PfFrameInfo *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->code);
+    Py_VISIT(self->func);
+    Py_VISIT(self->globals);
+    Py_VISIT(self->builtins);
+    Py_VISIT(self->closure);
+    Py_VISIT(self->locals);
+    return 0;
+}
+
+static int
+pf_frameinfo_clear(PfFrameInfo *self)
+{
+    Py_CLEAR(self->code);
+    Py_CLEAR(self->func);
+    Py_CLEAR(self->globals);
+    Py_CLEAR(self->builtins);
+    Py_CLEAR(self->closure);
+    Py_CLEAR(self->locals);
+    return 0;
+}
+
+static void
+pf_frameinfo_dealloc(PfFrameInfo *self)
+{
+    PyObject_GC_UnTrack(self);
+    pf_frameinfo_clear(self);
+    PyObject_GC_Del(self);
+}
+
+static PyObject *
+pf_frameinfo_repr(PfFrameInfo *self)
+{
+    PyCodeObject *code = (PyCodeObject *)self->code;
+    return PyUnicode_FromFormat("<pyframe._C.FrameInfo %U at %U:%d>", code->co_qualname,
+                                code->co_filename, code->co_firstlineno);
+}
+
+static PyMemberDef pf_frameinfo_members[] = {
+    {"f_code", T_OBJECT, offsetof(PfFrameInfo, code), READONLY, "the code object"},
+    {"f_func", T_OBJECT, offsetof(PfFrameInfo, func), READONLY, "the function being called"},
+    {"f_globals", T_OBJECT, offsetof(PfFrameInfo, globals), READONLY, "the globals dict"},
+    {"f_builtins", T_OBJECT, offsetof(PfFrameInfo, builtins), READONLY, "the builtins dict"},
+    {"closure", T_OBJECT, offsetof(PfFrameInfo, closure), READONLY,
+     "f_func.__closure__ (a tuple of cells, or None)"},
+    {NULL},
+};
+
+static PyGetSetDef pf_frameinfo_getset[] = {
+    {"f_locals", (getter)pf_frameinfo_get_locals, NULL,
+     "a new dict: name -> value of every bound local slot at frame entry", NULL},
+    {NULL},
+};
+
+static PyTypeObject PfFrameInfo_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "pyframe._C.FrameInfo",
+    .tp_basicsize = sizeof(PfFrameInfo),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "A read-only view of a frame at entry, handed to the callback on a cache miss.",
+    .tp_dealloc = (destructor)pf_frameinfo_dealloc,
+    .tp_traverse = (traverseproc)pf_frameinfo_traverse,
+    .tp_clear = (inquiry)pf_frameinfo_clear,
+    .tp_repr = (reprfunc)pf_frameinfo_repr,
+    .tp_members = pf_frameinfo_members,
+    .tp_getset = pf_frameinfo_getset,
+};
+
+/* ---- running frames ------------------------------------------------------------------------ */
+
+/* Run `frame` as if pyframe were not there: through the eval function we chained to. */
+static inline PyObject *
+pf_eval_previous(_PyFrameEvalFunction prev, PyThreadState *tstate, _PyInterpreterFrame *frame,
+                 int throwflag)
+{
+    if (PF_LIKELY(prev == NULL) || PF_UNLIKELY(pf_tls_delegating == frame)) {
+        /* No one below us, or the chain looped back to us (we were re-installed on top of a
+           hook that itself chains to us): CPython runs it. */
+        return _PyEval_EvalFrameDefault(tstate, frame, throwflag);
+    }
+    _PyInterpreterFrame *saved = pf_tls_delegating;
+    pf_tls_delegating = frame;
+    PyObject *result = prev(tstate, frame, throwflag);
+    pf_tls_delegating = saved;
+    return result;
+}
+
+/* Run entry `e` for `frame` in a shadow frame (docs/c_layer.md section 4; CPYTHON311.md fact
+   15). `stale` is a reference to drop once the shadow is set up (see pf_callback_return). */
+static PyObject *
+pf_eval_shadow(PyThreadState *tstate, _PyInterpreterFrame *frame, PfEntry *e, PyObject *stale)
+{
+    PyCodeObject *code = e->code;
+    int nlocalsplus = code->co_nlocalsplus;
+    size_t size = (size_t)nlocalsplus + (size_t)code->co_stacksize + FRAME_SPECIALS_SIZE;
+    _PyInterpreterFrame *shadow = pf_datastack_push(tstate, size);
+    if (shadow == NULL) {
+        Py_XDECREF(stale);
+        return NULL;
+    }
+    /* Include/internal/pycore_frame.h _PyFrame_InitializeSpecials, from the ORIGINAL function
+       (COPY_FREE_VARS reads f_func->func_closure; globals/builtins are the original's) with
+       f_code replaced by the entry's code. */
+    shadow->f_func = (PyFunctionObject *)Py_NewRef(frame->f_func);
+    shadow->f_code = (PyCodeObject *)Py_NewRef(code);
+    shadow->f_globals = frame->f_globals;
+    shadow->f_builtins = frame->f_builtins;
+    shadow->f_locals = Py_XNewRef(frame->f_locals);
+    shadow->stacktop = nlocalsplus;
+    shadow->frame_obj = NULL;
+    shadow->prev_instr = _PyCode_CODE(code) - 1;
+    shadow->is_entry = false;
+    shadow->owner = FRAME_OWNED_BY_THREAD;
+    PyObject **dst = shadow->localsplus;
+    for (int i = 0; i < nlocalsplus; i++) {
+        dst[i] = NULL;
+    }
+    /* The original keeps its references: _PyEval_Vector clears it after we return. */
+    PyObject **src = frame->localsplus;
+    const int *map = e->slot_map;
+    for (int i = 0, n = e->nmap; i < n; i++) {
+        PyObject *value = src[i];
+        if (value != NULL && map[i] >= 0) {
+            dst[map[i]] = Py_NewRef(value);
+        }
+    }
+    Py_XDECREF(stale);
+
+    PyObject *result = _PyEval_EvalFrameDefault(tstate, shadow, 0);
+
+    /* 3.11 leaves an entry frame to its caller (fact 13): we are that caller. */
+    pf_frame_clear(shadow);
+    pf_datastack_pop(tstate, shadow);
+    return result;
+}
+
+/* A miss with a callable callback: ask it what to do with this frame. */
+static PyObject *
+pf_eval_miss(PyThreadState *tstate, _PyInterpreterFrame *frame, PyObject *callback)
+{
+    PyCodeObject *code = frame->f_code;
+    PyObject *info = pf_frameinfo_new(frame);
+    if (info == NULL) {
+        return NULL;
+    }
+    pf_tls_callback = NULL;  /* `callback` holds the slot's reference meanwhile */
+    PyObject *result = PyObject_CallOneArg(callback, info);
+    pf_frameinfo_detach(info);
+    Py_DECREF(info);
+    Py_XDECREF(pf_callback_return(callback));
+    if (result == NULL) {
+        return NULL;  /* the frame is not run; _PyEval_Vector still clears and pops it */
+    }
+
+    if (result == Py_None) {
+        Py_DECREF(result);
+        return pf_eval_previous(pf_prev_eval, tstate, frame, 0);
+    }
+    if (result == pf_SKIP || result == pf_RUN_ONLY) {
+        PfExtraState *state = pf_code_ensure_extra(code);
+        int new_state = result == pf_SKIP ? PF_STATE_SKIP : PF_STATE_RUN_ONLY;
+        Py_DECREF(result);
+        if (state == NULL) {
+            return NULL;
+        }
+        state->state = new_state;
+        return pf_eval_previous(pf_prev_eval, tstate, frame, 0);
+    }
+    if (PyTuple_Check(result) && PyTuple_GET_SIZE(result) == 3) {
+        PfEntry *e = NULL;
+        PfExtraState *state = pf_code_ensure_extra(code);
+        if (state != NULL) {
+            e = pf_cache_add(state, code, PyTuple_GET_ITEM(result, 0),
+                             PyTuple_GET_ITEM(result, 1), PyTuple_GET_ITEM(result, 2));
+        }
+        Py_DECREF(result);
+        if (e == NULL) {
+            return NULL;
+        }
+        /* Installed without re-checking its guards: the callback built them from this frame.
+           Not a hit: `hits` counts calls whose guards passed. */
+        return pf_eval_shadow(tstate, frame, e, NULL);
+    }
+    PyErr_Format(PyExc_TypeError,
+                 "pyframe: the frame callback must return None, SKIP, RUN_ONLY or a tuple "
+                 "(code, guards, info), not %.100s",
+                 Py_TYPE(result)->tp_name);
+    Py_DECREF(result);
+    return NULL;
+}
+
+/* The PEP 523 hook. */
+static PyObject *
+pf_eval_frame(PyThreadState *tstate, _PyInterpreterFrame *frame, int throwflag)
+{
+    PyObject *callback = pf_tls_callback;
+    if (callback == NULL) {
+        _PyFrameEvalFunction prev = pf_prev_eval;
+        if (PF_UNLIKELY(pf_active_threads == 0)) {
+            /* Left installed with no thread using it (a hook installed after ours put us back
+               when it left): step aside so CPython can inline calls again. */
+            pf_hook_uninstall(tstate->interp);
+        }
+        return pf_eval_previous(prev, tstate, frame, throwflag);
+    }
+    PyCodeObject *code = frame->f_code;
+    if (throwflag || frame->owner != FRAME_OWNED_BY_THREAD || (code->co_flags & PF_GENERATOR_FLAGS)) {
+        return pf_eval_previous(pf_prev_eval, tstate, frame, throwflag);
+    }
+    PfExtraState *state = pf_code_get_extra(code);
+    if (state != NULL) {
+        if (state->state == PF_STATE_SKIP) {
+            return pf_eval_previous(pf_prev_eval, tstate, frame, 0);
+        }
+        if (state->entries != NULL) {
+            pf_tls_callback = NULL;  /* guards never call back into pyframe */
+            PyObject *closure = frame->f_func->func_closure;
+            PfEntry *e = pf_cache_lookup(state, frame->localsplus, code->co_nlocalsplus,
+                                         frame->f_globals, frame->f_builtins, closure);
+            PyObject *stale = pf_callback_return(callback);
+            if (e != NULL) {
+                return pf_eval_shadow(tstate, frame, e, stale);
+            }
+            Py_XDECREF(stale);
+        }
+        if (state->state == PF_STATE_RUN_ONLY) {
+            return pf_eval_previous(pf_prev_eval, tstate, frame, 0);
+        }
+    }
+    if (callback == Py_False) {
+        return pf_eval_previous(pf_prev_eval, tstate, frame, 0);
+    }
+    return pf_eval_miss(tstate, frame, callback);
+}
+
+/* ---- set_eval_frame ------------------------------------------------------------------------ */
+
+/* None -> NULL, False -> Py_False, callable -> itself; new reference (or NULL). -1 on error. */
+static int
+pf_callback_from_object(PyObject *obj, PyObject **out)
+{
+    if (obj == Py_None) {
+        *out = NULL;
+        return 0;
+    }
+    if (obj == Py_False || PyCallable_Check(obj)) {
+        *out = Py_NewRef(obj);
+        return 0;
+    }
+    PyErr_Format(PyExc_TypeError,
+                 "pyframe: a frame callback must be None, False or callable, not %.100s",
+                 Py_TYPE(obj)->tp_name);
+    return -1;
+}
+
+static PyObject *
+pf_set_eval_frame(PyObject *Py_UNUSED(module), PyObject *arg)
+{
+    PyObject *callback;
+    if (pf_callback_from_object(arg, &callback) < 0) {
+        return NULL;
+    }
+    PyObject *old = pf_callback_exchange(callback);
+    return old != NULL ? old : Py_NewRef(Py_None);
+}
+
+PyObject *
+pf_hook_state(void)
+{
+    PyInterpreterState *interp = PyThreadState_GET()->interp;
+    return Py_BuildValue("{s:O,s:i,s:O}", "installed",
+                         _PyInterpreterState_GetEvalFrameFunc(interp) == pf_eval_frame ? Py_True
+                                                                                       : Py_False,
+                         "active_threads", pf_active_threads, "chained",
+                         pf_prev_eval != NULL ? Py_True : Py_False);
+}
+
+static PyObject *
+pf_hook_state_py(PyObject *Py_UNUSED(module), PyObject *Py_UNUSED(args))
+{
+    return pf_hook_state();
+}
+
+/* ---- CallbackScope ------------------------------------------------------------------------- */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *fn;
+    PyObject *callback;  /* NULL for None */
+    PyObject *dict;
+    PyObject *weakreflist;
+    vectorcallfunc vectorcall;
+} PfCallbackScope;
+
+static PyObject *
+pf_scope_vectorcall(PyObject *obj, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    PfCallbackScope *self = (PfCallbackScope *)obj;
+    PyObject *callback = self->callback;
+    if (pf_tls_callback == callback) {
+        return PyObject_Vectorcall(self->fn, args, nargsf, kwnames);
+    }
+    Py_XINCREF(callback);
+    PyObject *old = pf_callback_exchange(callback);
+    PyObject *result = PyObject_Vectorcall(self->fn, args, nargsf, kwnames);
+    /* Restore even when fn raised; what we get back is normally our own `callback`. */
+    Py_XDECREF(pf_callback_exchange(old));
+    return result;
+}
+
+static PyObject *
+pf_scope_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"fn", "callback", NULL};
+    PyObject *fn, *callback_arg;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO:CallbackScope", kwlist, &fn,
+                                     &callback_arg)) {
+        return NULL;
+    }
+    if (!PyCallable_Check(fn)) {
+        PyErr_Format(PyExc_TypeError, "CallbackScope: fn must be callable, not %.100s",
+                     Py_TYPE(fn)->tp_name);
+        return NULL;
+    }
+    PyObject *callback;
+    if (pf_callback_from_object(callback_arg, &callback) < 0) {
+        return NULL;
+    }
+    PfCallbackScope *self = (PfCallbackScope *)type->tp_alloc(type, 0);
+    if (self == NULL) {
+        Py_XDECREF(callback);
+        return NULL;
+    }
+    self->fn = Py_NewRef(fn);
+    self->callback = callback;
+    self->dict = NULL;
+    self->weakreflist = NULL;
+    self->vectorcall = pf_scope_vectorcall;
+    return (PyObject *)self;
+}
+
+static int
+pf_scope_traverse(PfCallbackScope *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->fn);
+    Py_VISIT(self->callback);
+    Py_VISIT(self->dict);
+    return 0;
+}
+
+static int
+pf_scope_clear(PfCallbackScope *self)
+{
+    Py_CLEAR(self->fn);
+    Py_CLEAR(self->callback);
+    Py_CLEAR(self->dict);
+    return 0;
+}
+
+static void
+pf_scope_dealloc(PfCallbackScope *self)
+{
+    PyObject_GC_UnTrack(self);
+    if (self->weakreflist != NULL) {
+        PyObject_ClearWeakRefs((PyObject *)self);
+    }
+    pf_scope_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* Used as a method: bind like a function. Calls through LOAD_METHOD skip this altogether thanks
+   to Py_TPFLAGS_METHOD_DESCRIPTOR and pass the instance as the first argument. */
+static PyObject *
+pf_scope_descr_get(PyObject *self, PyObject *obj, PyObject *Py_UNUSED(type))
+{
+    if (obj == NULL || obj == Py_None) {
+        return Py_NewRef(self);
+    }
+    return PyMethod_New(self, obj);
+}
+
+static PyObject *
+pf_scope_get_callback(PfCallbackScope *self, void *Py_UNUSED(closure))
+{
+    return Py_NewRef(self->callback != NULL ? self->callback : Py_None);
+}
+
+static PyObject *
+pf_scope_repr(PfCallbackScope *self)
+{
+    return PyUnicode_FromFormat("<pyframe._C.CallbackScope fn=%R callback=%R>", self->fn,
+                                self->callback != NULL ? self->callback : Py_None);
+}
+
+static PyMemberDef pf_scope_members[] = {
+    {"fn", T_OBJECT, offsetof(PfCallbackScope, fn), READONLY, "the wrapped callable"},
+    {NULL},
+};
+
+static PyGetSetDef pf_scope_getset[] = {
+    {"callback", (getter)pf_scope_get_callback, NULL,
+     "the thread callback installed around each call (None, False or a callable)", NULL},
+    {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
+    {NULL},
+};
+
+static PyTypeObject PfCallbackScope_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "pyframe._C.CallbackScope",
+    .tp_basicsize = sizeof(PfCallbackScope),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL |
+                Py_TPFLAGS_METHOD_DESCRIPTOR,
+    .tp_doc = "CallbackScope(fn, callback): calling it sets this thread's frame callback to "
+              "`callback`, calls fn, and restores the previous callback (also on error).",
+    .tp_new = pf_scope_new,
+    .tp_dealloc = (destructor)pf_scope_dealloc,
+    .tp_traverse = (traverseproc)pf_scope_traverse,
+    .tp_clear = (inquiry)pf_scope_clear,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(PfCallbackScope, vectorcall),
+    .tp_descr_get = pf_scope_descr_get,
+    .tp_dictoffset = offsetof(PfCallbackScope, dict),
+    .tp_weaklistoffset = offsetof(PfCallbackScope, weakreflist),
+    .tp_repr = (reprfunc)pf_scope_repr,
+    .tp_members = pf_scope_members,
+    .tp_getset = pf_scope_getset,
+};
+
+/* ---- module init --------------------------------------------------------------------------- */
+
+static PyMethodDef pf_methods[] = {
+    {"set_eval_frame", pf_set_eval_frame, METH_O,
+     "set_eval_frame(callback) -> previous\n\nSet this thread's frame callback: None (off), "
+     "False (run cached entries only) or a callable (called with a FrameInfo on a miss)."},
+    {"_hook_state", pf_hook_state_py, METH_NOARGS,
+     "Debugging: {'installed': is our hook the interpreter's, 'active_threads': n, "
+     "'chained': do we chain to another hook}."},
+    {NULL},
+};
+
+static PyObject *
+pf_sentinel_new(const char *name)
+{
+    PfSentinel *s = PyObject_New(PfSentinel, &PfSentinel_Type);
+    if (s != NULL) {
+        s->name = name;
+    }
+    return (PyObject *)s;
+}
+
+int
+pf_eval_frame_init(PyObject *module)
+{
+    if (pf_extra_index < 0) {
+        pf_extra_index = _PyEval_RequestCodeExtraIndex(pf_extra_state_free);
+        if (pf_extra_index < 0) {
+            PyErr_SetString(PyExc_ImportError, "pyframe: no free co_extra index left");
+            return -1;
+        }
+    }
+    if (PyType_Ready(&PfSentinel_Type) < 0 || PyType_Ready(&PfFrameInfo_Type) < 0 ||
+        PyType_Ready(&PfCallbackScope_Type) < 0) {
+        return -1;
+    }
+    if (pf_SKIP == NULL) {
+        pf_SKIP = pf_sentinel_new("SKIP");
+        pf_RUN_ONLY = pf_sentinel_new("RUN_ONLY");
+        if (pf_SKIP == NULL || pf_RUN_ONLY == NULL) {
+            return -1;
+        }
+    }
+    if (PyModule_AddObjectRef(module, "SKIP", pf_SKIP) < 0 ||
+        PyModule_AddObjectRef(module, "RUN_ONLY", pf_RUN_ONLY) < 0 ||
+        PyModule_AddObjectRef(module, "FrameInfo", (PyObject *)&PfFrameInfo_Type) < 0 ||
+        PyModule_AddObjectRef(module, "CallbackScope", (PyObject *)&PfCallbackScope_Type) < 0) {
+        return -1;
+    }
+    return PyModule_AddFunctions(module, pf_methods);
+}
+
+#else
+#error "pyframe's hook reads CPython 3.11's _PyInterpreterFrame; port csrc/eval_frame.c and csrc/cpython_defs.c to this version"
+#endif

@@ -1,0 +1,124 @@
+/*
+ * pyframe.h - the one interface between the C half and the C++ half of pyframe._C.
+ *
+ *   C   (eval_frame.c, cpython_defs.c): the PEP 523 hook, shadow frames, and our copies of the
+ *        CPython 3.11 frame internals. Only these files see CPython's internal headers.
+ *   C++ (cache.cpp, guards.cpp, module.cpp): the per-code cache, the guard trees, and the pybind11
+ *        module. They know Python objects, never frames.
+ *
+ * The hot path (a cache hit) crosses this header as plain C calls on raw pointers: the hook hands
+ * the cache the frame's fast locals, globals, builtins and closure, and gets back a PfEntry whose
+ * code and slot map it needs to build the shadow frame. No pybind11 cast happens per call.
+ */
+#ifndef PYFRAME_H
+#define PYFRAME_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- The cache (layout shared by C and C++; owned by cache.cpp) -------------------------- */
+
+/* ExtraState.state: what the hook does with a code object. */
+enum {
+    PF_STATE_ACTIVE = 0,   /* use the entries; on a miss call the callback */
+    PF_STATE_SKIP = 1,     /* run normally, never look at entries or call back */
+    PF_STATE_RUN_ONLY = 2  /* use the entries; on a miss run normally, never call back */
+};
+
+/* One compiled version of a code object: run `code` when the guards pass. */
+typedef struct PfEntry {
+    struct PfEntry *next;
+    PyCodeObject *code;    /* strong: the transformed code */
+    PyObject *guards;      /* strong: the _C.RootGuardManager Python object */
+    void *root;            /* the C++ RootGuardManager inside `guards` (kept alive by it) */
+    PyObject *info;        /* strong: anything the Python side wants kept with the entry */
+    unsigned long long hits;
+    int nmap;              /* co_nlocalsplus of the ORIGINAL code */
+    int *slot_map;         /* original localsplus index -> new index, or -1 (free vars) */
+    int dead;              /* dropped by clear_code/reset while a lookup was running */
+} PfEntry;
+
+/* What lives in a code object's co_extra slot (malloc'd; freed with the code object). */
+typedef struct PfExtraState {
+    int state;                       /* PF_STATE_* */
+    int busy;                        /* lookups in progress (guards may run Python code) */
+    PfEntry *entries;                /* most recently hit first */
+    PfEntry *graveyard;              /* entries dropped while busy, freed when busy drops to 0 */
+    struct PfExtraState *list_prev;  /* intrusive list of every ExtraState, for reset() */
+    struct PfExtraState *list_next;
+} PfExtraState;
+
+/* ---- eval_frame.c -------------------------------------------------------------------------- */
+
+/* Creates the C types (CallbackScope, FrameInfo, sentinels), requests the co_extra index and adds
+   set_eval_frame to `module`. Returns -1 with an exception set on failure. */
+int pf_eval_frame_init(PyObject *module);
+
+/* The two sentinels a callback may return (borrowed references, alive for the process). */
+extern PyObject *pf_SKIP;
+extern PyObject *pf_RUN_ONLY;
+
+/* Small introspection helper for tests: (hook installed and ours, active threads, chained). */
+PyObject *pf_hook_state(void);
+
+/* ---- cpython_defs.c: version-specific pieces the C++ side needs ----------------------------- */
+
+/* The ExtraState of `code`, or NULL if it has none (never raises). */
+PfExtraState *pf_code_get_extra(PyCodeObject *code);
+/* The ExtraState of `code`, created on first use. NULL with an exception on failure. */
+PfExtraState *pf_code_ensure_extra(PyCodeObject *code);
+/* Builds the slot map from `orig`'s localsplus to `new_code`'s by name. Returns a malloc'd array
+   of orig->co_nlocalsplus ints (stored in *n), or NULL with ValueError/MemoryError set. */
+int *pf_code_slot_map(PyCodeObject *orig, PyCodeObject *new_code, int *n);
+/* The co_extra index requested by pf_eval_frame_init (-1 before). */
+extern Py_ssize_t pf_extra_index;
+
+/* Shadow-frame plumbing for eval_frame.c (copies of hidden CPython functions). */
+struct _PyInterpreterFrame;
+/* Bumps `size` words on the thread's data stack (new chunk if needed); NULL + MemoryError. */
+struct _PyInterpreterFrame *pf_datastack_push(PyThreadState *tstate, size_t size);
+/* Pops a frame pushed by pf_datastack_push (LIFO). */
+void pf_datastack_pop(PyThreadState *tstate, struct _PyInterpreterFrame *frame);
+/* Drops the frame's references, or moves it into its frame object if that outlives it. */
+void pf_frame_clear(struct _PyInterpreterFrame *frame);
+
+/* ---- cache.cpp ------------------------------------------------------------------------------ */
+
+PfExtraState *pf_extra_state_new(void);   /* NULL with MemoryError */
+void pf_extra_state_free(void *state);    /* the co_extra freefunc: tolerates NULL/finalization */
+
+/* First entry whose guards pass, moved to the front with its hit count bumped; NULL on a miss.
+   `fast`/`nfast` are the frame's localsplus. Never leaves an exception set. */
+PfEntry *pf_cache_lookup(PfExtraState *state, PyObject *const *fast, int nfast,
+                         PyObject *globals, PyObject *builtins, PyObject *closure);
+
+/* Validates (code, guards, info), builds the slot map against `orig` and pushes a new entry at
+   the front of `state`. NULL with an exception (TypeError/ValueError) on failure. */
+PfEntry *pf_cache_add(PfExtraState *state, PyCodeObject *orig, PyObject *code,
+                      PyObject *guards, PyObject *info);
+
+/* ---- guards.cpp ----------------------------------------------------------------------------- */
+
+/* The C++ RootGuardManager held by a _C.RootGuardManager object, or NULL with TypeError. */
+void *pf_guards_root_of(PyObject *obj);
+
+/* Runs a guard tree against a frame: 1 = passes, 0 = fails. Never leaves an exception set. */
+int pf_guards_check_frame(void *root, PyObject *const *fast, int nfast,
+                          PyObject *globals, PyObject *builtins, PyObject *closure);
+
+#ifdef __cplusplus
+} /* extern "C" */
+
+/* C++-only: the pybind11 halves of the module, called from module.cpp. */
+#include <pybind11/pybind11.h>
+namespace pyframe {
+void bind_guards(pybind11::module_ &m);
+void bind_cache(pybind11::module_ &m);
+}  // namespace pyframe
+#endif
+
+#endif /* PYFRAME_H */

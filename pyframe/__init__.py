@@ -1,0 +1,22 @@
+"""pyframe: a compact frame-evaluation JIT for PyTorch programs, built as TorchDynamo is built.
+
+    import pyframe
+    fast_fn = pyframe.optimize(my_backend)(fn)      # or "eager", "inductor", ...
+
+See docs/c_layer.md for the C layer and README.md for the data flow of one call.
+"""
+from . import _C, config, convert_frame, exc
+from .backends import list_backends, lookup_backend, register_backend
+from .debug.explain import explain
+from .eval_frame import OptimizedModule, disable, optimize, run
+from .exc import BackendCompilerFailed, Unsupported
+
+
+def reset() -> None:
+    """Drop every cache entry of every code object, and what pyframe recorded about them."""
+    _C.reset()
+    convert_frame.records.clear()
+
+
+__all__ = ["BackendCompilerFailed", "OptimizedModule", "Unsupported", "config", "disable", "exc", "explain",
+           "list_backends", "lookup_backend", "optimize", "register_backend", "reset", "run"]

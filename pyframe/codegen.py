@@ -1,0 +1,162 @@
+"""Codegen: emitting the transformed bytecode with the `bytecode` library.
+
+`PyCodegen` collects instructions: loads of Sources (how the transformed code reads a graph input
+again), constants, container builds, calls. Symbolic values rebuild themselves through it
+(`vt.reconstruct(cg)`), so this module needs no knowledge of their classes. `make_code` wraps a body
+into a code object that keeps the original's signature, cells, free variables and every local slot
+(the eval-frame hook copies the original frame's slots into it by name).
+"""
+from __future__ import annotations
+
+import types
+from typing import Any, Callable
+
+import torch.fx
+from bytecode import Bytecode, CellVar, FreeVar, Instr, Label
+
+from .source import (
+    AttrSource, BuiltinSource, ClosureSource, GlobalSource, ItemSource, LocalSource, Source,
+)
+
+_BUILD = {tuple: "BUILD_TUPLE", list: "BUILD_LIST"}
+
+
+class PyCodegen:
+    def __init__(self, code: types.CodeType):
+        self.code = code
+        self.instructions: list[Instr | Label] = []
+        self.node_slots: dict[torch.fx.Node, str] = {}  # graph outputs, stored in temporaries
+        self.rebuilt: dict[int, str] = {}  # mutable containers already built once, by tracker id
+        self.lineno = code.co_firstlineno
+
+    def emit(self, name: str, arg: Any = None) -> None:
+        if arg is None and name not in ("LOAD_CONST",):
+            self.instructions.append(Instr(name, lineno=self.lineno))
+        else:
+            self.instructions.append(Instr(name, arg, lineno=self.lineno))
+
+    # -- loads ---------------------------------------------------------------------------------
+    def load_const(self, value: Any) -> None:
+        self.emit("LOAD_CONST", value)
+
+    def push_null(self) -> None:
+        self.emit("PUSH_NULL")
+
+    def load_local(self, name: str) -> None:
+        if name in self.code.co_cellvars:  # after MAKE_CELL the slot holds the cell
+            self.emit("LOAD_DEREF", CellVar(name))
+        else:
+            self.emit("LOAD_FAST", name)
+
+    def store_local(self, name: str) -> None:
+        if name in self.code.co_cellvars:
+            self.emit("STORE_DEREF", CellVar(name))
+        else:
+            self.emit("STORE_FAST", name)
+
+    def load_source(self, source: Source) -> None:
+        """Bytecode that evaluates `source` in the frame (the transformed code's own frame)."""
+        if isinstance(source, LocalSource):
+            self.load_local(source.local_name)
+        elif isinstance(source, (GlobalSource, BuiltinSource)):
+            name = source.global_name if isinstance(source, GlobalSource) else source.builtin_name
+            self.emit("LOAD_GLOBAL", (False, name))
+        elif isinstance(source, ClosureSource):
+            self.emit("LOAD_DEREF", FreeVar(source.var_name))
+        elif isinstance(source, AttrSource):
+            self.load_source(source.base)
+            self.emit("LOAD_ATTR", source.attr)
+        elif isinstance(source, ItemSource):
+            self.load_source(source.base)
+            self.load_const(source.key)
+            self.emit("BINARY_SUBSCR")
+        else:
+            raise TypeError(f"cannot load source {source!r}")
+
+    def load_tensor(self, tensor: Any) -> None:
+        """A TensorVariable: a graph output kept in a temporary, or a graph input's source."""
+        slot = self.node_slots.get(tensor.node)
+        if slot is not None:
+            self.load_local(slot)
+        elif tensor.source is not None:
+            self.load_source(tensor.source)
+        else:
+            raise RuntimeError(f"tensor {tensor.node.name} is neither a graph output nor an input")
+
+    def rebuild_once(self, tracker: Any, emit: Callable[[], None]) -> None:
+        """Build a mutable value once; later uses load the same object (aliasing is preserved)."""
+        slot = self.rebuilt.get(id(tracker))
+        if slot is not None:
+            self.load_local(slot)
+            return
+        emit()
+        slot = self.rebuilt[id(tracker)] = f"___rebuilt_{len(self.rebuilt)}"
+        self.emit("COPY", 1)
+        self.emit("STORE_FAST", slot)
+
+    # -- building and calling --------------------------------------------------------------------
+    def build(self, container_type: type, n: int) -> None:
+        if container_type is dict:
+            self.emit("BUILD_MAP", n)
+        elif container_type in _BUILD:
+            self.emit(_BUILD[container_type], n)
+        else:  # torch.Size and other tuple subclasses: build a tuple, then call the type on it
+            self.emit("BUILD_TUPLE", n)
+            self.push_null()
+            self.emit("SWAP", 2)
+            self.load_const(container_type)
+            self.emit("SWAP", 2)
+            self.call(1)
+
+    def call(self, nargs: int) -> None:
+        # 3.11: PRECALL must immediately precede CALL (specialized PRECALLs skip over the CALL).
+        self.emit("PRECALL", nargs)
+        self.emit("CALL", nargs)
+
+    def call_graph(self, compiled_fn: Any, input_sources: list[Source], outputs: list[torch.fx.Node]) -> None:
+        """`__out_0, __out_1, ... = compiled_fn(*inputs)`: the graph outputs land in temporaries."""
+        self.push_null()
+        self.load_const(compiled_fn)
+        for source in input_sources:
+            self.load_source(source)
+        self.call(len(input_sources))
+        if not outputs:
+            self.emit("POP_TOP")
+            return
+        self.emit("UNPACK_SEQUENCE", len(outputs))
+        for i, node in enumerate(outputs):
+            name = f"___out_{i}"
+            self.emit("STORE_FAST", name)
+            self.node_slots[node] = name
+
+
+def prologue(code: types.CodeType) -> list[Instr]:
+    """MAKE_CELL / COPY_FREE_VARS / RESUME 0: what every 3.11 function runs before its body."""
+    result: list[Instr] = []
+    for inst in Bytecode.from_code(code):
+        if isinstance(inst, Instr):
+            result.append(inst)
+            if inst.name == "RESUME":
+                return result
+    raise ValueError(f"{code.co_name}: no RESUME instruction")
+
+
+def make_code(original: types.CodeType, body: list[Instr | Label], name: str | None = None) -> types.CodeType:
+    """A code object with the original's signature and local slots, running `body` after the prologue."""
+    bc = Bytecode()
+    bc.name = name or original.co_name
+    bc.qualname = original.co_qualname if name is None else name
+    bc.filename = original.co_filename
+    bc.first_lineno = original.co_firstlineno
+    bc.flags = original.co_flags
+    bc.argcount = original.co_argcount
+    bc.posonlyargcount = original.co_posonlyargcount
+    bc.kwonlyargcount = original.co_kwonlyargcount
+    # Every original local keeps its slot index; temporaries of the body come after them.
+    bc.argnames = list(original.co_varnames)
+    bc.cellvars = list(original.co_cellvars)
+    bc.freevars = list(original.co_freevars)
+    bc.extend(prologue(original))
+    bc.extend(body)
+    return bc.to_code()
+

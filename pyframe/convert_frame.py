@@ -1,0 +1,162 @@
+"""The miss path: what the eval-frame hook calls when no cache entry of a code object matches.
+
+`Compiler(backend)` is the callback installed by `optimize()`. For each frame it decides: skip the
+code for good (generators, module bodies, files of torch, the standard library and pyframe itself),
+stop compiling it (past `config.recompile_limit`), or translate it into a new cache entry
+(transformed code, guard tree, and a FrameRecord kept for explain() and pyframe.debug).
+
+Error policy: Unsupported (or any failure inside pyframe) makes the frame run as plain Python,
+with the reason recorded; with fullgraph=True Unsupported reaches the user instead.
+BackendCompilerFailed reaches the user only when config.suppress_errors is False.
+"""
+from __future__ import annotations
+
+import inspect
+import logging
+import os
+import sysconfig
+import time
+import types
+import warnings
+import weakref
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+
+from . import _C, config
+from .backends import CompiledGraph
+from .exc import BackendCompilerFailed, Unsupported
+from .graph import OutputGraph
+from .translator.output import translate_frame
+
+log = logging.getLogger("pyframe")
+
+_NOT_FUNCTION_FLAGS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ITERABLE_COROUTINE | \
+    inspect.CO_ASYNC_GENERATOR
+_SKIP_DIRS = tuple(os.path.join(os.path.realpath(p), "") for p in {
+    os.path.dirname(torch.__file__), os.path.dirname(__file__),
+    sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["platstdlib"],
+})
+# Codes traced even though their file is skipped: forward() of modules given to optimize().
+force_trace: "weakref.WeakSet[types.CodeType]" = weakref.WeakSet()
+
+
+@dataclass
+class FrameRecord:
+    """What happened to one frame on a cache miss (kept with its cache entry, and in `records`)."""
+
+    name: str                                     # the code's name, file and line, for messages
+    status: str                                   # "compiled", "skipped", "run_only"
+    reason: str                                   # why: "first compile", the failing guard, the skip cause
+    graphs: list[CompiledGraph] = field(default_factory=list)
+    guards: list[str] = field(default_factory=list)
+    transformed: types.CodeType | None = None
+    compile_seconds: float = 0.0
+    error: Unsupported | None = None              # the graph break (compiled) or the cause (skipped)
+    resume_codes: list[types.CodeType] = field(default_factory=list)
+
+
+# The records of each code object, dropped with the code object (a record holds its graphs).
+records: "weakref.WeakKeyDictionary[types.CodeType, list[FrameRecord]]" = weakref.WeakKeyDictionary()
+
+
+def records_for(code: types.CodeType) -> list[FrameRecord]:
+    """What happened on each cache miss of `code`, oldest first."""
+    return records.get(code, [])
+
+
+def describe(code: types.CodeType) -> str:
+    return f"{code.co_name} ({code.co_filename}:{code.co_firstlineno})"
+
+
+def skip_reason(code: types.CodeType) -> str | None:
+    """Why this code is never traced, or None."""
+    if code.co_flags & _NOT_FUNCTION_FLAGS:
+        return "generator or coroutine"
+    if not code.co_flags & inspect.CO_OPTIMIZED:
+        return "module or class body"
+    if code in force_trace:
+        return None
+    filename = code.co_filename
+    if filename.startswith("<") and filename != "<stdin>" and not filename.startswith("<ipython"):
+        return f"generated code {filename}"
+    if os.path.realpath(filename).startswith(_SKIP_DIRS):
+        return f"file of torch, the standard library or pyframe ({filename})"
+    return None
+
+
+class Compiler:
+    """The per-thread eval-frame callback installed by pyframe.optimize(backend)."""
+
+    def __init__(self, backend: Callable, backend_name: str, fullgraph: bool = False,
+                 observer: Callable[[types.CodeType, FrameRecord], None] | None = None):
+        self.backend = backend
+        self.backend_name = backend_name
+        self.fullgraph = fullgraph
+        self.observer = observer  # told of every record (explain() collects a run's records)
+        self._limit_warned: "weakref.WeakSet[types.CodeType]" = weakref.WeakSet()
+
+    def __call__(self, frame: Any) -> Any:
+        code = frame.f_code
+        reason = skip_reason(code)
+        if reason is not None:
+            return _C.SKIP
+        entries = _C.get_cache_entries(code)
+        failures = [e.guards.first_failure(frame.f_locals, frame.f_globals, frame.f_builtins, frame.closure)
+                    for e in entries]
+        why = "first compile" if not entries else "guard failed: " + "; ".join(str(f) for f in failures)
+        if len(entries) >= config.recompile_limit:
+            return self._over_limit(code, why)
+        start = time.perf_counter()
+        try:
+            outputs: list[OutputGraph] = []
+
+            def make_output() -> OutputGraph:
+                outputs.append(OutputGraph(self.backend, self.backend_name))
+                return outputs[-1]
+
+            result = translate_frame(code, frame.f_locals, frame.f_globals, frame.f_builtins, frame.closure,
+                                     make_output, disable_wrap, self.fullgraph)
+            guards = outputs[-1].guards
+            root = guards.build(code)
+        except Unsupported as e:
+            if self.fullgraph:
+                raise
+            return self._give_up(code, entries, e, str(e))
+        except BackendCompilerFailed:
+            raise
+        except Exception as e:  # a bug in pyframe must never change the user's result
+            log.warning("pyframe: internal error compiling %s, running it normally", code.co_name, exc_info=True)
+            return self._give_up(code, entries, None, f"internal error: {type(e).__name__}: {e}")
+        record = FrameRecord(describe(code), "compiled", why, result.graphs, guards.texts(), result.code,
+                             time.perf_counter() - start, result.break_reason, result.resume_codes)
+        self._record(code, record)
+        if entries:
+            log.debug("recompiling %s: %s", code.co_name, why)
+        return (result.code, root, record)
+
+    def _record(self, code: types.CodeType, record: FrameRecord) -> None:
+        records.setdefault(code, []).append(record)
+        if self.observer is not None:
+            self.observer(code, record)
+
+    def _give_up(self, code: types.CodeType, entries: list, error: Unsupported | None, reason: str) -> Any:
+        self._record(code, FrameRecord(describe(code), "skipped", reason, error=error))
+        log.debug("running %s normally: %s", code.co_name, reason)
+        # Keep entries made for other inputs; a code that never compiled is not tried again.
+        return _C.RUN_ONLY if entries else _C.SKIP
+
+    def _over_limit(self, code: types.CodeType, why: str) -> Any:
+        if code not in self._limit_warned:
+            self._limit_warned.add(code)
+            warnings.warn(f"pyframe: {describe(code)} hit "
+                          f"config.recompile_limit ({config.recompile_limit}); running it eagerly from now "
+                          f"on. Last recompile reason: {why}", stacklevel=2)
+        self._record(code, FrameRecord(describe(code), "run_only", f"recompile limit: {why}"))
+        return _C.RUN_ONLY
+
+
+def disable_wrap(fn: Callable) -> Callable:
+    """Run `fn` (a compiled graph) with the hook off for this thread: its frames are not user code."""
+    return _C.CallbackScope(fn, None)

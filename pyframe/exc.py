@@ -1,0 +1,65 @@
+"""pyframe's exceptions: one family, with messages in the user's terms.
+
+`Unsupported` is a graph-break reason; it carries the user's file, line and source text so that
+`fullgraph=True` and `explain()` can point at the line that stopped tracing.
+"""
+from __future__ import annotations
+
+import linecache
+from dataclasses import dataclass
+
+
+class PyframeError(Exception):
+    """Base class of every error pyframe raises on purpose."""
+
+
+@dataclass(frozen=True)
+class UserLocation:
+    """Where in the user's code something happened."""
+
+    filename: str
+    lineno: int
+    function: str
+
+    @property
+    def source_line(self) -> str:
+        return linecache.getline(self.filename, self.lineno).strip()
+
+    def __str__(self) -> str:
+        text = f"{self.filename}:{self.lineno} in {self.function}"
+        line = self.source_line
+        return f"{text} `{line}`" if line else text
+
+
+class Unsupported(PyframeError):
+    """Tracing cannot go on here: a graph break (or, with fullgraph=True, an error)."""
+
+    def __init__(self, reason: str, location: UserLocation | None = None):
+        self.reason = reason
+        self.location = location
+        self.break_index: int | None = None  # set by the root translator: where a break can go
+        super().__init__(self._message())
+
+    def _message(self) -> str:
+        if self.location is None:
+            return self.reason
+        return f"{self.reason} at {self.location}"
+
+    def with_location(self, location: UserLocation) -> "Unsupported":
+        """Attach the innermost user location once; outer frames keep the first one."""
+        if self.location is None:
+            self.location = location
+            self.args = (self._message(),)
+        return self
+
+
+class BackendCompilerFailed(PyframeError):
+    """The backend raised (or returned something unusable) and config.suppress_errors is False."""
+
+    def __init__(self, backend_name: str, cause: BaseException | str):
+        self.backend_name = backend_name
+        super().__init__(f"backend {backend_name!r} failed: {cause}")
+
+
+class InvalidBackend(PyframeError, ValueError):
+    """An unknown backend name."""

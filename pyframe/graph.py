@@ -1,0 +1,162 @@
+"""OutputGraph: the torch.fx graph one frame's trace records, and its hand-off to the backend.
+
+The translator adds graph inputs (real tensors read from the frame, named after their Source as
+torch._dynamo names them: `L['x']` -> placeholder `L_x_`) and call nodes. Every node is run on
+FakeTensors as it is created, so shapes and dtypes are known while tracing and each node carries
+`meta["example_value"]`. At the end, `compile()` closes the graph with a tuple output and gives it,
+with the real example inputs, to the backend. This module knows nothing of bytecode.
+"""
+from __future__ import annotations
+
+import itertools
+import operator
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+import torch.fx
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+from .backends import CompiledGraph, compile_with_backend
+from .exc import Unsupported
+from .guards import GuardSet
+from .source import Source
+
+
+@dataclass
+class GraphInput:
+    source: Source
+    node: torch.fx.Node
+    example: torch.Tensor
+
+
+_fake_mode: FakeTensorMode | None = None
+
+
+def fake_mode() -> FakeTensorMode:
+    """One shared FakeTensorMode (static shapes): creating one costs far more than a trace."""
+    global _fake_mode
+    if _fake_mode is None:
+        _fake_mode = FakeTensorMode(allow_non_fake_inputs=False)
+    return _fake_mode
+
+
+class OutputGraph:
+    def __init__(self, backend: Callable, backend_name: str):
+        self.backend = backend
+        self.backend_name = backend_name
+        self.graph = torch.fx.Graph()
+        self.inputs: dict[Source, GraphInput] = {}
+        self.guards = GuardSet()
+        self._last_placeholder: torch.fx.Node | None = None
+        self.fake_mode = fake_mode()
+
+    # -- building -----------------------------------------------------------------------------
+    def add_input(self, source: Source, value: torch.Tensor) -> torch.fx.Node:
+        """The placeholder for a tensor read from the frame (one per source)."""
+        existing = self.inputs.get(source)
+        if existing is not None:
+            return existing.node
+        # Placeholders stay first, in the order the trace met them.
+        last = self._last_placeholder
+        with self.graph.inserting_after(last) if last is not None else self.graph.inserting_before(None):
+            node = self.graph.placeholder(source.placeholder_name())
+        self._last_placeholder = node
+        node.meta["example_value"] = self.fake_mode.from_tensor(value, static_shapes=True)
+        node.meta["source"] = source
+        self.inputs[source] = GraphInput(source, node, value)
+        return node
+
+    def create_node(self, op: str, target: Any, args: tuple, kwargs: dict) -> torch.fx.Node:
+        """Record a call and propagate FakeTensors through it (`op` is call_function/call_method)."""
+        fake_args = torch.fx.node.map_arg(args, _example_value)
+        fake_kwargs = torch.fx.node.map_arg(kwargs, _example_value)
+        try:
+            with self.fake_mode:
+                if op == "call_method":
+                    example = getattr(fake_args[0], target)(*fake_args[1:], **fake_kwargs)
+                else:
+                    example = target(*fake_args, **fake_kwargs)
+        except Unsupported:
+            raise
+        except Exception as e:  # the eager run will raise it again, with the user's traceback
+            raise Unsupported(f"{_describe(op, target)} fails on these inputs ({type(e).__name__}: {e})") from e
+        node = self.graph.create_node(op, target, args, kwargs)
+        node.meta["example_value"] = example
+        return node
+
+    def getitem(self, node: torch.fx.Node, index: int) -> torch.fx.Node:
+        """One element of a node whose value is a tuple (torch.split, max with dim, ...)."""
+        item = self.graph.call_function(operator.getitem, (node, index))
+        item.meta["example_value"] = node.meta["example_value"][index]
+        return item
+
+    @property
+    def op_count(self) -> int:
+        return sum(1 for n in self.graph.nodes if n.op in ("call_function", "call_method", "call_module"))
+
+    # -- finishing ------------------------------------------------------------------------------
+    def compile(self, outputs: list[torch.fx.Node]) -> CompiledGraph | None:
+        """Close the graph with `outputs` and compile it; the result takes `self.inputs` in order.
+
+        None when no operation is left once dead code is gone (no graph, as torch._dynamo does).
+        """
+        self.graph.output(tuple(outputs))
+        remove_dead_nodes(self.graph)
+        for source, inp in list(self.inputs.items()):  # inputs only dead code read
+            if not inp.node.users:
+                self.graph.erase_node(inp.node)
+                del self.inputs[source]
+        if self.op_count == 0:
+            return None
+        name = _next_graph_name()
+        gm = torch.fx.GraphModule(torch.nn.Module(), self.graph, class_name="GraphModule")
+        gm.meta["pyframe_name"] = name
+        examples = [inp.example for inp in self.inputs.values()]
+        return compile_with_backend(self.backend, self.backend_name, gm, examples, name)
+
+
+_graph_counter = itertools.count(1)
+
+
+def _next_graph_name() -> str:
+    """`__compiled_fn_N`, numbered across the process as torch._dynamo numbers its graphs."""
+    return f"__compiled_fn_{next(_graph_counter)}"
+
+
+def remove_dead_nodes(graph: torch.fx.Graph) -> None:
+    """Drop calls whose results nobody uses, keeping every call that mutates its inputs.
+
+    (fx's own eliminate_dead_code would drop `x.add_(1)`: it only knows mutation from aten schemas.)
+    """
+    for node in reversed(list(graph.nodes)):
+        if node.op in ("call_function", "call_method") and not node.users and not _mutates(node):
+            graph.erase_node(node)
+
+
+_MUTATING_FUNCTIONS = {operator.setitem, operator.delitem, operator.iadd, operator.isub, operator.imul,
+                       operator.itruediv, operator.ifloordiv, operator.imod, operator.ipow, operator.imatmul,
+                       operator.iand, operator.ior, operator.ixor, operator.ilshift, operator.irshift}
+
+
+def _mutates(node: torch.fx.Node) -> bool:
+    if node.kwargs.get("inplace") is True or "out" in node.kwargs:
+        return True
+    if node.op == "call_method":
+        name = node.target
+    elif node.target in _MUTATING_FUNCTIONS:
+        return True
+    else:
+        name = getattr(node.target, "__name__", "")
+    # torch's convention: a trailing underscore marks the in-place variant (add_, relu_, copy_).
+    return name.endswith("_") and not name.endswith("__")
+
+
+def _example_value(node: torch.fx.Node) -> Any:
+    return node.meta["example_value"]
+
+
+def _describe(op: str, target: Any) -> str:
+    if op == "call_method":
+        return f"Tensor.{target}()"
+    return getattr(target, "__qualname__", None) or getattr(target, "__name__", None) or repr(target)

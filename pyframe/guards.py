@@ -1,0 +1,189 @@
+"""Guards: the facts a trace relied on, as checks on Sources, and their lowering to C++ trees.
+
+The translator calls `GuardSet.add` while it reads values from the frame (a tensor's metadata, a
+global's identity, a constant's value). When the frame is done, `GuardSet.build(code)` lowers the
+set to a `pyframe._C.RootGuardManager`: one node per Source (fetched once per call however many
+checks read it), the cheapest checks first. Every guard also renders as readable Python-like text,
+used by explain(), the logs and the recompile reasons. This module knows nothing of the translator.
+"""
+from __future__ import annotations
+
+import enum
+import types
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+import torch
+
+from . import _C
+from .source import (
+    AttrSource, BuiltinSource, ClosureSource, GlobalSource, ItemSource, LocalSource, Source,
+)
+
+
+class GuardKind(enum.IntEnum):
+    # The value is the cost rank: the C++ tree runs cheaper checks first.
+    ID_MATCH = 0
+    TYPE_MATCH = 1
+    NONE_MATCH = 2
+    NOT_NONE_MATCH = 3
+    EQUALS_MATCH = 4
+    LEN_MATCH = 5
+    DICT_KEYS_MATCH = 6
+    TENSOR_MATCH = 7
+
+
+@dataclass(frozen=True)
+class TensorMeta:
+    """What TENSOR_MATCH checks: the tensor's exact type and static metadata."""
+
+    type: type
+    dtype: torch.dtype
+    device: torch.device
+    sizes: tuple[int, ...]
+    strides: tuple[int, ...]
+    requires_grad: bool
+
+    @classmethod
+    def of(cls, t: torch.Tensor) -> "TensorMeta":
+        return cls(type(t), t.dtype, t.device, tuple(t.shape), tuple(t.stride()), t.requires_grad)
+
+
+@dataclass(frozen=True)
+class Guard:
+    source: Source
+    kind: GuardKind
+    value: Any = None
+
+    def text(self) -> str:
+        name, kind, value = self.source.name(), self.kind, self.value
+        if kind is GuardKind.ID_MATCH:
+            return f"id({name}) == {id(value)}  # {_short_repr(value)}"
+        if kind is GuardKind.TYPE_MATCH:
+            return f"type({name}) is {_type_name(value)}"
+        if kind is GuardKind.NONE_MATCH:
+            return f"{name} is None"
+        if kind is GuardKind.NOT_NONE_MATCH:
+            return f"{name} is not None"
+        if kind is GuardKind.EQUALS_MATCH:
+            return f"{name} == {value!r}"
+        if kind is GuardKind.LEN_MATCH:
+            return f"len({name}) == {value}"
+        if kind is GuardKind.DICT_KEYS_MATCH:
+            return f"list({name}.keys()) == {list(value)!r}"
+        m: TensorMeta = value
+        return (f"check_tensor({name}, {_type_name(m.type)}, {m.dtype}, device={str(m.device)!r}, "
+                f"size={list(m.sizes)}, stride={list(m.strides)}, requires_grad={m.requires_grad})")
+
+
+@dataclass(frozen=True)
+class GlobalStateGuard:
+    """A check on interpreter-wide torch state, evaluated by calling `fn()`."""
+
+    fn: Any
+    expected: Any
+    label: str
+
+    def text(self) -> str:
+        return f"{self.label}() == {self.expected!r}"
+
+
+def global_state_guards() -> list[GlobalStateGuard]:
+    """The torch state every trace depends on (grad mode changes the graph; so does dtype)."""
+    return [
+        GlobalStateGuard(torch.is_grad_enabled, torch.is_grad_enabled(), "torch.is_grad_enabled"),
+        GlobalStateGuard(torch.get_default_dtype, torch.get_default_dtype(), "torch.get_default_dtype"),
+    ]
+
+
+class GuardSet:
+    """The guards of one trace, deduplicated, in the order they were added."""
+
+    def __init__(self) -> None:
+        self._guards: dict[tuple[Source, GuardKind], Guard] = {}
+        self.global_state = global_state_guards()
+
+    def add(self, source: Source, kind: GuardKind, value: Any = None) -> None:
+        self._guards.setdefault((source, kind), Guard(source, kind, value))
+
+    def __iter__(self) -> Iterator[Guard]:
+        return iter(self._guards.values())
+
+    def __len__(self) -> int:
+        return len(self._guards)
+
+    def texts(self) -> list[str]:
+        return [g.text() for g in self.global_state] + [g.text() for g in self]
+
+    def build(self, code: types.CodeType) -> "_C.RootGuardManager":
+        """Lower to the C++ tree checked by the eval-frame hook on every call of `code`."""
+        root = _C.RootGuardManager()
+        for g in self.global_state:
+            root.add_call_match(g.fn, g.expected, g.text())
+        nodes: dict[Source, Any] = {}
+        for guard in sorted(self, key=lambda g: g.kind):  # stable: cheap kinds first
+            _add_leaf(_node_for(guard.source, root, nodes, code), guard)
+        return root
+
+
+def _node_for(source: Source, root: Any, nodes: dict[Source, Any], code: types.CodeType) -> Any:
+    node = nodes.get(source)
+    if node is not None:
+        return node
+    if isinstance(source, LocalSource):
+        # At frame entry only arguments are bound; they sit in co_varnames order.
+        node = root.local(source.local_name, code.co_varnames.index(source.local_name))
+    elif isinstance(source, GlobalSource):
+        node = root.global_(source.global_name)
+    elif isinstance(source, BuiltinSource):
+        node = root.builtin(source.builtin_name)
+    elif isinstance(source, ClosureSource):
+        node = root.closure(source.index)
+    elif isinstance(source, AttrSource):
+        node = _node_for(source.base, root, nodes, code).attr(source.attr)
+    elif isinstance(source, ItemSource):
+        node = _node_for(source.base, root, nodes, code).item(source.key)
+    else:
+        raise TypeError(f"no guard lowering for source {source!r}")
+    nodes[source] = node
+    return node
+
+
+def _add_leaf(node: Any, guard: Guard) -> None:
+    kind, value, text = guard.kind, guard.value, guard.text()
+    if kind is GuardKind.ID_MATCH:
+        node.add_id_match(value, text)
+    elif kind is GuardKind.TYPE_MATCH:
+        node.add_type_match(value, text)
+    elif kind is GuardKind.NONE_MATCH:
+        node.add_none_match(text)
+    elif kind is GuardKind.NOT_NONE_MATCH:
+        node.add_not_none_match(text)
+    elif kind is GuardKind.EQUALS_MATCH:
+        node.add_equals_match(value, text)
+    elif kind is GuardKind.LEN_MATCH:
+        node.add_len_match(value, text)
+    elif kind is GuardKind.DICT_KEYS_MATCH:
+        node.add_dict_keys_match(tuple(value), text)
+    else:
+        m: TensorMeta = value
+        node.add_tensor_match(m.type, m.dtype, m.device, m.sizes, m.strides, m.requires_grad, text)
+
+
+def _type_name(tp: type) -> str:
+    module = tp.__module__
+    if module == "builtins":
+        return tp.__qualname__
+    if module.startswith("torch"):
+        public = {torch.Tensor: "torch.Tensor", torch.nn.Parameter: "torch.nn.Parameter"}
+        return public.get(tp, f"{module}.{tp.__qualname__}")
+    return f"{module}.{tp.__qualname__}"
+
+
+def _short_repr(value: Any) -> str:
+    if isinstance(value, types.ModuleType):
+        return f"module {value.__name__}"
+    if isinstance(value, (types.FunctionType, type)):
+        return f"{type(value).__name__} {value.__qualname__}"
+    text = repr(value)
+    return text if len(text) <= 60 else f"{type(value).__name__} object"

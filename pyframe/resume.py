@@ -1,0 +1,105 @@
+"""Resume functions: the rest of a frame's code after a graph break, as a function of its own.
+
+`resume_code(code, target, stack, live)` makes a code object from the original that takes the
+values below the break point's stack and the live locals as positional arguments:
+
+    <prologue>                     COPY_FREE_VARS / MAKE_CELL (not for cells passed in) / RESUME
+    PUSH_NULL | LOAD_FAST ___stack_0 ...   rebuild the value stack (NULL slots re-created)
+    JUMP_FORWARD <target>          into the original instructions, kept whole so every jump works
+    <the original instructions>
+
+It is named `__resume_at_<offset>_<n>` after the original offset it continues at, made once per
+(code, target, stack shape, live locals), and compiled by the eval-frame hook on its first call
+like any other function. This module builds bytecode only; it knows nothing of the translator.
+"""
+from __future__ import annotations
+
+import dis
+import inspect
+import itertools
+import types
+import weakref
+from dataclasses import dataclass
+
+from bytecode import Bytecode, Instr, Label
+
+_counter = itertools.count()
+_cache: "weakref.WeakKeyDictionary[types.CodeType, dict[tuple, types.CodeType]]" = weakref.WeakKeyDictionary()
+# Every resume code made, and what it resumes (for pyframe.debug).
+origins: "weakref.WeakKeyDictionary[types.CodeType, ResumeInfo]" = weakref.WeakKeyDictionary()
+
+
+@dataclass(frozen=True)
+class ResumeInfo:
+    original: types.CodeType
+    offset: int                  # bytecode offset in the original where it continues
+    stack: tuple[bool, ...]      # for each stack slot it rebuilds: True for a NULL
+    args: tuple[str, ...]        # its positional parameters, in order
+
+
+def instruction_offsets(code: types.CodeType) -> list[int]:
+    """The offset of each real instruction, in the order Bytecode.from_code lists them."""
+    return [i.offset for i in dis.get_instructions(code) if i.opname != "EXTENDED_ARG"]
+
+
+def offset_of(code: types.CodeType, instructions: list, index: int) -> int:
+    """Original bytecode offset of the first real instruction at or after `instructions[index]`."""
+    count = sum(1 for inst in instructions[:index] if isinstance(inst, Instr))
+    offsets = instruction_offsets(code)
+    return offsets[count] if count < len(offsets) else offsets[-1] + 2
+
+
+def stack_arg_names(stack: tuple[bool, ...]) -> list[str]:
+    return [f"___stack_{i}" for i, is_null in enumerate(stack) if not is_null]
+
+
+def resume_code(code: types.CodeType, target: int, stack: tuple[bool, ...], live: tuple[str, ...]) -> types.CodeType:
+    """The resume function's code: continue `code` at `Bytecode.from_code(code)[target]`."""
+    key = (target, stack, live)
+    per_code = _cache.setdefault(code, {})
+    if key in per_code:
+        return per_code[key]
+    original = Bytecode.from_code(code)
+    instructions = list(original)
+    offset = offset_of(code, instructions, target)
+    entry = instructions[target]
+    if isinstance(entry, Label):
+        label = entry
+    else:
+        label = Label()
+        instructions.insert(target, label)
+
+    passed_cells = {name for name in live if name in code.co_cellvars}
+    body: list = []
+    in_prologue = True
+    for inst in instructions:
+        if in_prologue and isinstance(inst, Instr):
+            if inst.name == "MAKE_CELL" and inst.arg.name in passed_cells:
+                continue  # the slot already holds the caller's cell
+            body.append(inst)
+            if inst.name == "RESUME":
+                in_prologue = False
+                for i, is_null in enumerate(stack):
+                    body.append(Instr("PUSH_NULL") if is_null else Instr("LOAD_FAST", f"___stack_{i}"))
+                body.append(Instr("JUMP_FORWARD", label))
+            continue
+        body.append(inst)
+
+    args = [*stack_arg_names(stack), *live]
+    bc = Bytecode(body)
+    name = f"__resume_at_{offset}_{next(_counter)}"
+    bc.name = bc.qualname = name
+    bc.filename = code.co_filename
+    bc.first_lineno = code.co_firstlineno
+    bc.flags = code.co_flags & ~(inspect.CO_VARARGS | inspect.CO_VARKEYWORDS)
+    bc.argcount = len(args)
+    bc.posonlyargcount = 0
+    bc.kwonlyargcount = 0
+    bc.argnames = args
+    bc.cellvars = list(code.co_cellvars)
+    bc.freevars = list(code.co_freevars)
+    new_code = bc.to_code()
+    per_code[key] = new_code
+    origins[new_code] = ResumeInfo(code, offset, stack, tuple(args))
+    return new_code
+

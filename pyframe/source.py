@@ -1,0 +1,99 @@
+"""Sources: where a traced value came from, as a path from the frame.
+
+Every value the translator reads from the frame carries a Source. Guards are checks on sources,
+graph inputs are loaded through them by the transformed code, and their `name()` is the readable
+text shown in guards and used (as torch._dynamo does) to name graph placeholders: `L['x']` becomes
+the placeholder `L_x_`. This module is plain data: it knows nothing of the translator or of C.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+
+class Source:
+    """Base of every source. Subclasses are frozen dataclasses, so sources hash and compare."""
+
+    def name(self) -> str:
+        raise NotImplementedError
+
+    @property
+    def root(self) -> "Source":
+        return self
+
+    def placeholder_name(self) -> str:
+        """`L['self']._modules['linear']` -> `L_self_modules_linear_` (torch._dynamo's naming)."""
+        return re.sub(r"[^a-zA-Z0-9]+", "_", self.name())
+
+    def __str__(self) -> str:
+        return self.name()
+
+
+@dataclass(frozen=True)
+class LocalSource(Source):
+    """A fast local of the frame (an argument, at frame entry)."""
+
+    local_name: str
+
+    def name(self) -> str:
+        return f"L[{self.local_name!r}]"
+
+
+@dataclass(frozen=True)
+class GlobalSource(Source):
+    """A name in the frame's globals."""
+
+    global_name: str
+
+    def name(self) -> str:
+        return f"G[{self.global_name!r}]"
+
+
+@dataclass(frozen=True)
+class BuiltinSource(Source):
+    """A name found in the frame's builtins (absent from its globals)."""
+
+    builtin_name: str
+
+    def name(self) -> str:
+        return f"G['__builtins__'][{self.builtin_name!r}]"
+
+
+@dataclass(frozen=True)
+class ClosureSource(Source):
+    """The contents of the function's closure cell for a free variable."""
+
+    var_name: str
+    index: int
+
+    def name(self) -> str:
+        return f"L[{self.var_name!r}]"
+
+
+@dataclass(frozen=True)
+class ChildSource(Source):
+    base: Source
+
+    @property
+    def root(self) -> Source:
+        return self.base.root
+
+
+@dataclass(frozen=True)
+class AttrSource(ChildSource):
+    attr: str
+
+    def name(self) -> str:
+        return f"{self.base.name()}.{self.attr}"
+
+
+@dataclass(frozen=True)
+class ItemSource(ChildSource):
+    """`base[key]` for a constant key (an int, a str, ...)."""
+
+    key: Any
+
+    def name(self) -> str:
+        return f"{self.base.name()}[{self.key!r}]"
+

@@ -1,0 +1,75 @@
+"""Dataflow over a code's instruction list, apart from the interpreter.
+
+`live_locals(instructions, index)`: the locals that may be read, before being written, on some
+path starting at `instructions[index]`. A graph break passes exactly these to the resume function.
+`enclosing_handlers(instructions)`: for each position, the exception handlers covering it (3.11
+has no SETUP_* opcodes; the `bytecode` library marks try ranges with TryBegin/TryEnd).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from bytecode import CellVar, Instr, Label, TryBegin, TryEnd
+
+_READS = {"LOAD_FAST", "LOAD_FAST_CHECK", "DELETE_FAST", "LOAD_DEREF", "LOAD_CLOSURE", "LOAD_CLASSDEREF"}
+_WRITES = {"STORE_FAST", "STORE_DEREF"}
+_NO_FALLTHROUGH = {"RETURN_VALUE", "RAISE_VARARGS", "RERAISE", "JUMP_FORWARD", "JUMP_BACKWARD",
+                   "JUMP_BACKWARD_NO_INTERRUPT"}
+
+
+def _local_name(inst: Instr) -> str | None:
+    arg = inst.arg
+    if isinstance(arg, str):
+        return arg
+    if isinstance(arg, CellVar):  # free variables live in the closure, not in a passed local
+        return arg.name
+    return None
+
+
+def enclosing_handlers(instructions: list[Any]) -> list[tuple[Label, ...]]:
+    """For each position, the handler labels of the try ranges that cover it (innermost last)."""
+    active: list[TryBegin] = []
+    result = []
+    for inst in instructions:
+        if isinstance(inst, TryBegin):
+            active.append(inst)
+        elif isinstance(inst, TryEnd) and inst.entry in active:
+            active.remove(inst.entry)
+        result.append(tuple(t.target for t in active))
+    return result
+
+
+def live_locals(instructions: list[Any], index: int) -> set[str]:
+    """Locals possibly read before written from `index` on (backward liveness to a fixpoint)."""
+    label_index = {inst: i for i, inst in enumerate(instructions) if isinstance(inst, Label)}
+    handlers = enclosing_handlers(instructions)
+    n = len(instructions)
+    successors: list[list[int]] = []
+    for i, inst in enumerate(instructions):
+        succ = [label_index[h] for h in handlers[i]]
+        if isinstance(inst, Instr):
+            if isinstance(inst.arg, Label):
+                succ.append(label_index[inst.arg])
+            if inst.name not in _NO_FALLTHROUGH and i + 1 < n:
+                succ.append(i + 1)
+        elif i + 1 < n:
+            succ.append(i + 1)
+        successors.append(succ)
+    live_in: list[set[str]] = [set() for _ in range(n)]
+    changed = True
+    while changed:
+        changed = False
+        for i in range(n - 1, -1, -1):
+            inst = instructions[i]
+            out: set[str] = set()
+            for s in successors[i]:
+                out |= live_in[s]
+            if isinstance(inst, Instr) and (name := _local_name(inst)) is not None:
+                if inst.name in _WRITES:
+                    out = out - {name}
+                elif inst.name in _READS:
+                    out = out | {name}
+            if out != live_in[i]:
+                live_in[i] = out
+                changed = True
+    return live_in[index]

@@ -1,0 +1,202 @@
+"""InstructionTranslator: symbolic execution of one frame's 3.11 bytecode.
+
+The translator walks the frame's instructions (read with the `bytecode` library) keeping a stack
+and locals of VariableTrackers. Each opcode has a handler named like the opcode, found with
+`getattr(self, inst.name)`; the handlers live in mixins by family (loads and stores, calls, stack
+and operators, jumps and loops). An opcode without a handler, or any operation a value does not
+support, raises Unsupported. Calls to Python functions are inlined by running a child translator
+over the callee's code with the same OutputGraph.
+"""
+from __future__ import annotations
+
+import inspect
+import os
+import types
+from typing import Any
+
+import torch
+
+from bytecode import Bytecode, Instr, Label
+
+from .. import config
+from ..exc import Unsupported, UserLocation
+from ..graph import OutputGraph
+from ..source import AttrSource, BuiltinSource, ClosureSource, GlobalSource, ItemSource, LocalSource, Source
+from .ops_calls import CallOps
+from .ops_jumps import JumpOps
+from .ops_load_store import LoadStoreOps
+from .ops_stack import StackOps
+from .variables import VariableTracker, wrap
+from .variables.containers import DictVariable, TupleVariable
+
+# Code flags of generators, coroutines and async generators (their frames are never traced).
+_GENERATOR_FLAGS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ITERABLE_COROUTINE | \
+    inspect.CO_ASYNC_GENERATOR
+_MAX_STEPS = 1_000_000  # a `while True` whose exit is never reached while tracing
+_TORCH_DIR = os.path.dirname(torch.__file__)
+
+
+class InstructionTranslator(LoadStoreOps, CallOps, StackOps, JumpOps):
+    def __init__(self, code: types.CodeType, f_globals: dict, f_builtins: dict, closure: tuple | None,
+                 output: OutputGraph, *, frame_values: dict[str, Any] | None = None,
+                 parent: "InstructionTranslator | None" = None, fn_source: Source | None = None,
+                 break_at: int | None = None):
+        self.code = code
+        self.f_globals = f_globals
+        self.f_builtins = f_builtins
+        self.closure = closure or ()
+        self.output = output
+        self.parent = parent
+        self.fn_source = fn_source
+        self.depth = 0 if parent is None else parent.depth + 1
+        # Code of trusted libraries (torch's own modules) reads its globals without guards.
+        self.trusted = (code.co_filename.startswith(_TORCH_DIR))
+        self.instructions: list[Any] = list(Bytecode.from_code(code))
+        self.label_index = {inst: i for i, inst in enumerate(self.instructions) if isinstance(inst, Label)}
+        self.ip = 0
+        self.stack: list[VariableTracker] = []
+        self.locals: dict[str, VariableTracker] = {}
+        self.frame_values = frame_values or {}  # real argument values, wrapped on first read
+        self.kw_names: tuple[str, ...] = ()
+        self.current_inst: Instr | None = None
+        self.return_value: VariableTracker | None = None
+        self.steps = 0
+        self.break_at = break_at  # root frame: stop before this instruction (a graph break)
+
+    @property
+    def root(self) -> "InstructionTranslator":
+        return self if self.parent is None else self.parent.root
+
+    # -- the interpreter loop ------------------------------------------------------------------
+    def run(self) -> VariableTracker | None:
+        """Execute until RETURN_VALUE (the symbolic return value) or the break point (None)."""
+        while self.return_value is None:
+            index = self.ip
+            inst = self.instructions[index]
+            self.ip += 1
+            if not isinstance(inst, Instr):  # Label, TryBegin, TryEnd: no effect on a straight run
+                continue
+            self.current_inst = inst
+            if index == self.break_at:
+                return None
+            self.steps += 1
+            if self.steps > _MAX_STEPS:
+                raise Unsupported("loop that does not finish while tracing")
+            handler = getattr(self, inst.name, None)
+            try:
+                if handler is None:
+                    raise Unsupported(f"opcode {inst.name} is not supported")
+                handler(inst)
+            except Unsupported as e:
+                if not self.trusted:
+                    e.with_location(self.location())
+                if self.parent is None and e.break_index is None:
+                    e.break_index = index  # where the root frame can break (the call, for inlined code)
+                raise
+        return self.return_value
+
+    def location(self) -> UserLocation:
+        inst = self.current_inst
+        lineno = inst.lineno if inst is not None and inst.lineno is not None else self.code.co_firstlineno
+        return UserLocation(self.code.co_filename, lineno, self.code.co_name)
+
+    # -- the stack -----------------------------------------------------------------------------
+    def push(self, value: VariableTracker) -> None:
+        self.stack.append(value)
+
+    def pop(self) -> VariableTracker:
+        return self.stack.pop()
+
+    def popn(self, n: int) -> list[VariableTracker]:
+        if n == 0:
+            return []
+        values = self.stack[-n:]
+        del self.stack[-n:]
+        return values
+
+    def jump_to(self, label: Label) -> None:
+        self.ip = self.label_index[label]
+
+    # -- values --------------------------------------------------------------------------------
+    def wrap(self, value: Any, source: Source | None, guard: bool = True) -> VariableTracker:
+        return wrap(self, value, source, guard)
+
+    def wrap_constant(self, value: Any) -> VariableTracker:
+        """A value computed while tracing from constants (no source, nothing to guard)."""
+        return wrap(self, value, None, guard=False)
+
+    def read_local(self, name: str) -> VariableTracker:
+        value = self.locals.get(name)
+        if value is None:
+            if name not in self.frame_values:
+                raise Unsupported(f"local {name!r} is read before it is bound")
+            value = self.locals[name] = self.wrap(self.frame_values.pop(name), LocalSource(name))
+        return value
+
+    def global_source(self, name: str) -> tuple[Source | None, bool]:
+        """Where a global of this code is read from, and whether reading it must be guarded."""
+        if self.f_globals is self.root.f_globals:
+            return GlobalSource(name), True
+        if self.trusted:
+            return None, False
+        if self.fn_source is not None:
+            return ItemSource(AttrSource(self.fn_source, "__globals__"), name), True
+        raise Unsupported(f"global {name!r} of a function from another module, reached without a source")
+
+    def read_global(self, name: str) -> VariableTracker:
+        if name in self.f_globals:
+            source, guard = self.global_source(name)
+            return self.wrap(self.f_globals[name], source, guard)
+        if name in self.f_builtins:
+            return self.wrap(self.f_builtins[name], BuiltinSource(name), not self.trusted)
+        raise Unsupported(f"name {name!r} is not defined")
+
+    def read_free_var(self, name: str) -> VariableTracker:
+        index = self.code.co_freevars.index(name)
+        cell = self.closure[index]
+        try:
+            value = cell.cell_contents
+        except ValueError as e:
+            raise Unsupported(f"free variable {name!r} read before assignment") from e
+        if self.parent is None:
+            return self.wrap(value, ClosureSource(name, index))
+        if self.trusted:
+            return self.wrap(value, None, guard=False)
+        if self.fn_source is not None:
+            closure = ItemSource(AttrSource(self.fn_source, "__closure__"), index)
+            return self.wrap(value, AttrSource(closure, "cell_contents"))
+        raise Unsupported(f"free variable {name!r} of an inlined function reached without a source")
+
+    # -- inlining ------------------------------------------------------------------------------
+    def inline_call(self, fn: types.FunctionType, args: list[VariableTracker],
+                    kwargs: dict[str, VariableTracker], fn_source: Source | None = None) -> VariableTracker:
+        """Trace a call to a Python function into this frame's graph."""
+        if self.depth >= config.inline_depth_limit:
+            raise Unsupported(f"inlining deeper than {config.inline_depth_limit} calls ({fn.__qualname__})")
+        if fn.__code__.co_flags & _GENERATOR_FLAGS:
+            raise Unsupported(f"call to generator function {fn.__qualname__}")
+        child = InstructionTranslator(fn.__code__, fn.__globals__, self.f_builtins, fn.__closure__,
+                                      self.output, parent=self, fn_source=fn_source)
+        child.locals = self.bind_arguments(fn, args, kwargs)
+        return child.run()
+
+    def bind_arguments(self, fn: types.FunctionType, args: list[VariableTracker],
+                       kwargs: dict[str, VariableTracker]) -> dict[str, VariableTracker]:
+        signature = inspect.signature(fn, follow_wrapped=False)
+        try:
+            bound = signature.bind(*args, **kwargs)
+        except TypeError as e:
+            raise Unsupported(f"call to {fn.__qualname__}: {e}") from e
+        bound.apply_defaults()
+        result: dict[str, VariableTracker] = {}
+        for name, value in bound.arguments.items():
+            kind = signature.parameters[name].kind
+            if kind is inspect.Parameter.VAR_POSITIONAL:
+                value = TupleVariable(list(value))
+            elif kind is inspect.Parameter.VAR_KEYWORD:
+                value = DictVariable(dict(value))
+            elif not isinstance(value, VariableTracker):  # a default
+                value = self.wrap_constant(value)
+            result[name] = value
+        return result
+

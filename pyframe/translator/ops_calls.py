@@ -1,0 +1,52 @@
+"""Opcode handlers: the 3.11 call sequence.
+
+`[PUSH_NULL | LOAD_GLOBAL(push_null)] callable args... [KW_NAMES] PRECALL n; CALL n`, where
+LOAD_METHOD leaves (NULL, bound method) below the arguments, and CALL_FUNCTION_EX takes a tuple
+(and a dict when its flag is set) above (NULL, callable).
+"""
+from __future__ import annotations
+
+from bytecode import Instr
+
+from ..exc import Unsupported
+from .variables import DictVariable, NullVariable, VariableTracker
+
+
+class CallOps:
+    def PUSH_NULL(self, inst: Instr) -> None:
+        self.push(NullVariable())
+
+    def KW_NAMES(self, inst: Instr) -> None:
+        self.kw_names = tuple(inst.arg)
+
+    def PRECALL(self, inst: Instr) -> None:
+        pass  # CALL does the work; the NULL/self slot is resolved there
+
+    def CALL(self, inst: Instr) -> None:
+        args = self.popn(inst.arg)
+        callable_or_self = self.pop()
+        null_or_method = self.pop()
+        if not isinstance(null_or_method, NullVariable):  # (method, self): self is the first argument
+            fn, args = null_or_method, [callable_or_self, *args]
+        else:
+            fn = callable_or_self
+        kw_names, self.kw_names = self.kw_names, ()
+        kwargs: dict[str, VariableTracker] = {}
+        if kw_names:
+            kwargs = dict(zip(kw_names, args[-len(kw_names):]))
+            args = args[:-len(kw_names)]
+        self.push(fn.call(self, args, kwargs))
+
+    def CALL_FUNCTION_EX(self, inst: Instr) -> None:
+        kwargs_var = self.pop() if inst.arg & 1 else None
+        args_var = self.pop()
+        fn = self.pop()
+        null = self.pop()
+        if not isinstance(null, NullVariable):
+            raise Unsupported("CALL_FUNCTION_EX without NULL")
+        kwargs: dict[str, VariableTracker] = {}
+        if kwargs_var is not None:
+            if not isinstance(kwargs_var, DictVariable):
+                raise Unsupported(f"**{kwargs_var} in a call")
+            kwargs = {str(k): v for k, v in kwargs_var.items.items()}
+        self.push(fn.call(self, args_var.unpack(self), kwargs))

@@ -1,0 +1,82 @@
+"""Opcode handlers: loads and stores of locals, cells, globals, attributes and constants."""
+from __future__ import annotations
+
+from bytecode import CellVar, FreeVar, Instr
+
+from ..exc import Unsupported
+from .variables import NullVariable, TensorVariable
+
+
+class LoadStoreOps:
+    def LOAD_FAST(self, inst: Instr) -> None:
+        self.push(self.read_local(inst.arg))
+
+    LOAD_FAST_CHECK = LOAD_FAST
+
+    def STORE_FAST(self, inst: Instr) -> None:
+        value = self.pop()
+        if isinstance(value, TensorVariable):
+            value.set_name_hint(inst.arg)
+        self.locals[inst.arg] = value
+        self.frame_values.pop(inst.arg, None)
+
+    def DELETE_FAST(self, inst: Instr) -> None:
+        self.read_local(inst.arg)  # UnboundLocalError eagerly: leave it to Python
+        del self.locals[inst.arg]
+
+    def LOAD_CONST(self, inst: Instr) -> None:
+        self.push(self.wrap_constant(inst.arg))
+
+    def LOAD_GLOBAL(self, inst: Instr) -> None:
+        push_null, name = inst.arg
+        if push_null:
+            self.push(NullVariable())
+        self.push(self.read_global(name))
+
+    def LOAD_NAME(self, inst: Instr) -> None:
+        raise Unsupported("LOAD_NAME (module or class body code)")
+
+    def STORE_GLOBAL(self, inst: Instr) -> None:
+        raise Unsupported(f"assignment to global {inst.arg!r}")
+
+    def LOAD_ATTR(self, inst: Instr) -> None:
+        obj = self.pop()
+        self.push(obj.var_getattr(self, inst.arg))
+
+    def LOAD_METHOD(self, inst: Instr) -> None:
+        obj = self.pop()
+        self.push(NullVariable())
+        self.push(obj.var_getattr(self, inst.arg))
+
+    def STORE_ATTR(self, inst: Instr) -> None:
+        obj = self.pop()
+        raise Unsupported(f"assignment to attribute {inst.arg!r} of {obj}")
+
+    # -- cells and free variables --------------------------------------------------------------
+    # 3.11: MAKE_CELL and COPY_FREE_VARS run before RESUME. Symbolically a cell variable of this
+    # frame is just a local, and a free variable is read through the function's closure.
+    def MAKE_CELL(self, inst: Instr) -> None:
+        pass
+
+    def COPY_FREE_VARS(self, inst: Instr) -> None:
+        pass
+
+    def LOAD_DEREF(self, inst: Instr) -> None:
+        var = inst.arg
+        if isinstance(var, FreeVar):
+            self.push(self.read_free_var(var.name))
+        else:
+            self.push(self.read_local(var.name))
+
+    LOAD_CLASSDEREF = LOAD_DEREF
+
+    def STORE_DEREF(self, inst: Instr) -> None:
+        var = inst.arg
+        if isinstance(var, FreeVar):
+            raise Unsupported(f"assignment to free variable {var.name!r} (a cell that outlives the frame)")
+        self.locals[var.name] = self.pop()
+        self.frame_values.pop(var.name, None)
+
+    def LOAD_CLOSURE(self, inst: Instr) -> None:
+        kind = "cell" if isinstance(inst.arg, CellVar) else "free"
+        raise Unsupported(f"closure over {kind} variable {inst.arg.name!r} (a nested function)")

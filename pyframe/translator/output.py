@@ -1,0 +1,242 @@
+"""Finishing a trace: compile the graph and emit the transformed code that runs it.
+
+A frame traced to its RETURN_VALUE becomes
+
+    <prologue>                                  MAKE_CELL / COPY_FREE_VARS / RESUME
+    ___out_0, ... = __compiled_fn_N(inputs...)  each graph input loaded from its Source
+    return <the return value rebuilt>           from graph outputs, constants and sources
+
+A frame that breaks at instruction i becomes
+
+    <prologue>
+    ___out_0, ... = __compiled_fn_N(inputs...)  the graph of everything before i
+    <live locals stored back>                   so the real instruction sees the frame's state
+    <operands of i rebuilt>; <i itself>         the unsupported step, run by Python
+    return __resume_at_<offset>(<rest of the stack>, <results of i>, <live locals>)
+                                                (one such call per way out of i)
+"""
+from __future__ import annotations
+
+import types
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch.fx
+from bytecode import BinaryOp, CellVar, FreeVar, Instr, Label
+
+from ..backends import CompiledGraph
+from ..codegen import PyCodegen, make_code
+from ..exc import Unsupported
+from ..resume import resume_code
+from ..source import LocalSource
+from .analysis import enclosing_handlers, live_locals
+from .instructions import InstructionTranslator
+from .ops_jumps import ListIteratorVariable
+from .variables import NullVariable, VariableTracker
+from .variables.containers import BaseListVariable, DictVariable
+from .variables.tensor import TensorVariable
+
+
+@dataclass
+class TranslationResult:
+    code: types.CodeType
+    graphs: list[CompiledGraph] = field(default_factory=list)
+    break_reason: Unsupported | None = None
+    resume_codes: list[types.CodeType] = field(default_factory=list)
+
+
+def tensors_in(values: list[VariableTracker]) -> list[TensorVariable]:
+    """Every tensor the transformed code must hand back to Python, in order, once each."""
+    found: dict[torch.fx.Node, TensorVariable] = {}
+
+    def visit(vt: VariableTracker) -> None:
+        if isinstance(vt, TensorVariable):
+            found.setdefault(vt.node, vt)
+        elif isinstance(vt, BaseListVariable):
+            for item in vt.items:
+                visit(item)
+        elif isinstance(vt, DictVariable):
+            for item in vt.items.values():
+                visit(item)
+        elif isinstance(vt, ListIteratorVariable):
+            for item in vt.items[vt.index:]:
+                visit(item)
+
+    for value in values:
+        visit(value)
+    return list(found.values())
+
+
+def emit_graph_call(tx: InstructionTranslator, cg: PyCodegen, live: list[VariableTracker],
+                    wrap_compiled: Callable[[Any], Any]) -> list[CompiledGraph]:
+    """Compile the graph (if it does anything) and emit its call; `live` are the values needed after it."""
+    output = tx.output
+    outputs = [t.node for t in tensors_in(live) if t.node.op != "placeholder"]
+    compiled = output.compile(outputs)
+    if compiled is None:
+        return []
+    sources = [inp.source for inp in output.inputs.values()]
+    cg.call_graph(wrap_compiled(compiled.fn), sources, outputs)
+    return [compiled]
+
+
+def finish_return(tx: InstructionTranslator, value: VariableTracker,
+                  wrap_compiled: Callable[[Any], Any]) -> TranslationResult:
+    """The transformed code of a frame traced all the way to its return."""
+    cg = PyCodegen(tx.code)
+    graphs = emit_graph_call(tx, cg, [value], wrap_compiled)
+    value.reconstruct(cg)
+    cg.emit("RETURN_VALUE")
+    return TranslationResult(make_code(tx.code, cg.instructions), graphs)
+
+
+# -- graph breaks --------------------------------------------------------------------------------
+
+_CONDITIONAL = {"POP_JUMP_FORWARD_IF_TRUE", "POP_JUMP_FORWARD_IF_FALSE", "POP_JUMP_FORWARD_IF_NONE",
+                "POP_JUMP_FORWARD_IF_NOT_NONE", "POP_JUMP_BACKWARD_IF_TRUE", "POP_JUMP_BACKWARD_IF_FALSE",
+                "POP_JUMP_BACKWARD_IF_NONE", "POP_JUMP_BACKWARD_IF_NOT_NONE"}
+_OR_POP = {"JUMP_IF_TRUE_OR_POP", "JUMP_IF_FALSE_OR_POP"}
+# Opcodes a break cannot be placed at: their results may be NULL, or they transfer control.
+_UNBREAKABLE = {"LOAD_METHOD", "FOR_ITER", "SEND", "YIELD_VALUE", "RETURN_VALUE", "RERAISE", "RAISE_VARARGS",
+                "PUSH_EXC_INFO", "POP_EXCEPT", "CHECK_EXC_MATCH", "JUMP_FORWARD", "JUMP_BACKWARD",
+                "JUMP_BACKWARD_NO_INTERRUPT", "RETURN_GENERATOR", "PRECALL", "KW_NAMES", "PUSH_NULL"}
+
+
+def break_shape(tx: InstructionTranslator, index: int) -> tuple[int, list[tuple[int, int]]]:
+    """(stack items instruction `index` consumes, [(resume target index, items it leaves), ...])."""
+    inst = tx.instructions[index]
+    name = inst.name
+    if name == "CALL":
+        return inst.arg + 2, [(index + 1, 1)]
+    if name == "CALL_FUNCTION_EX":
+        return 3 + (inst.arg & 1), [(index + 1, 1)]
+    if name in _CONDITIONAL:
+        return 1, [(index + 1, 0), (tx.label_index[inst.arg], 0)]
+    if name in _OR_POP:
+        return 1, [(index + 1, 0), (tx.label_index[inst.arg], 1)]
+    if name in _UNBREAKABLE or isinstance(inst.arg, Label):
+        raise Unsupported(f"cannot resume after a graph break at {name}")
+    pre, post = inst.pre_and_post_stack_effect()  # `bytecode` reports a pure push as (+1, 0)
+    consumed = max(0, -pre)
+    return consumed, [(index + 1, pre + post + consumed)]
+
+
+def finish_break(tx: InstructionTranslator, index: int, reason: Unsupported,
+                 wrap_compiled: Callable[[Any], Any]) -> TranslationResult:
+    """The transformed code of a frame that breaks at `tx.instructions[index]`."""
+    if enclosing_handlers(tx.instructions)[index]:
+        raise Unsupported(f"graph break inside a try or with block ({reason.reason})")
+    inst: Instr = tx.instructions[index]
+    consumed, exits = break_shape(tx, index)
+    if consumed > len(tx.stack):
+        raise Unsupported(f"graph break at {inst.name} with a stack the translator does not model")
+    split = len(tx.stack) - consumed
+    lower, operands = tx.stack[:split], tx.stack[split:]
+    bound = {n for n in tx.code.co_varnames + tx.code.co_cellvars if n in tx.locals or n in tx.frame_values}
+    # Closures read cells without a LOAD_DEREF in this code: every bound cell counts as live.
+    cells = bound & set(tx.code.co_cellvars)
+    lives = [tuple(sorted((live_locals(tx.instructions, target) & bound) | cells)) for target, _ in exits]
+    read_here = {inst.arg if isinstance(inst.arg, str) else getattr(inst.arg, "name", None)}
+    changed = {n: v for n, v in tx.locals.items()
+               if n in set().union(*lives, read_here) and v.source != LocalSource(n)}
+
+    cg = PyCodegen(tx.code)
+    cg.lineno = inst.lineno or tx.code.co_firstlineno
+    graphs = emit_graph_call(tx, cg, [*lower, *operands, *changed.values()], wrap_compiled)
+    for name, value in changed.items():  # the frame's locals as the real instruction expects them
+        value.reconstruct(cg)
+        cg.store_local(name)
+    for value in operands:
+        value.reconstruct(cg)
+
+    exit_labels = [Label() for _ in exits]
+    if inst.name == "CALL":
+        if tx.kw_names:
+            cg.emit("KW_NAMES", tx.kw_names)
+        cg.call(inst.arg)
+    elif isinstance(inst.arg, Label):  # a conditional jump: its target becomes our second exit
+        cg.instructions.append(Instr(inst.name, exit_labels[1], lineno=cg.lineno))
+    else:
+        cg.instructions.append(Instr(inst.name, inst.arg, lineno=cg.lineno))
+
+    resumes = []
+    for (target, results), live, label in zip(exits, lives, exit_labels):
+        cg.instructions.append(label)
+        stack_shape = tuple(isinstance(v, NullVariable) for v in lower) + (False,) * results
+        code = resume_code(tx.code, target, stack_shape, live)
+        resumes.append(code)
+        _emit_resume_call(tx, cg, code, [v for v in lower if not isinstance(v, NullVariable)], results, live)
+    return TranslationResult(make_code(tx.code, cg.instructions), graphs, reason, resumes)
+
+
+def _emit_resume_call(tx: InstructionTranslator, cg: PyCodegen, code: types.CodeType,
+                      lower: list[VariableTracker], results: int, live: tuple[str, ...]) -> None:
+    """`return resume(*lower, *results, *live)` with the `results` already on the stack."""
+    if results:
+        cg.emit("BUILD_TUPLE", results)
+        cg.push_null()
+        cg.emit("SWAP", 2)
+        _load_function(tx, cg, code)
+        cg.emit("SWAP", 2)
+        for value in lower:
+            value.reconstruct(cg)
+        cg.emit("BUILD_TUPLE", len(lower))
+        cg.emit("SWAP", 2)
+        cg.emit("BINARY_OP", BinaryOp.ADD)
+        for name in live:
+            _load_live(tx, cg, name)
+        cg.emit("BUILD_TUPLE", len(live))
+        cg.emit("BINARY_OP", BinaryOp.ADD)
+        cg.emit("CALL_FUNCTION_EX", 0)
+    else:
+        cg.push_null()
+        _load_function(tx, cg, code)
+        for value in lower:
+            value.reconstruct(cg)
+        for name in live:
+            _load_live(tx, cg, name)
+        cg.call(len(lower) + len(live))
+    cg.emit("RETURN_VALUE")
+
+
+def _load_live(tx: InstructionTranslator, cg: PyCodegen, name: str) -> None:
+    if name in tx.code.co_cellvars:  # pass the cell itself: closures made before the break share it
+        cg.emit("LOAD_CLOSURE", CellVar(name))
+    else:
+        cg.emit("LOAD_FAST", name)
+
+
+def _load_function(tx: InstructionTranslator, cg: PyCodegen, code: types.CodeType) -> None:
+    if code.co_freevars:  # the frame's own closure cells, as COPY_FREE_VARS left them
+        for name in code.co_freevars:
+            cg.emit("LOAD_CLOSURE", FreeVar(name))
+        cg.emit("BUILD_TUPLE", len(code.co_freevars))
+        cg.load_const(code)
+        cg.emit("MAKE_FUNCTION", 8)
+    else:
+        cg.load_const(types.FunctionType(code, tx.f_globals, code.co_name))
+
+
+
+def translate_frame(code: types.CodeType, f_locals: dict[str, Any], f_globals: dict, f_builtins: dict,
+                    closure: tuple | None, make_output: Callable[[], Any], wrap_compiled: Callable[[Any], Any],
+                    fullgraph: bool = False) -> TranslationResult:
+    """Trace a frame; on the first Unsupported, trace it again up to that instruction and break there.
+
+    Tracing again (rather than cutting the first attempt short) leaves no half-traced call in the
+    graph and no half-mutated symbolic container: the second trace stops cleanly before the step.
+    """
+    break_at: int | None = None
+    reason: Unsupported | None = None
+    while True:
+        tx = InstructionTranslator(code, f_globals, f_builtins, closure, make_output(),
+                                   frame_values=dict(f_locals), break_at=break_at)
+        try:
+            value = tx.run()
+            if value is None:
+                return finish_break(tx, break_at, reason, wrap_compiled)
+            return finish_return(tx, value, wrap_compiled)
+        except Unsupported as e:
+            if fullgraph or break_at is not None or e.break_index is None:
+                raise
+            break_at, reason = e.break_index, e

@@ -1,0 +1,106 @@
+"""The base of the symbolic values ("variable trackers") the translator pushes on its stack.
+
+Each VariableTracker stands for one Python value of the traced frame. It knows where the value
+came from (its Source, if it was read from the frame) and answers the questions the opcode
+handlers ask: attribute reads, calls, iteration, its constant value. What a kind of value does not
+support raises Unsupported, which becomes a graph break or a frame that runs normally.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Sequence
+
+from ...exc import Unsupported
+from ...source import Source
+
+if TYPE_CHECKING:
+    from ..instructions import InstructionTranslator
+
+
+class VariableTracker:
+    """A symbolic Python value. Subclasses keep only what their kind needs."""
+
+    def __init__(self, source: Source | None = None):
+        self.source = source
+
+    # -- what the value is ------------------------------------------------------------------
+    def python_type(self) -> type:
+        raise Unsupported(f"type of {self} is not known while tracing")
+
+    def is_python_constant(self) -> bool:
+        try:
+            self.as_python_constant()
+            return True
+        except Unsupported:
+            return False
+
+    def as_python_constant(self) -> Any:
+        raise Unsupported(f"{self} is not a Python constant")
+
+    def truth(self) -> bool:
+        """bool(value), when it is known while tracing (a branch on it needs no graph break)."""
+        return bool(self.as_python_constant())
+
+    # -- what can be done with it -----------------------------------------------------------
+    def var_getattr(self, tx: "InstructionTranslator", name: str) -> "VariableTracker":
+        raise Unsupported(f"attribute {name!r} of {self}")
+
+    def call(self, tx: "InstructionTranslator", args: Sequence["VariableTracker"],
+             kwargs: dict[str, "VariableTracker"]) -> "VariableTracker":
+        raise Unsupported(f"call of {self}")
+
+    def call_method(self, tx: "InstructionTranslator", name: str, args: Sequence["VariableTracker"],
+                    kwargs: dict[str, "VariableTracker"]) -> "VariableTracker":
+        return self.var_getattr(tx, name).call(tx, args, kwargs)
+
+    def unpack(self, tx: "InstructionTranslator") -> list["VariableTracker"]:
+        """The items of an iterable of known length (UNPACK_SEQUENCE, FOR_ITER, *args)."""
+        raise Unsupported(f"iteration over {self}")
+
+    def reconstruct(self, cg: Any) -> None:
+        """Emit bytecode that puts this value on the stack (cg is a codegen.PyCodegen)."""
+        if self.source is None:
+            raise Unsupported(f"cannot rebuild {self} in the transformed code")
+        cg.load_source(self.source)
+
+    def __repr__(self) -> str:
+        where = f" from {self.source.name()}" if self.source is not None else ""
+        return f"{type(self).__name__}{where}"
+
+
+class NullVariable(VariableTracker):
+    """The NULL that PUSH_NULL / LOAD_GLOBAL(push_null) / LOAD_METHOD put below a callable."""
+
+    def reconstruct(self, cg: Any) -> None:
+        cg.push_null()
+
+    def __repr__(self) -> str:
+        return "NULL"
+
+
+class BoundMethodVariable(VariableTracker):
+    """`obj.name` where the attribute is a method: calling it asks `obj.call_method`.
+
+    LOAD_METHOD pushes (NULL, this) so that PRECALL/CALL treat it as a plain callable.
+    """
+
+    def __init__(self, obj: VariableTracker, name: str, source: Source | None = None):
+        super().__init__(source)
+        self.obj, self.name = obj, name
+
+    def call(self, tx, args, kwargs) -> VariableTracker:
+        return self.obj.call_method(tx, self.name, args, kwargs)
+
+    def reconstruct(self, cg: Any) -> None:
+        self.obj.reconstruct(cg)
+        cg.emit("LOAD_ATTR", self.name)
+
+    def __repr__(self) -> str:
+        return f"BoundMethodVariable({self.obj!r}.{self.name})"
+
+
+def constant_args(args: Sequence[VariableTracker], kwargs: dict[str, VariableTracker],
+                  what: str) -> tuple[list[Any], dict[str, Any]]:
+    """The Python values of all-constant arguments, or Unsupported naming the call."""
+    if not all(a.is_python_constant() for a in args) or not all(v.is_python_constant() for v in kwargs.values()):
+        raise Unsupported(f"{what} with non-constant arguments")
+    return [a.as_python_constant() for a in args], {k: v.as_python_constant() for k, v in kwargs.items()}

@@ -1,0 +1,94 @@
+"""VariableBuilder: from a real value read from the frame to a symbolic value, with its guards.
+
+This is where a trace's assumptions are made and recorded: a tensor becomes a graph input guarded
+by TENSOR_MATCH, an int a constant guarded by its value, a module or a function a value guarded by
+identity, a tuple a container guarded by its type and length (and its items, one by one).
+"""
+from __future__ import annotations
+
+import types
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from ...exc import Unsupported
+from ...guards import GuardKind, TensorMeta
+from ...source import ItemSource, Source
+from .base import VariableTracker
+from .builtins import BUILTIN_FUNCTIONS, PURE_FUNCTIONS, BuiltinVariable
+from .constant import ConstantVariable, is_constant_value
+from .containers import DictVariable, ListVariable, SizeVariable, TupleVariable
+from .functions import UserFunctionVariable
+from .nn_module import NNModuleVariable
+from .objects import PythonObjectVariable, UserObjectVariable
+from .tensor import TensorVariable
+from .torch import PythonModuleVariable, TorchFunctionVariable, is_torch_op
+
+if TYPE_CHECKING:
+    from ..instructions import InstructionTranslator
+
+_EQUALS_TYPES = (bool, int, float, complex, str, bytes, torch.device)
+
+
+def wrap(tx: "InstructionTranslator", value: Any, source: Source | None, guard: bool = True) -> VariableTracker:
+    """The symbolic value of `value`, guarded on `source` when there is one and `guard` is set."""
+    guards = tx.output.guards if guard and source is not None else None
+
+    def add(kind: GuardKind, payload: Any = None) -> None:
+        if guards is not None:
+            guards.add(source, kind, payload)
+
+    if isinstance(value, torch.Tensor):
+        if source is None:
+            raise Unsupported("a tensor that is not an input of the frame (a global tensor made in C?)")
+        tx.output.guards.add(source, GuardKind.TENSOR_MATCH, TensorMeta.of(value))  # always: it is an input
+        return TensorVariable(tx.output.add_input(source, value), source, type(value))
+    if value is None:
+        add(GuardKind.NONE_MATCH)
+        return ConstantVariable(None, source)
+    if type(value) in _EQUALS_TYPES:
+        add(GuardKind.EQUALS_MATCH, value)
+        return ConstantVariable(value, source)
+    if isinstance(value, (torch.dtype, torch.layout, torch.memory_format)) or value is Ellipsis:
+        add(GuardKind.ID_MATCH, value)
+        return ConstantVariable(value, source)
+    if type(value) in (tuple, list, torch.Size):
+        add(GuardKind.TYPE_MATCH, type(value))
+        add(GuardKind.LEN_MATCH, len(value))
+        items = [wrap(tx, v, ItemSource(source, i) if source is not None else None, guard)
+                 for i, v in enumerate(value)]
+        if type(value) is torch.Size:
+            return SizeVariable(items, source)
+        return TupleVariable(items, source) if type(value) is tuple else ListVariable(items, source)
+    if type(value) is dict and all(type(k) in (str, int) for k in value):
+        add(GuardKind.TYPE_MATCH, dict)
+        add(GuardKind.DICT_KEYS_MATCH, tuple(value))
+        items = {k: wrap(tx, v, ItemSource(source, k) if source is not None else None, guard)
+                 for k, v in value.items()}
+        return DictVariable(items, source)
+    if isinstance(value, (slice, range)) and is_constant_value(value):
+        add(GuardKind.EQUALS_MATCH, value)
+        return ConstantVariable(value, source)
+    if isinstance(value, torch.nn.Module):
+        add(GuardKind.ID_MATCH, value)
+        return NNModuleVariable(value, source)
+    if isinstance(value, types.ModuleType):
+        add(GuardKind.ID_MATCH, value)
+        return PythonModuleVariable(value, source)
+    if is_torch_op(value):
+        add(GuardKind.ID_MATCH, value)
+        return TorchFunctionVariable(value, source)
+    if isinstance(value, types.BuiltinFunctionType) and (value in PURE_FUNCTIONS or value in BUILTIN_FUNCTIONS):
+        add(GuardKind.ID_MATCH, value)
+        return BuiltinVariable(value, source)
+    if isinstance(value, types.FunctionType):
+        add(GuardKind.ID_MATCH, value)
+        return UserFunctionVariable(value, source)
+    if isinstance(value, type) and value in PURE_FUNCTIONS:  # int, float, tuple, list, ...
+        add(GuardKind.ID_MATCH, value)
+        return BuiltinVariable(value, source)
+    if isinstance(value, type):
+        add(GuardKind.ID_MATCH, value)
+        return PythonObjectVariable(value, source)
+    add(GuardKind.TYPE_MATCH, type(value))
+    return UserObjectVariable(value, source)

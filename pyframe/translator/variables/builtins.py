@@ -1,0 +1,209 @@
+"""Python builtins and the operator module: folded on constants, recorded on tensors.
+
+The opcode handlers route every operator through here (`a + b` is `BuiltinVariable(operator.add)`),
+so the rules for what an operator does with tensors, containers and constants live in one place.
+"""
+from __future__ import annotations
+
+import builtins
+import math
+import operator
+from typing import Any, Callable, Sequence
+
+from ...exc import Unsupported
+from .base import VariableTracker, constant_args
+from .constant import ConstantVariable
+from .containers import BaseListVariable, DictVariable, ListVariable, TupleVariable
+from .tensor import TensorVariable, call_in_graph
+
+# Builtins with no side effects: calling them on constants while tracing is safe.
+_PURE_BUILTINS = {abs, all, any, bool, chr, divmod, float, format, hash, int, isinstance, issubclass, len,
+                  max, min, ord, pow, range, repr, round, sorted, str, sum, tuple, list, dict, type, slice,
+                  reversed, enumerate, zip, getattr, hasattr, callable, iter, frozenset, set, complex, bytes}
+PURE_FUNCTIONS = (_PURE_BUILTINS
+                  | {getattr(operator, n) for n in dir(operator) if not n.startswith("_")}
+                  | {getattr(math, n) for n in dir(math) if callable(getattr(math, n)) and not n.startswith("_")})
+
+# Operators recorded in the graph when a tensor is involved (torch._dynamo records the same targets).
+_TENSOR_OPERATORS = {getattr(operator, n) for n in (
+    "add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and_", "or_", "xor", "lshift",
+    "rshift", "iadd", "isub", "imul", "itruediv", "ifloordiv", "imod", "ipow", "imatmul", "iand", "ior",
+    "ixor", "ilshift", "irshift", "neg", "pos", "invert", "abs", "lt", "le", "gt", "ge", "eq", "ne",
+    "getitem", "setitem")} | {abs}
+
+_INPLACE_TO_BINARY = {operator.iadd: operator.add, operator.isub: operator.sub, operator.imul: operator.mul,
+                      operator.itruediv: operator.truediv, operator.ifloordiv: operator.floordiv,
+                      operator.imod: operator.mod, operator.ipow: operator.pow, operator.imatmul: operator.matmul,
+                      operator.iand: operator.and_, operator.ior: operator.or_, operator.ixor: operator.xor,
+                      operator.ilshift: operator.lshift, operator.irshift: operator.rshift}
+
+
+def _is_tensor(vt: VariableTracker) -> bool:
+    return isinstance(vt, TensorVariable)
+
+
+class BuiltinVariable(VariableTracker):
+    def __init__(self, fn: Callable, source=None):
+        super().__init__(source)
+        self.fn = fn
+
+    def python_type(self) -> type:
+        return type(self.fn)
+
+    def as_python_constant(self) -> Any:
+        return self.fn
+
+    def call(self, tx, args: Sequence[VariableTracker], kwargs: dict[str, VariableTracker]) -> VariableTracker:
+        fn = self.fn
+        handler = _HANDLERS.get(fn)
+        if handler is not None:
+            result = handler(tx, *args, **kwargs)
+            if result is not None:
+                return result
+        if fn in _TENSOR_OPERATORS and any(_is_tensor(a) for a in args) and not kwargs:
+            return call_in_graph(tx, "call_function", fn, args, {})
+        if fn in PURE_FUNCTIONS:
+            pargs, pkwargs = constant_args(args, kwargs, f"{getattr(fn, '__name__', fn)}()")
+            try:
+                return tx.wrap_constant(fn(*pargs, **pkwargs))
+            except Exception as e:  # the same error will be raised when the frame runs normally
+                raise Unsupported(f"{getattr(fn, '__name__', fn)}() raises {type(e).__name__}: {e}") from e
+        raise Unsupported(f"call to builtin {getattr(fn, '__qualname__', fn)}")
+
+    def reconstruct(self, cg) -> None:
+        if self.source is not None:
+            cg.load_source(self.source)
+        else:
+            cg.load_const(self.fn)
+
+    def __repr__(self) -> str:
+        return f"BuiltinVariable({getattr(self.fn, '__name__', self.fn)})"
+
+
+# -- handlers: return a VariableTracker, or None to fall through to the generic rules -----------
+
+def _len(tx, obj: VariableTracker) -> VariableTracker | None:
+    if isinstance(obj, TensorVariable):
+        return obj.call_method(tx, "__len__", [], {})
+    if isinstance(obj, (BaseListVariable, DictVariable)):
+        return ConstantVariable(len(obj.items))
+    return None
+
+
+def _isinstance(tx, obj: VariableTracker, classinfo: VariableTracker) -> VariableTracker:
+    cls = classinfo.as_python_constant()
+    return ConstantVariable(issubclass(obj.python_type(), cls))
+
+
+def _getattr(tx, obj: VariableTracker, name: VariableTracker, *default: VariableTracker) -> VariableTracker:
+    attr = name.as_python_constant()
+    if default:
+        try:
+            return obj.var_getattr(tx, attr)
+        except Unsupported:
+            if _has_attr(tx, obj, attr) is False:
+                return default[0]
+            raise
+    return obj.var_getattr(tx, attr)
+
+
+def _has_attr(tx, obj: VariableTracker, attr: str) -> bool | None:
+    """hasattr, when it is decidable without running user code; None when it is not."""
+    if obj.is_python_constant():
+        return hasattr(obj.as_python_constant(), attr)
+    if isinstance(obj, TensorVariable):
+        return hasattr(obj.example, attr)
+    return None
+
+
+def _hasattr(tx, obj: VariableTracker, name: VariableTracker) -> VariableTracker:
+    answer = _has_attr(tx, obj, name.as_python_constant())
+    if answer is None:
+        raise Unsupported(f"hasattr() on {obj}")
+    return ConstantVariable(answer)
+
+
+def _type(tx, obj: VariableTracker) -> VariableTracker:
+    return tx.wrap(obj.python_type(), None, guard=False)
+
+
+def _sequence(kind: type) -> Callable:
+    def build(tx, obj: VariableTracker | None = None) -> VariableTracker:
+        items = [] if obj is None else obj.unpack(tx)
+        return ListVariable(items) if kind is list else TupleVariable(items)
+    return build
+
+
+def _enumerate(tx, obj: VariableTracker, start: VariableTracker | None = None) -> VariableTracker:
+    first = start.as_python_constant() if start is not None else 0
+    return ListVariable([TupleVariable([ConstantVariable(first + i), v]) for i, v in enumerate(obj.unpack(tx))])
+
+
+def _zip(tx, *objs: VariableTracker) -> VariableTracker:
+    return ListVariable([TupleVariable(list(items)) for items in zip(*(o.unpack(tx) for o in objs))])
+
+
+def _reversed(tx, obj: VariableTracker) -> VariableTracker:
+    return ListVariable(list(reversed(obj.unpack(tx))))
+
+
+def _binary(fn: Callable) -> Callable:
+    """Container forms of + and * (tuple + tuple, list * 2); constants and tensors fall through."""
+    def handler(tx, a: VariableTracker, b: VariableTracker) -> VariableTracker | None:
+        if _is_tensor(a) or _is_tensor(b) or (a.is_python_constant() and b.is_python_constant()):
+            return None
+        base = _INPLACE_TO_BINARY.get(fn, fn)
+        if isinstance(a, BaseListVariable) and base is operator.add and isinstance(b, BaseListVariable) \
+                and a.container_type is b.container_type:
+            if fn is operator.iadd and isinstance(a, ListVariable):
+                a.call_method(tx, "extend", [b], {})
+                return a
+            return type(a)(a.items + b.items)
+        if isinstance(a, BaseListVariable) and base is operator.mul and b.is_python_constant():
+            return type(a)(a.items * b.as_python_constant())
+        return None
+    return handler
+
+
+def _identity(negate: bool) -> Callable:
+    def handler(tx, a: VariableTracker, b: VariableTracker) -> VariableTracker | None:
+        if a.is_python_constant() and b.is_python_constant():
+            return None
+        if _is_tensor(a) and _is_tensor(b):
+            return ConstantVariable((a.node is b.node) != negate)
+        if a.is_python_constant() or b.is_python_constant():  # a tensor or container is never None
+            return ConstantVariable(negate)
+        return ConstantVariable((a is b) != negate)
+    return handler
+
+
+def _contains(tx, container: VariableTracker, item: VariableTracker) -> VariableTracker | None:
+    if isinstance(container, DictVariable):
+        return ConstantVariable(item.as_python_constant() in container.items)
+    if isinstance(container, BaseListVariable) and item.is_python_constant():
+        return container.call_method(tx, "__contains__", [item], {})
+    return None
+
+
+def _getitem(tx, obj: VariableTracker, key: VariableTracker) -> VariableTracker | None:
+    if _is_tensor(obj):
+        return None
+    getitem = getattr(obj, "getitem", None)
+    if getitem is not None:
+        return getitem(tx, key)
+    return None
+
+
+def _not(tx, obj: VariableTracker) -> VariableTracker:
+    return ConstantVariable(not obj.truth())
+
+
+_HANDLERS: dict[Callable, Callable] = {
+    len: _len, isinstance: _isinstance, getattr: _getattr, hasattr: _hasattr, type: _type,
+    list: _sequence(list), tuple: _sequence(tuple), enumerate: _enumerate, zip: _zip, reversed: _reversed,
+    operator.is_: _identity(False), operator.is_not: _identity(True), operator.contains: _contains,
+    operator.getitem: _getitem, operator.not_: _not, bool: lambda tx, obj: ConstantVariable(obj.truth()),
+    **{fn: _binary(fn) for fn in (operator.add, operator.iadd, operator.mul, operator.imul)},
+}
+
+BUILTIN_FUNCTIONS = {v for v in vars(builtins).values() if callable(v)}

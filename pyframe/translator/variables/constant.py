@@ -1,0 +1,60 @@
+"""Python constants: numbers, strings, None, dtypes, devices, slices, Ellipsis, ranges.
+
+Work on constants is done while tracing (constant folding); whatever the result depended on was
+guarded when the constant was read from the frame.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from ...exc import Unsupported
+from ...source import Source
+from .base import BoundMethodVariable, VariableTracker, constant_args
+
+# Values that can be compared, hashed and embedded in co_consts or fx graphs as they are.
+CONSTANT_TYPES = (type(None), bool, int, float, complex, str, bytes, type(Ellipsis), type(NotImplemented),
+                  torch.dtype, torch.device, torch.memory_format, torch.layout, slice, range)
+
+
+def is_constant_value(value: Any) -> bool:
+    if isinstance(value, (tuple, frozenset)):
+        return all(is_constant_value(v) for v in value)
+    return isinstance(value, CONSTANT_TYPES)
+
+
+class ConstantVariable(VariableTracker):
+    def __init__(self, value: Any, source: Source | None = None):
+        super().__init__(source)
+        self.value = value
+
+    def python_type(self) -> type:
+        return type(self.value)
+
+    def as_python_constant(self) -> Any:
+        return self.value
+
+    def var_getattr(self, tx, name: str) -> VariableTracker:
+        try:
+            attr = getattr(self.value, name)
+        except AttributeError as e:
+            raise Unsupported(f"{type(self.value).__name__} constant has no attribute {name!r}") from e
+        if callable(attr):
+            return BoundMethodVariable(self, name)
+        return tx.wrap_constant(attr)
+
+    def call_method(self, tx, name, args, kwargs) -> VariableTracker:
+        pargs, pkwargs = constant_args(args, kwargs, f"{type(self.value).__name__}.{name}()")
+        return tx.wrap_constant(getattr(self.value, name)(*pargs, **pkwargs))
+
+    def reconstruct(self, cg) -> None:
+        cg.load_const(self.value)
+
+    def unpack(self, tx) -> list[VariableTracker]:
+        if isinstance(self.value, (str, bytes, range, tuple, frozenset)):
+            return [tx.wrap_constant(v) for v in self.value]
+        return super().unpack(tx)
+
+    def __repr__(self) -> str:
+        return f"ConstantVariable({self.value!r})"

@@ -1,0 +1,209 @@
+"""Tuples, lists, torch.Size and dicts whose items are themselves variable trackers.
+
+Containers built in the frame are plain symbolic values: their mutation is done on the tracker.
+Containers read from the frame carry a Source and are guarded by type and length (dicts: keys);
+mutating one of those is a side effect on a live object, which this slice leaves to Python.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from ...exc import Unsupported
+from ...source import Source
+from .base import BoundMethodVariable, VariableTracker, constant_args
+from .constant import ConstantVariable
+
+
+def _index(key: VariableTracker) -> Any:
+    if not key.is_python_constant():
+        raise Unsupported("container indexed by a value unknown while tracing")
+    return key.as_python_constant()
+
+
+class BaseListVariable(VariableTracker):
+    container_type: type = list
+
+    def __init__(self, items: list[VariableTracker], source: Source | None = None):
+        super().__init__(source)
+        self.items = list(items)
+
+    def python_type(self) -> type:
+        return self.container_type
+
+    def as_python_constant(self) -> Any:
+        return self.container_type(v.as_python_constant() for v in self.items)
+
+    def truth(self) -> bool:
+        return bool(self.items)
+
+    def unpack(self, tx) -> list[VariableTracker]:
+        return list(self.items)
+
+    def getitem(self, tx, key: VariableTracker) -> VariableTracker:
+        index = _index(key)
+        if isinstance(index, slice):
+            return type(self)(self.items[index])
+        try:
+            return self.items[index]
+        except (IndexError, TypeError) as e:
+            raise Unsupported(f"{self.container_type.__name__} index {index!r}: {e}") from e
+
+    def var_getattr(self, tx, name: str) -> VariableTracker:
+        if callable(getattr(self.container_type, name, None)):
+            return BoundMethodVariable(self, name)
+        raise Unsupported(f"attribute {name!r} of a {self.container_type.__name__}")
+
+    def call_method(self, tx, name, args, kwargs) -> VariableTracker:
+        if name == "__getitem__" and len(args) == 1:
+            return self.getitem(tx, args[0])
+        if name in ("index", "count", "__contains__"):
+            # Comparisons of constants only: a tensor item makes these data dependent.
+            value = self.as_python_constant()
+            pargs, pkwargs = constant_args(args, kwargs, f"{self.container_type.__name__}.{name}()")
+            return ConstantVariable(getattr(value, name)(*pargs, **pkwargs))
+        raise Unsupported(f"{self.container_type.__name__}.{name}()")
+
+    def reconstruct(self, cg) -> None:
+        if self.source is not None:  # the very object the frame holds: identity matters
+            cg.load_source(self.source)
+            return
+
+        def build() -> None:
+            for item in self.items:
+                item.reconstruct(cg)
+            cg.build(self.container_type, len(self.items))
+
+        if self.container_type is list:
+            cg.rebuild_once(self, build)
+        else:
+            build()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.items!r})"
+
+
+class TupleVariable(BaseListVariable):
+    container_type = tuple
+
+    def reconstruct(self, cg) -> None:
+        if self.source is None and self.is_python_constant():
+            cg.load_const(self.as_python_constant())
+        else:
+            super().reconstruct(cg)
+
+
+class SizeVariable(TupleVariable):
+    """torch.Size: under static shapes every dimension is a guarded constant."""
+
+    container_type = torch.Size
+
+    def getitem(self, tx, key: VariableTracker) -> VariableTracker:
+        result = super().getitem(tx, key)
+        return SizeVariable(result.items) if isinstance(result, BaseListVariable) else result
+
+    def call_method(self, tx, name, args, kwargs) -> VariableTracker:
+        if name == "numel" and not args and not kwargs:
+            return ConstantVariable(self.as_python_constant().numel())
+        return super().call_method(tx, name, args, kwargs)
+
+
+class ListVariable(BaseListVariable):
+    container_type = list
+
+    def call_method(self, tx, name, args, kwargs) -> VariableTracker:
+        mutating = {"append", "extend", "insert", "pop", "clear", "reverse", "remove", "sort"}
+        if name not in mutating:
+            return super().call_method(tx, name, args, kwargs)
+        if self.source is not None:
+            raise Unsupported(f"list.{name}() on a list that outlives the frame")
+        if name == "append" and len(args) == 1:
+            self.items.append(args[0])
+        elif name == "extend" and len(args) == 1:
+            self.items.extend(args[0].unpack(tx))
+        elif name == "insert" and len(args) == 2:
+            self.items.insert(_index(args[0]), args[1])
+        elif name == "pop" and len(args) <= 1:
+            return self.items.pop(_index(args[0]) if args else -1)
+        elif name == "clear" and not args:
+            self.items.clear()
+        elif name == "reverse" and not args:
+            self.items.reverse()
+        else:
+            raise Unsupported(f"list.{name}() with these arguments")
+        return ConstantVariable(None)
+
+
+class DictVariable(VariableTracker):
+    """A dict with constant keys (str, int, ...) and symbolic values, in insertion order."""
+
+    def __init__(self, items: dict[Any, VariableTracker], source: Source | None = None):
+        super().__init__(source)
+        self.items = dict(items)
+
+    def python_type(self) -> type:
+        return dict
+
+    def as_python_constant(self) -> Any:
+        return {k: v.as_python_constant() for k, v in self.items.items()}
+
+    def truth(self) -> bool:
+        return bool(self.items)
+
+    def unpack(self, tx) -> list[VariableTracker]:
+        return [ConstantVariable(k) for k in self.items]
+
+    def getitem(self, tx, key: VariableTracker) -> VariableTracker:
+        k = _index(key)
+        if k not in self.items:
+            raise Unsupported(f"dict has no key {k!r}")
+        return self.items[k]
+
+    def var_getattr(self, tx, name: str) -> VariableTracker:
+        if callable(getattr(dict, name, None)):
+            return BoundMethodVariable(self, name)
+        raise Unsupported(f"attribute {name!r} of a dict")
+
+    def call_method(self, tx, name, args, kwargs) -> VariableTracker:
+        if name == "__getitem__" and len(args) == 1:
+            return self.getitem(tx, args[0])
+        if name == "get" and 1 <= len(args) <= 2:
+            return self.items.get(_index(args[0]), args[1] if len(args) == 2 else ConstantVariable(None))
+        if name == "keys" and not args:
+            return ListVariable([ConstantVariable(k) for k in self.items])
+        if name == "values" and not args:
+            return ListVariable(list(self.items.values()))
+        if name == "items" and not args:
+            return ListVariable([TupleVariable([ConstantVariable(k), v]) for k, v in self.items.items()])
+        if name == "__contains__" and len(args) == 1:
+            return ConstantVariable(_index(args[0]) in self.items)
+        if name in ("__setitem__", "update", "pop", "setdefault", "clear"):
+            if self.source is not None:
+                raise Unsupported(f"dict.{name}() on a dict that outlives the frame")
+            if name == "__setitem__" and len(args) == 2:
+                self.items[_index(args[0])] = args[1]
+                return ConstantVariable(None)
+            if name == "pop" and 1 <= len(args) <= 2:
+                k = _index(args[0])
+                if k in self.items:
+                    return self.items.pop(k)
+                if len(args) == 2:
+                    return args[1]
+        raise Unsupported(f"dict.{name}() with these arguments")
+
+    def reconstruct(self, cg) -> None:
+        if self.source is not None:
+            cg.load_source(self.source)
+            return
+
+        def build() -> None:
+            for key, value in self.items.items():
+                cg.load_const(key)
+                value.reconstruct(cg)
+            cg.build(dict, len(self.items))
+
+        cg.rebuild_once(self, build)
+
+    def __repr__(self) -> str:
+        return f"DictVariable({self.items!r})"

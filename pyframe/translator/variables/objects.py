@@ -1,0 +1,93 @@
+"""Python objects the translator does not model in detail: classes, and instances of user classes.
+
+Their attributes are read while tracing (the object is real: it came from the frame) and each
+value read is guarded on its Source like any other input. Reads that would run user code
+(properties, `__getattr__`) are left to Python.
+"""
+from __future__ import annotations
+
+import inspect
+import types
+from typing import Any
+
+from ...exc import Unsupported
+from ...source import AttrSource, Source
+from .base import BoundMethodVariable, VariableTracker, constant_args
+
+
+class PythonObjectVariable(VariableTracker):
+    """An opaque Python value used as a constant: a class, an enum member, a frozen config..."""
+
+    def __init__(self, value: Any, source: Source | None = None):
+        super().__init__(source)
+        self.value = value
+
+    def python_type(self) -> type:
+        return type(self.value)
+
+    def as_python_constant(self) -> Any:
+        return self.value
+
+    def var_getattr(self, tx, name: str) -> VariableTracker:
+        value = _static_attr(self.value, name)
+        source = AttrSource(self.source, name) if self.source is not None else None
+        return tx.wrap(value, source, guard=self.source is not None)
+
+    def call(self, tx, args, kwargs) -> VariableTracker:
+        # Classes of values we can fold (torch.Size, torch.device, int, ...) are built while tracing.
+        if isinstance(self.value, type) and getattr(self.value, "__module__", "").split(".")[0] in ("torch", "builtins"):
+            pargs, pkwargs = constant_args(args, kwargs, f"{self.value.__name__}()")
+            return tx.wrap_constant(self.value(*pargs, **pkwargs))
+        raise Unsupported(f"call to {_describe(self.value)}")
+
+    def reconstruct(self, cg) -> None:
+        if self.source is not None:
+            cg.load_source(self.source)
+        else:
+            cg.load_const(self.value)
+
+    def __repr__(self) -> str:
+        return f"PythonObjectVariable({_describe(self.value)})"
+
+
+class UserObjectVariable(VariableTracker):
+    """An instance of a user class, read from the frame (guarded by its type)."""
+
+    def __init__(self, value: Any, source: Source | None = None):
+        super().__init__(source)
+        self.value = value
+
+    def python_type(self) -> type:
+        return type(self.value)
+
+    def var_getattr(self, tx, name: str) -> VariableTracker:
+        value = _static_attr(self.value, name)
+        if isinstance(value, types.MethodType):
+            return BoundMethodVariable(self, name)
+        source = AttrSource(self.source, name) if self.source is not None else None
+        return tx.wrap(value, source)
+
+    def call_method(self, tx, name, args, kwargs) -> VariableTracker:
+        method = inspect.getattr_static(self.value, name)
+        if isinstance(method, types.FunctionType):
+            return tx.inline_call(method, [self, *args], kwargs)
+        raise Unsupported(f"method {type(self.value).__name__}.{name}")
+
+
+def _static_attr(obj: Any, name: str) -> Any:
+    """getattr(obj, name) when it runs no user code (no property, no __getattr__), else Unsupported."""
+    try:
+        static = inspect.getattr_static(obj, name)
+    except AttributeError as e:
+        raise Unsupported(f"{_describe(obj)} has no attribute {name!r}") from e
+    if isinstance(static, (property, types.GetSetDescriptorType, types.MemberDescriptorType)) and \
+            not isinstance(obj, type) and type(obj).__module__ not in ("builtins",):
+        if isinstance(static, property):
+            raise Unsupported(f"property {type(obj).__name__}.{name}")
+    return getattr(obj, name)
+
+
+def _describe(value: Any) -> str:
+    if isinstance(value, type):
+        return f"class {value.__qualname__}"
+    return f"{type(value).__name__} object"

@@ -1,0 +1,134 @@
+"""Tensors in the graph, and the glue that turns calls on symbolic values into fx nodes.
+
+A TensorVariable is an fx node plus its FakeTensor. Under static shapes everything about a tensor
+but its data is known while tracing (shape, dtype, device, requires_grad), so `x.shape[0] + 1` is a
+constant and `x.size()`, `x.dim()`, `x.numel()` fold away, all covered by the TENSOR_MATCH guard
+on the graph input they derive from. Reading the data (`.item()`, a branch on `x.sum() > 0`) needs a
+graph break.
+"""
+from __future__ import annotations
+
+import operator
+from typing import Any, Sequence
+
+import torch
+import torch.fx
+
+from ... import config
+from ...exc import Unsupported
+from ...source import Source
+from .base import BoundMethodVariable, VariableTracker
+from .constant import ConstantVariable, is_constant_value
+from .containers import BaseListVariable, DictVariable, ListVariable, SizeVariable, TupleVariable
+
+# Tensor attributes and no-argument methods whose value is metadata, known while tracing.
+_METADATA_ATTRS = {"dtype", "device", "layout", "ndim", "requires_grad", "is_cuda", "is_cpu", "is_meta",
+                   "is_sparse", "is_quantized", "is_mkldnn", "is_nested", "is_leaf", "itemsize", "nbytes"}
+_METADATA_METHODS = {"dim", "ndimension", "numel", "nelement", "is_contiguous", "is_floating_point",
+                     "is_complex", "is_signed", "element_size", "get_device", "stride", "storage_offset",
+                     "is_inference"}
+# Methods that read tensor data into Python: a graph break (as torch._dynamo does by default).
+_DATA_METHODS = {"item", "tolist", "numpy", "__bool__", "__int__", "__float__", "__index__", "data_ptr"}
+
+
+class TensorVariable(VariableTracker):
+    def __init__(self, node: torch.fx.Node, source: Source | None = None, class_type: type = torch.Tensor):
+        super().__init__(source)
+        self.node = node
+        self.class_type = class_type
+        self.name_hint_set = node.op == "placeholder"
+
+    @property
+    def example(self) -> torch.Tensor:
+        return self.node.meta["example_value"]
+
+    def python_type(self) -> type:
+        return self.class_type
+
+    def set_name_hint(self, name: str) -> None:
+        """Name the node after the local it is first stored to (`a = torch.cos(x)` -> node `a`)."""
+        if not self.name_hint_set:
+            self.node._rename(name)
+            self.name_hint_set = True
+
+    def truth(self) -> bool:
+        raise Unsupported("data-dependent branch on a tensor")
+
+    def var_getattr(self, tx, name: str) -> VariableTracker:
+        if name in ("shape",):
+            return SizeVariable([ConstantVariable(d) for d in self.example.shape])
+        if name in _METADATA_ATTRS:
+            return ConstantVariable(getattr(self.example, name))
+        if callable(getattr(torch.Tensor, name, None)):
+            return BoundMethodVariable(self, name)
+        if name in ("T", "mT", "H", "mH", "real", "imag"):
+            return wrap_node(tx, tx.output.create_node("call_function", getattr, (self.node, name), {}))
+        raise Unsupported(f"tensor attribute {name!r}")
+
+    def call_method(self, tx, name: str, args: Sequence[VariableTracker],
+                    kwargs: dict[str, VariableTracker]) -> VariableTracker:
+        if name in _DATA_METHODS and not (name == "item" and config.capture_scalar_outputs):
+            raise Unsupported(f"Tensor.{name}() reads tensor data into Python")
+        if name in ("size", "stride") or name in _METADATA_METHODS:
+            pargs = [a.as_python_constant() for a in args]
+            pkwargs = {k: v.as_python_constant() for k, v in kwargs.items()}
+            value = getattr(self.example, name)(*pargs, **pkwargs)
+            return SizeVariable([ConstantVariable(d) for d in value]) if isinstance(value, tuple) else ConstantVariable(value)
+        if name == "__len__":
+            return ConstantVariable(len(self.example))
+        if name == "type" and not args and not kwargs:
+            return ConstantVariable(self.example.type())
+        return call_in_graph(tx, "call_method", name, [self, *args], kwargs)
+
+    def unpack(self, tx) -> list[VariableTracker]:
+        if self.example.dim() == 0:
+            raise Unsupported("iteration over a 0-d tensor")
+        return [wrap_node(tx, tx.output.create_node("call_function", operator.getitem, (self.node, i), {}))
+                for i in range(self.example.shape[0])]
+
+    def reconstruct(self, cg) -> None:
+        cg.load_tensor(self)
+
+    def __repr__(self) -> str:
+        return f"TensorVariable({self.node.name})"
+
+
+def as_node_arg(vt: VariableTracker) -> Any:
+    """An argument of an fx node: nodes for tensors, plain values for constants, nested as given."""
+    if isinstance(vt, TensorVariable):
+        return vt.node
+    if isinstance(vt, SizeVariable):
+        return torch.Size(vt.as_python_constant())
+    if isinstance(vt, BaseListVariable):
+        return vt.container_type(as_node_arg(v) for v in vt.items)
+    if isinstance(vt, DictVariable):
+        return {k: as_node_arg(v) for k, v in vt.items.items()}
+    if vt.is_python_constant():
+        value = vt.as_python_constant()
+        if is_constant_value(value) or isinstance(value, (list, dict)):
+            return value
+    raise Unsupported(f"a {vt!r} passed to a tensor operation")
+
+
+def call_in_graph(tx, op: str, target: Any, args: Sequence[VariableTracker],
+                  kwargs: dict[str, VariableTracker]) -> VariableTracker:
+    """Record `target(*args, **kwargs)` in the graph and wrap what it returns."""
+    node_args = tuple(as_node_arg(a) for a in args)
+    node_kwargs = {k: as_node_arg(v) for k, v in kwargs.items()}
+    return wrap_node(tx, tx.output.create_node(op, target, node_args, node_kwargs))
+
+
+def wrap_node(tx, node: torch.fx.Node) -> VariableTracker:
+    """The symbolic value of a node, from its example value."""
+    example = node.meta["example_value"]
+    if isinstance(example, torch.Tensor):
+        return TensorVariable(node)
+    if isinstance(example, torch.Size):
+        tx.output.graph.erase_node(node)
+        return SizeVariable([ConstantVariable(d) for d in example])
+    if isinstance(example, (tuple, list)) and all(isinstance(e, torch.Tensor) for e in example):
+        items = [TensorVariable(tx.output.getitem(node, i)) for i in range(len(example))]
+        return ListVariable(items) if isinstance(example, list) else TupleVariable(items)
+    if example is None:  # an operation run for its effect (setitem, backward, ...): it stays
+        return ConstantVariable(None)
+    raise Unsupported(f"a tensor operation returned a {type(example).__name__}")

@@ -1,0 +1,118 @@
+"""torch's callables and Python modules (torch, torch.nn.functional, math, operator...).
+
+A call to a torch function becomes a call_function node with the function itself as its target,
+exactly as torch._dynamo records it (`torch.cos`, `torch.nn.functional.relu`). Functions that only
+report state or metadata (`torch.is_tensor`, `torch.is_floating_point`) fold to constants.
+"""
+from __future__ import annotations
+
+import math
+import operator
+import types
+from typing import Any
+
+import torch
+
+from ...exc import Unsupported
+from ...source import AttrSource, Source
+from .base import VariableTracker
+from .constant import ConstantVariable
+from .tensor import TensorVariable, call_in_graph
+
+_TORCH_OP_MODULES = ("torch", "torch.nn.functional", "torch.functional", "torch._C._nn", "torch._C._linalg",
+                     "torch._C._fft", "torch._C._special", "torch._C._VariableFunctions", "torch.linalg",
+                     "torch.fft", "torch.special", "torch._ops.aten")
+
+# Answered while tracing: from metadata (static shapes) or from guarded global state.
+_FOLDABLE = {torch.is_tensor, torch.is_floating_point, torch.is_complex, torch.numel, torch.is_grad_enabled,
+             torch.get_default_dtype, torch.is_storage, torch.typename, torch.is_inference_mode_enabled,
+             torch.is_autocast_enabled}
+
+
+def _is_compiling_query(fn: Any) -> bool:
+    """torch.compiler.is_compiling, torch._dynamo.is_compiling, ...: True while pyframe traces."""
+    return getattr(fn, "__name__", "") in ("is_compiling", "is_dynamo_compiling") and \
+        getattr(fn, "__module__", "").startswith("torch")
+
+
+# Python modules whose attributes are trusted not to be rebound: read without a guard.
+TRUSTED_MODULES = ("torch", "math", "operator", "builtins", "functools", "itertools", "collections", "typing")
+
+
+def is_torch_op(value: Any) -> bool:
+    """A torch function, Tensor method or aten op that belongs in the graph."""
+    if isinstance(value, (torch._ops.OpOverloadPacket, torch._ops.OpOverload)):
+        return True
+    if not isinstance(value, (types.BuiltinFunctionType, types.FunctionType, types.MethodDescriptorType)):
+        return False
+    if _is_compiling_query(value):
+        return True
+    if isinstance(value, types.MethodDescriptorType):
+        return getattr(value, "__objclass__", None) is torch._C.TensorBase
+    return getattr(value, "__module__", None) in _TORCH_OP_MODULES
+
+
+def is_trusted_module(module: types.ModuleType) -> bool:
+    return module.__name__.split(".")[0] in TRUSTED_MODULES
+
+
+class TorchFunctionVariable(VariableTracker):
+    def __init__(self, fn: Any, source: Source | None = None):
+        super().__init__(source)
+        self.fn = fn
+
+    def python_type(self) -> type:
+        return type(self.fn)
+
+    def as_python_constant(self) -> Any:
+        return self.fn
+
+    def call(self, tx, args, kwargs) -> VariableTracker:
+        if _is_compiling_query(self.fn):
+            return ConstantVariable(True)
+        if self.fn in _FOLDABLE:
+            values = [a.example if isinstance(a, TensorVariable) else a.as_python_constant() for a in args]
+            kw = {k: v.as_python_constant() for k, v in kwargs.items()}
+            return ConstantVariable(self.fn(*values, **kw))
+        if isinstance(self.fn, types.MethodDescriptorType):  # torch.Tensor.add(x, y) == x.add(y)
+            if not args or not isinstance(args[0], TensorVariable):
+                raise Unsupported(f"Tensor.{self.fn.__name__} called on a non-tensor")
+            return args[0].call_method(tx, self.fn.__name__, args[1:], kwargs)
+        return call_in_graph(tx, "call_function", self.fn, args, kwargs)
+
+    def reconstruct(self, cg) -> None:
+        if self.source is not None:
+            cg.load_source(self.source)
+        else:
+            cg.load_const(self.fn)
+
+    def __repr__(self) -> str:
+        return f"TorchFunctionVariable({getattr(self.fn, '__name__', self.fn)})"
+
+
+class PythonModuleVariable(VariableTracker):
+    """A Python module (`torch`, `torch.nn.functional as F`, `math`, a user module)."""
+
+    def __init__(self, module: types.ModuleType, source: Source | None = None):
+        super().__init__(source)
+        self.module = module
+
+    def python_type(self) -> type:
+        return types.ModuleType
+
+    def as_python_constant(self) -> Any:
+        return self.module
+
+    def var_getattr(self, tx, name: str) -> VariableTracker:
+        try:
+            value = getattr(self.module, name)
+        except AttributeError as e:
+            raise Unsupported(f"module {self.module.__name__} has no attribute {name!r}") from e
+        source = AttrSource(self.source, name) if self.source is not None else None
+        if is_trusted_module(self.module):
+            return tx.wrap(value, source, guard=False)
+        return tx.wrap(value, source)
+
+    def __repr__(self) -> str:
+        return f"PythonModuleVariable({self.module.__name__})"
+

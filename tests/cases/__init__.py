@@ -1,0 +1,23 @@
+"""The shared corpus: small programs run eagerly, under pyframe and under torch._dynamo.
+
+Each module groups cases by topic and declares them with ``pyframe.debug.cases.case``. The lists
+below are what tests/test_corpus.py, ``python -m pyframe compare`` and the benchmarks load.
+
+Straight-line cases have no data-dependent control flow and call no user Python helpers: each is
+one graph in torch._dynamo (or none, for cases tagged ``"nograph"`` that only compute with Python
+constants and tensor metadata). Cases needing graph breaks live in ``graph_breaks`` (tag ``"break"``).
+"""
+
+STRAIGHT_LINE = [
+    "tests.cases.elementwise",
+    "tests.cases.reductions",
+    "tests.cases.matmul",
+    "tests.cases.views",
+    "tests.cases.indexing",
+    "tests.cases.kwargs",
+    "tests.cases.nn_functional",
+    "tests.cases.constants",
+    "tests.cases.modules",
+]
+GRAPH_BREAKS = ["tests.cases.graph_breaks"]
+ALL = STRAIGHT_LINE + GRAPH_BREAKS

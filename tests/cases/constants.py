@@ -1,0 +1,58 @@
+"""Corpus: Python constants and tensor metadata folded at trace time; containers built and returned.
+
+Cases tagged ``"nograph"`` compute only with constants and metadata: torch._dynamo makes no graph.
+"""
+
+import math
+
+import torch
+
+from pyframe.debug.cases import case
+
+SCALE = 3.0
+OFFSETS = (1, 2, 3)
+
+
+@case(inputs=lambda: torch.randn(5))
+def constant_arithmetic(x):
+    k = 2**3 + 1
+    return x * (k / 2) - math.sqrt(2) * math.pi
+
+
+@case(inputs=lambda: torch.randn(5))
+def global_constants(x):
+    return x * SCALE + OFFSETS[1]
+
+
+@case(inputs=lambda: torch.randn(3, 4), tags={"nograph"})
+def metadata_only(x):
+    return x.shape, x.dtype, x.size(), x.dim(), x.size(1) * 2, x.numel()
+
+
+@case(inputs=lambda: torch.randn(2, 6), tags={"nograph"})
+def dtype_and_shape_tests(x):
+    return x.dtype == torch.float32, x.is_floating_point(), len(x.shape), x.shape[-1] // 2
+
+
+@case(inputs=lambda: torch.randn(2, 3, 4))
+def shape_driven_view(x):
+    batch = x.shape[0]
+    return x.view(batch, -1), x.new_zeros(x.size()), x.sum() / x.numel()
+
+
+@case(inputs=lambda: torch.randn(6))
+def slice_by_shape_arithmetic(x):
+    half = x.shape[-1] // 2
+    return x[:half] * x[half:]
+
+
+@case(inputs=lambda: torch.randn(4))
+def return_containers(x):
+    return (x + 1, [x * 2, 3, "label"], {"double": x + x, "n": x.dim()})
+
+
+@case(inputs=lambda: (torch.randn(3), torch.randn(3)))
+def build_list_then_sum(a, b):
+    items = [a, b, a * b]
+    pair = (items[0], items[-1])
+    return torch.stack(items).sum(0) + pair[1], len(items)

@@ -1,0 +1,445 @@
+"""Corpus: programs that need graph breaks. Tag ``"break"``.
+
+torch._dynamo compiles each into several graphs joined by resume functions (DESIGN.md section 4).
+The cases are grouped by what causes the break and by what must survive it:
+
+- every conditional-jump opcode of 3.11 on a tensor-derived value (``if``, ``if not``, ``and`` /
+  ``or`` in a condition and as a value, the ternary, ``assert``, ``while``, chained comparisons);
+- calls that cannot be traced: ``print``, ``.item()`` / ``.tolist()`` / ``.numpy()``, a C function
+  outside torch (``os.getpid``), and an opcode the translator does not model (``import``);
+- several breaks in one frame, breaks in inlined helpers (one and two calls deep), breaks inside
+  unrolled ``for`` loops;
+- state live across the break: containers half built on the value stack, cells and free
+  variables, ``*args`` / ``**kwargs`` / defaults / keyword-only parameters, in-place tensor updates.
+
+Each case has inputs that make the program take a known path; where the path matters the docstring
+says which. A case whose graphs differ from torch._dynamo's on purpose says why in ``difference=``.
+"""
+
+import os
+
+import torch
+import torch.nn as nn
+
+from pyframe.debug.cases import Inputs, case
+
+
+# --------------------------------------------------------------------------------------------------
+# The seeds' programs
+
+
+@case(inputs=lambda: (torch.randn(10), torch.randn(10).abs()), tags={"break"})
+def toy_example(a, b):
+    """The seed's control-flow example on the positive branch: a graph, the break, the `x * b` resume."""
+    x = a / (torch.abs(a) + 1)
+    if b.sum() < 0:
+        b = b * -1
+    return x * b
+
+
+@case(inputs=lambda: (torch.randn(10), -torch.randn(10).abs()), tags={"break"})
+def toy_example_negative(a, b):
+    """toy_example on the other branch (b.sum() < 0): the resume that multiplies by -1."""
+    x = a / (torch.abs(a) + 1)
+    if b.sum() < 0:
+        b = b * -1
+    return x * b
+
+
+@case(inputs=lambda: torch.randn(10).abs(), tags={"break"})
+class DynamicModule(nn.Module):
+    """The seed's DynamicModule: returns early on a branch on `x.sum() > 0`."""
+
+    def forward(self, x: torch.Tensor):
+        if x.sum() > 0:
+            return x * x
+        return 3 * x
+
+
+# --------------------------------------------------------------------------------------------------
+# Conditional jumps on tensor-derived values
+
+
+@case(inputs=lambda: torch.randn(8).abs(), tags={"break"})
+def if_else_join(x):
+    """POP_JUMP_FORWARD_IF_FALSE with an else arm; both arms join before the return (the if arm runs)."""
+    y = x.cos()
+    if y.sum() > 0:
+        y = y + 1
+    else:
+        y = y - 1
+    return y * 2
+
+
+@case(inputs=lambda: torch.randn(8), tags={"break"})
+def if_not_any(x):
+    """`if not t`: POP_JUMP_FORWARD_IF_TRUE on a bool tensor (no value of sin exceeds 2: the body runs)."""
+    y = x.sin()
+    if not (y > 2).any():
+        y = y.relu()
+    return y + x
+
+
+@case(inputs=lambda: torch.randn(6).abs() + 0.1, tags={"break"})
+def if_scalar_tensor_truthiness(x):
+    """`if t:` straight on a one-element tensor, no comparison: its truth value is its data."""
+    total = x.sum()
+    if total:
+        return x / total
+    return x
+
+
+@case(inputs=lambda: (torch.ones(5), -torch.ones(5)), tags={"break"})
+def and_of_tensor_conditions(a, b):
+    """`if c1 and c2`: two POP_JUMP_FORWARD_IF_FALSE; c1 holds, so c2 is decided in the first resume."""
+    a = a * 2
+    if a.sum() > 0 and b.sum() > 0:
+        return a + b
+    return a - b
+
+
+@case(inputs=lambda: (torch.zeros(5), torch.ones(5) * 3), tags={"break"})
+def or_of_tensor_conditions(a, b):
+    """`if c1 or c2`: POP_JUMP_FORWARD_IF_TRUE then IF_FALSE; c1 fails, c2 fails, the fall-through runs."""
+    a = a + 0.5
+    if a.mean() > 1 or b.mean() < 1:
+        return a * b
+    return a + b
+
+
+@case(inputs=lambda: (torch.randn(4).abs(), torch.randn(4)), tags={"break"})
+def and_or_as_values(a, b):
+    """`c = t and b` / `d = t or a`: JUMP_IF_FALSE_OR_POP and JUMP_IF_TRUE_OR_POP keep a tensor on the stack."""
+    c = (a.sum() > 0) and b
+    d = (b.sum() > 100) or a
+    return c * 2, d + 1
+
+
+@case(inputs=lambda: (torch.randn(5), torch.randn(5)), tags={"break"})
+def ternary_on_tensor(x, y):
+    """`a if cond else b`: the branch picks which tensor flows on into the resume's graph."""
+    z = x if x.sum() > y.sum() else y
+    return z * 3 + x
+
+
+@case(inputs=lambda: torch.randn(6), tags={"break"})
+def chained_comparison(x):
+    """`lo < t < hi`: COPY / SWAP keep the middle operand on the stack across the first jump."""
+    s = x.abs().sum()
+    if 0 < s < 100:
+        return x * s
+    return x
+
+
+@case(
+    inputs=lambda: torch.randn(6),
+    tags={"break"},
+    difference=(
+        "torch._dynamo rewrites `assert <tensor>` into torch._assert_async inside one graph "
+        "(config.rewrite_assert_with_torch_assert); pyframe breaks on the POP_JUMP like any other "
+        "data-dependent branch and runs the check in Python"
+    ),
+)
+def assert_on_tensor(x):
+    """`assert (t > 0).all()`: a jump to LOAD_ASSERTION_ERROR on a tensor condition that holds."""
+    y = x.abs() + 1
+    assert (y > 0).all(), "abs() + 1 is positive"
+    return y.log()
+
+
+@case(inputs=lambda: torch.rand(8) + 1, tags={"break"})
+def while_tensor_condition(x):
+    """`while t.sum() > 1`: the loop test at the bottom is POP_JUMP_BACKWARD_IF_TRUE; 4 iterations.
+
+    The iteration count `n` is a Python int live across every break, so each resume is specialized
+    on its value (a recompile per iteration in both engines).
+    """
+    n = 0
+    while x.sum() > 1:
+        x = x / 4
+        n += 1
+    return x, n
+
+
+# --------------------------------------------------------------------------------------------------
+# Calls that cannot be traced
+
+
+@case(inputs=lambda: torch.randn(5), tags={"break"})
+def print_in_middle(x):
+    """print() is a side effect on stdout: the graph before it, print for real, the graph after it."""
+    y = x * 2
+    print("pyframe corpus: print_in_middle sees", y.numel(), "elements")
+    return y + 1
+
+
+@case(inputs=lambda: torch.randn(5), tags={"break"})
+def item_to_python_float(x):
+    """`.item()` reads data into Python; the float is then a constant of the resume's graph."""
+    s = x.abs().sum().item()
+    return x * s, s + 1
+
+
+@case(inputs=lambda: torch.randn(5), tags={"break"})
+def item_in_python_branch(x):
+    """A branch on the float `.item()` returned is plain Python, decided while tracing the resume."""
+    m = x.max().item()
+    if m > 0:
+        return x - m
+    return x + m
+
+
+@case(inputs=lambda: torch.randn(4), tags={"break"})
+def tolist_then_python_sum(x):
+    """`.tolist()`: a list of floats summed in Python after the break."""
+    values = (x * 10).round().tolist()
+    return x + sum(values), len(values)
+
+
+@case(inputs=lambda: torch.randn(4), tags={"break"})
+def numpy_round_trip(x):
+    """`.numpy()` shares memory with the tensor; numpy arithmetic, then back with torch.from_numpy."""
+    arr = (x + 1).numpy()
+    return torch.from_numpy(arr * 2) - x
+
+
+@case(inputs=lambda: torch.randn(5), tags={"break"})
+def c_function_outside_torch(x):
+    """os.getpid() is a C builtin of the os module, unknown to both engines: a break at the call."""
+    y = x.relu()
+    pid = os.getpid()
+    return y + (pid > 0)
+
+
+@case(
+    inputs=lambda: torch.randn(5),
+    tags={"break"},
+    difference=(
+        "pyframe has no IMPORT_NAME handler: an `import` in the body is an unsupported opcode and "
+        "breaks the graph (DESIGN.md section 4); torch._dynamo imports while tracing and makes one graph"
+    ),
+)
+def import_inside_function(x):
+    """An `import` statement in the body: IMPORT_NAME / STORE_FAST between two tensor ops."""
+    y = x.sin()
+    import math
+
+    return y * math.pi
+
+
+# --------------------------------------------------------------------------------------------------
+# Several breaks, breaks in helpers, breaks in loops
+
+
+@case(inputs=lambda: torch.randn(6), tags={"break"})
+def several_breaks(x):
+    """Three breaks of three kinds in one frame: print, a tensor branch, `.item()`."""
+    x = x + 1
+    print("pyframe corpus: several_breaks")
+    x = x * 2
+    if x.sum() > 0:
+        x = x - 3
+    s = x.max().item()
+    return x / (abs(s) + 1)
+
+
+def _double_then_print(t):
+    t = t * 2
+    print("pyframe corpus: in _double_then_print")
+    return t + 1
+
+
+@case(inputs=lambda: torch.randn(5), tags={"break"})
+def break_in_helper(x):
+    """A break inside an inlined helper breaks the caller at the call; the helper is its own frame."""
+    y = x.cos()
+    z = _double_then_print(y)
+    return z.sum()
+
+
+def _sign_scale(t):
+    if t.mean() > 0:
+        return t * 2
+    return t * -2
+
+
+def _shift_then_scale(t):
+    u = t + 1
+    return _sign_scale(u) - 1
+
+
+@case(inputs=lambda: torch.randn(5), tags={"break"})
+def break_in_helper_of_helper(x):
+    """A data-dependent branch two inlined calls deep: each caller breaks at its call site."""
+    y = x.sin()
+    return _shift_then_scale(y) * 3
+
+
+@case(inputs=lambda: torch.randn(5), tags={"break"})
+def break_in_for_range(x):
+    """A tensor branch in each of three iterations of an unrolled `for i in range(3)`."""
+    for i in range(3):
+        x = x + i
+        if x.sum() > 0:
+            x = x * 0.5
+    return x
+
+
+@case(inputs=lambda: torch.randn(5), tags={"break"})
+def print_in_for_range(x):
+    """print() in each iteration; the loop variable and the accumulator live across every break."""
+    acc = x
+    for i in range(3):
+        acc = acc * 2 + i
+        print("pyframe corpus: print_in_for_range iteration", i)
+    return acc
+
+
+@case(inputs=lambda: torch.randn(5), tags={"break"})
+def break_statement_on_tensor(x):
+    """`break` out of a for loop on a tensor condition, which holds on the third iteration."""
+    x = x.abs() / x.abs().max()
+    i = 0
+    for i in range(6):
+        x = x * 2
+        if x.max() > 3:
+            break
+    return x, i
+
+
+@case(inputs=lambda: torch.randn(3, 4), tags={"break"})
+def branch_per_row(x):
+    """`for row in x` unrolls over a tensor's rows; a branch on each row keeps the rest of the
+    iterator (tensors still to come) live across the break."""
+    acc = torch.zeros(4)
+    for row in x:
+        if row.sum() > 0:
+            acc = acc + row
+        else:
+            acc = acc - row
+    return acc
+
+
+# --------------------------------------------------------------------------------------------------
+# Values on the stack and in locals across a break
+
+
+@case(inputs=lambda: (torch.randn(3), -torch.ones(3)), tags={"break"})
+def ternary_inside_list_display(x, y):
+    """`torch.cat([x, y if ... else -y])`: NULL, torch.cat and x are on the stack at the jump."""
+    return torch.cat([x, y if y.sum() > 0 else -y])
+
+
+def _combine(a, b):
+    return a * 2 + b
+
+
+@case(inputs=lambda: (torch.randn(4), torch.randn(4)), tags={"break"})
+def print_inside_call_arguments(a, b):
+    """`f(a, print(...) or b)`: the print call breaks with f and a already pushed; `or` picks b."""
+    return _combine(a, print("pyframe corpus: argument", tuple(b.shape)) or b)
+
+
+@case(inputs=lambda: torch.randn(4), tags={"break"})
+def containers_live_across_break(x):
+    """A list, a tuple and a dict built before the break, used (and the list mutated) after it."""
+    items = [x, x * 2]
+    pair = (x + 1, 3)
+    named = {"a": x.sin(), "k": 2}
+    print("pyframe corpus: containers_live_across_break")
+    items.append(pair[0] * named["k"])
+    return torch.stack(items).sum(0) + named["a"], pair[1]
+
+
+@case(inputs=lambda: torch.randn(5), tags={"break"})
+def closure_cell_across_break(x):
+    """A cell made before the break, rebound after it: the closure must see the new value."""
+    scale = x.abs().sum()
+
+    def apply(t):
+        return t * scale
+
+    if scale > 0:
+        scale = scale + 1
+    return apply(x)
+
+
+def _make_free_var_case():
+    offset = 0.5
+    weights = [1.0, 2.0]
+
+    def free_vars_across_break(x):
+        """A closure's free variables (a float and a list), read on both sides of a break."""
+        y = x + offset
+        print("pyframe corpus: free_vars_across_break")
+        return y * weights[1] - offset
+
+    return free_vars_across_break
+
+
+free_vars_across_break = case(inputs=lambda: torch.randn(4), tags={"break"})(_make_free_var_case())
+
+
+@case(inputs=lambda: Inputs((torch.randn(5),), {"shift": 0.25}), tags={"break"})
+def defaults_and_keyword_only(x, scale=2.0, *, shift=1.0):
+    """A default and a keyword-only parameter (passed by keyword), both read after the break."""
+    y = x.abs() * scale
+    if y.sum() > 0:
+        y = y + shift
+    return y * scale - shift
+
+
+@case(
+    inputs=lambda: Inputs((torch.randn(3), torch.randn(3), torch.randn(3)), {"alpha": 2.0, "beta": 0.5}),
+    tags={"break"},
+)
+def varargs_and_kwargs(x, *rest, **options):
+    """`*rest` and `**options` are plain locals of the resume function (passed positionally)."""
+    total = x
+    for t in rest:
+        total = total + t
+    print("pyframe corpus: options", sorted(options))
+    return total * options["alpha"] + options.get("beta", 0.0) + len(rest)
+
+
+@case(inputs=lambda: torch.randn(5), tags={"break"})
+def inplace_on_local_across_break(x):
+    """In-place ops on a fresh tensor before the break, in the branch, and after it."""
+    y = x.clone()
+    y.add_(1)
+    if y.sum() > 0:
+        y.mul_(2)
+    else:
+        y.mul_(-2)
+    y.sub_(0.5)
+    return y
+
+
+@case(inputs=lambda: (torch.randn(5), torch.randn(5)), tags={"break"})
+def inplace_on_inputs_across_break(x, y):
+    """In-place updates of the caller's tensors (`mul_`, `+=`) on both sides of a print."""
+    x.mul_(2)
+    y += x
+    print("pyframe corpus: inplace_on_inputs_across_break")
+    x.add_(1)
+    y -= 1
+    return x + y
+
+
+@case(inputs=lambda: torch.randn(4, 6), tags={"break"})
+class GatedModule(nn.Module):
+    """A module whose forward branches on its activations and prints; parameters live across."""
+
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(6, 3)
+        self.scale = 0.5
+
+    def forward(self, x: torch.Tensor):
+        h = self.linear(x)
+        if h.mean() > 0:
+            h = h.relu()
+        else:
+            h = h.tanh()
+        print("pyframe corpus: GatedModule")
+        return h * self.scale

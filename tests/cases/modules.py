@@ -1,0 +1,109 @@
+"""Corpus: nn.Module cases (built under a fixed seed): leaf modules, parameters, buffers, attributes."""
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from pyframe.debug.cases import case
+
+
+@case(inputs=lambda: torch.randn(10))
+class MockModule(nn.Module):
+    """The seed's debugging-backend module: ReLU of cos."""
+
+    def __init__(self):
+        super().__init__()
+        self.relu = torch.nn.ReLU()
+
+    def forward(self, x):
+        return self.relu(torch.cos(x))
+
+
+@case(inputs=lambda: torch.randn(8, 10))
+class LinearRelu(nn.Module):
+    """The seed's `MyModule` for fullgraph=True: relu of a Linear(10, 2)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(10, 2)
+
+    def forward(self, x):
+        return torch.nn.functional.relu(self.lin(x))
+
+
+@case(inputs=lambda: torch.randn(10, 100))
+class LinearDropoutEval(nn.Module):
+    """The seed's dropout-rewrite `MyModule`, in eval mode so its result is deterministic."""
+
+    def __init__(self):
+        super().__init__()
+        self._linear = nn.Linear(100, 3)
+        self._dropout = nn.Dropout(p=0.3)
+        self.eval()
+
+    def forward(self, x):
+        out = self._linear(x)
+        out = self._dropout(out)
+        return out
+
+
+@case(inputs=lambda: torch.randn(3, 10), tags={"inline"})
+class SequentialMLP(nn.Module):
+    """The seed's onnxruntime MLP: Sequential(Linear, ReLU, Linear) (needs nn.Sequential's loop)."""
+
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.Sequential(nn.Linear(10, 32), nn.ReLU(), nn.Linear(32, 1))
+
+    def forward(self, x):
+        return self.layers(x)
+
+
+@case(inputs=lambda: torch.randn(2, 4))
+class ParameterAndBuffer(nn.Module):
+    """Parameters and buffers used directly, plus a float attribute that is a constant."""
+
+    def __init__(self):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(4))
+        self.register_buffer("offset", torch.arange(4.0))
+        self.scale = 0.5
+
+    def forward(self, x):
+        return x * self.weight * self.scale + self.offset
+
+
+@case(inputs=lambda: torch.randn(2, 5, 8))
+class NormThenProject(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.norm = nn.LayerNorm(8)
+        self.proj = nn.Linear(8, 4, bias=False)
+        self.act = nn.GELU()
+
+    def forward(self, x):
+        return self.act(self.proj(self.norm(x)))
+
+
+@case(inputs=lambda: torch.randn(2, 3, 8, 8))
+class ConvBatchNormEval(nn.Module):
+    """Conv2d + BatchNorm2d in eval mode (running statistics are read, not updated)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, kernel_size=3, padding=1)
+        self.bn = nn.BatchNorm2d(4)
+        self.eval()
+
+    def forward(self, x):
+        return F.relu(self.bn(self.conv(x))).flatten(1)
+
+
+@case(inputs=lambda: torch.randint(0, 20, (2, 5)))
+class EmbeddingMean(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(20, 6)
+
+    def forward(self, tokens):
+        return self.embed(tokens).mean(dim=1)

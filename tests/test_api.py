@@ -1,0 +1,253 @@
+"""The public API: optimize as decorator and context manager, modules, disable, reset, errors."""
+from __future__ import annotations
+
+import sys
+import threading
+import warnings
+
+import pytest
+import torch
+
+import pyframe
+from pyframe import _C
+
+
+class Recorder:
+    """A backend that records each graph's call targets and runs it as it is."""
+
+    def __init__(self):
+        self.graphs: list[torch.fx.GraphModule] = []
+
+    def __call__(self, gm, example_inputs):
+        self.graphs.append(gm)
+        return gm.forward
+
+    def ops(self, i: int = 0) -> list[str]:
+        return [n.target if isinstance(n.target, str) else n.target.__name__
+                for n in self.graphs[i].graph.nodes if n.op.startswith("call")]
+
+
+@pytest.fixture(autouse=True)
+def _fresh():
+    pyframe.reset()
+    yield
+    pyframe.reset()
+
+
+def fn(x, y):
+    a = torch.cos(x)
+    b = torch.sin(y)
+    return a + b
+
+
+def test_seed_debug_backend_prints_one_graph(capsys):
+    def my_compiler(gm, example_inputs):
+        gm.graph.print_tabular()
+        return gm.forward
+
+    x, y = torch.randn(10), torch.randn(10)
+    out = pyframe.optimize(my_compiler)(fn)(x, y)
+    torch.testing.assert_close(out, fn(x, y))
+    table = capsys.readouterr().out
+    assert [line.split()[0] for line in table.splitlines()[2:]] == \
+        ["placeholder", "placeholder", "call_function", "call_function", "call_function", "output"]
+    assert "L_x_" in table and "L_y_" in table
+
+
+def test_graph_nodes_carry_fake_example_values_and_real_inputs():
+    seen = {}
+
+    def backend(gm, example_inputs):
+        seen["inputs"] = example_inputs
+        seen["meta"] = [n.meta.get("example_value") for n in gm.graph.nodes if n.op != "output"]
+        seen["code"] = gm.code
+        return gm.forward
+
+    x, y = torch.randn(3), torch.randn(3)
+    pyframe.optimize(backend)(fn)(x, y)
+    assert seen["inputs"][0] is x and seen["inputs"][1] is y
+    assert all(type(v).__name__ == "FakeTensor" and v.shape == (3,) for v in seen["meta"])
+    assert "return (add,)" in seen["code"]
+
+
+def test_context_manager_compiles_calls_inside_it():
+    rec = Recorder()
+    x, y = torch.randn(4), torch.randn(4)
+    with pyframe.optimize(rec):
+        out = fn(x, y)
+    torch.testing.assert_close(out, fn(x, y))
+    assert rec.ops() == ["cos", "sin", "add"]
+    fn(x, y)  # outside the region: nothing new is compiled
+    assert len(rec.graphs) == 1
+
+
+def test_disable_runs_a_function_untouched_inside_a_region():
+    rec = Recorder()
+
+    @pyframe.disable
+    def helper(x):
+        return x * 2
+
+    def outer(x):
+        return helper(x) + 1
+
+    with pyframe.optimize(rec):
+        torch.testing.assert_close(helper(torch.ones(2)), torch.full((2,), 2.0))
+    assert rec.graphs == []
+    assert pyframe.optimize(rec)(outer)(torch.ones(2)).tolist() == [3.0, 3.0]
+
+
+def test_reset_drops_every_cache_entry():
+    opt = pyframe.optimize("eager")(fn)
+    opt(torch.randn(2), torch.randn(2))
+    assert len(_C.get_cache_entries(fn.__code__)) == 1
+    pyframe.reset()
+    assert _C.get_cache_entries(fn.__code__) == []
+
+
+class MockModule(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.relu = torch.nn.ReLU()
+
+    def forward(self, x):
+        return self.relu(torch.cos(x))
+
+
+def test_mock_module_records_the_ops_dynamo_records():
+    import torch._dynamo
+    ours, theirs = Recorder(), Recorder()
+    x = torch.randn(10)
+    out = pyframe.optimize(ours)(MockModule())(x)
+    torch._dynamo.reset()
+    torch._dynamo.optimize(theirs)(MockModule())(x)
+    torch.testing.assert_close(out, torch.relu(torch.cos(x)))
+    assert ours.ops() == theirs.ops() == ["cos", "relu"]
+
+
+def test_optimized_module_shares_parameters_and_state():
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(4, 3)
+            self.scale = 0.5
+
+        def forward(self, x):
+            return torch.relu(self.fc(x)) * self.scale
+
+    model = Net()
+    opt = pyframe.optimize("eager")(model)
+    assert isinstance(opt, pyframe.OptimizedModule) and isinstance(opt, torch.nn.Module)
+    assert [p is q for p, q in zip(opt.parameters(), model.parameters())] == [True, True]
+    assert opt.state_dict().keys() == model.state_dict().keys()
+    assert opt.fc is model.fc and opt.scale == 0.5  # attribute access reaches the original
+    with torch.no_grad():
+        model.fc.bias.fill_(1.0)
+    x = torch.randn(2, 4)
+    torch.testing.assert_close(opt(x), model(x))
+    opt.eval()
+    assert model.training is False
+
+
+def test_unknown_backend_name_lists_the_known_ones():
+    with pytest.raises(ValueError, match="unknown backend 'nope'.*eager"):
+        pyframe.optimize("nope")
+
+
+def test_non_callable_backend_is_a_type_error():
+    with pytest.raises(TypeError, match="backend must be a callable"):
+        pyframe.optimize(42)
+
+
+def test_non_callable_target_is_a_type_error():
+    with pytest.raises(TypeError, match="expects a function or an nn.Module"):
+        pyframe.optimize("eager")(3)
+
+
+def test_failing_backend_warns_once_and_runs_the_graph_eagerly():
+    def broken(gm, example_inputs):
+        raise RuntimeError("no kernels today")
+
+    x, y = torch.randn(5), torch.randn(5)
+    with pytest.warns(UserWarning, match="backend 'broken' failed.*no kernels today") as caught:
+        out = pyframe.optimize(broken)(fn)(x, y)
+    assert len([w for w in caught if "pyframe" in str(w.message)]) == 1
+    torch.testing.assert_close(out, fn(x, y))
+
+
+def test_failing_backend_raises_when_errors_are_not_suppressed(monkeypatch):
+    def broken(gm, example_inputs):
+        raise RuntimeError("no kernels today")
+
+    monkeypatch.setattr(pyframe.config, "suppress_errors", False)
+    with pytest.raises(pyframe.BackendCompilerFailed) as info:
+        pyframe.optimize(broken)(fn)(torch.randn(2), torch.randn(2))
+    assert isinstance(info.value.__cause__, RuntimeError)
+    assert _C.get_cache_entries(fn.__code__) == []
+
+
+def test_user_exception_propagates_with_its_traceback():
+    def mismatched(x, y):
+        return x + y
+
+    with pytest.raises(RuntimeError, match="size of tensor a") as info:
+        pyframe.optimize("eager")(mismatched)(torch.randn(2), torch.randn(3))
+    frames = [tb.tb_frame.f_code.co_name for tb in _walk(info.value.__traceback__)]
+    assert "mismatched" in frames
+
+
+def _walk(tb):
+    while tb is not None:
+        yield tb
+        tb = tb.tb_next
+
+
+def test_unsupported_call_breaks_the_graph_and_runs_once(capsys):
+    def chatty(x):
+        print("side effect")
+        return x + 1
+
+    rec = Recorder()
+    out = pyframe.optimize(rec)(chatty)(torch.zeros(2))
+    assert out.tolist() == [1.0, 1.0]
+    assert capsys.readouterr().out == "side effect\n"  # exactly once
+    record = pyframe.convert_frame.records_for(chatty.__code__)[-1]
+    assert record.status == "compiled" and "call to builtin print" in str(record.error)
+    assert record.error.location.source_line == 'print("side effect")'
+    assert rec.ops() == ["add"]  # the resume function's graph
+
+
+def test_recursion_inside_a_region_gives_the_eager_result():
+    def fact(n, x):
+        if n == 0:
+            return x
+        return fact(n - 1, x * n)
+
+    x = torch.ones(3)
+    torch.testing.assert_close(pyframe.optimize("eager")(fact)(5, x), fact(5, x))
+
+
+def test_a_thread_outside_the_region_is_not_compiled():
+    rec = Recorder()
+    results = {}
+    started, release = threading.Event(), threading.Event()
+
+    def plain():
+        started.wait()
+        results["plain"] = fn(torch.ones(2), torch.ones(2))
+        release.set()
+
+    def optimized():
+        with pyframe.optimize(rec):
+            started.set()
+            release.wait()
+            results["opt"] = fn(torch.ones(2), torch.ones(2))
+
+    threads = [threading.Thread(target=plain), threading.Thread(target=optimized)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    torch.testing.assert_close(results["plain"], results["opt"])
+    assert len(rec.graphs) == 1  # only the optimized thread's call compiled
+    assert _C.set_eval_frame(None) is None  # and this thread was never touched

@@ -1,0 +1,156 @@
+"""The differential test over the shared corpus (tests/cases/): pyframe against eager and torch._dynamo.
+
+For every case: pyframe's results (first call and cache hit) equal eager's, and pyframe compiles the
+same number of graphs with the same op sequences as torch._dynamo under the same counting backend.
+A case with a documented ``difference`` must still differ from torch._dynamo, so the note cannot rot.
+
+The engine under test is pyframe; ``PYFRAME_CORPUS_SUBJECT=dynamo`` runs torch._dynamo against itself,
+a self-test of the harness and the corpus. Cases tagged ``"break"`` need graph breaks (issue 4) and are
+expected to fail until then. The harness tests at the bottom run whatever state pyframe is in.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+from pyframe.debug.cases import Case, load_cases
+from pyframe.debug.compare import (
+    CountingBackend,
+    assert_same_result,
+    engine_unavailable_reason,
+    graphs_mismatch,
+    normalize_ops,
+    run_case,
+)
+from tests.cases import ALL, GRAPH_BREAKS, STRAIGHT_LINE
+
+SUBJECT = os.environ.get("PYFRAME_CORPUS_SUBJECT", "pyframe")
+REFERENCE = "dynamo"
+
+CASES = load_cases(ALL)
+
+
+def _param(case: Case):
+    marks = []
+    if "break" in case.tags:
+        marks.append(pytest.mark.xfail(strict=False, reason="graph breaks: issue 4"))
+    return pytest.param(case, id=case.qualname, marks=marks)
+
+
+@pytest.mark.parametrize("case", [_param(c) for c in CASES])
+def test_case_matches_eager_and_dynamo(case: Case) -> None:
+    reason = engine_unavailable_reason(SUBJECT)
+    if reason is not None:
+        pytest.skip(reason)
+    eager = run_case(case, "eager", timing=False)
+    reference = run_case(case, REFERENCE, timing=False)
+    subject = run_case(case, SUBJECT, timing=False)
+
+    # The reference must itself be right and non-trivial, or agreeing with it proves nothing.
+    assert_same_result(reference.result, eager.result, f"{REFERENCE} result")
+    if "nograph" in case.tags:
+        assert reference.graph_count == 0, f"{REFERENCE} made graphs for a constants-only case"
+    else:
+        assert reference.graph_count > 0, f"{REFERENCE} made no graph for a case with tensor ops"
+        assert all(g.ops for g in reference.graphs), reference.op_sequences
+
+    assert_same_result(subject.result, eager.result, f"{SUBJECT} result")
+    assert_same_result(subject.cached_result, eager.cached_result, f"{SUBJECT} cache-hit result")
+    assert subject.graphs_on_hits == 0, f"{SUBJECT} recompiled on a call with equal inputs"
+
+    mismatch = graphs_mismatch(subject, reference)
+    if case.difference is None:
+        assert mismatch is None, mismatch
+    else:
+        assert mismatch is not None, (
+            f"documented difference no longer holds, remove it from the case: {case.difference}"
+        )
+
+
+# ------------------------------------------------------------------------------------------------
+# The harness and the corpus themselves (no pyframe needed)
+
+
+def test_corpus_shape() -> None:
+    straight = load_cases(STRAIGHT_LINE)
+    breaks = load_cases(GRAPH_BREAKS)
+    assert len(straight) >= 40
+    assert not [c.name for c in straight if "break" in c.tags]
+    assert breaks and all("break" in c.tags for c in breaks)
+    assert {"toy_example", "DynamicModule", "MockModule"} <= {c.name for c in CASES}
+    assert len({c.qualname for c in CASES}) == len(CASES)
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, id=c.qualname) for c in CASES])
+def test_case_factories_are_fresh_and_deterministic(case: Case) -> None:
+    first, second = case.make_inputs(), case.make_inputs()
+    assert_same_result(second.args, first.args)
+    assert_same_result(dict(second.kwargs), dict(first.kwargs))
+    fresh = [a is not b for a, b in zip(first.args, second.args) if isinstance(a, torch.Tensor)]
+    assert all(fresh), "inputs must be new tensors on every call (a case may mutate them)"
+    fn_a, fn_b = case.make_fn(), case.make_fn()
+    if case.is_module:
+        assert fn_a is not fn_b
+        assert_same_result(fn_b.state_dict(), fn_a.state_dict())
+
+
+def test_normalize_ops_names_functions_methods_and_modules() -> None:
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.relu = torch.nn.ReLU()
+
+        def forward(self, x):
+            return self.relu(torch.cos(x)).sum() + 1
+
+    # symbolic_trace keeps the ReLU as call_module, unlike torch._dynamo, so all three kinds appear.
+    gm = torch.fx.symbolic_trace(Net())
+    assert normalize_ops(gm) == ("cos", "ReLU", "sum", "add")
+    backend = CountingBackend()
+    forward = backend(gm, [torch.randn(3)])
+    assert backend.graphs[0].ops == ("cos", "ReLU", "sum", "add")
+    assert backend.graphs[0].num_inputs == 1
+    x = torch.randn(3)
+    torch.testing.assert_close(forward(x), torch.relu(torch.cos(x)).sum() + 1)
+
+
+def test_dynamo_reference_on_the_seed_examples() -> None:
+    """The harness sees what the seed docs show torch._dynamo producing for `fn` and toy_example."""
+    by_name = {c.name: c for c in CASES}
+    fn = run_case(by_name["cos_plus_sin"], REFERENCE, timing=False)
+    assert fn.op_sequences == [("cos", "sin", "add")]
+    toy = run_case(by_name["toy_example"], REFERENCE, timing=False)
+    assert toy.op_sequences == [("abs", "add", "truediv", "sum", "lt"), ("mul",)]
+    eager = run_case(by_name["toy_example"], "eager", timing=False)
+    assert eager.graph_count == 0
+    assert_same_result(toy.result, eager.result)
+
+
+@pytest.mark.parametrize(
+    "actual, expected",
+    [
+        ((torch.ones(2), [1, "a"]), (torch.ones(2), [1, "b"])),
+        ((torch.ones(2),), [torch.ones(2)]),
+        ({"a": torch.zeros(1)}, {"a": torch.ones(1)}),
+        ({"a": 1}, {"b": 1}),
+        (torch.float32, torch.float64),
+        (torch.ones(2, dtype=torch.float64), torch.ones(2)),
+        ([torch.ones(2)], [torch.ones(2), torch.ones(2)]),
+    ],
+)
+def test_assert_same_result_catches_differences(actual, expected) -> None:
+    with pytest.raises(AssertionError):
+        assert_same_result(actual, expected)
+
+
+def test_graphs_mismatch_reports_count_and_ops() -> None:
+    by_name = {c.name: c for c in CASES}
+    add = run_case(by_name["add"], REFERENCE, timing=False)
+    mock = run_case(by_name["MockModule"], REFERENCE, timing=False)
+    eager = run_case(by_name["add"], "eager", timing=False)
+    assert graphs_mismatch(add, add) is None
+    assert "ops differ" in graphs_mismatch(add, mock)
+    assert "graph(s)" in graphs_mismatch(add, eager)

@@ -1,0 +1,179 @@
+"""Graph breaks: results, graph counts and op sequences against eager and torch._dynamo."""
+from __future__ import annotations
+
+import pytest
+import torch
+import torch._dynamo
+
+import pyframe
+from pyframe import _C
+
+
+class Recorder:
+    def __init__(self):
+        self.graphs: list[torch.fx.GraphModule] = []
+
+    def __call__(self, gm, example_inputs):
+        self.graphs.append(gm)
+        return gm.forward
+
+    def op_sequences(self) -> list[tuple[str, ...]]:
+        return [tuple(n.target if isinstance(n.target, str) else n.target.__name__
+                      for n in gm.graph.nodes if n.op.startswith("call")) for gm in self.graphs]
+
+
+def toy_example(a, b):
+    x = a / (torch.abs(a) + 1)
+    if b.sum() < 0:
+        b = b * -1
+    return x * b
+
+
+class DynamicModule(torch.nn.Module):
+    def forward(self, x):
+        if x.sum() > 0:
+            return x * x
+        return 3 * x
+
+
+def test_toy_example_captures_dynamos_three_graphs_over_100_runs():
+    ours, theirs = Recorder(), Recorder()
+    opt = pyframe.optimize(ours)(toy_example)
+    torch._dynamo.reset()
+    dyn = torch._dynamo.optimize(theirs)(toy_example)
+    torch.manual_seed(0)
+    signs = set()
+    for _ in range(100):
+        a, b = torch.randn(10), torch.randn(10)
+        signs.add(bool(b.sum() < 0))
+        expected = toy_example(a, b)
+        torch.testing.assert_close(opt(a, b), expected)
+        torch.testing.assert_close(dyn(a, b), expected)
+    assert signs == {True, False}  # both branches ran
+    assert len(ours.graphs) == 3
+    assert sorted(ours.op_sequences()) == sorted(theirs.op_sequences())
+    assert ("abs", "add", "truediv", "sum", "lt") in ours.op_sequences()
+
+
+def test_dynamic_module_matches_dynamo():
+    ours, theirs = Recorder(), Recorder()
+    x = torch.randn(10)
+    mod = DynamicModule()
+    opt = pyframe.optimize(ours)(mod)
+    torch._dynamo.reset()
+    dyn = torch._dynamo.optimize(theirs)(mod)
+    for inp in (x, -x, x, -x):
+        torch.testing.assert_close(opt(inp), mod(inp))
+        dyn(inp)
+    assert sorted(ours.op_sequences()) == sorted(theirs.op_sequences())
+
+
+LOG: list = []
+COUNTER = 0
+
+
+class Box:
+    value = 0
+
+
+def side_effects(x, box):
+    LOG.append("before")
+    y = x + 1
+    box.value = 7
+    global COUNTER
+    COUNTER += 1
+    LOG.append("after")
+    return y * 2
+
+
+def test_side_effects_before_and_after_breaks_happen_once_in_order():
+    global COUNTER
+    LOG.clear()
+    COUNTER = 0
+    box = Box()
+    opt = pyframe.optimize("eager")(side_effects)
+    for i in range(3):
+        torch.testing.assert_close(opt(torch.ones(2), box), torch.full((2,), 4.0))
+        assert LOG == ["before", "after"] * (i + 1)
+        assert COUNTER == i + 1 and box.value == 7
+
+
+def with_locals(x, *args, scale=2, **kwargs):
+    offset = kwargs.get("offset", 0)
+    total = x * scale + offset
+    for a in args:
+        print("arg", a)  # a break inside a loop, with the iterator on the stack
+        total = total + a
+    return total
+
+
+def test_breaks_with_varargs_kwonly_defaults_and_loops(capsys):
+    opt = pyframe.optimize("eager")(with_locals)
+    x = torch.randn(3)
+    for kwargs in ({}, {"offset": 1.0}, {"scale": 3, "offset": -1.0}):
+        expected = with_locals(x, 1.0, 2.0, **kwargs)
+        capsys.readouterr()
+        torch.testing.assert_close(opt(x, 1.0, 2.0, **kwargs), expected)
+        assert capsys.readouterr().out == "arg 1.0\narg 2.0\n"
+
+
+def closure_across_break(x):
+    k = torch.ones_like(x)
+
+    def bump():
+        return x + k
+
+    print("break")
+    k = k * 3
+    return bump()
+
+
+def test_cells_shared_with_closures_survive_a_break(capsys):
+    x = torch.randn(4)
+    torch.testing.assert_close(pyframe.optimize("eager")(closure_across_break)(x), x + 3)
+
+
+def try_block(x):
+    try:
+        print("inside try")
+        y = x + 1
+    except RuntimeError:
+        y = x
+    return y * 2
+
+
+def test_break_inside_try_runs_the_frame_normally_with_a_reason(capsys):
+    x = torch.randn(3)
+    torch.testing.assert_close(pyframe.optimize("eager")(try_block)(x), (x + 1) * 2)
+    assert capsys.readouterr().out == "inside try\n"
+    record = pyframe.convert_frame.records_for(try_block.__code__)[-1]
+    assert record.status == "skipped" and "try or with block" in record.reason
+
+
+def test_fullgraph_raises_at_the_first_break_with_the_users_line():
+    opt = pyframe.optimize("eager", fullgraph=True)(toy_example)
+    with pytest.raises(pyframe.Unsupported) as info:
+        opt(torch.randn(3), torch.randn(3))
+    message = str(info.value)
+    assert "data-dependent branch on a tensor" in message
+    assert "test_graph_breaks.py" in message and "if b.sum() < 0:" in message
+    assert info.value.location.lineno == toy_example.__code__.co_firstlineno + 2
+    assert _C.get_cache_entries(toy_example.__code__) == []
+
+
+def test_nopython_is_an_alias_of_fullgraph():
+    with pytest.raises(pyframe.Unsupported):
+        pyframe.optimize("eager", nopython=True)(toy_example)(torch.randn(3), torch.randn(3))
+
+
+def test_explain_toy_example():
+    out = pyframe.explain(toy_example)(torch.randn(10), torch.ones(10))
+    assert out.graph_count == 2 and out.graph_break_count == 1
+    reason = out.break_reasons[0]
+    assert "data-dependent branch" in reason.reason and reason.source_line == "if b.sum() < 0:"
+    assert out.ops_per_graph[0] == ["torch.abs", "operator.add", "operator.truediv", "Tensor.sum", "operator.lt"]
+    assert out.op_count == 6
+    assert any("check_tensor(L['a']" in g for g in out.guards)
+    text = str(out)
+    assert text.startswith("Graph Count: 2\nGraph Break Count: 1\nOp Count: 6")
+    assert _C.get_cache_entries(toy_example.__code__) == []  # nothing left behind

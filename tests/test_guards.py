@@ -1,0 +1,135 @@
+"""Guards: what recompiles, what hits the cache, the recompile limit, and freeing entries."""
+from __future__ import annotations
+
+import gc
+import weakref
+
+import pytest
+import torch
+
+import pyframe
+from pyframe import _C
+
+SCALE = 2.0
+
+
+@pytest.fixture(autouse=True)
+def _fresh():
+    pyframe.reset()
+    yield
+    pyframe.reset()
+
+
+class Counter:
+    def __init__(self):
+        self.compiles = 0
+
+    def __call__(self, gm, example_inputs):
+        self.compiles += 1
+        return gm.forward
+
+
+def scaled(x, k):
+    return x * k + SCALE
+
+
+def hits(fn) -> list[int]:
+    return [e.hits for e in _C.get_cache_entries(fn.__code__)]
+
+
+@pytest.mark.parametrize("change", ["dtype", "shape", "requires_grad", "constant"])
+def test_each_change_recompiles_exactly_once(change):
+    counter = Counter()
+    opt = pyframe.optimize(counter)(scaled)
+    x, k = torch.randn(3), 2
+    variants = {
+        "dtype": (x.double(), k), "shape": (torch.randn(4), k),
+        "requires_grad": (x.clone().requires_grad_(), k), "constant": (x, 3),
+    }
+    first, second = (x, k), variants[change]
+    for args in (first, second, first, second, second):
+        torch.testing.assert_close(opt(*args), scaled(*args))
+    assert counter.compiles == 2
+    assert len(_C.get_cache_entries(scaled.__code__)) == 2
+    assert sum(hits(scaled)) == 3  # the five calls: two compiles, three hits
+
+
+def test_a_rebound_global_recompiles_once(monkeypatch):
+    counter = Counter()
+    opt = pyframe.optimize(counter)(scaled)
+    x = torch.randn(3)
+    opt(x, 2)
+    monkeypatch.setattr(__import__(__name__), "SCALE", 5.0)
+    torch.testing.assert_close(opt(x, 2), x * 2 + 5.0)
+    opt(x, 2)
+    assert counter.compiles == 2
+    reasons = [r.reason for r in pyframe.convert_frame.records_for(scaled.__code__)]
+    assert reasons[0] == "first compile"
+    assert "G['SCALE'] == 2.0" in reasons[1]
+
+
+def test_grad_mode_is_a_guard():
+    counter = Counter()
+    opt = pyframe.optimize(counter)(scaled)
+    x = torch.randn(3)
+    opt(x, 2)
+    with torch.no_grad():
+        opt(x, 2)
+    assert counter.compiles == 2
+
+
+def test_guard_text_is_readable_python():
+    pyframe.optimize("eager")(scaled)(torch.randn(3), 2)
+    texts = _C.get_cache_entries(scaled.__code__)[0].guards.texts()
+    assert "L['k'] == 2" in texts
+    assert "G['SCALE'] == 2.0" in texts
+    assert any(t.startswith("check_tensor(L['x'], torch.Tensor, torch.float32") for t in texts)
+
+
+def test_recompile_limit_runs_eagerly_with_one_warning(monkeypatch):
+    monkeypatch.setattr(pyframe.config, "recompile_limit", 3)
+    counter = Counter()
+    opt = pyframe.optimize(counter)(scaled)
+    x = torch.randn(2)
+    with pytest.warns(UserWarning, match="recompile_limit.*L\\['k'\\] == ") as caught:
+        for k in range(6):
+            torch.testing.assert_close(opt(x, k), scaled(x, k))
+    assert counter.compiles == 3
+    assert len([w for w in caught if "recompile_limit" in str(w.message)]) == 1
+    assert _C.get_code_state(scaled.__code__) == "run_only"
+    opt(x, 1)  # an earlier entry still hits
+    assert sum(hits(scaled)) == 1
+
+
+def test_death_of_a_function_frees_its_entries():
+    # A code object of its own (a nested def would live on in its parent's co_consts).
+    namespace = {"torch": torch}
+    exec(compile("def local_fn(x):\n    return torch.relu(x) * 3\n", "dead_fn.py", "exec"), namespace)
+    graphs = []
+
+    def keep(gm, example_inputs):
+        graphs.append(weakref.ref(gm))
+        return gm.forward
+
+    f = namespace.pop("local_fn")
+    pyframe.optimize(keep)(f)(torch.randn(3))
+    gc.collect()
+    assert graphs[0]() is not None
+    del f, namespace
+    gc.collect()
+    assert graphs[0]() is None
+
+
+def test_reset_frees_entries():
+    graphs = []
+
+    def keep(gm, example_inputs):
+        graphs.append(weakref.ref(gm))
+        return gm.forward
+
+    pyframe.optimize(keep)(scaled)(torch.randn(3), 2)
+    gc.collect()
+    assert graphs[0]() is not None
+    pyframe.reset()
+    gc.collect()
+    assert graphs[0]() is None
