@@ -38,6 +38,8 @@ _SKIP_DIRS = tuple(os.path.join(os.path.realpath(p), "") for p in {
     os.path.dirname(torch.__file__), os.path.dirname(__file__),
     sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["platstdlib"],
 })
+# pyframe's own files are machinery, except the demo: its seed programs are user code.
+_OWN_USER_CODE = (os.path.join(os.path.realpath(os.path.dirname(__file__)), "demo.py"),)
 # Codes traced even though their file is skipped: forward() of modules given to optimize().
 force_trace: "weakref.WeakSet[types.CodeType]" = weakref.WeakSet()
 
@@ -81,7 +83,8 @@ def skip_reason(code: types.CodeType) -> str | None:
     filename = code.co_filename
     if filename.startswith("<") and filename != "<stdin>" and not filename.startswith("<ipython"):
         return f"generated code {filename}"
-    if os.path.realpath(filename).startswith(_SKIP_DIRS):
+    path = os.path.realpath(filename)
+    if path.startswith(_SKIP_DIRS) and path not in _OWN_USER_CODE:
         return f"file of torch, the standard library or pyframe ({filename})"
     return None
 
