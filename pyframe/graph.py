@@ -48,6 +48,7 @@ class OutputGraph:
         self.graph = torch.fx.Graph()
         self.inputs: dict[Source, GraphInput] = {}
         self.guards = GuardSet()
+        self.grad_enabled = torch.is_grad_enabled()  # as traced: `with torch.no_grad()` changes it
         self._last_placeholder: torch.fx.Node | None = None
         self.fake_mode = fake_mode()
 
@@ -72,7 +73,7 @@ class OutputGraph:
         fake_args = torch.fx.node.map_arg(args, _example_value)
         fake_kwargs = torch.fx.node.map_arg(kwargs, _example_value)
         try:
-            with self.fake_mode:
+            with self.fake_mode, torch.set_grad_enabled(self.grad_enabled):
                 if op == "call_method":
                     example = getattr(fake_args[0], target)(*fake_args[1:], **fake_kwargs)
                 else:
@@ -83,6 +84,12 @@ class OutputGraph:
             raise Unsupported(f"{_describe(op, target)} fails on these inputs ({type(e).__name__}: {e})") from e
         node = self.graph.create_node(op, target, args, kwargs)
         node.meta["example_value"] = example
+        return node
+
+    def record_effect(self, target: Any, args: tuple) -> torch.fx.Node:
+        """A call made for its effect on global state (`torch._C._set_grad_enabled`): not run now."""
+        node = self.graph.create_node("call_function", target, args, {})
+        node.meta["example_value"] = None
         return node
 
     def getitem(self, node: torch.fx.Node, index: int) -> torch.fx.Node:
@@ -134,7 +141,7 @@ def remove_dead_nodes(graph: torch.fx.Graph) -> None:
             graph.erase_node(node)
 
 
-_MUTATING_FUNCTIONS = {operator.setitem, operator.delitem, operator.iadd, operator.isub, operator.imul,
+_MUTATING_FUNCTIONS = {torch._C._set_grad_enabled, operator.setitem, operator.delitem, operator.iadd, operator.isub, operator.imul,
                        operator.itruediv, operator.ifloordiv, operator.imod, operator.ipow, operator.imatmul,
                        operator.iand, operator.ior, operator.ixor, operator.ilshift, operator.irshift}
 

@@ -28,6 +28,7 @@ from .ops_load_store import LoadStoreOps
 from .ops_stack import StackOps
 from .variables import VariableTracker, wrap
 from .variables.containers import DictVariable, TupleVariable
+from .variables.functions import NestedFunctionVariable
 
 # Code flags of generators, coroutines and async generators (their frames are never traced).
 _GENERATOR_FLAGS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ITERABLE_COROUTINE | \
@@ -62,6 +63,7 @@ class InstructionTranslator(LoadStoreOps, CallOps, StackOps, JumpOps):
         self.return_value: VariableTracker | None = None
         self.steps = 0
         self.break_at = break_at  # root frame: stop before this instruction (a graph break)
+        self.closure_refs: dict[str, Any] = {}  # free variables of a function made while tracing
 
     @property
     def root(self) -> "InstructionTranslator":
@@ -152,6 +154,8 @@ class InstructionTranslator(LoadStoreOps, CallOps, StackOps, JumpOps):
         raise Unsupported(f"name {name!r} is not defined")
 
     def read_free_var(self, name: str) -> VariableTracker:
+        if name in self.closure_refs:
+            return self.closure_refs[name].load()
         index = self.code.co_freevars.index(name)
         cell = self.closure[index]
         try:
@@ -167,6 +171,11 @@ class InstructionTranslator(LoadStoreOps, CallOps, StackOps, JumpOps):
             return self.wrap(value, AttrSource(closure, "cell_contents"))
         raise Unsupported(f"free variable {name!r} of an inlined function reached without a source")
 
+    def store_free_var(self, name: str, value: VariableTracker) -> None:
+        if name not in self.closure_refs:
+            raise Unsupported(f"assignment to free variable {name!r} (a cell that outlives the frame)")
+        self.closure_refs[name].store(value)
+
     # -- inlining ------------------------------------------------------------------------------
     def inline_call(self, fn: types.FunctionType, args: list[VariableTracker],
                     kwargs: dict[str, VariableTracker], fn_source: Source | None = None) -> VariableTracker:
@@ -178,6 +187,19 @@ class InstructionTranslator(LoadStoreOps, CallOps, StackOps, JumpOps):
         child = InstructionTranslator(fn.__code__, fn.__globals__, self.f_builtins, fn.__closure__,
                                       self.output, parent=self, fn_source=fn_source)
         child.locals = self.bind_arguments(fn, args, kwargs)
+        return child.run()
+
+    def inline_nested(self, fn: NestedFunctionVariable, args: list[VariableTracker],
+                      kwargs: dict[str, VariableTracker]) -> VariableTracker:
+        """Trace a call to a function made while tracing (a nested def, lambda or comprehension)."""
+        if self.depth >= config.inline_depth_limit:
+            raise Unsupported(f"inlining deeper than {config.inline_depth_limit} calls ({fn.code.co_name})")
+        if fn.code.co_flags & _GENERATOR_FLAGS:
+            raise Unsupported(f"generator expression or generator function {fn.code.co_name}")
+        child = InstructionTranslator(fn.code, fn.f_globals, self.f_builtins, None, self.output,
+                                      parent=self, fn_source=fn.fn_source)
+        child.closure_refs = dict(zip(fn.code.co_freevars, fn.closure))
+        child.locals = self.bind_arguments(fn.signature_function(), args, kwargs)
         return child.run()
 
     def bind_arguments(self, fn: types.FunctionType, args: list[VariableTracker],
@@ -197,6 +219,9 @@ class InstructionTranslator(LoadStoreOps, CallOps, StackOps, JumpOps):
                 value = DictVariable(dict(value))
             elif not isinstance(value, VariableTracker):  # a default
                 value = self.wrap_constant(value)
+            # inspect names a comprehension's implicit `.0` argument `implicit0`.
+            if name.startswith("implicit") and f".{name[8:]}" in fn.__code__.co_varnames:
+                name = f".{name[8:]}"
             result[name] = value
         return result
 

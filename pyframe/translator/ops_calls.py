@@ -10,6 +10,7 @@ from bytecode import Instr
 
 from ..exc import Unsupported
 from .variables import DictVariable, NullVariable, VariableTracker
+from .variables.functions import CellReference, NestedFunctionVariable
 
 
 class CallOps:
@@ -50,3 +51,19 @@ class CallOps:
                 raise Unsupported(f"**{kwargs_var} in a call")
             kwargs = {str(k): v for k, v in kwargs_var.items.items()}
         self.push(fn.call(self, args_var.unpack(self), kwargs))
+
+    def MAKE_FUNCTION(self, inst: Instr) -> None:
+        # 3.11 stack: [defaults] [kwdefaults] [annotations] [closure] code
+        code = self.pop().as_python_constant()
+        closure = self.pop().unpack(self) if inst.arg & 0x08 else []
+        if inst.arg & 0x04:
+            self.pop()  # annotations do not change what the function computes
+        kwdefaults = self.pop() if inst.arg & 0x02 else None
+        defaults = self.pop() if inst.arg & 0x01 else None
+        if not all(isinstance(c, CellReference) for c in closure):
+            raise Unsupported("closure of a function made while tracing")
+        self.push(NestedFunctionVariable(
+            code, self.f_globals,
+            tuple(defaults.unpack(self)) if defaults is not None else (),
+            dict(kwdefaults.items) if isinstance(kwdefaults, DictVariable) else {},
+            closure, self.fn_source))

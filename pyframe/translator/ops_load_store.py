@@ -1,10 +1,11 @@
 """Opcode handlers: loads and stores of locals, cells, globals, attributes and constants."""
 from __future__ import annotations
 
-from bytecode import CellVar, FreeVar, Instr
+from bytecode import FreeVar, Instr
 
 from ..exc import Unsupported
 from .variables import NullVariable, TensorVariable
+from .variables.functions import CellReference
 
 
 class LoadStoreOps:
@@ -73,10 +74,10 @@ class LoadStoreOps:
     def STORE_DEREF(self, inst: Instr) -> None:
         var = inst.arg
         if isinstance(var, FreeVar):
-            raise Unsupported(f"assignment to free variable {var.name!r} (a cell that outlives the frame)")
+            self.store_free_var(var.name, self.pop())
+            return
         self.locals[var.name] = self.pop()
         self.frame_values.pop(var.name, None)
 
     def LOAD_CLOSURE(self, inst: Instr) -> None:
-        kind = "cell" if isinstance(inst.arg, CellVar) else "free"
-        raise Unsupported(f"closure over {kind} variable {inst.arg.name!r} (a nested function)")
+        self.push(CellReference(self, inst.arg.name, free=isinstance(inst.arg, FreeVar)))

@@ -9,6 +9,7 @@ from ..exc import Unsupported
 from .variables import (
     BuiltinVariable, ConstantVariable, DictVariable, ListVariable, TensorVariable, TupleVariable,
 )
+from .variables.misc import GradModeVariable
 from .variables.tensor import call_in_graph
 
 _BINARY_OPS = {
@@ -151,6 +152,14 @@ class StackOps:
 
     def BUILD_STRING(self, inst: Instr) -> None:
         self.push(ConstantVariable("".join(p.as_python_constant() for p in self.popn(inst.arg))))
+
+    # -- context managers --------------------------------------------------------------------------
+    def BEFORE_WITH(self, inst: Instr) -> None:
+        context = self.pop()
+        if not isinstance(context, GradModeVariable):
+            raise Unsupported(f"with-statement on {context}")
+        self.push(context.exit_callable())
+        self.push(context.enter(self))
 
     # -- unpacking -------------------------------------------------------------------------------
     def UNPACK_SEQUENCE(self, inst: Instr) -> None:

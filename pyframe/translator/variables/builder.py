@@ -19,6 +19,7 @@ from .builtins import BUILTIN_FUNCTIONS, PURE_FUNCTIONS, BuiltinVariable
 from .constant import ConstantVariable, is_constant_value
 from .containers import DictVariable, ListVariable, SizeVariable, TupleVariable
 from .functions import UserFunctionVariable
+from .misc import GRAD_MODE_CLASSES, GradModeClassVariable
 from .nn_module import NNModuleVariable
 from .objects import PythonObjectVariable, UserObjectVariable
 from .tensor import TensorVariable
@@ -78,17 +79,25 @@ def wrap(tx: "InstructionTranslator", value: Any, source: Source | None, guard: 
     if is_torch_op(value):
         add(GuardKind.ID_MATCH, value)
         return TorchFunctionVariable(value, source)
-    if isinstance(value, types.BuiltinFunctionType) and (value in PURE_FUNCTIONS or value in BUILTIN_FUNCTIONS):
+    if _is_builtin(value):
         add(GuardKind.ID_MATCH, value)
         return BuiltinVariable(value, source)
     if isinstance(value, types.FunctionType):
         add(GuardKind.ID_MATCH, value)
         return UserFunctionVariable(value, source)
-    if isinstance(value, type) and value in PURE_FUNCTIONS:  # int, float, tuple, list, ...
+    if value in GRAD_MODE_CLASSES:
         add(GuardKind.ID_MATCH, value)
-        return BuiltinVariable(value, source)
-    if isinstance(value, type):
+        return GradModeClassVariable(value, source)
+    if isinstance(value, (type, types.CodeType)):
         add(GuardKind.ID_MATCH, value)
         return PythonObjectVariable(value, source)
     add(GuardKind.TYPE_MATCH, type(value))
     return UserObjectVariable(value, source)
+
+
+def _is_builtin(value: Any) -> bool:
+    """A builtin function or type (len, int, super, ...) or a math/operator function."""
+    try:
+        return value in BUILTIN_FUNCTIONS or value in PURE_FUNCTIONS
+    except TypeError:  # unhashable
+        return False

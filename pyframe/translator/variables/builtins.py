@@ -14,6 +14,7 @@ from ...exc import Unsupported
 from .base import VariableTracker, constant_args
 from .constant import ConstantVariable
 from .containers import BaseListVariable, DictVariable, ListVariable, TupleVariable
+from .misc import SuperVariable, zero_arg_super
 from .tensor import TensorVariable, call_in_graph
 
 # Builtins with no side effects: calling them on constants while tracing is safe.
@@ -194,6 +195,32 @@ def _getitem(tx, obj: VariableTracker, key: VariableTracker) -> VariableTracker 
     return None
 
 
+def _super(tx, *args: VariableTracker) -> VariableTracker:
+    if not args:
+        return zero_arg_super(tx)
+    if len(args) == 2:
+        return SuperVariable(args[0].as_python_constant(), args[1])
+    raise Unsupported("super() with one argument")
+
+
+def _sum(tx, iterable: VariableTracker, start: VariableTracker | None = None) -> VariableTracker:
+    """sum() as Python computes it: start + item0 + item1 ... (tensors are added in the graph)."""
+    total = start if start is not None else ConstantVariable(0)
+    add = BuiltinVariable(operator.add)
+    for item in iterable.unpack(tx):
+        total = add.call(tx, [total, item], {})
+    return total
+
+
+def _minmax(fn: Callable) -> Callable:
+    def handler(tx, *args: VariableTracker) -> VariableTracker | None:
+        items = args[0].unpack(tx) if len(args) == 1 else list(args)
+        if all(i.is_python_constant() for i in items):
+            return ConstantVariable(fn(i.as_python_constant() for i in items))
+        return None
+    return handler
+
+
 def _not(tx, obj: VariableTracker) -> VariableTracker:
     return ConstantVariable(not obj.truth())
 
@@ -202,7 +229,8 @@ _HANDLERS: dict[Callable, Callable] = {
     len: _len, isinstance: _isinstance, getattr: _getattr, hasattr: _hasattr, type: _type,
     list: _sequence(list), tuple: _sequence(tuple), enumerate: _enumerate, zip: _zip, reversed: _reversed,
     operator.is_: _identity(False), operator.is_not: _identity(True), operator.contains: _contains,
-    operator.getitem: _getitem, operator.not_: _not, bool: lambda tx, obj: ConstantVariable(obj.truth()),
+    operator.getitem: _getitem, operator.not_: _not, super: _super, sum: _sum,
+    min: _minmax(min), max: _minmax(max), bool: lambda tx, obj: ConstantVariable(obj.truth()),
     **{fn: _binary(fn) for fn in (operator.add, operator.iadd, operator.mul, operator.imul)},
 }
 

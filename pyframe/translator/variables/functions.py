@@ -1,9 +1,16 @@
-"""User Python functions: calls are inlined into the caller's trace."""
+"""Python functions: user functions read from the frame, and functions made inside it.
+
+Calls are inlined into the caller's trace. A function made in the frame (a nested def, a lambda,
+a comprehension: 3.11 compiles those as nested functions) closes over cells of the frame; here a
+cell is a reference to the frame's symbolic local, so the inner function sees later assignments
+and `nonlocal` writes land in the outer frame, as in Python.
+"""
 from __future__ import annotations
 
 import types
 from typing import Any
 
+from ...exc import Unsupported
 from ...source import Source
 from .base import VariableTracker
 
@@ -24,3 +31,51 @@ class UserFunctionVariable(VariableTracker):
 
     def __repr__(self) -> str:
         return f"UserFunctionVariable({self.fn.__qualname__})"
+
+
+class CellReference(VariableTracker):
+    """What LOAD_CLOSURE pushes: a cell variable of translator `owner` (or a free variable of it)."""
+
+    def __init__(self, owner: Any, name: str, free: bool):
+        super().__init__()
+        self.owner, self.name, self.free = owner, name, free
+
+    def load(self) -> VariableTracker:
+        return self.owner.read_free_var(self.name) if self.free else self.owner.read_local(self.name)
+
+    def store(self, value: VariableTracker) -> None:
+        if self.free:
+            self.owner.store_free_var(self.name, value)
+        else:
+            self.owner.locals[self.name] = value
+            self.owner.frame_values.pop(self.name, None)
+
+
+class NestedFunctionVariable(VariableTracker):
+    """A function made by MAKE_FUNCTION while tracing (it exists only symbolically)."""
+
+    def __init__(self, code: types.CodeType, f_globals: dict, defaults: tuple, kwdefaults: dict,
+                 closure: list[CellReference], fn_source: Source | None):
+        super().__init__()
+        self.code, self.f_globals = code, f_globals
+        self.defaults, self.kwdefaults, self.closure = defaults, kwdefaults, closure
+        self.fn_source = fn_source  # the enclosing function's: globals are read through it
+
+    def python_type(self) -> type:
+        return types.FunctionType
+
+    def signature_function(self) -> types.FunctionType:
+        """A real function with this code, whose defaults are the symbolic default values."""
+        cells = tuple(types.CellType() for _ in self.code.co_freevars)
+        fn = types.FunctionType(self.code, self.f_globals, self.code.co_name, self.defaults or None, cells)
+        fn.__kwdefaults__ = self.kwdefaults or None
+        return fn
+
+    def call(self, tx, args, kwargs) -> VariableTracker:
+        return tx.inline_nested(self, list(args), kwargs)
+
+    def reconstruct(self, cg) -> None:
+        raise Unsupported(f"function {self.code.co_name} made while tracing is needed after the graph")
+
+    def __repr__(self) -> str:
+        return f"NestedFunctionVariable({self.code.co_qualname})"

@@ -61,6 +61,9 @@ class UserObjectVariable(VariableTracker):
         return type(self.value)
 
     def var_getattr(self, tx, name: str) -> VariableTracker:
+        static = inspect.getattr_static(type(self.value), name, None)
+        if isinstance(static, property) and static.fget is not None and name not in getattr(self.value, "__dict__", {}):
+            return tx.inline_call(static.fget, [self], {})
         value = _static_attr(self.value, name)
         if isinstance(value, types.MethodType):
             return BoundMethodVariable(self, name)

@@ -1,0 +1,119 @@
+"""Grad-mode context managers and super().
+
+`with torch.no_grad():` is recorded as torch._dynamo 2.13 records it: a call
+`torch._C._set_grad_enabled(False)` on entry and one restoring the previous mode on exit, and the
+nodes in between are traced (their FakeTensors propagated) under that mode.
+"""
+from __future__ import annotations
+
+import inspect
+import types
+from typing import Any
+
+import torch
+
+from ...exc import Unsupported
+from .base import VariableTracker
+from .constant import ConstantVariable
+
+GRAD_MODE_CLASSES = (torch.no_grad, torch.enable_grad, torch.set_grad_enabled)
+
+
+def set_grad_mode(tx, enabled: bool) -> None:
+    tx.output.record_effect(torch._C._set_grad_enabled, (enabled,))
+    tx.output.grad_enabled = enabled
+
+
+class GradModeClassVariable(VariableTracker):
+    """torch.no_grad / torch.enable_grad / torch.set_grad_enabled, before they are called."""
+
+    def __init__(self, cls: type, source=None):
+        super().__init__(source)
+        self.cls = cls
+
+    def as_python_constant(self) -> Any:
+        return self.cls
+
+    def call(self, tx, args, kwargs) -> VariableTracker:
+        previous = tx.output.grad_enabled
+        if self.cls is torch.set_grad_enabled:
+            if len(args) != 1 or kwargs:
+                raise Unsupported("torch.set_grad_enabled() takes one argument")
+            enabled = bool(args[0].as_python_constant())
+            set_grad_mode(tx, enabled)  # the mode changes when the object is made
+            return GradModeVariable(previous, None)
+        if args or kwargs:
+            raise Unsupported(f"{self.cls.__name__}() with arguments")
+        return GradModeVariable(previous, self.cls is torch.enable_grad)
+
+
+class GradModeVariable(VariableTracker):
+    """A grad-mode context manager: `enter_mode` on __enter__ (None: already set), restore on exit."""
+
+    def __init__(self, previous: bool, enter_mode: bool | None):
+        super().__init__()
+        self.previous = previous
+        self.enter_mode = enter_mode
+
+    def enter(self, tx) -> VariableTracker:
+        self.previous = tx.output.grad_enabled
+        if self.enter_mode is not None:
+            set_grad_mode(tx, self.enter_mode)
+        return ConstantVariable(None)
+
+    def exit_callable(self) -> VariableTracker:
+        return GradModeExitVariable(self)
+
+
+class GradModeExitVariable(VariableTracker):
+    """The bound __exit__ BEFORE_WITH leaves on the stack; the normal exit calls it with Nones."""
+
+    def __init__(self, context: GradModeVariable):
+        super().__init__()
+        self.context = context
+
+    def call(self, tx, args, kwargs) -> VariableTracker:
+        set_grad_mode(tx, self.context.previous)
+        return ConstantVariable(None)
+
+
+class SuperVariable(VariableTracker):
+    """`super()` inside a method: attribute reads start after `cls` in type(obj)'s MRO."""
+
+    def __init__(self, cls: type, obj: VariableTracker):
+        super().__init__()
+        self.cls, self.obj = cls, obj
+
+    def var_getattr(self, tx, name: str) -> VariableTracker:
+        mro = self.obj.python_type().__mro__
+        for klass in mro[mro.index(self.cls) + 1:]:
+            if name in klass.__dict__:
+                attr = klass.__dict__[name]
+                if isinstance(attr, types.FunctionType):
+                    return InlinedMethodVariable(attr, self.obj)
+                if isinstance(attr, property) and attr.fget is not None:
+                    return tx.inline_call(attr.fget, [self.obj], {})
+                raise Unsupported(f"super().{name} is a {type(attr).__name__}")
+        raise Unsupported(f"super() has no attribute {name!r}")
+
+
+class InlinedMethodVariable(VariableTracker):
+    """A Python function bound to a symbolic `self`: calls are inlined."""
+
+    def __init__(self, fn: types.FunctionType, obj: VariableTracker):
+        super().__init__()
+        self.fn, self.obj = fn, obj
+
+    def call(self, tx, args, kwargs) -> VariableTracker:
+        return tx.inline_call(self.fn, [self.obj, *args], kwargs)
+
+
+def zero_arg_super(tx) -> SuperVariable:
+    """super() with no arguments: the `__class__` cell and the first argument of the method."""
+    code = tx.code
+    if "__class__" not in code.co_freevars or code.co_argcount == 0:
+        raise Unsupported("super() outside a method")
+    cls = tx.read_free_var("__class__").as_python_constant()
+    if not inspect.isclass(cls):
+        raise Unsupported("super(): __class__ is not a class")
+    return SuperVariable(cls, tx.read_local(code.co_varnames[0]))
