@@ -93,11 +93,16 @@ pf_callback_exchange(PyObject *callback)
 {
     PyObject *old = pf_tls_callback;
     pf_tls_callback = callback;
-    if (old == NULL && callback != NULL) {
-        pf_active_threads++;
+    if (callback != NULL) {
+        if (old == NULL) {
+            pf_active_threads++;
+        }
+        /* Also when the thread was already active: another hook may have taken ours out of
+           the chain meanwhile (torch._dynamo restores its own previous function when its last
+           thread turns inactive, whatever is installed at that moment). */
         pf_hook_install(PyThreadState_GET()->interp);
     }
-    else if (old != NULL && callback == NULL) {
+    else if (old != NULL) {
         if (pf_active_threads > 0 && --pf_active_threads == 0) {
             pf_hook_uninstall(PyThreadState_GET()->interp);
         }
@@ -538,6 +543,9 @@ pf_scope_vectorcall(PyObject *obj, PyObject *const *args, size_t nargsf, PyObjec
     PfCallbackScope *self = (PfCallbackScope *)obj;
     PyObject *callback = self->callback;
     if (pf_tls_callback == callback) {
+        if (callback != NULL) {
+            pf_hook_install(PyThreadState_GET()->interp);  /* see pf_callback_exchange */
+        }
         return PyObject_Vectorcall(self->fn, args, nargsf, kwnames);
     }
     Py_XINCREF(callback);

@@ -15,7 +15,7 @@ import torch.fx
 from bytecode import Bytecode, CellVar, FreeVar, Instr, Label
 
 from .source import (
-    AttrSource, BuiltinSource, ClosureSource, GlobalSource, ItemSource, LocalSource, Source,
+    AttrSource, BuiltinSource, CellContentsSource, ClosureSource, GlobalSource, ItemSource, LocalSource, Source,
 )
 
 _BUILD = {tuple: "BUILD_TUPLE", list: "BUILD_LIST"}
@@ -54,9 +54,13 @@ class PyCodegen:
         else:
             self.emit("STORE_FAST", name)
 
+    def load_closure(self, name: str, free: bool) -> None:
+        """The cell object itself (for MAKE_FUNCTION), not its contents."""
+        self.emit("LOAD_CLOSURE", FreeVar(name) if free else CellVar(name))
+
     def load_source(self, source: Source) -> None:
         """Bytecode that evaluates `source` in the frame (the transformed code's own frame)."""
-        if isinstance(source, LocalSource):
+        if isinstance(source, (LocalSource, CellContentsSource)):
             self.load_local(source.local_name)
         elif isinstance(source, (GlobalSource, BuiltinSource)):
             name = source.global_name if isinstance(source, GlobalSource) else source.builtin_name

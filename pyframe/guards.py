@@ -17,7 +17,7 @@ import torch
 
 from . import _C
 from .source import (
-    AttrSource, BuiltinSource, ClosureSource, GlobalSource, ItemSource, LocalSource, Source,
+    AttrSource, BuiltinSource, CellContentsSource, ClosureSource, GlobalSource, ItemSource, LocalSource, Source,
 )
 
 
@@ -133,6 +133,8 @@ def _node_for(source: Source, root: Any, nodes: dict[Source, Any], code: types.C
     if isinstance(source, LocalSource):
         # At frame entry only arguments are bound; they sit in co_varnames order.
         node = root.local(source.local_name, code.co_varnames.index(source.local_name))
+    elif isinstance(source, CellContentsSource):
+        node = root.local(source.local_name, code.co_varnames.index(source.local_name)).attr("cell_contents")
     elif isinstance(source, GlobalSource):
         node = root.global_(source.global_name)
     elif isinstance(source, BuiltinSource):

@@ -41,6 +41,17 @@ class LocalSource(Source):
 
 
 @dataclass(frozen=True)
+class CellContentsSource(Source):
+    """A cell variable whose slot already holds a cell at frame entry (a resume function's
+    argument passed as the caller's cell): guards read the cell's contents, code reads LOAD_DEREF."""
+
+    local_name: str
+
+    def name(self) -> str:
+        return f"L[{self.local_name!r}].cell_contents"
+
+
+@dataclass(frozen=True)
 class GlobalSource(Source):
     """A name in the frame's globals."""
 

@@ -21,7 +21,9 @@ from bytecode import Bytecode, Instr, Label
 from .. import config
 from ..exc import Unsupported, UserLocation
 from ..graph import OutputGraph
-from ..source import AttrSource, BuiltinSource, ClosureSource, GlobalSource, ItemSource, LocalSource, Source
+from ..source import (
+    AttrSource, BuiltinSource, CellContentsSource, ClosureSource, GlobalSource, ItemSource, LocalSource, Source,
+)
 from .ops_calls import CallOps
 from .ops_jumps import JumpOps
 from .ops_load_store import LoadStoreOps
@@ -64,6 +66,11 @@ class InstructionTranslator(LoadStoreOps, CallOps, StackOps, JumpOps):
         self.steps = 0
         self.break_at = break_at  # root frame: stop before this instruction (a graph break)
         self.closure_refs: dict[str, Any] = {}  # free variables of a function made while tracing
+        # Cell variables whose MAKE_CELL the prologue skips: resume functions receive the cell.
+        made = {i.arg.name for i in self.instructions[:self.first_body_index()] if getattr(i, "name", "") == "MAKE_CELL"}
+        self.passed_cells = set(code.co_cellvars) - made
+        self.cell_objects: dict[str, Any] = {}  # passed cells already read, by local name
+        self.fn_cells = self.closure  # the real cells of an inlined function's closure
 
     @property
     def root(self) -> "InstructionTranslator":
@@ -127,12 +134,25 @@ class InstructionTranslator(LoadStoreOps, CallOps, StackOps, JumpOps):
         """A value computed while tracing from constants (no source, nothing to guard)."""
         return wrap(self, value, None, guard=False)
 
+    def first_body_index(self) -> int:
+        """Index just past the prologue's RESUME."""
+        for i, inst in enumerate(self.instructions):
+            if getattr(inst, "name", None) == "RESUME":
+                return i + 1
+        return 0
+
     def read_local(self, name: str) -> VariableTracker:
         value = self.locals.get(name)
         if value is None:
             if name not in self.frame_values:
                 raise Unsupported(f"local {name!r} is read before it is bound")
-            value = self.locals[name] = self.wrap(self.frame_values.pop(name), LocalSource(name))
+            raw = self.frame_values.pop(name)
+            if name in self.passed_cells:
+                self.cell_objects[name] = raw
+                value = self.wrap(raw.cell_contents, CellContentsSource(name))
+            else:
+                value = self.wrap(raw, LocalSource(name))
+            self.locals[name] = value
         return value
 
     def global_source(self, name: str) -> tuple[Source | None, bool]:
@@ -164,6 +184,9 @@ class InstructionTranslator(LoadStoreOps, CallOps, StackOps, JumpOps):
             raise Unsupported(f"free variable {name!r} read before assignment") from e
         if self.parent is None:
             return self.wrap(value, ClosureSource(name, index))
+        shared = self.root.passed_cell_name(cell)
+        if shared is not None:  # the root frame's own cell: its traced value, not the entry one
+            return self.root.read_local(shared)
         if self.trusted:
             return self.wrap(value, None, guard=False)
         if self.fn_source is not None:
@@ -171,7 +194,19 @@ class InstructionTranslator(LoadStoreOps, CallOps, StackOps, JumpOps):
             return self.wrap(value, AttrSource(closure, "cell_contents"))
         raise Unsupported(f"free variable {name!r} of an inlined function reached without a source")
 
+    def passed_cell_name(self, cell: Any) -> str | None:
+        """The local name under which this frame received `cell` itself (resume functions)."""
+        for name in self.passed_cells:
+            if self.cell_objects.get(name, self.frame_values.get(name)) is cell:
+                return name
+        return None
+
     def store_free_var(self, name: str, value: VariableTracker) -> None:
+        if name not in self.closure_refs and self.parent is not None and self.fn_cells:
+            shared = self.root.passed_cell_name(self.fn_cells[self.code.co_freevars.index(name)])
+            if shared is not None:
+                self.root.locals[shared] = value
+                return
         if name not in self.closure_refs:
             raise Unsupported(f"assignment to free variable {name!r} (a cell that outlives the frame)")
         self.closure_refs[name].store(value)
@@ -186,7 +221,7 @@ class InstructionTranslator(LoadStoreOps, CallOps, StackOps, JumpOps):
             raise Unsupported(f"call to generator function {fn.__qualname__}")
         child = InstructionTranslator(fn.__code__, fn.__globals__, self.f_builtins, fn.__closure__,
                                       self.output, parent=self, fn_source=fn_source)
-        child.locals = self.bind_arguments(fn, args, kwargs)
+        child.locals = self.bind_arguments(fn, args, kwargs, fn_source)
         return child.run()
 
     def inline_nested(self, fn: NestedFunctionVariable, args: list[VariableTracker],
@@ -203,7 +238,7 @@ class InstructionTranslator(LoadStoreOps, CallOps, StackOps, JumpOps):
         return child.run()
 
     def bind_arguments(self, fn: types.FunctionType, args: list[VariableTracker],
-                       kwargs: dict[str, VariableTracker]) -> dict[str, VariableTracker]:
+                       kwargs: dict[str, VariableTracker], fn_source: Source | None = None) -> dict[str, VariableTracker]:
         signature = inspect.signature(fn, follow_wrapped=False)
         try:
             bound = signature.bind(*args, **kwargs)
@@ -217,11 +252,22 @@ class InstructionTranslator(LoadStoreOps, CallOps, StackOps, JumpOps):
                 value = TupleVariable(list(value))
             elif kind is inspect.Parameter.VAR_KEYWORD:
                 value = DictVariable(dict(value))
-            elif not isinstance(value, VariableTracker):  # a default
-                value = self.wrap_constant(value)
+            elif not isinstance(value, VariableTracker):  # a default: guarded where it lives
+                value = self.wrap(value, _default_source(fn, fn_source, name), guard=fn_source is not None)
             # inspect names a comprehension's implicit `.0` argument `implicit0`.
             if name.startswith("implicit") and f".{name[8:]}" in fn.__code__.co_varnames:
                 name = f".{name[8:]}"
             result[name] = value
         return result
 
+
+
+def _default_source(fn: types.FunctionType, fn_source: Source | None, name: str) -> Source | None:
+    """`fn.__defaults__[i]` or `fn.__kwdefaults__[name]`, for a function read from a source."""
+    if fn_source is None:
+        return None
+    if fn.__kwdefaults__ and name in fn.__kwdefaults__:
+        return ItemSource(AttrSource(fn_source, "__kwdefaults__"), name)
+    positional = fn.__code__.co_varnames[:fn.__code__.co_argcount]
+    first_default = len(positional) - len(fn.__defaults__ or ())
+    return ItemSource(AttrSource(fn_source, "__defaults__"), positional.index(name) - first_default)

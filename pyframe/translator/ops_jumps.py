@@ -32,10 +32,13 @@ class ListIteratorVariable(VariableTracker):
 
     def reconstruct(self, cg) -> None:
         """`iter((items still to come))`: a graph break inside a loop continues the same iterations."""
-        for item in self.items[self.index:]:
-            item.reconstruct(cg)
-        cg.emit("BUILD_TUPLE", len(self.items) - self.index)
-        cg.emit("GET_ITER")
+        def build() -> None:
+            for item in self.items[self.index:]:
+                item.reconstruct(cg)
+            cg.emit("BUILD_TUPLE", len(self.items) - self.index)
+            cg.emit("GET_ITER")
+
+        cg.rebuild_once(self, build)  # one iterator, however many places hold it
 
 
 class JumpOps:

@@ -28,11 +28,11 @@ from ..backends import CompiledGraph
 from ..codegen import PyCodegen, make_code
 from ..exc import Unsupported
 from ..resume import resume_code
-from ..source import LocalSource
+from ..source import CellContentsSource, LocalSource
 from .analysis import enclosing_handlers, live_locals
 from .instructions import InstructionTranslator
 from .ops_jumps import ListIteratorVariable
-from .variables import NullVariable, VariableTracker
+from .variables import BoundMethodVariable, NullVariable, VariableTracker
 from .variables.containers import BaseListVariable, DictVariable
 from .variables.tensor import TensorVariable
 
@@ -58,6 +58,8 @@ def tensors_in(values: list[VariableTracker]) -> list[TensorVariable]:
         elif isinstance(vt, DictVariable):
             for item in vt.items.values():
                 visit(item)
+        elif isinstance(vt, BoundMethodVariable):
+            visit(vt.obj)
         elif isinstance(vt, ListIteratorVariable):
             for item in vt.items[vt.index:]:
                 visit(item)
@@ -84,10 +86,20 @@ def finish_return(tx: InstructionTranslator, value: VariableTracker,
                   wrap_compiled: Callable[[Any], Any]) -> TranslationResult:
     """The transformed code of a frame traced all the way to its return."""
     cg = PyCodegen(tx.code)
-    graphs = emit_graph_call(tx, cg, [value], wrap_compiled)
+    cells = _changed_cells(tx)
+    graphs = emit_graph_call(tx, cg, [value, *cells.values()], wrap_compiled)
+    for name, cell_value in cells.items():  # closures made here may outlive the frame
+        cell_value.reconstruct(cg)
+        cg.store_local(name)
     value.reconstruct(cg)
     cg.emit("RETURN_VALUE")
     return TranslationResult(make_code(tx.code, cg.instructions), graphs)
+
+
+def _changed_cells(tx: InstructionTranslator) -> dict[str, VariableTracker]:
+    """Cell variables whose traced value is not what their cell holds (assigned while tracing)."""
+    return {n: v for n, v in tx.locals.items()
+            if n in tx.code.co_cellvars and v.source not in (LocalSource(n), CellContentsSource(n))}
 
 
 # -- graph breaks --------------------------------------------------------------------------------
@@ -138,7 +150,7 @@ def finish_break(tx: InstructionTranslator, index: int, reason: Unsupported,
     lives = [tuple(sorted((live_locals(tx.instructions, target) & bound) | cells)) for target, _ in exits]
     read_here = {inst.arg if isinstance(inst.arg, str) else getattr(inst.arg, "name", None)}
     changed = {n: v for n, v in tx.locals.items()
-               if n in set().union(*lives, read_here) and v.source != LocalSource(n)}
+               if n in set().union(*lives, read_here) and v.source not in (LocalSource(n), CellContentsSource(n))}
 
     cg = PyCodegen(tx.code)
     cg.lineno = inst.lineno or tx.code.co_firstlineno
@@ -154,14 +166,18 @@ def finish_break(tx: InstructionTranslator, index: int, reason: Unsupported,
         if tx.kw_names:
             cg.emit("KW_NAMES", tx.kw_names)
         cg.call(inst.arg)
-    elif isinstance(inst.arg, Label):  # a conditional jump: its target becomes our second exit
-        cg.instructions.append(Instr(inst.name, exit_labels[1], lineno=cg.lineno))
+    elif isinstance(inst.arg, Label):  # a conditional jump: its target becomes our second exit,
+        # which lies ahead of it here whatever its direction in the original code.
+        name = inst.name.replace("_BACKWARD_", "_FORWARD_")
+        cg.instructions.append(Instr(name, exit_labels[1], lineno=cg.lineno))
     else:
         cg.instructions.append(Instr(inst.name, inst.arg, lineno=cg.lineno))
 
     resumes = []
+    built_before_branch = dict(cg.rebuilt)
     for (target, results), live, label in zip(exits, lives, exit_labels):
         cg.instructions.append(label)
+        cg.rebuilt = dict(built_before_branch)  # each exit is its own path at run time
         stack_shape = tuple(isinstance(v, NullVariable) for v in lower) + (False,) * results
         code = resume_code(tx.code, target, stack_shape, live)
         resumes.append(code)

@@ -122,7 +122,14 @@ def ternary_on_tensor(x, y):
     return z * 3 + x
 
 
-@case(inputs=lambda: torch.randn(6), tags={"break"})
+@case(
+    inputs=lambda: torch.randn(6),
+    tags={"break"},
+    difference=(
+        "torch._dynamo records `0 < s` with the tensor first, as `gt(s, 0)`; pyframe records "
+        "operator.lt(0, s) as written. Same values, different op name in the first graph"
+    ),
+)
 def chained_comparison(x):
     """`lo < t < hi`: COPY / SWAP keep the middle operand on the stack across the first jump."""
     s = x.abs().sum()
@@ -149,7 +156,8 @@ def assert_on_tensor(x):
 
 @case(inputs=lambda: torch.rand(8) + 1, tags={"break"})
 def while_tensor_condition(x):
-    """`while t.sum() > 1`: the loop test at the bottom is POP_JUMP_BACKWARD_IF_TRUE; 4 iterations.
+    """`while t.sum() > 1`: the loop test at the bottom is POP_JUMP_BACKWARD_IF_TRUE; 2 iterations
+    (the sum starts in [8, 16) and is divided by 4 each time).
 
     The iteration count `n` is a Python int live across every break, so each resume is specialized
     on its value (a recompile per iteration in both engines).
@@ -196,11 +204,20 @@ def tolist_then_python_sum(x):
     return x + sum(values), len(values)
 
 
-@case(inputs=lambda: torch.randn(4), tags={"break"})
+@case(
+    inputs=lambda: torch.randn(4),
+    tags={"break"},
+    difference=(
+        "torch._dynamo traces numpy code into the graph through torch._numpy (config.trace_numpy), "
+        "so all the ops are in one graph; pyframe breaks at `.numpy()`, a read of tensor data into "
+        "Python, and leaves the numpy arithmetic to Python"
+    ),
+)
 def numpy_round_trip(x):
     """`.numpy()` shares memory with the tensor; numpy arithmetic, then back with torch.from_numpy."""
-    arr = (x + 1).numpy()
-    return torch.from_numpy(arr * 2) - x
+    y = x + 1
+    arr = x.numpy()
+    return torch.from_numpy(arr * 2) - y
 
 
 @case(inputs=lambda: torch.randn(5), tags={"break"})
@@ -257,6 +274,11 @@ def break_in_helper(x):
     return z.sum()
 
 
+def _print_then_scale(t, scale=1.0):
+    print("pyframe corpus: in _print_then_scale")
+    return t * scale
+
+
 def _sign_scale(t):
     if t.mean() > 0:
         return t * 2
@@ -269,15 +291,30 @@ def _shift_then_scale(t):
 
 
 @case(inputs=lambda: torch.randn(5), tags={"break"})
+def break_in_helper_called_with_keywords(x):
+    """The caller breaks at a CALL with KW_NAMES; the helper's default is overridden by keyword."""
+    y = x.sin()
+    return _print_then_scale(y, scale=3.0) + 1
+
+
+@case(inputs=lambda: torch.randn(5), tags={"break"})
 def break_in_helper_of_helper(x):
     """A data-dependent branch two inlined calls deep: each caller breaks at its call site."""
     y = x.sin()
     return _shift_then_scale(y) * 3
 
 
-@case(inputs=lambda: torch.randn(5), tags={"break"})
-def break_in_for_range(x):
-    """A tensor branch in each of three iterations of an unrolled `for i in range(3)`."""
+# A graph break inside a loop makes torch._dynamo skip the whole frame of the loop (no graph at all),
+# so each loop sits in a helper between two tensor ops of the case: torch._dynamo then compiles the
+# case around the call (two graphs) and runs the helper as a skipped frame of its own.
+LOOP_DIFFERENCE = (
+    "torch._dynamo skips a frame whose graph break falls inside a for loop ('graph break in loop'), "
+    "so the helper with the loop makes no graph; pyframe compiles the helper up to its first break "
+    "and resumes in the middle of the loop"
+)
+
+
+def _shift_and_halve_positive(x):
     for i in range(3):
         x = x + i
         if x.sum() > 0:
@@ -285,20 +322,26 @@ def break_in_for_range(x):
     return x
 
 
-@case(inputs=lambda: torch.randn(5), tags={"break"})
-def print_in_for_range(x):
-    """print() in each iteration; the loop variable and the accumulator live across every break."""
-    acc = x
+@case(inputs=lambda: torch.randn(5), tags={"break"}, difference=LOOP_DIFFERENCE)
+def break_in_for_range(x):
+    """A tensor branch in each of three iterations of an unrolled `for i in range(3)` (in a helper)."""
+    return _shift_and_halve_positive(x.cos()) + 1
+
+
+def _double_and_print(acc):
     for i in range(3):
         acc = acc * 2 + i
         print("pyframe corpus: print_in_for_range iteration", i)
     return acc
 
 
-@case(inputs=lambda: torch.randn(5), tags={"break"})
-def break_statement_on_tensor(x):
-    """`break` out of a for loop on a tensor condition, which holds on the third iteration."""
-    x = x.abs() / x.abs().max()
+@case(inputs=lambda: torch.randn(5), tags={"break"}, difference=LOOP_DIFFERENCE)
+def print_in_for_range(x):
+    """print() in each iteration; the loop variable and the accumulator live across every break."""
+    return _double_and_print(x - 1) * 3
+
+
+def _double_until_large(x):
     i = 0
     for i in range(6):
         x = x * 2
@@ -307,17 +350,28 @@ def break_statement_on_tensor(x):
     return x, i
 
 
-@case(inputs=lambda: torch.randn(3, 4), tags={"break"})
-def branch_per_row(x):
-    """`for row in x` unrolls over a tensor's rows; a branch on each row keeps the rest of the
-    iterator (tensors still to come) live across the break."""
-    acc = torch.zeros(4)
+@case(inputs=lambda: torch.randn(5), tags={"break"}, difference=LOOP_DIFFERENCE)
+def break_statement_on_tensor(x):
+    """`break` out of a for loop on a tensor condition, which holds on the third iteration."""
+    y, steps = _double_until_large(x.abs() / x.abs().max())
+    return y - 1, steps
+
+
+def _signed_row_sum(x):
+    acc = torch.zeros(x.shape[1])
     for row in x:
         if row.sum() > 0:
             acc = acc + row
         else:
             acc = acc - row
     return acc
+
+
+@case(inputs=lambda: torch.randn(3, 4), tags={"break"}, difference=LOOP_DIFFERENCE)
+def branch_per_row(x):
+    """`for row in x` unrolls over a tensor's rows; a branch on each row keeps the rest of the
+    iterator (tensors still to come) live across the break."""
+    return _signed_row_sum(x * 2).relu()
 
 
 # --------------------------------------------------------------------------------------------------
@@ -342,13 +396,57 @@ def print_inside_call_arguments(a, b):
 
 @case(inputs=lambda: torch.randn(4), tags={"break"})
 def containers_live_across_break(x):
-    """A list, a tuple and a dict built before the break, used (and the list mutated) after it."""
+    """A list, a tuple and a dict built before the break, read after it."""
     items = [x, x * 2]
     pair = (x + 1, 3)
     named = {"a": x.sin(), "k": 2}
     print("pyframe corpus: containers_live_across_break")
-    items.append(pair[0] * named["k"])
-    return torch.stack(items).sum(0) + named["a"], pair[1]
+    return torch.stack(items).sum(0) * named["k"] + named["a"] + pair[0], pair[1]
+
+
+@case(
+    inputs=lambda: torch.randn(4),
+    tags={"break"},
+    difference=(
+        "pyframe leaves mutation of a list that outlives the frame to Python (containers.py): in the "
+        "resume function the list is an argument, so `append` breaks again; torch._dynamo records the "
+        "mutation as a side effect and replays it after the graph"
+    ),
+)
+def list_mutated_after_break(x):
+    """A list built before the break and appended to after it (in the resume, it is an argument)."""
+    items = [x, x * 2]
+    print("pyframe corpus: list_mutated_after_break")
+    items.append(x * 3)
+    return torch.stack(items).sum(0)
+
+
+@case(
+    inputs=lambda: (torch.randn(4), []),
+    tags={"break"},
+    difference=(
+        "pyframe leaves mutation of a list that outlives the frame to Python (containers.py), so each "
+        "`log.append` is a graph break; torch._dynamo records them as side effects (one graph per print)"
+    ),
+)
+def append_to_list_argument(x, log):
+    """Side effects on the caller's list on both sides of a break; the list is returned to compare."""
+    y = x.cos()
+    log.append(y.shape[0])
+    log.append(y)
+    print("pyframe corpus: append_to_list_argument")
+    log.append(y * 2)
+    return y + 1, log
+
+
+@case(inputs=lambda: torch.randn(4), tags={"break"})
+def aliased_locals_across_break(x):
+    """Two locals naming one tensor: after the break they must still be one object (`is`, in-place)."""
+    y = x * 2
+    z = y
+    print("pyframe corpus: aliased_locals_across_break")
+    z.add_(1)
+    return y, y is z
 
 
 @case(inputs=lambda: torch.randn(5), tags={"break"})
@@ -424,6 +522,25 @@ def inplace_on_inputs_across_break(x, y):
     x.add_(1)
     y -= 1
     return x + y
+
+
+@case(
+    inputs=lambda: torch.randn(4, 6, requires_grad=True),
+    tags={"break"},
+    difference=(
+        "pyframe does not resume inside a with block (DESIGN.md section 4): a break there makes "
+        "the frame run normally; torch._dynamo breaks inside the block and sets the grad mode "
+        "around its graphs and its resume function"
+    ),
+)
+def break_inside_no_grad(x):
+    """A print under `with torch.no_grad()`: the grad mode must hold on both sides of the break."""
+    y = x * 2
+    with torch.no_grad():
+        z = y * 3
+        print("pyframe corpus: break_inside_no_grad")
+        z = z + 1
+    return y + z, z.requires_grad
 
 
 @case(inputs=lambda: torch.randn(4, 6), tags={"break"})

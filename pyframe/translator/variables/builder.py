@@ -13,7 +13,7 @@ import torch
 
 from ...exc import Unsupported
 from ...guards import GuardKind, TensorMeta
-from ...source import ItemSource, Source
+from ...source import AttrSource, ItemSource, Source
 from .base import VariableTracker
 from .builtins import BUILTIN_FUNCTIONS, PURE_FUNCTIONS, BuiltinVariable
 from .constant import ConstantVariable, is_constant_value
@@ -83,7 +83,12 @@ def wrap(tx: "InstructionTranslator", value: Any, source: Source | None, guard: 
         add(GuardKind.ID_MATCH, value)
         return BuiltinVariable(value, source)
     if isinstance(value, types.FunctionType):
-        add(GuardKind.ID_MATCH, value)
+        if value.__closure__ is None:
+            add(GuardKind.ID_MATCH, value)
+        else:  # made anew by each call of its parent: what it computes is its code and its cells
+            add(GuardKind.TYPE_MATCH, types.FunctionType)
+            if source is not None and guards is not None:
+                guards.add(AttrSource(source, "__code__"), GuardKind.ID_MATCH, value.__code__)
         return UserFunctionVariable(value, source)
     if value in GRAD_MODE_CLASSES:
         add(GuardKind.ID_MATCH, value)

@@ -20,7 +20,7 @@ from .tensor import TensorVariable, call_in_graph
 # Builtins with no side effects: calling them on constants while tracing is safe.
 _PURE_BUILTINS = {abs, all, any, bool, chr, divmod, float, format, hash, int, isinstance, issubclass, len,
                   max, min, ord, pow, range, repr, round, sorted, str, sum, tuple, list, dict, type, slice,
-                  reversed, enumerate, zip, getattr, hasattr, callable, iter, frozenset, set, complex, bytes}
+                  reversed, enumerate, zip, getattr, hasattr, callable, frozenset, set, complex, bytes}
 PURE_FUNCTIONS = (_PURE_BUILTINS
                   | {getattr(operator, n) for n in dir(operator) if not n.startswith("_")}
                   | {getattr(math, n) for n in dir(math) if callable(getattr(math, n)) and not n.startswith("_")})
@@ -62,7 +62,10 @@ class BuiltinVariable(VariableTracker):
             if result is not None:
                 return result
         if fn in _TENSOR_OPERATORS and any(_is_tensor(a) for a in args) and not kwargs:
-            return call_in_graph(tx, "call_function", fn, args, {})
+            result = call_in_graph(tx, "call_function", fn, args, {})
+            if fn in _INPLACE_TO_BINARY and _is_tensor(args[0]):
+                return args[0]  # `x += y` on a tensor mutates x and leaves the same object
+            return result
         if fn in PURE_FUNCTIONS:
             pargs, pkwargs = constant_args(args, kwargs, f"{getattr(fn, '__name__', fn)}()")
             try:
@@ -171,6 +174,9 @@ def _identity(negate: bool) -> Callable:
         if a.is_python_constant() and b.is_python_constant():
             return None
         if _is_tensor(a) and _is_tensor(b):
+            if a.node is not b.node and a.node.op == "placeholder" and b.node.op == "placeholder":
+                raise Unsupported("identity of two tensor inputs (they may be one object)")
+            # A tensor made by the graph is a new object, distinct from every other.
             return ConstantVariable((a.node is b.node) != negate)
         if a.is_python_constant() or b.is_python_constant():  # a tensor or container is never None
             return ConstantVariable(negate)

@@ -109,6 +109,36 @@ class SizeVariable(TupleVariable):
         return super().call_method(tx, name, args, kwargs)
 
 
+class NamedTupleVariable(TupleVariable):
+    """A namedtuple or a structseq (torch.return_types.max: `.values`, `.indices`)."""
+
+    def __init__(self, items: list[VariableTracker], tuple_type: type, source: Source | None = None):
+        super().__init__(items, source)
+        self.container_type = tuple_type
+        self.fields = tuple(getattr(tuple_type, "_fields", None) or tuple_type.__match_args__)
+
+    def as_python_constant(self) -> Any:
+        values = [v.as_python_constant() for v in self.items]
+        return self.container_type(*values) if hasattr(self.container_type, "_fields") else self.container_type(values)
+
+    def var_getattr(self, tx, name: str) -> VariableTracker:
+        if name in self.fields:
+            return self.items[self.fields.index(name)]
+        return super().var_getattr(tx, name)
+
+    def getitem(self, tx, key: VariableTracker) -> VariableTracker:
+        result = super().getitem(tx, key)
+        return TupleVariable(result.items) if isinstance(result, NamedTupleVariable) else result
+
+    def reconstruct(self, cg) -> None:
+        if self.source is not None or hasattr(self.container_type, "_fields"):
+            super().reconstruct(cg)  # a namedtuple from the frame, or one rebuilt by keyword order
+            return
+        for item in self.items:  # a structseq takes one sequence
+            item.reconstruct(cg)
+        cg.build(self.container_type, len(self.items))
+
+
 class ListVariable(BaseListVariable):
     container_type = list
 

@@ -75,7 +75,32 @@ class NestedFunctionVariable(VariableTracker):
         return tx.inline_nested(self, list(args), kwargs)
 
     def reconstruct(self, cg) -> None:
-        raise Unsupported(f"function {self.code.co_name} made while tracing is needed after the graph")
+        """MAKE_FUNCTION again, for real: its cells are the frame's own, holding the traced values."""
+        if any(ref.owner.parent is not None for ref in self.closure):
+            raise Unsupported(f"function {self.code.co_name} closes over cells of an inlined call")
+
+        def build() -> None:
+            flags = 0
+            if self.defaults:
+                for value in self.defaults:
+                    value.reconstruct(cg)
+                cg.emit("BUILD_TUPLE", len(self.defaults))
+                flags |= 0x01
+            if self.kwdefaults:
+                for key, value in self.kwdefaults.items():
+                    cg.load_const(key)
+                    value.reconstruct(cg)
+                cg.emit("BUILD_MAP", len(self.kwdefaults))
+                flags |= 0x02
+            if self.closure:
+                for ref in self.closure:
+                    cg.load_closure(ref.name, ref.free)
+                cg.emit("BUILD_TUPLE", len(self.closure))
+                flags |= 0x08
+            cg.load_const(self.code)
+            cg.emit("MAKE_FUNCTION", flags)
+
+        cg.rebuild_once(self, build)
 
     def __repr__(self) -> str:
         return f"NestedFunctionVariable({self.code.co_qualname})"

@@ -19,7 +19,9 @@ from ...exc import Unsupported
 from ...source import Source
 from .base import BoundMethodVariable, VariableTracker
 from .constant import ConstantVariable, is_constant_value
-from .containers import BaseListVariable, DictVariable, ListVariable, SizeVariable, TupleVariable
+from .containers import (
+    BaseListVariable, DictVariable, ListVariable, NamedTupleVariable, SizeVariable, TupleVariable,
+)
 
 # Tensor attributes and no-argument methods whose value is metadata, known while tracing.
 _METADATA_ATTRS = {"dtype", "device", "layout", "ndim", "requires_grad", "is_cuda", "is_cpu", "is_meta",
@@ -78,7 +80,10 @@ class TensorVariable(VariableTracker):
             return ConstantVariable(len(self.example))
         if name == "type" and not args and not kwargs:
             return ConstantVariable(self.example.type())
-        return call_in_graph(tx, "call_method", name, [self, *args], kwargs)
+        result = call_in_graph(tx, "call_method", name, [self, *args], kwargs)
+        if is_inplace_method(name):
+            return self  # x.add_(1) is x: the node mutates it, identity stays with the object
+        return result
 
     def unpack(self, tx) -> list[VariableTracker]:
         if self.example.dim() == 0:
@@ -91,6 +96,11 @@ class TensorVariable(VariableTracker):
 
     def __repr__(self) -> str:
         return f"TensorVariable({self.node.name})"
+
+
+def is_inplace_method(name: str) -> bool:
+    """torch's convention: a trailing underscore marks the in-place variant (add_, relu_)."""
+    return name.endswith("_") and not name.endswith("__")
 
 
 def as_node_arg(vt: VariableTracker) -> Any:
@@ -128,7 +138,11 @@ def wrap_node(tx, node: torch.fx.Node) -> VariableTracker:
         return SizeVariable([ConstantVariable(d) for d in example])
     if isinstance(example, (tuple, list)) and all(isinstance(e, torch.Tensor) for e in example):
         items = [TensorVariable(tx.output.getitem(node, i)) for i in range(len(example))]
-        return ListVariable(items) if isinstance(example, list) else TupleVariable(items)
+        if isinstance(example, list):
+            return ListVariable(items)
+        if type(example) is not tuple:  # torch.return_types.max and friends
+            return NamedTupleVariable(items, type(example))
+        return TupleVariable(items)
     if example is None:  # an operation run for its effect (setitem, backward, ...): it stays
         return ConstantVariable(None)
     raise Unsupported(f"a tensor operation returned a {type(example).__name__}")

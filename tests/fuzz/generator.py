@@ -1,0 +1,658 @@
+"""Write a random small PyTorch program from a seed, as Python source text.
+
+A program is a module: ``import torch``, a few helper functions, and the entry function
+``fuzz_main(t0, t1, ..., n0, f0, log)``. The generator types every value while it writes it
+(a tensor's exact shape, int, float, a list or tuple of known items), so an expression is only
+written where it is valid: shapes agree for arithmetic and ``@``, an index is in range, an
+in-place op's operand broadcasts to its target. What it writes:
+
+- tensor arithmetic (``+ - * /`` with a safe divisor), ``torch.sin/cos/exp/relu/tanh``, ``@``,
+  ``.t()``, indexing, ``torch.stack``; reductions (``sum/mean/max``, whole or over a dim);
+- Python ints and floats (parameters, loop variables, ``len``, ``.shape[d]``, ``.item()``);
+- lists and tuples (build, index, unpack, ``append`` on a local list, ``for`` over a list);
+- ``if`` / ``else`` on tensor values (a graph break) and on Python values; ternaries; ``and`` / ``or``;
+- ``for i in range(k)``; calls to the helpers (which may call earlier helpers); early returns;
+- in-place ops (``add_``, ``mul_``, ``+=``), aliases (``t3 = t1``);
+- ``log.append(...)`` of numbers and tensors: a side effect on a list that outlives the call.
+
+A block (``if`` arm, loop body) may read and rebind the variables around it with values of the same
+type, but what it defines is forgotten after it, and it never changes a list's length, so the types
+known after a block hold on every path. Whether a program runs without error (or nan/inf) is checked
+by running it (runner.py); the generator only makes such failures rare.
+"""
+from __future__ import annotations
+
+import dataclasses
+import random
+from contextlib import contextmanager
+from typing import Iterator, Union
+
+# ------------------------------------------------------------------------------------------------
+# Types of generated values
+
+
+@dataclasses.dataclass(frozen=True)
+class TensorT:
+    shape: tuple[int, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class IntT:
+    pass
+
+
+@dataclasses.dataclass(frozen=True)
+class FloatT:
+    pass
+
+
+@dataclasses.dataclass(frozen=True)
+class SeqT:
+    kind: str  # "list" or "tuple"
+    items: tuple["VType", ...]
+
+
+VType = Union[TensorT, IntT, FloatT, SeqT]
+INT, FLOAT = IntT(), FloatT()
+
+#: Every feature the generator can use; Program.features says which ones a program uses.
+FEATURES = frozenset({
+    "tensor_if", "python_if", "ternary", "and_or", "for_range", "for_list", "helper_call",
+    "nested_helper_call", "inplace", "aug_assign", "log_append", "matmul", "reduction",
+    "dim_reduction", "list", "tuple", "index", "unpack", "list_append", "item", "early_return",
+    "alias", "stack", "transpose", "unary", "division", "keyword_call", "expr_condition",
+})
+
+
+@dataclasses.dataclass(frozen=True)
+class Param:
+    name: str
+    type: VType
+
+
+@dataclasses.dataclass(frozen=True)
+class Program:
+    """A generated program: its source, its entry point's parameters and the features it uses."""
+
+    seed: int
+    source: str
+    params: tuple[Param, ...]  # of `fuzz_main`, without the trailing `log`
+    features: frozenset[str]
+    entry: str = "fuzz_main"
+
+    @property
+    def filename(self) -> str:
+        """A real-looking file name (pyframe does not trace code from files named `<...>`)."""
+        return f"fuzz_{self.seed}.py"
+
+
+@dataclasses.dataclass(frozen=True)
+class Helper:
+    name: str
+    params: tuple[Param, ...]
+    returns: VType
+    takes_log: bool
+
+
+@dataclasses.dataclass
+class Scope:
+    """What a block of code can see: typed variables, and what it may do."""
+
+    vars: dict[str, VType]
+    top_level: bool  # function body, not inside a block: list appends and early returns allowed
+    depth: int  # block nesting
+    takes_log: bool
+    returns: VType | None  # the function's return type (None: the entry, which returns anything)
+    frozen: frozenset[str] = frozenset()  # loop variables: read, never rebound
+
+    def child(self, extra: dict[str, VType] | None = None, frozen: set[str] = frozenset()) -> "Scope":
+        return Scope({**self.vars, **(extra or {})}, False, self.depth + 1, self.takes_log, self.returns,
+                     self.frozen | frozen)
+
+    def names(self, want: VType) -> list[str]:
+        return [n for n, t in self.vars.items() if t == want]
+
+    def tensors(self) -> list[tuple[str, TensorT]]:
+        return [(n, t) for n, t in self.vars.items() if isinstance(t, TensorT)]
+
+    def seqs(self) -> list[tuple[str, SeqT]]:
+        return [(n, t) for n, t in self.vars.items() if isinstance(t, SeqT)]
+
+
+# ------------------------------------------------------------------------------------------------
+# The generator
+
+_FLOAT_CONSTS = (0.5, 1.5, -0.25, 2.0, 0.1, -1.0)
+_UNARY = ("sin", "cos", "tanh", "relu", "exp")
+_MAX_EXPR_DEPTH = 3
+_MAX_BLOCK_DEPTH = 2
+
+
+def _fmt_shape(shape: tuple[int, ...]) -> str:
+    return "()" if not shape else "(" + ", ".join(map(str, shape)) + ("," if len(shape) == 1 else "") + ")"
+
+
+def _numel(shape: tuple[int, ...]) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+class ProgramGenerator:
+    """One program from one (seed, attempt): ``ProgramGenerator(seed).generate()``."""
+
+    def __init__(self, seed: int, attempt: int = 0):
+        self.seed = seed
+        self.rng = random.Random(f"pyframe-fuzz:{seed}:{attempt}")
+        dims = self.rng.sample([2, 3, 4, 5], 3)
+        a, b, c = dims
+        self.dims = dims
+        self.shapes: list[tuple[int, ...]] = [(), (a,), (b,), (a, b), (b, c)]
+        self.helpers: list[Helper] = []
+        self.features: set[str] = set()
+        self.lines: list[str] = []
+        self.indent = 0
+        self.counter = 0
+
+    # -- output --------------------------------------------------------------------------------
+    def emit(self, line: str) -> None:
+        self.lines.append("    " * self.indent + line)
+
+    @contextmanager
+    def block(self, header: str) -> Iterator[None]:
+        self.emit(header)
+        self.indent += 1
+        mark = len(self.lines)
+        yield
+        if len(self.lines) == mark:
+            self.emit("pass")
+        self.indent -= 1
+
+    def fresh(self, prefix: str) -> str:
+        self.counter += 1
+        return f"{prefix}{self.counter}"
+
+    def use(self, feature: str) -> None:
+        assert feature in FEATURES, feature
+        self.features.add(feature)
+
+    def chance(self, p: float) -> bool:
+        return self.rng.random() < p
+
+    def pick(self, items):
+        return self.rng.choice(list(items))
+
+    # -- the program -----------------------------------------------------------------------------
+    def generate(self) -> Program:
+        self.emit('"""A program written by tests/fuzz/generator.py."""')
+        self.emit("import torch")
+        self.emit("")
+        for index in range(self.rng.randint(0, 2)):
+            self.write_helper(f"helper_{index}")
+        params = [Param(f"t{i}", TensorT(self.pick(self.shapes[1:]))) for i in range(self.rng.randint(1, 3))]
+        params += [Param("n0", INT), Param("f0", FLOAT)]
+        self.counter = 0
+        signature = ", ".join([p.name for p in params] + ["log"])
+        scope = Scope({p.name: p.type for p in params}, True, 0, True, None)
+        self.emit("")
+        with self.block(f"def fuzz_main({signature}):"):
+            self.write_body(scope, self.rng.randint(3, 8))
+            self.write_return(scope)
+        source = "\n".join(self.lines) + "\n"
+        return Program(self.seed, source, tuple(params), frozenset(self.features))
+
+    def write_helper(self, name: str) -> None:
+        params = [Param(f"a{i}", self.random_param_type()) for i in range(self.rng.randint(1, 3))]
+        if not any(isinstance(p.type, TensorT) for p in params):
+            params[0] = Param("a0", TensorT(self.pick(self.shapes)))
+        takes_log = self.chance(0.5)
+        returns: VType = TensorT(self.pick(self.shapes))
+        if self.chance(0.25):
+            returns = SeqT("tuple", (returns, self.pick([INT, FLOAT])))
+        helper = Helper(name, tuple(params), returns, takes_log)
+        self.counter = 0
+        signature = ", ".join([p.name for p in params] + (["log"] if takes_log else []))
+        scope = Scope({p.name: p.type for p in params}, True, 0, takes_log, returns)
+        self.emit("")
+        with self.block(f"def {name}({signature}):"):
+            self.write_body(scope, self.rng.randint(1, 4))
+            self.emit(f"return {self.value_expr(scope, returns, 2)}")
+        self.helpers.append(helper)  # after its body: a helper calls only earlier helpers
+
+    def random_param_type(self) -> VType:
+        roll = self.rng.random()
+        if roll < 0.65:
+            return TensorT(self.pick(self.shapes))
+        return INT if roll < 0.85 else FLOAT
+
+    def write_return(self, scope: Scope) -> None:
+        names = list(scope.vars)
+        chosen = self.rng.sample(names, min(len(names), self.rng.randint(1, 4)))
+        if len(chosen) == 1 and self.chance(0.5):
+            self.emit(f"return {chosen[0]}")
+        else:
+            self.emit(f"return ({', '.join(chosen)},)")
+
+    # -- statements ------------------------------------------------------------------------------
+    def write_body(self, scope: Scope, count: int) -> None:
+        for _ in range(count):
+            self.write_statement(scope)
+
+    def write_statement(self, scope: Scope) -> None:
+        can_nest = scope.depth < _MAX_BLOCK_DEPTH
+        options = [
+            (6, self.stmt_new_tensor),
+            (3, self.stmt_rebind_tensor),
+            (2, self.stmt_number),
+            (2, self.stmt_inplace),
+            (2, self.stmt_container),
+            (1, self.stmt_alias),
+            (2 if scope.takes_log else 0, self.stmt_log_append),
+            (3 if can_nest else 0, self.stmt_if),
+            (2 if can_nest else 0, self.stmt_for_range),
+            (1 if can_nest else 0, self.stmt_for_list),
+            (2 if self.helpers else 0, self.stmt_helper_call),
+            (1 if scope.top_level else 0, self.stmt_list_append),
+        ]
+        total = sum(w for w, _ in options)
+        roll = self.rng.uniform(0, total)
+        for weight, stmt in options:
+            roll -= weight
+            if roll <= 0 and weight:
+                stmt(scope)
+                return
+        self.stmt_new_tensor(scope)
+
+    def assignable(self, scope: Scope, want: VType) -> list[str]:
+        return [n for n in scope.names(want) if n not in scope.frozen]
+
+    def stmt_new_tensor(self, scope: Scope) -> None:
+        shape = self.pick(self.shapes)
+        name = self.fresh("t")
+        self.emit(f"{name} = {self.tensor_expr(scope, shape, _MAX_EXPR_DEPTH)}")
+        scope.vars[name] = TensorT(shape)
+
+    def stmt_rebind_tensor(self, scope: Scope) -> None:
+        targets = [(n, t) for n, t in scope.tensors() if n not in scope.frozen]
+        if not targets:
+            return self.stmt_new_tensor(scope)
+        name, t = self.pick(targets)
+        if self.chance(0.3):
+            self.use("aug_assign")  # `t += ...` on a tensor is in place: other names of it see it
+            op = self.pick(["+=", "-=", "*="])
+            self.emit(f"{name} {op} {self.operand_for(scope, t.shape, 2)}")
+        else:
+            self.emit(f"{name} = {self.tensor_expr(scope, t.shape, _MAX_EXPR_DEPTH)}")
+
+    def stmt_number(self, scope: Scope) -> None:
+        kind = self.pick([INT, FLOAT])
+        existing = self.assignable(scope, kind)
+        if existing and self.chance(0.4):
+            name = self.pick(existing)
+            self.use("aug_assign")
+            self.emit(f"{name} += {self.number_expr(scope, kind, 1)}")
+            return
+        if kind == FLOAT and scope.tensors() and self.chance(0.3):
+            self.use("item")
+            name, t = self.pick(scope.tensors())
+            value = f"{name}.{self.pick(['sum', 'mean'])}().item()"
+        else:
+            value = self.number_expr(scope, kind, 2)
+        new = self.fresh("n" if kind == INT else "f")
+        self.emit(f"{new} = {value}")
+        scope.vars[new] = kind
+
+    def stmt_inplace(self, scope: Scope) -> None:
+        targets = [(n, t) for n, t in scope.tensors() if n not in scope.frozen]
+        if not targets:
+            return self.stmt_new_tensor(scope)
+        name, t = self.pick(targets)
+        self.use("inplace")
+        method = self.pick(["add_", "mul_", "sub_"])
+        self.emit(f"{name}.{method}({self.operand_for(scope, t.shape, 2)})")
+
+    def stmt_alias(self, scope: Scope) -> None:
+        if not scope.tensors():
+            return self.stmt_new_tensor(scope)
+        name, t = self.pick(scope.tensors())
+        self.use("alias")
+        new = self.fresh("t")
+        self.emit(f"{new} = {name}")
+        scope.vars[new] = t
+
+    def stmt_log_append(self, scope: Scope) -> None:
+        self.use("log_append")
+        roll = self.rng.random()
+        if roll < 0.4 and scope.tensors():
+            name, _ = self.pick(scope.tensors())
+            value = name  # the tensor itself: later in-place updates show in the log too
+        elif roll < 0.6:
+            shape = self.pick(self.shapes)
+            value = self.tensor_expr(scope, shape, 2)
+        else:
+            value = self.number_expr(scope, self.pick([INT, FLOAT]), 2)
+        self.emit(f"log.append({value})")
+
+    def stmt_container(self, scope: Scope) -> None:
+        seqs = scope.seqs()
+        roll = self.rng.random()
+        if seqs and roll < 0.45:
+            name, seq = self.pick(seqs)
+            tensors = [i for i, item in enumerate(seq.items) if isinstance(item, TensorT)]
+            if len(set(seq.items)) == 1 and isinstance(seq.items[0], TensorT) and self.chance(0.3):
+                self.use("stack")
+                new = self.fresh("t")
+                self.emit(f"{new} = torch.stack({name})")
+                scope.vars[new] = TensorT((len(seq.items), *seq.items[0].shape))
+            elif 2 <= len(seq.items) <= 3 and self.chance(0.5):
+                self.use("unpack")
+                names = [self.fresh("v") for _ in seq.items]
+                self.emit(f"{', '.join(names)} = {name}")
+                scope.vars.update(zip(names, seq.items))
+            else:
+                self.use("index")
+                i = self.rng.randrange(len(seq.items))
+                if tensors and self.chance(0.6):
+                    i = self.pick(tensors)
+                new = self.fresh("v")
+                index = i if self.chance(0.7) else i - len(seq.items)
+                self.emit(f"{new} = {name}[{index}]")
+                scope.vars[new] = seq.items[i]
+            return
+        kind = self.pick(["list", "tuple"])
+        self.use(kind)
+        if self.chance(0.6):
+            shape = self.pick(self.shapes)
+            items: tuple[VType, ...] = tuple(TensorT(shape) for _ in range(self.rng.randint(1, 3)))
+        else:
+            items = tuple(self.pick([TensorT(self.pick(self.shapes)), INT, FLOAT])
+                          for _ in range(self.rng.randint(1, 3)))
+        texts = [self.value_expr(scope, item, 2) for item in items]
+        new = self.fresh("seq")
+        if kind == "list":
+            self.emit(f"{new} = [{', '.join(texts)}]")
+        else:
+            self.emit(f"{new} = ({', '.join(texts)},)")
+        scope.vars[new] = SeqT(kind, items)
+
+    def stmt_list_append(self, scope: Scope) -> None:
+        lists = [(n, s) for n, s in scope.seqs() if s.kind == "list" and n not in scope.frozen]
+        if not lists:
+            return self.stmt_container(scope)
+        name, seq = self.pick(lists)
+        self.use("list_append")
+        item = seq.items[0] if self.chance(0.7) else self.pick([INT, FLOAT, TensorT(self.pick(self.shapes))])
+        self.emit(f"{name}.append({self.value_expr(scope, item, 2)})")
+        scope.vars[name] = SeqT("list", seq.items + (item,))
+
+    def stmt_if(self, scope: Scope) -> None:
+        cond = self.condition(scope, 2)
+        with self.block(f"if {cond}:"):
+            inner = scope.child()
+            self.write_body(inner, self.rng.randint(1, 3))
+            if scope.top_level and self.chance(0.2):
+                self.use("early_return")
+                self.write_early_return(inner)
+        if self.chance(0.5):
+            with self.block("else:"):
+                self.write_body(scope.child(), self.rng.randint(1, 3))
+
+    def write_early_return(self, scope: Scope) -> None:
+        if scope.returns is None:
+            self.write_return(scope)
+        else:
+            self.emit(f"return {self.value_expr(scope, scope.returns, 2)}")
+
+    def stmt_for_range(self, scope: Scope) -> None:
+        self.use("for_range")
+        var = self.fresh("i")
+        bound = str(self.rng.randint(1, 3))
+        ints = scope.names(INT)
+        if ints and self.chance(0.3):
+            bound = f"min({self.pick(ints)}, 3)"  # a Python int decides the trip count
+        with self.block(f"for {var} in range({bound}):"):
+            self.write_body(scope.child({var: INT}, {var}), self.rng.randint(1, 3))
+
+    def stmt_for_list(self, scope: Scope) -> None:
+        seqs = [(n, s) for n, s in scope.seqs() if len(set(s.items)) == 1 and isinstance(s.items[0], TensorT)]
+        if not seqs:
+            return self.stmt_for_range(scope)
+        name, seq = self.pick(seqs)
+        self.use("for_list")
+        var = self.fresh("item")
+        with self.block(f"for {var} in {name}:"):
+            self.write_body(scope.child({var: seq.items[0]}, {var}), self.rng.randint(1, 3))
+
+    def stmt_helper_call(self, scope: Scope) -> None:
+        helper = self.pick(self.helpers)
+        call = self.call_text(scope, helper)
+        returns = helper.returns
+        if isinstance(returns, SeqT) and self.chance(0.6):
+            self.use("unpack")
+            names = [self.fresh("v") for _ in returns.items]
+            self.emit(f"{', '.join(names)} = {call}")
+            scope.vars.update(zip(names, returns.items))
+        else:
+            new = self.fresh("r")
+            self.emit(f"{new} = {call}")
+            scope.vars[new] = returns
+
+    def call_text(self, scope: Scope, helper: Helper) -> str:
+        self.use("helper_call")
+        if scope.returns is not None:
+            self.use("nested_helper_call")  # a helper calling a helper
+        args = [self.value_expr(scope, p.type, 1) for p in helper.params]
+        if helper.takes_log:
+            # Inside a helper without a log, the callee gets a list of its own (still a side effect
+            # on a list it does not own).
+            args.append("log" if scope.takes_log else "[]")
+        names = [p.name for p in helper.params] + (["log"] if helper.takes_log else [])
+        if self.chance(0.3):  # the last arguments by keyword: KW_NAMES before the CALL
+            self.use("keyword_call")
+            first_keyword = self.rng.randrange(len(args))
+            args = args[:first_keyword] + [f"{n}={a}" for n, a in zip(names[first_keyword:], args[first_keyword:])]
+        return f"{helper.name}({', '.join(args)})"
+
+    # -- expressions -----------------------------------------------------------------------------
+    def value_expr(self, scope: Scope, want: VType, depth: int) -> str:
+        if isinstance(want, TensorT):
+            return self.tensor_expr(scope, want.shape, depth)
+        if isinstance(want, SeqT):
+            texts = [self.value_expr(scope, item, depth - 1) for item in want.items]
+            if want.kind == "tuple":
+                return f"({', '.join(texts)},)"
+            return f"[{', '.join(texts)}]"
+        return self.number_expr(scope, want, depth)
+
+    def operand_for(self, scope: Scope, shape: tuple[int, ...], depth: int) -> str:
+        """Something that broadcasts to `shape` (for in-place ops): same shape, 0-d, or a number."""
+        roll = self.rng.random()
+        if roll < 0.55:
+            return self.tensor_expr(scope, shape, depth)
+        if roll < 0.7:
+            return self.tensor_expr(scope, (), depth)
+        return self.number_expr(scope, self.pick([INT, FLOAT]), depth)
+
+    def leaf_tensor(self, scope: Scope, shape: tuple[int, ...]) -> str:
+        names = scope.names(TensorT(shape))
+        if names and self.chance(0.85):
+            return self.pick(names)
+        roll = self.rng.random()
+        if not shape:
+            return f"torch.tensor({self.pick(_FLOAT_CONSTS)})"
+        if roll < 0.4:
+            return f"torch.ones({_fmt_shape(shape)})"
+        if roll < 0.7:
+            return f"torch.full({_fmt_shape(shape)}, {self.pick(_FLOAT_CONSTS)})"
+        return f"torch.linspace(-1, 1, {_numel(shape)}).reshape({_fmt_shape(shape)})"
+
+    def tensor_expr(self, scope: Scope, shape: tuple[int, ...], depth: int) -> str:
+        if depth <= 0:
+            return self.leaf_tensor(scope, shape)
+        options = [
+            (4, "leaf"), (3, "unary"), (5, "binary"), (1, "division"), (2, "matmul"),
+            (2, "reduce"), (1, "index"), (1, "seq_item"), (1, "ternary"), (1, "stack"),
+            (1, "transpose"), (1 if self.helpers else 0, "call"),
+        ]
+        kind = self.weighted(options)
+        sub = depth - 1
+        if kind == "unary":
+            self.use("unary")
+            fn = self.pick(_UNARY)
+            inner = self.tensor_expr(scope, shape, sub)
+            if fn == "exp":
+                inner = f"torch.tanh({inner})"  # exp of a bounded value: no overflow after a few rounds
+            return f"torch.{fn}({inner})" if self.chance(0.6) else f"{inner}.{fn}()"
+        if kind == "binary":
+            op = self.pick(["+", "-", "*"])
+            left = self.tensor_expr(scope, shape, sub)
+            roll = self.rng.random()
+            if roll < 0.6:
+                right = self.tensor_expr(scope, shape, sub)
+            elif roll < 0.75:
+                right = self.tensor_expr(scope, (), sub)
+            else:
+                right = self.number_expr(scope, self.pick([INT, FLOAT]), sub)
+            return f"({left} {op} {right})" if self.chance(0.8) else f"({right} {op} {left})"
+        if kind == "division":
+            self.use("division")
+            left = self.tensor_expr(scope, shape, sub)
+            if self.chance(0.5):
+                return f"({left} / ({self.tensor_expr(scope, shape, sub)}.abs() + 1))"
+            return f"({left} / {self.pick([2, 3.0, -4, 0.5])})"
+        if kind == "matmul" and len(shape) <= 2:
+            self.use("matmul")
+            k = self.pick(self.dims)
+            left_shape = (shape[0], k) if len(shape) == 2 else (shape[0], k) if len(shape) == 1 else (k,)
+            right_shape = (k, shape[1]) if len(shape) == 2 else (k,)
+            left = self.tensor_expr(scope, left_shape, sub)
+            right = self.tensor_expr(scope, right_shape, sub)
+            if self.chance(0.7):
+                return f"({left} @ {right})"
+            return f"torch.matmul({left}, {right})"
+        if kind == "reduce":
+            self.use("reduction")
+            if not shape and self.chance(0.6):
+                src = self.tensor_expr(scope, self.pick(self.shapes[1:]), sub)
+                fn = self.pick(["sum", "mean", "max"])
+                return f"{src}.{fn}()" if self.chance(0.7) else f"torch.{fn}({src})"
+            if len(shape) <= 1:
+                self.use("dim_reduction")
+                dim = self.rng.randint(0, len(shape))
+                src_shape = shape[:dim] + (self.pick(self.dims),) + shape[dim:]
+                src = self.tensor_expr(scope, src_shape, sub)
+                fn = self.pick(["sum", "mean", "max"])
+                if fn == "max":
+                    return f"{src}.max({dim})[0]" if self.chance(0.5) else f"{src}.max(dim={dim}).values"
+                return f"{src}.{fn}({dim})"
+        if kind == "index":
+            self.use("index")
+            size = self.pick(self.dims)
+            src = self.tensor_expr(scope, (size, *shape), sub)
+            return f"{src}[{self.rng.randrange(size)}]"
+        if kind == "seq_item":
+            for name, seq in scope.seqs():
+                for i, item in enumerate(seq.items):
+                    if item == TensorT(shape):
+                        self.use("index")
+                        return f"{name}[{i}]"
+        if kind == "ternary":
+            self.use("ternary")
+            return (f"({self.tensor_expr(scope, shape, sub)} if {self.condition(scope, 1)} "
+                    f"else {self.tensor_expr(scope, shape, sub)})")
+        if kind == "stack" and shape and 2 <= shape[0] <= 3:
+            self.use("stack")
+            items = [self.tensor_expr(scope, shape[1:], sub) for _ in range(shape[0])]
+            return f"torch.stack([{', '.join(items)}])"
+        if kind == "transpose" and len(shape) == 2:
+            self.use("transpose")
+            src = self.tensor_expr(scope, (shape[1], shape[0]), sub)
+            return f"{src}.t()" if self.chance(0.5) else f"{src}.T"
+        if kind == "call":
+            candidates = [h for h in self.helpers if h.returns == TensorT(shape)]
+            if candidates:
+                return self.call_text(scope, self.pick(candidates))
+        return self.leaf_tensor(scope, shape)
+
+    def number_expr(self, scope: Scope, kind: VType, depth: int) -> str:
+        names = scope.names(kind)
+        if depth <= 0 or self.chance(0.35):
+            if names and self.chance(0.7):
+                return self.pick(names)
+            return str(self.rng.randint(0, 4)) if kind == INT else str(self.pick(_FLOAT_CONSTS))
+        sub = depth - 1
+        roll = self.rng.random()
+        if kind == INT:
+            if roll < 0.2 and scope.tensors():
+                name, t = self.pick(scope.tensors())
+                if t.shape:
+                    return f"{name}.shape[{self.rng.randrange(len(t.shape))}]"
+                return f"{name}.dim()"
+            if roll < 0.3 and scope.seqs():
+                return f"len({self.pick(scope.seqs())[0]})"
+            if roll < 0.4:
+                for name, seq in scope.seqs():
+                    if INT in seq.items:
+                        self.use("index")
+                        return f"{name}[{seq.items.index(INT)}]"
+            op = self.pick(["+", "-", "*"])
+            return f"({self.number_expr(scope, INT, sub)} {op} {self.number_expr(scope, INT, sub)})"
+        if roll < 0.2:
+            return f"float({self.number_expr(scope, INT, sub)})"
+        if roll < 0.3:
+            for name, seq in scope.seqs():
+                if FLOAT in seq.items:
+                    self.use("index")
+                    return f"{name}[{seq.items.index(FLOAT)}]"
+        if roll < 0.4:
+            return f"({self.number_expr(scope, FLOAT, sub)} / 2.0)"
+        op = self.pick(["+", "-", "*"])
+        return f"({self.number_expr(scope, FLOAT, sub)} {op} {self.number_expr(scope, self.pick([INT, FLOAT]), sub)})"
+
+    def condition(self, scope: Scope, depth: int) -> str:
+        roll = self.rng.random()
+        if depth > 0 and roll < 0.15:
+            self.use("and_or")
+            op = self.pick(["and", "or"])
+            return f"{self.condition(scope, depth - 1)} {op} {self.condition(scope, depth - 1)}"
+        if roll < 0.65 and scope.tensors():
+            self.use("tensor_if")
+            name, t = self.pick(scope.tensors())
+            if self.chance(0.2):  # a condition on an expression: the break has more on the stack
+                self.use("expr_condition")
+                name = f"({self.tensor_expr(scope, t.shape, 1)})"
+            threshold = self.pick([0, 0.5, -0.5, 1])
+            form = self.rng.randrange(5)
+            if form == 0:
+                return f"{name}.sum() > {threshold}"
+            if form == 1:
+                return f"({name} > {threshold}).any()"
+            if form == 2:
+                return f"not ({name} < {threshold}).all()"
+            if form == 3:
+                return f"{name}.mean() < {self.number_expr(scope, FLOAT, 1)}"
+            return f"{name}.max() > {threshold}"
+        self.use("python_if")
+        if scope.names(INT) and self.chance(0.6):
+            name = self.pick(scope.names(INT))
+            return self.pick([f"{name} > {self.rng.randint(0, 3)}", f"{name} % 2 == 0"])
+        if scope.names(FLOAT) and self.chance(0.6):
+            return f"{self.pick(scope.names(FLOAT))} < {self.pick(_FLOAT_CONSTS)}"
+        if scope.seqs():
+            return f"len({self.pick(scope.seqs())[0]}) > 1"
+        return self.pick(["True", "False"])
+
+    def weighted(self, options: list[tuple[int, str]]) -> str:
+        total = sum(w for w, _ in options)
+        roll = self.rng.uniform(0, total)
+        for weight, name in options:
+            roll -= weight
+            if roll <= 0 and weight:
+                return name
+        return options[0][1]
+
+
+def generate_program(seed: int, attempt: int = 0) -> Program:
+    """The program of (seed, attempt): the same text every time, on every machine."""
+    return ProgramGenerator(seed, attempt).generate()

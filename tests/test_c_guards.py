@@ -1,0 +1,377 @@
+"""Guard trees of the C layer (docs/c_layer.md section 5): each leaf kind, each root and accessor,
+fetch-once semantics, texts, and the same trees checked by the hook through fast-local slots."""
+import collections
+import gc
+
+import pytest
+import torch
+
+from pyframe import _C
+
+G = {"g": 1}
+B = {"len": len}
+
+
+def check(root, f_locals=None, f_globals=G, f_builtins=B, closure=None):
+    return root.check(f_locals or {}, f_globals, f_builtins, closure)
+
+
+def one_leaf(name, add):
+    root = _C.RootGuardManager()
+    add(root.local(name, 0))
+    return root
+
+
+# ---- leaves -------------------------------------------------------------------------------------
+
+
+def test_type_match_is_exact():
+    root = one_leaf("x", lambda n: n.add_type_match(int, "type(x) is int"))
+    assert check(root, {"x": 3})
+    assert not check(root, {"x": True})  # bool is a subclass: not the same type
+    assert not check(root, {"x": 3.0})
+    assert root.first_failure({"x": 3.0}, G, B) == "type(x) is int"
+    assert root.first_failure({"x": 3}, G, B) is None
+
+
+def test_id_match_strong_and_weak():
+    class Obj:
+        pass
+
+    obj = Obj()
+    root = one_leaf("x", lambda n: n.add_id_match(obj))
+    assert check(root, {"x": obj}) and not check(root, {"x": Obj()})
+
+    strong = one_leaf("x", lambda n: n.add_id_match(None))  # None has no weakrefs: strong
+    assert check(strong, {"x": None}) and not check(strong, {"x": 0})
+
+    victim = Obj()
+    weak = one_leaf("x", lambda n: n.add_id_match(victim))
+    assert check(weak, {"x": victim})
+    del victim
+    gc.collect()
+    # the guard did not keep it alive, and fails once it died (whatever now has its id)
+    assert not check(weak, {"x": Obj()})
+
+
+def test_equals_match_needs_same_type():
+    root = one_leaf("x", lambda n: n.add_equals_match(1))
+    assert check(root, {"x": 1})
+    assert not check(root, {"x": True}) and not check(root, {"x": 1.0}) and not check(root, {"x": 2})
+    tup = one_leaf("x", lambda n: n.add_equals_match((1, "a")))
+    assert check(tup, {"x": (1, "a")}) and not check(tup, {"x": [1, "a"]})
+
+
+def test_none_and_not_none():
+    none = one_leaf("x", lambda n: n.add_none_match())
+    not_none = one_leaf("x", lambda n: n.add_not_none_match())
+    assert check(none, {"x": None}) and not check(none, {"x": 0})
+    assert check(not_none, {"x": 0}) and not check(not_none, {"x": None})
+    assert none.texts() == ["L['x'] is None"]
+
+
+def test_len_match():
+    root = one_leaf("x", lambda n: n.add_len_match(2))
+    assert check(root, {"x": [1, 2]}) and check(root, {"x": (1, 2)}) and check(root, {"x": {1: 1, 2: 2}})
+    assert check(root, {"x": "ab"})
+    assert not check(root, {"x": [1]}) and not check(root, {"x": 5})  # len(5) raises: fails
+
+
+def test_dict_keys_match_in_order():
+    root = one_leaf("x", lambda n: n.add_dict_keys_match(("a", "b")))
+    assert check(root, {"x": {"a": 1, "b": 2}})
+    assert not check(root, {"x": {"b": 2, "a": 1}})
+    assert not check(root, {"x": {"a": 1}}) and not check(root, {"x": [("a", 1), ("b", 2)]})
+
+
+def test_call_match_on_global_state():
+    root = _C.RootGuardManager()
+    root.add_call_match(torch.is_grad_enabled, True, "grad mode on")
+    assert check(root)
+    with torch.no_grad():
+        assert not check(root)
+        assert root.first_failure({}, G, B) == "grad mode on"
+    default_dtype = _C.RootGuardManager()
+    default_dtype.add_call_match(torch.get_default_dtype, torch.float32)
+    assert check(default_dtype)
+
+
+# ---- TENSOR_MATCH -------------------------------------------------------------------------------
+
+
+def tensor_root(t, name="t"):
+    root = _C.RootGuardManager()
+    root.local(name, 0).add_tensor_match(
+        type(t), t.dtype, t.device, tuple(t.shape), t.stride(), t.requires_grad, f"check_tensor({name})"
+    )
+    return root
+
+
+def test_tensor_match_passes_on_same_metadata():
+    t = torch.randn(3, 4)
+    root = tensor_root(t)
+    assert check(root, {"t": t}) and check(root, {"t": torch.zeros(3, 4)})
+    assert root.texts() == ["check_tensor(t)"]
+
+
+@pytest.mark.parametrize(
+    "other",
+    [
+        pytest.param(lambda: torch.randn(3, 4, dtype=torch.float64), id="dtype"),
+        pytest.param(lambda: torch.randn(4, 3), id="shape"),
+        pytest.param(lambda: torch.randn(3), id="ndim"),
+        pytest.param(lambda: torch.randn(4, 3).t(), id="stride"),
+        pytest.param(lambda: torch.randn(3, 4, requires_grad=True), id="requires_grad"),
+        pytest.param(lambda: torch.empty(3, 4, device="meta"), id="device"),
+        pytest.param(lambda: torch.nn.Parameter(torch.randn(3, 4), requires_grad=False), id="subclass"),
+        pytest.param(lambda: [[0.0] * 4] * 3, id="not-a-tensor"),
+        pytest.param(lambda: None, id="none"),
+    ],
+)
+def test_tensor_match_fails_on_any_change(other):
+    root = tensor_root(torch.randn(3, 4))
+    assert not check(root, {"t": other()})
+    assert root.first_failure({"t": other()}, G, B) == "check_tensor(t)"
+
+
+def test_tensor_match_strides_with_size_one_dims_and_non_contiguous():
+    base = torch.randn(1, 5)
+    root = tensor_root(base)
+    assert check(root, {"t": torch.randn(1, 5)})
+    odd = torch.randn(5, 2)[:, :1].t()  # size (1, 5), stride (1, 2): contiguous in torch's sense
+    assert tuple(odd.shape) == (1, 5) and odd.stride() != base.stride()
+    assert not check(root, {"t": odd})
+
+    transposed = torch.randn(4, 3).t()
+    troot = tensor_root(transposed)
+    assert check(troot, {"t": torch.randn(4, 3).t()}) and not check(troot, {"t": torch.randn(3, 4)})
+
+    scalar = tensor_root(torch.tensor(1.0))
+    assert check(scalar, {"t": torch.tensor(2.0)}) and not check(scalar, {"t": torch.tensor([2.0])})
+
+
+def test_tensor_match_meta_device_and_parameter_type():
+    meta = torch.empty(2, 2, device="meta")
+    root = tensor_root(meta)
+    assert check(root, {"t": torch.empty(2, 2, device="meta")}) and not check(root, {"t": torch.empty(2, 2)})
+    p = torch.nn.Parameter(torch.randn(2))
+    proot = tensor_root(p)
+    assert check(proot, {"t": torch.nn.Parameter(torch.randn(2))})
+    assert not check(proot, {"t": torch.randn(2, requires_grad=True)})
+
+
+def test_tensor_match_after_in_place_metadata_change():
+    t = torch.randn(2, 3)
+    root = tensor_root(t)
+    assert check(root, {"t": t})
+    t.t_()
+    assert not check(root, {"t": t})
+    t.t_()
+    t.requires_grad_(True)
+    assert not check(root, {"t": t})
+
+
+# ---- nodes, accessors, roots --------------------------------------------------------------------
+
+
+def test_attr_and_item_accessors():
+    class Box:
+        def __init__(self):
+            self.items = {"k": [10, 20]}
+
+    root = _C.RootGuardManager()
+    items = root.local("box", 0).attr("items")
+    items.item("k").item(1).add_equals_match(20)
+    assert items.source == "L['box'].items"
+    assert check(root, {"box": Box()})
+    box = Box()
+    box.items["k"][1] = 21
+    assert not check(root, {"box": box})
+    assert root.first_failure({"box": box}, G, B) == "L['box'].items['k'][1] == 20"
+    del box.items
+    assert not check(root, {"box": box})  # attribute error: fails, error cleared
+
+
+def test_dict_item_is_an_exact_lookup():
+    root = _C.RootGuardManager()
+    root.local("d", 0).item("missing").add_none_match()
+    d = collections.defaultdict(list)
+    assert not check(root, {"d": d})
+    assert "missing" not in d  # __missing__ was not called
+
+    class Loud(dict):
+        def __getitem__(self, key):
+            raise AssertionError("__getitem__ must not run")
+
+    hit = _C.RootGuardManager()
+    hit.local("d", 0).item("k").add_equals_match(1)
+    assert check(hit, {"d": Loud(k=1)})
+
+
+def test_global_builtin_and_closure_roots():
+    root = _C.RootGuardManager()
+    root.global_("g").add_equals_match(1)
+    root.builtin("len").add_id_match(len)
+    assert check(root, {}, {"g": 1}, {"len": len})
+    assert not check(root, {}, {"g": 2}, {"len": len})
+    assert not check(root, {}, {}, {"len": len})  # absent global fails
+    assert not check(root, {}, {"g": 1}, {"len": abs})
+
+    def make(v):
+        def f():
+            return v
+
+        return f
+
+    croot = _C.RootGuardManager()
+    croot.closure(0).add_equals_match(5)
+    assert check(croot, closure=make(5).__closure__)
+    assert not check(croot, closure=make(6).__closure__)
+    assert not check(croot, closure=None)
+
+    def empty_cell():
+        if False:
+            w = 0  # noqa: F841
+
+        def f():
+            return w  # noqa: F821
+
+        return f
+
+    assert not check(croot, closure=empty_cell().__closure__)
+
+
+def test_same_child_twice_is_the_same_node():
+    root = _C.RootGuardManager()
+    x = root.local("x", 0)
+    assert root.local("x", 0) is x
+    assert x.attr("a") is x.attr("a")
+    assert x.item(1) is x.item(1)
+    assert x.item(1) is not x.item(True)  # keys compare with their type
+    assert root.global_("g") is root.global_("g") and root.closure(0) is root.closure(0)
+
+
+def test_value_is_fetched_once_per_check():
+    class Counting:
+        reads = 0
+
+        @property
+        def value(self):
+            Counting.reads += 1
+            return 7
+
+    root = _C.RootGuardManager()
+    node = root.local("c", 0).attr("value")
+    node.add_type_match(int)
+    node.add_equals_match(7)
+    node.add_not_none_match()
+    assert check(root, {"c": Counting()})
+    assert Counting.reads == 1
+
+
+def test_checks_run_in_order_and_stop_at_first_failure():
+    calls = []
+
+    class Eq:
+        def __init__(self, tag, result):
+            self.tag, self.result = tag, result
+
+        def __eq__(self, other):  # v == expected asks v, which reports the expected one
+            calls.append(other.tag)
+            return other.result
+
+    root = _C.RootGuardManager()
+    node = root.local("x", 0)
+    a, b = Eq("a", True), Eq("b", False)
+    node.add_type_match(Eq, "first")
+    node.add_equals_match(a, "second")
+    node.add_equals_match(b, "third")
+    node.add_equals_match(Eq("c", True), "fourth")
+    x = Eq("x", True)
+    assert root.texts() == ["first", "second", "third", "fourth"]
+    assert not check(root, {"x": x})
+    assert calls == ["a", "b"]  # stopped at the first failure
+    assert root.first_failure({"x": x}, G, B) == "third"
+
+
+def test_exceptions_mean_failure_and_are_cleared():
+    class Bad:
+        @property
+        def boom(self):
+            raise RuntimeError("no")
+
+        def __eq__(self, other):
+            raise RuntimeError("no eq")
+
+    root = _C.RootGuardManager()
+    root.local("x", 0).attr("boom").add_not_none_match("x.boom is not None")
+    assert not check(root, {"x": Bad()})
+    assert root.first_failure({"x": Bad()}, G, B) == "x.boom is not None"
+    eq = one_leaf("x", lambda n: n.add_equals_match(Bad()))
+    assert not check(eq, {"x": Bad()})
+    missing = _C.RootGuardManager()
+    missing.local("nope", 0)
+    assert missing.first_failure({}, G, B) == "L['nope'] cannot be read"
+
+
+def test_texts_in_tree_order_and_default_texts():
+    root = _C.RootGuardManager()
+    root.add_call_match(torch.is_grad_enabled, True)
+    x = root.local("x", 0)
+    x.add_type_match(int)
+    x.attr("real").add_equals_match(3)
+    root.global_("g").add_len_match(2)
+    assert root.texts() == [
+        "is_grad_enabled() == True",
+        "type(L['x']) is int",
+        "L['x'].real == 3",
+        "len(G['g']) == 2",
+    ]
+    assert len(root) == 4
+
+
+# ---- the same trees on the hook's path ----------------------------------------------------------
+
+
+K = 1
+
+
+def test_hook_reads_fast_locals_by_slot_and_globals():
+    global K
+
+    def f(a, b):
+        return a + b + K
+
+    def f_alt(a, b):
+        return ("alt", a, b)
+
+    installs = []
+
+    def callback(frame):
+        if frame.f_code is not f.__code__:
+            return None
+        root = _C.RootGuardManager()
+        root.local("b", 1).add_type_match(type(frame.f_locals["b"]))
+        t = frame.f_locals["a"]
+        root.local("a", 0).add_tensor_match(type(t), t.dtype, t.device, tuple(t.shape), t.stride(), t.requires_grad)
+        root.global_("K").add_equals_match(K)
+        root.add_call_match(torch.is_grad_enabled, torch.is_grad_enabled())
+        installs.append(root)
+        return (f_alt.__code__, root, len(installs))
+
+    run = _C.CallbackScope(f, callback)
+    x = torch.randn(3)
+    try:
+        assert run(x, 1)[0] == "alt"
+        assert run(torch.randn(3), 2)[0] == "alt" and len(installs) == 1  # hit
+        run(torch.randn(4), 2)  # shape change
+        run(x, 2.0)  # type change on the second slot
+        K = 2
+        run(x, 1)  # global change
+        with torch.no_grad():
+            run(x, 1)  # global state change
+        assert len(installs) == 5
+        assert [e.info for e in _C.get_cache_entries(f.__code__)] == [5, 4, 3, 2, 1]
+    finally:
+        K = 1
+        _C.reset()
