@@ -5,8 +5,8 @@ same number of graphs with the same op sequences as torch._dynamo under the same
 A case with a documented ``difference`` must still differ from torch._dynamo, so the note cannot rot.
 
 The engine under test is pyframe; ``PYFRAME_CORPUS_SUBJECT=dynamo`` runs torch._dynamo against itself,
-a self-test of the harness and the corpus. Cases tagged ``"break"`` need graph breaks (issue 4) and are
-expected to fail until then. The harness tests at the bottom run whatever state pyframe is in.
+a self-test of the harness and the corpus. Cases tagged ``"break"`` exercise graph breaks and resume
+functions. The harness tests at the bottom run whatever state pyframe is in.
 """
 
 from __future__ import annotations
@@ -34,10 +34,7 @@ CASES = load_cases(ALL)
 
 
 def _param(case: Case):
-    marks = []
-    if "break" in case.tags:
-        marks.append(pytest.mark.xfail(strict=False, reason="graph breaks: issue 4"))
-    return pytest.param(case, id=case.qualname, marks=marks)
+    return pytest.param(case, id=case.qualname)
 
 
 @pytest.mark.parametrize("case", [_param(c) for c in CASES])
