@@ -3,10 +3,10 @@
 Two tables:
 
 1. Cache hits: per-call time of eager, pyframe and torch._dynamo (same trivial backend returning
-   ``gm.forward``) on three corpus programs: ``add(a, b)`` with 10-element tensors, the seeds'
-   ``toy_example`` on its positive branch (two graphs and a resume function), and ``MockModule``.
+   ``gm.forward``) on four corpus programs: ``add(a, b)`` with 10-element tensors, the seeds'
+   ``toy_example`` on each branch (two graphs and a resume function per branch), and ``MockModule``.
    Overhead = engine time - eager time; the ratio pyframe overhead / dynamo overhead targets <= 0.05.
-2. Skipped frames: a Python-heavy function (many small Python calls, no tensors) run inside an
+2. Skipped frames: a Python-heavy standard-library call (copy.deepcopy: many small Python frames, no tensors) run inside an
    optimized region vs plainly. Both engines skip these frames; what remains is the hook's cost on
    every frame (and CPython not inlining Python-to-Python calls while a PEP 523 hook is installed).
 
@@ -38,7 +38,8 @@ from pyframe.debug.compare import (  # noqa: E402
 )
 
 ENGINES = ("eager", "pyframe", "dynamo")
-PROGRAMS = ("elementwise.add", "graph_breaks.toy_example", "modules.MockModule")
+PROGRAMS = ("elementwise.add", "graph_breaks.toy_example", "graph_breaks.toy_example_negative",
+            "modules.MockModule")
 TARGET_RATIO = 0.05
 
 
