@@ -43,14 +43,24 @@
 
 /* Frames of these codes are never shadowed: their first call only builds the generator
    object (RETURN_GENERATOR), and later resumptions arrive owned by the generator. */
-#define PF_GENERATOR_FLAGS (CO_GENERATOR | CO_COROUTINE | CO_ITERABLE_COROUTINE | CO_ASYNC_GENERATOR)
+#define PF_GENERATOR_FLAGS \
+    (CO_GENERATOR | CO_COROUTINE | CO_ITERABLE_COROUTINE | CO_ASYNC_GENERATOR)
 
 /* ---- per-thread callback, per-interpreter hook --------------------------------------------- */
 
+/* Read on every frame: the initial-exec TLS model makes each access one %fs-relative load
+   instead of a __tls_get_addr call (the default for a shared object). Two pointers fit easily in
+   the static TLS surplus glibc reserves for dlopen'ed libraries. */
+#if defined(__GNUC__)
+#define PF_TLS _Thread_local __attribute__((tls_model("initial-exec")))
+#else
+#define PF_TLS _Thread_local
+#endif
+
 /* Strong reference; NULL means None. Py_False means "run only". */
-static _Thread_local PyObject *pf_tls_callback = NULL;
+static PF_TLS PyObject *pf_tls_callback = NULL;
 /* The frame this thread is currently handing to the previous eval function (loop breaker). */
-static _Thread_local _PyInterpreterFrame *pf_tls_delegating = NULL;
+static PF_TLS _PyInterpreterFrame *pf_tls_delegating = NULL;
 
 /* Number of threads whose callback is not None (protected by the GIL). */
 static int pf_active_threads = 0;
@@ -449,7 +459,8 @@ pf_eval_frame(PyThreadState *tstate, _PyInterpreterFrame *frame, int throwflag)
         return pf_eval_previous(prev, tstate, frame, throwflag);
     }
     PyCodeObject *code = frame->f_code;
-    if (throwflag || frame->owner != FRAME_OWNED_BY_THREAD || (code->co_flags & PF_GENERATOR_FLAGS)) {
+    if (throwflag || frame->owner != FRAME_OWNED_BY_THREAD ||
+        (code->co_flags & PF_GENERATOR_FLAGS)) {
         return pf_eval_previous(pf_prev_eval, tstate, frame, throwflag);
     }
     PfExtraState *state = pf_code_get_extra(code);
@@ -727,5 +738,6 @@ pf_eval_frame_init(PyObject *module)
 }
 
 #else
-#error "pyframe's hook reads CPython 3.11's _PyInterpreterFrame; port csrc/eval_frame.c and csrc/cpython_defs.c to this version"
+/* The hook reads 3.11's _PyInterpreterFrame and eval-function signature throughout. */
+#error "pyframe's C layer supports CPython 3.11 only (see csrc/eval_frame.c)"
 #endif
