@@ -77,16 +77,21 @@ class UserObjectVariable(VariableTracker):
         raise Unsupported(f"method {type(self.value).__name__}.{name}")
 
 
+# Descriptors whose __get__ runs no Python code: reading through them is safe while tracing.
+_PLAIN_DESCRIPTORS = (types.FunctionType, staticmethod, classmethod, types.BuiltinFunctionType,
+                      types.MethodDescriptorType, types.GetSetDescriptorType, types.MemberDescriptorType,
+                      types.WrapperDescriptorType, types.ClassMethodDescriptorType)
+
+
 def _static_attr(obj: Any, name: str) -> Any:
-    """getattr(obj, name) when it runs no user code (no property, no __getattr__), else Unsupported."""
+    """getattr(obj, name) when it runs no user code (no property, custom descriptor, __getattr__)."""
     try:
         static = inspect.getattr_static(obj, name)
     except AttributeError as e:
         raise Unsupported(f"{_describe(obj)} has no attribute {name!r}") from e
-    if isinstance(static, (property, types.GetSetDescriptorType, types.MemberDescriptorType)) and \
-            not isinstance(obj, type) and type(obj).__module__ not in ("builtins",):
-        if isinstance(static, property):
-            raise Unsupported(f"property {type(obj).__name__}.{name}")
+    if hasattr(type(static), "__get__") and not isinstance(static, _PLAIN_DESCRIPTORS):
+        kind = "property" if isinstance(static, property) else f"descriptor {type(static).__name__}"
+        raise Unsupported(f"{kind} {name!r} of {_describe(obj)}")
     return getattr(obj, name)
 
 
