@@ -88,12 +88,19 @@ def finish_return(tx: InstructionTranslator, value: VariableTracker,
     cg = PyCodegen(tx.code)
     cells = _changed_cells(tx)
     graphs = emit_graph_call(tx, cg, [value, *cells.values()], wrap_compiled)
-    for name, cell_value in cells.items():  # closures made here may outlive the frame
-        cell_value.reconstruct(cg)
-        cg.store_local(name)
+    store_locals(cg, cells)  # closures made here may outlive the frame
     value.reconstruct(cg)
     cg.emit("RETURN_VALUE")
     return TranslationResult(make_code(tx.code, cg.instructions), graphs)
+
+
+def store_locals(cg: PyCodegen, values: dict[str, VariableTracker]) -> None:
+    """Store traced values into their slots: all are rebuilt first, since one may be read from a
+    slot another overwrites (`y, m = x, n; x, n = x + 1, n + 1`: y is still the frame's old x)."""
+    for value in values.values():
+        value.reconstruct(cg)
+    for name in reversed(values):
+        cg.store_local(name)
 
 
 def _changed_cells(tx: InstructionTranslator) -> dict[str, VariableTracker]:
@@ -155,9 +162,7 @@ def finish_break(tx: InstructionTranslator, index: int, reason: Unsupported,
     cg = PyCodegen(tx.code)
     cg.lineno = inst.lineno or tx.code.co_firstlineno
     graphs = emit_graph_call(tx, cg, [*lower, *operands, *changed.values()], wrap_compiled)
-    for name, value in changed.items():  # the frame's locals as the real instruction expects them
-        value.reconstruct(cg)
-        cg.store_local(name)
+    store_locals(cg, changed)  # the frame's locals as the real instruction expects them
     for value in operands:
         value.reconstruct(cg)
 
