@@ -3,7 +3,7 @@
 The extension mixes C and C++ (see csrc/pyframe.h):
   * C   (eval_frame.c, cpython_defs.c) compiled as C11; they define Py_BUILD_CORE themselves,
     around CPython's internal headers only.
-  * C++ (cache.cpp, guards.cpp, module.cpp) compiled as C++17 against pybind11.
+  * C++ (cache.cpp, guards.cpp, leaves.cpp, module.cpp) compiled as C++17 against pybind11.
 It does not link libtorch and includes no torch header.
 """
 from setuptools import Extension, setup
@@ -12,7 +12,7 @@ from setuptools.command.build_ext import build_ext
 import pybind11
 
 C_SOURCES = ["csrc/eval_frame.c", "csrc/cpython_defs.c"]
-CXX_SOURCES = ["csrc/cache.cpp", "csrc/guards.cpp", "csrc/module.cpp"]
+CXX_SOURCES = ["csrc/cache.cpp", "csrc/guards.cpp", "csrc/leaves.cpp", "csrc/module.cpp"]
 COMMON_FLAGS = ["-O2", "-fvisibility=hidden", "-Wall"]
 
 
@@ -36,7 +36,7 @@ setup(
         Extension(
             "pyframe._C",
             sources=C_SOURCES + CXX_SOURCES,
-            depends=["csrc/pyframe.h"],
+            depends=["csrc/pyframe.h", "csrc/guards.h"],
             include_dirs=["csrc", pybind11.get_include()],
             extra_compile_args=COMMON_FLAGS,
             language="c++",

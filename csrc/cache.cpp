@@ -262,7 +262,8 @@ void reset() {
 }  // namespace
 
 void bind_cache(py::module_ &m) {
-    py::class_<CacheEntry>(m, "CacheEntry", "A snapshot of one cache entry of a code object.")
+    py::class_<CacheEntry>(m, "CacheEntry", py::module_local(),
+                           "A snapshot of one cache entry of a code object.")
         .def_readonly("code", &CacheEntry::code, "the transformed code object")
         .def_readonly("guards", &CacheEntry::guards, "its RootGuardManager")
         .def_readonly("info", &CacheEntry::info, "what the callback stored with it")

@@ -17,7 +17,7 @@
 
 #define Py_BUILD_CORE
 #include <internal/pycore_code.h>   /* _PyLocals_GetKind, CO_FAST_* */
-#include <internal/pycore_frame.h>  /* _PyInterpreterFrame, FRAME_OWNED_BY_*, _PyFrame_IsIncomplete */
+#include <internal/pycore_frame.h>  /* _PyInterpreterFrame, FRAME_OWNED_BY_* */
 #undef Py_BUILD_CORE
 
 #include <stdlib.h>
@@ -361,5 +361,7 @@ pf_datastack_pop(PyThreadState *tstate, _PyInterpreterFrame *frame)
 }
 
 #else
-#error "pyframe's C layer mirrors CPython 3.11 internals (frame.c, pystate.c, codeobject.c); re-check every function in csrc/cpython_defs.c and csrc/eval_frame.c for this version"
+/* Each function above mirrors a 3.11 source (frame.c, frameobject.c, pystate.c, codeobject.c):
+   re-check every one of them, and csrc/eval_frame.c, against the new version before porting. */
+#error "pyframe's C layer supports CPython 3.11 only (see csrc/cpython_defs.c)"
 #endif

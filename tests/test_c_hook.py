@@ -508,3 +508,43 @@ def test_thread_callbacks_keep_the_hook_installed():
         stop.set()
         t.join()
     assert _C._hook_state() == {"installed": False, "active_threads": 0, "chained": False}
+
+
+def test_nonlocal_writes_in_shadow_reach_the_enclosing_cell():
+    def make():
+        count = 0
+
+        def bump(n):
+            nonlocal count
+            count += n
+            return count
+
+        def bump_alt(n):
+            nonlocal count
+            count += 10 * n
+            return count
+
+        return bump, bump_alt, lambda: count
+
+    bump, bump_alt, read = make()
+    run = _C.CallbackScope(bump, entry_for(bump, bump_alt))
+    assert run(1) == 10 and run(2) == 30 and read() == 30
+    assert bump(1) == 31
+
+
+def test_module_level_code_with_a_locals_mapping():
+    code = compile("y = x + 1", "<pyframe-test>", "exec")
+    alt = compile("y = x * 100", "<pyframe-test>", "exec")
+    seen = []
+
+    def callback(frame):
+        if frame.f_code is code:
+            seen.append(frame.f_locals)  # no fast locals in module code
+            return (alt, _C.RootGuardManager(), None)
+        return None
+
+    ns = {"x": 3}
+    _C.CallbackScope(exec, callback)(code, ns)
+    assert ns["y"] == 300 and seen == [{}]
+    _C.CallbackScope(exec, callback)(code, ns)
+    assert len(seen) == 1

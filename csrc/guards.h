@@ -1,0 +1,66 @@
+// guards.h - shared by the two C++ files of the guard trees (not part of the C/C++ interface,
+// which is pyframe.h):
+//   leaves.cpp  the leaf checks (TYPE_MATCH, ID_MATCH, ..., TENSOR_MATCH), behind factories
+//   guards.cpp  the tree (GuardManager, RootGuardManager), its bindings and the C entry points
+#ifndef PYFRAME_GUARDS_H
+#define PYFRAME_GUARDS_H
+
+#include "pyframe.h"
+
+#include <pybind11/pybind11.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace pyframe {
+
+namespace py = pybind11;
+
+// One check on one value. Leaves hold their Python objects as py::object (destroyed with the
+// tree, under the GIL) and use the raw CPython API in check(): it runs on every cached call.
+class Leaf {
+public:
+    explicit Leaf(std::string text) : text_(std::move(text)) {}
+    virtual ~Leaf() = default;
+    Leaf(const Leaf &) = delete;
+    Leaf &operator=(const Leaf &) = delete;
+
+    // true: passes; false: fails (a Python error may be left set; the tree clears it).
+    // Root-level leaves (call matches) get value == nullptr.
+    virtual bool check(PyObject *value) = 0;
+    const std::string &text() const { return text_; }
+
+private:
+    std::string text_;
+};
+
+using LeafPtr = std::unique_ptr<Leaf>;
+
+// The leaf kinds of docs/c_layer.md section 5.
+LeafPtr make_type_match(py::object tp, std::string text);
+LeafPtr make_id_match(py::object obj, std::string text);
+LeafPtr make_equals_match(py::object value, std::string text);
+LeafPtr make_none_match(bool want_none, std::string text);
+LeafPtr make_len_match(Py_ssize_t n, std::string text);
+LeafPtr make_dict_keys_match(py::tuple keys, std::string text);
+LeafPtr make_call_match(py::object fn, py::object expected, std::string text);
+LeafPtr make_tensor_match(py::object tp, py::object dtype, py::object device,
+                          std::vector<int64_t> sizes, std::vector<int64_t> strides,
+                          bool requires_grad, std::string text);
+
+inline std::string repr_of(py::handle obj) {
+    return py::repr(obj).cast<std::string>();
+}
+
+inline std::string qualname_of(py::handle obj) {
+    if (py::hasattr(obj, "__qualname__")) {
+        return py::str(obj.attr("__qualname__")).cast<std::string>();
+    }
+    return repr_of(obj);
+}
+
+}  // namespace pyframe
+
+#endif  // PYFRAME_GUARDS_H
