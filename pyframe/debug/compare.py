@@ -189,9 +189,10 @@ def _warm_up(engine: str) -> None:
     counted in the first case's compile time."""
     if engine in _WARMED or engine == "eager":
         return
-    # Defined from source under a neutral filename: a JIT may skip frames of its own package's files.
+    # Defined from source under a neutral file name: a JIT skips frames of its own package's files
+    # and of generated code (`<...>` names), so neither would warm it up.
     namespace: dict[str, Any] = {}
-    exec(compile("def warm(x):\n    return x * 2 + 1\n", "<pyframe-warmup>", "exec"), namespace)
+    exec(compile("def warm(x):\n    return x * 2 + 1\n", "pyframe_warmup.py", "exec"), namespace)
     optimize_with(engine, namespace["warm"], CountingBackend())(torch.ones(2))
     reset_engines()
     _WARMED.add(engine)

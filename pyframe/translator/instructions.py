@@ -29,7 +29,7 @@ from .ops_jumps import JumpOps
 from .ops_load_store import LoadStoreOps
 from .ops_stack import StackOps
 from .variables import VariableTracker, wrap
-from .variables.containers import DictVariable, TupleVariable
+from .variables.containers import DictVariable, ListIteratorVariable, TupleVariable
 from .variables.functions import NestedFunctionVariable
 
 # Code flags of generators, coroutines and async generators (their frames are never traced).
@@ -65,6 +65,7 @@ class InstructionTranslator(LoadStoreOps, CallOps, StackOps, JumpOps):
         self.return_value: VariableTracker | None = None
         self.steps = 0
         self.break_at = break_at  # root frame: stop before this instruction (a graph break)
+        self.yielded: list[VariableTracker] | None = None  # an inlined generator's values so far
         self.closure_refs: dict[str, Any] = {}  # free variables of a function made while tracing
         # Cell variables whose MAKE_CELL the prologue skips: resume functions receive the cell.
         made = {i.arg.name for i in self.instructions[:self.first_body_index()] if getattr(i, "name", "") == "MAKE_CELL"}
@@ -217,25 +218,33 @@ class InstructionTranslator(LoadStoreOps, CallOps, StackOps, JumpOps):
         """Trace a call to a Python function into this frame's graph."""
         if self.depth >= config.inline_depth_limit:
             raise Unsupported(f"inlining deeper than {config.inline_depth_limit} calls ({fn.__qualname__})")
-        if fn.__code__.co_flags & _GENERATOR_FLAGS:
-            raise Unsupported(f"call to generator function {fn.__qualname__}")
+        check_inlinable(fn.__code__)
         child = InstructionTranslator(fn.__code__, fn.__globals__, self.f_builtins, fn.__closure__,
                                       self.output, parent=self, fn_source=fn_source)
         child.locals = self.bind_arguments(fn, args, kwargs, fn_source)
-        return child.run()
+        return child.run_call()
 
     def inline_nested(self, fn: NestedFunctionVariable, args: list[VariableTracker],
                       kwargs: dict[str, VariableTracker]) -> VariableTracker:
         """Trace a call to a function made while tracing (a nested def, lambda or comprehension)."""
         if self.depth >= config.inline_depth_limit:
             raise Unsupported(f"inlining deeper than {config.inline_depth_limit} calls ({fn.code.co_name})")
-        if fn.code.co_flags & _GENERATOR_FLAGS:
-            raise Unsupported(f"generator expression or generator function {fn.code.co_name}")
+        check_inlinable(fn.code)
         child = InstructionTranslator(fn.code, fn.f_globals, self.f_builtins, None, self.output,
                                       parent=self, fn_source=fn.fn_source)
         child.closure_refs = dict(zip(fn.code.co_freevars, fn.closure))
         child.locals = self.bind_arguments(fn.signature_function(), args, kwargs)
-        return child.run()
+        return child.run_call()
+
+    def run_call(self) -> VariableTracker:
+        """Run an inlined call: its return value, or for a generator function every value it
+        yields, in order (run to completion: its consumer only sees symbolic values, so no real
+        side effect changes order)."""
+        if self.code.co_flags & inspect.CO_GENERATOR:
+            self.yielded = []
+            self.run()
+            return ListIteratorVariable(self.yielded)
+        return self.run()
 
     def bind_arguments(self, fn: types.FunctionType, args: list[VariableTracker],
                        kwargs: dict[str, VariableTracker], fn_source: Source | None = None) -> dict[str, VariableTracker]:
@@ -260,6 +269,12 @@ class InstructionTranslator(LoadStoreOps, CallOps, StackOps, JumpOps):
             result[name] = value
         return result
 
+
+
+def check_inlinable(code: types.CodeType) -> None:
+    """Generators are inlined by running them to completion; coroutines are not inlined."""
+    if code.co_flags & (inspect.CO_COROUTINE | inspect.CO_ITERABLE_COROUTINE | inspect.CO_ASYNC_GENERATOR):
+        raise Unsupported(f"call to coroutine function {code.co_qualname}")
 
 
 def _default_source(fn: types.FunctionType, fn_source: Source | None, name: str) -> Source | None:

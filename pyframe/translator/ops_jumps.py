@@ -9,36 +9,8 @@ from __future__ import annotations
 from bytecode import Instr
 
 from ..exc import Unsupported
-from .variables import VariableTracker
-
-
-class ListIteratorVariable(VariableTracker):
-    """The iterator GET_ITER leaves on the stack: the items still to come."""
-
-    def __init__(self, items: list[VariableTracker]):
-        super().__init__()
-        self.items = items
-        self.index = 0
-
-    def next(self) -> VariableTracker | None:
-        if self.index >= len(self.items):
-            return None
-        self.index += 1
-        return self.items[self.index - 1]
-
-    def unpack(self, tx) -> list[VariableTracker]:
-        rest, self.index = self.items[self.index:], len(self.items)
-        return rest
-
-    def reconstruct(self, cg) -> None:
-        """`iter((items still to come))`: a graph break inside a loop continues the same iterations."""
-        def build() -> None:
-            for item in self.items[self.index:]:
-                item.reconstruct(cg)
-            cg.emit("BUILD_TUPLE", len(self.items) - self.index)
-            cg.emit("GET_ITER")
-
-        cg.rebuild_once(self, build)  # one iterator, however many places hold it
+from .variables import ConstantVariable
+from .variables.containers import ListIteratorVariable
 
 
 class JumpOps:
@@ -105,6 +77,36 @@ class JumpOps:
             self.jump_to(inst.arg)
         else:
             self.push(item)
+
+    # -- generators, inlined by collecting what they yield (see InstructionTranslator.run_call) --
+    def RETURN_GENERATOR(self, inst: Instr) -> None:
+        self._require_generator_inlining()
+        self.push(ConstantVariable(None))  # what the first resumption sends; POP_TOP drops it
+
+    def YIELD_VALUE(self, inst: Instr) -> None:
+        self._require_generator_inlining()
+        self.yielded.append(self.pop())
+        self.push(ConstantVariable(None))  # the value of the yield expression: nothing is sent
+
+    def GET_YIELD_FROM_ITER(self, inst: Instr) -> None:
+        self.GET_ITER(inst)
+
+    def SEND(self, inst: Instr) -> None:
+        """`yield from`: pass the inner iterator's items through, then continue with None."""
+        self.pop()  # the sent value (always None here)
+        iterator = self.stack[-1]
+        if not isinstance(iterator, ListIteratorVariable):
+            raise Unsupported(f"yield from {iterator}")
+        item = iterator.next()
+        if item is None:
+            self.stack[-1] = ConstantVariable(None)  # the sub-iterator's return value
+            self.jump_to(inst.arg)
+        else:
+            self.push(item)
+
+    def _require_generator_inlining(self) -> None:
+        if self.yielded is None:
+            raise Unsupported("generator code outside an inlined generator call")
 
     def RAISE_VARARGS(self, inst: Instr) -> None:
         raise Unsupported("raise statement reached while tracing")

@@ -31,7 +31,7 @@ from ..resume import resume_code
 from ..source import CellContentsSource, LocalSource
 from .analysis import enclosing_handlers, live_locals
 from .instructions import InstructionTranslator
-from .ops_jumps import ListIteratorVariable
+from .variables.containers import ListIteratorVariable
 from .variables import BoundMethodVariable, NullVariable, VariableTracker
 from .variables.containers import BaseListVariable, DictVariable
 from .variables.tensor import TensorVariable

@@ -18,6 +18,7 @@ STRAIGHT_LINE = [
     "tests.cases.nn_functional",
     "tests.cases.constants",
     "tests.cases.modules",
+    "tests.cases.models",
 ]
 GRAPH_BREAKS = ["tests.cases.graph_breaks"]
 ALL = STRAIGHT_LINE + GRAPH_BREAKS

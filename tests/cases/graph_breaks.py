@@ -449,6 +449,49 @@ def aliased_locals_across_break(x):
     return y, y is z
 
 
+@case(inputs=lambda: (torch.zeros(3), 2), tags={"break"})
+def rebound_alias_across_break(x, n):
+    """`y, m = x, n` then `x, n` rebound before the break: y and m keep the old values, so the
+    resume's locals must be rebuilt from the values before any of them is stored."""
+    y, m = x, n
+    x, n = x + 1, n + 1
+    print("pyframe corpus: rebound_alias_across_break")
+    return x, y, n, m
+
+
+@case(inputs=lambda: torch.zeros(3), tags={"break"})
+def rebound_alias_on_stack_at_break(x):
+    """`y = x; x = x + 1`, then `y` is a pending argument (on the value stack) of a call that
+    breaks inside the callee: the call must still get the old tensor, not the rebound local."""
+    y = x
+    x = x + 1
+    return _print_then_scale(y, 2.0), x
+
+
+@case(inputs=lambda: torch.zeros(3), tags={"break"})
+def rebound_alias_in_list_display_at_break(x):
+    """As above with the break at a ternary inside a list display: `y` waits on the stack."""
+    y = x
+    x = x + 1
+    return torch.stack([y, x if x.sum() > 0 else -x])
+
+
+@case(
+    inputs=lambda: torch.randn(3, 4),
+    tags={"break"},
+    difference=(
+        "torch._dynamo skips the resume function ('no tensor-related objects found in frame': its "
+        "check does not look inside a torch.return_types structseq), so `m.values * 2` runs without "
+        "a graph; pyframe compiles it as a second graph"
+    ),
+)
+def return_types_across_break(x):
+    """`torch.max(x, dim)` returns a named tuple (torch.return_types.max), live across the break."""
+    m = x.max(dim=0)
+    print("pyframe corpus: return_types_across_break")
+    return m.values * 2, m.indices
+
+
 @case(inputs=lambda: torch.randn(5), tags={"break"})
 def closure_cell_across_break(x):
     """A cell made before the break, rebound after it: the closure must see the new value."""

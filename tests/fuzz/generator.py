@@ -25,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 import random
 from contextlib import contextmanager
-from typing import Iterator, Union
+from typing import Iterator, TypeVar, Union
 
 # ------------------------------------------------------------------------------------------------
 # Types of generated values
@@ -53,6 +53,7 @@ class SeqT:
 
 
 VType = Union[TensorT, IntT, FloatT, SeqT]
+T = TypeVar("T")
 INT, FLOAT = IntT(), FloatT()
 
 #: Every feature the generator can use; Program.features says which ones a program uses.
@@ -247,7 +248,7 @@ class ProgramGenerator:
             (2, self.stmt_number),
             (2, self.stmt_inplace),
             (2, self.stmt_container),
-            (1, self.stmt_alias),
+            (2, self.stmt_alias),  # `residual = x`, then x rebound: a common pattern
             (2 if scope.takes_log else 0, self.stmt_log_append),
             (3 if can_nest else 0, self.stmt_if),
             (2 if can_nest else 0, self.stmt_for_range),
@@ -255,14 +256,7 @@ class ProgramGenerator:
             (2 if self.helpers else 0, self.stmt_helper_call),
             (1 if scope.top_level else 0, self.stmt_list_append),
         ]
-        total = sum(w for w, _ in options)
-        roll = self.rng.uniform(0, total)
-        for weight, stmt in options:
-            roll -= weight
-            if roll <= 0 and weight:
-                stmt(scope)
-                return
-        self.stmt_new_tensor(scope)
+        self.weighted(options)(scope)
 
     def assignable(self, scope: Scope, want: VType) -> list[str]:
         return [n for n in scope.names(want) if n not in scope.frozen]
@@ -643,14 +637,9 @@ class ProgramGenerator:
             return f"len({self.pick(scope.seqs())[0]}) > 1"
         return self.pick(["True", "False"])
 
-    def weighted(self, options: list[tuple[int, str]]) -> str:
-        total = sum(w for w, _ in options)
-        roll = self.rng.uniform(0, total)
-        for weight, name in options:
-            roll -= weight
-            if roll <= 0 and weight:
-                return name
-        return options[0][1]
+    def weighted(self, options: list[tuple[int, T]]) -> T:
+        """One of the options, drawn with the given weights (a weight of 0 is never drawn)."""
+        return self.rng.choices([o for _, o in options], weights=[w for w, _ in options])[0]
 
 
 def generate_program(seed: int, attempt: int = 0) -> Program:

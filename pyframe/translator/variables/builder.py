@@ -6,6 +6,7 @@ identity, a tuple a container guarded by its type and length (and its items, one
 """
 from __future__ import annotations
 
+import collections
 import types
 from typing import TYPE_CHECKING, Any
 
@@ -61,12 +62,12 @@ def wrap(tx: "InstructionTranslator", value: Any, source: Source | None, guard: 
         if type(value) is torch.Size:
             return SizeVariable(items, source)
         return TupleVariable(items, source) if type(value) is tuple else ListVariable(items, source)
-    if type(value) is dict and all(type(k) in (str, int) for k in value):
-        add(GuardKind.TYPE_MATCH, dict)
+    if type(value) in (dict, collections.OrderedDict) and all(type(k) in (str, int) for k in value):
+        add(GuardKind.TYPE_MATCH, type(value))
         add(GuardKind.DICT_KEYS_MATCH, tuple(value))
         items = {k: wrap(tx, v, ItemSource(source, k) if source is not None else None, guard)
                  for k, v in value.items()}
-        return DictVariable(items, source)
+        return DictVariable(items, source, type(value))
     if isinstance(value, (slice, range)) and is_constant_value(value):
         add(GuardKind.EQUALS_MATCH, value)
         return ConstantVariable(value, source)

@@ -227,6 +227,12 @@ def _minmax(fn: Callable) -> Callable:
     return handler
 
 
+def _any_all(fn: Callable) -> Callable:
+    def handler(tx, iterable: VariableTracker) -> VariableTracker:
+        return ConstantVariable(fn(item.truth() for item in iterable.unpack(tx)))
+    return handler
+
+
 def _not(tx, obj: VariableTracker) -> VariableTracker:
     return ConstantVariable(not obj.truth())
 
@@ -236,7 +242,7 @@ _HANDLERS: dict[Callable, Callable] = {
     list: _sequence(list), tuple: _sequence(tuple), enumerate: _enumerate, zip: _zip, reversed: _reversed,
     operator.is_: _identity(False), operator.is_not: _identity(True), operator.contains: _contains,
     operator.getitem: _getitem, operator.not_: _not, super: _super, sum: _sum,
-    min: _minmax(min), max: _minmax(max), bool: lambda tx, obj: ConstantVariable(obj.truth()),
+    min: _minmax(min), max: _minmax(max), any: _any_all(any), all: _any_all(all), bool: lambda tx, obj: ConstantVariable(obj.truth()),
     **{fn: _binary(fn) for fn in (operator.add, operator.iadd, operator.mul, operator.imul)},
 }
 

@@ -168,12 +168,14 @@ class ListVariable(BaseListVariable):
 class DictVariable(VariableTracker):
     """A dict with constant keys (str, int, ...) and symbolic values, in insertion order."""
 
-    def __init__(self, items: dict[Any, VariableTracker], source: Source | None = None):
+    def __init__(self, items: dict[Any, VariableTracker], source: Source | None = None,
+                 dict_type: type = dict):
         super().__init__(source)
         self.items = dict(items)
+        self.dict_type = dict_type  # dict or collections.OrderedDict
 
     def python_type(self) -> type:
-        return dict
+        return self.dict_type
 
     def as_python_constant(self) -> Any:
         return {k: v.as_python_constant() for k, v in self.items.items()}
@@ -228,12 +230,46 @@ class DictVariable(VariableTracker):
             return
 
         def build() -> None:
+            if self.dict_type is not dict:
+                cg.push_null()
+                cg.load_const(self.dict_type)
             for key, value in self.items.items():
                 cg.load_const(key)
                 value.reconstruct(cg)
             cg.build(dict, len(self.items))
+            if self.dict_type is not dict:
+                cg.call(1)
 
         cg.rebuild_once(self, build)
 
     def __repr__(self) -> str:
         return f"DictVariable({self.items!r})"
+
+
+class ListIteratorVariable(VariableTracker):
+    """The iterator GET_ITER leaves on the stack: the items still to come."""
+
+    def __init__(self, items: list[VariableTracker]):
+        super().__init__()
+        self.items = items
+        self.index = 0
+
+    def next(self) -> VariableTracker | None:
+        if self.index >= len(self.items):
+            return None
+        self.index += 1
+        return self.items[self.index - 1]
+
+    def unpack(self, tx) -> list[VariableTracker]:
+        rest, self.index = self.items[self.index:], len(self.items)
+        return rest
+
+    def reconstruct(self, cg) -> None:
+        """`iter((items still to come))`: a graph break inside a loop continues the same iterations."""
+        def build() -> None:
+            for item in self.items[self.index:]:
+                item.reconstruct(cg)
+            cg.emit("BUILD_TUPLE", len(self.items) - self.index)
+            cg.emit("GET_ITER")
+
+        cg.rebuild_once(self, build)  # one iterator, however many places hold it

@@ -16,6 +16,11 @@ from ...exc import Unsupported
 from ...guards import GuardKind
 from ...source import AttrSource, ItemSource, Source
 from .base import BoundMethodVariable, VariableTracker
+from .constant import ConstantVariable
+from .containers import ListIteratorVariable, TupleVariable
+
+_TREE_METHODS = {"children", "named_children", "modules", "named_modules", "parameters", "named_parameters",
+                 "buffers", "named_buffers"}
 
 
 def _has_hooks(module: torch.nn.Module) -> bool:
@@ -64,6 +69,8 @@ class NNModuleVariable(VariableTracker):
         return self.call_method(tx, "forward", args, kwargs)
 
     def call_method(self, tx, name, args, kwargs) -> VariableTracker:
+        if name in _TREE_METHODS and getattr(type(self.module), name) is getattr(torch.nn.Module, name):
+            return self._tree(tx, name, args, kwargs)
         static = inspect.getattr_static(type(self.module), name, None)
         if isinstance(static, staticmethod):
             return tx.inline_call(static.__func__, list(args), kwargs)
@@ -91,6 +98,50 @@ class NNModuleVariable(VariableTracker):
             keys = list(self.module._modules)
             return self.var_getattr(tx, keys[index])
         raise Unsupported(f"{type(self.module).__name__}[{index!r}]")
+
+    def _tree(self, tx, name: str, args, kwargs) -> VariableTracker:
+        """modules(), named_children(), parameters()...: walked on the real module tree, each item
+        read through its own source (guarded), each `_modules` guarded by length."""
+        options = {k: v.as_python_constant() for k, v in kwargs.items()}
+        if args or set(options) - {"recurse"}:
+            raise Unsupported(f"{type(self.module).__name__}.{name}() with these arguments")
+        recurse = options.get("recurse", True)
+        named = name.startswith("named_")
+        kind = name.removeprefix("named_")
+        if kind == "children":
+            self._guard_len(tx)
+            found = [(key, self.var_getattr(tx, key)) for key, sub in self.module._modules.items() if sub is not None]
+        elif kind == "modules":
+            found = self._walk(tx)
+        else:  # parameters, buffers
+            table = "_parameters" if kind == "parameters" else "_buffers"
+            owners = self._walk(tx) if recurse else [("", self)]
+            found, seen = [], set()
+            for prefix, owner in owners:
+                for key, value in getattr(owner.module, table).items():
+                    if value is not None and id(value) not in seen:
+                        seen.add(id(value))
+                        found.append((f"{prefix}.{key}" if prefix else key, owner.var_getattr(tx, key)))
+        items = [TupleVariable([ConstantVariable(k), v]) if named else v for k, v in found]
+        return ListIteratorVariable(items)
+
+    def _walk(self, tx) -> list[tuple[str, "NNModuleVariable"]]:
+        """Every module of the tree once, depth first, with its qualified name (as named_modules)."""
+        seen: set[int] = set()
+        found: list[tuple[str, NNModuleVariable]] = []
+
+        def visit(prefix: str, node: NNModuleVariable) -> None:
+            if id(node.module) in seen:
+                return
+            seen.add(id(node.module))
+            found.append((prefix, node))
+            node._guard_len(tx)
+            for key, sub in node.module._modules.items():
+                if sub is not None:
+                    visit(f"{prefix}.{key}" if prefix else key, node.var_getattr(tx, key))
+
+        visit("", self)
+        return found
 
     def _guard_len(self, tx) -> None:
         if self.source is not None:

@@ -136,8 +136,10 @@ def wrap_node(tx, node: torch.fx.Node) -> VariableTracker:
     if isinstance(example, torch.Size):
         tx.output.graph.erase_node(node)
         return SizeVariable([ConstantVariable(d) for d in example])
-    if isinstance(example, (tuple, list)) and all(isinstance(e, torch.Tensor) for e in example):
-        items = [TensorVariable(tx.output.getitem(node, i)) for i in range(len(example))]
+    if isinstance(example, (tuple, list)) and all(isinstance(e, torch.Tensor) or e is None for e in example):
+        # (out, None) from F.multi_head_attention_forward(need_weights=False), and the like
+        items = [TensorVariable(tx.output.getitem(node, i)) if e is not None else ConstantVariable(None)
+                 for i, e in enumerate(example)]
         if isinstance(example, list):
             return ListVariable(items)
         if type(example) is not tuple:  # torch.return_types.max and friends

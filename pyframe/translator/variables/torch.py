@@ -39,9 +39,24 @@ def _is_compiling_query(fn: Any) -> bool:
 TRUSTED_MODULES = ("torch", "math", "operator", "builtins", "functools", "itertools", "collections", "typing")
 
 
+# Whether any argument overrides __torch_function__: known from the argument types, which
+# TENSOR_MATCH guards exactly (plain tensors and Parameters do not override it).
+_TORCH_FUNCTION_QUERIES = {torch.overrides.has_torch_function, torch.overrides.has_torch_function_unary,
+                           torch.overrides.has_torch_function_variadic}
+
+
+def _overrides_torch_function(vt: VariableTracker, tx) -> bool:
+    if isinstance(vt, TensorVariable):
+        return vt.class_type not in (torch.Tensor, torch.nn.Parameter)
+    if vt.is_python_constant() or not hasattr(vt, "items"):
+        return False
+    items = vt.items.values() if isinstance(vt.items, dict) else vt.items
+    return any(_overrides_torch_function(item, tx) for item in items)
+
+
 def is_torch_op(value: Any) -> bool:
     """A torch function, Tensor method or aten op that belongs in the graph."""
-    if isinstance(value, (torch._ops.OpOverloadPacket, torch._ops.OpOverload)):
+    if isinstance(value, (torch._ops.OpOverloadPacket, torch._ops.OpOverload)) or value in _TORCH_FUNCTION_QUERIES:
         return True
     if not isinstance(value, (types.BuiltinFunctionType, types.FunctionType, types.MethodDescriptorType)):
         return False
@@ -70,6 +85,8 @@ class TorchFunctionVariable(VariableTracker):
     def call(self, tx, args, kwargs) -> VariableTracker:
         if _is_compiling_query(self.fn):
             return ConstantVariable(True)
+        if self.fn in _TORCH_FUNCTION_QUERIES:
+            return ConstantVariable(any(_overrides_torch_function(a, tx) for a in args))
         if self.fn in _FOLDABLE:
             values = [a.example if isinstance(a, TensorVariable) else a.as_python_constant() for a in args]
             kw = {k: v.as_python_constant() for k, v in kwargs.items()}
