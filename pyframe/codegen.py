@@ -134,22 +134,12 @@ class PyCodegen:
             self.node_slots[node] = name
 
 
-def prologue(code: types.CodeType) -> list[Instr]:
-    """MAKE_CELL / COPY_FREE_VARS / RESUME 0: what every 3.11 function runs before its body."""
-    result: list[Instr] = []
-    for inst in Bytecode.from_code(code):
-        if isinstance(inst, Instr):
-            result.append(inst)
-            if inst.name == "RESUME":
-                return result
-    raise ValueError(f"{code.co_name}: no RESUME instruction")
-
-
-def make_code(original: types.CodeType, body: list[Instr | Label], name: str | None = None) -> types.CodeType:
-    """A code object with the original's signature and local slots, running `body` after the prologue."""
+def make_code(original: types.CodeType, prologue: list[Instr], body: list[Instr | Label]) -> types.CodeType:
+    """A code object with the original's signature and local slots, running `body` after the
+    original's prologue (MAKE_CELL / COPY_FREE_VARS / RESUME 0, as the translator parsed it)."""
     bc = Bytecode()
-    bc.name = name or original.co_name
-    bc.qualname = original.co_qualname if name is None else name
+    bc.name = original.co_name
+    bc.qualname = original.co_qualname
     bc.filename = original.co_filename
     bc.first_lineno = original.co_firstlineno
     bc.flags = original.co_flags
@@ -160,7 +150,7 @@ def make_code(original: types.CodeType, body: list[Instr | Label], name: str | N
     bc.argnames = list(original.co_varnames)
     bc.cellvars = list(original.co_cellvars)
     bc.freevars = list(original.co_freevars)
-    bc.extend(prologue(original))
+    bc.extend(prologue)
     bc.extend(body)
     return bc.to_code()
 

@@ -201,6 +201,11 @@ def _run_batch(seeds: range, known: dict[int, str]) -> None:
     outcomes: list[Outcome] = [check_seed(seed) for seed in seeds]
     invalid = [o.seed for o in outcomes if o.status == "invalid"]
     assert not invalid, f"seeds with no clean program (a generator problem): {invalid}"
+    # Agreeing with eager proves nothing if pyframe ran everything eagerly: most programs must have
+    # been compiled, and graph breaks (more than one graph) must have happened.
+    compiled = sum(o.graphs > 0 for o in outcomes)
+    assert compiled >= 0.7 * len(outcomes), f"only {compiled} of {len(outcomes)} programs made a graph"
+    assert any(o.graphs >= 2 for o in outcomes), "no program broke its graph"
 
     seen_known = [o for o in outcomes if o.seed in known]
     if seen_known:

@@ -135,6 +135,10 @@ class InstructionTranslator(LoadStoreOps, CallOps, StackOps, JumpOps):
         """A value computed while tracing from constants (no source, nothing to guard)."""
         return wrap(self, value, None, guard=False)
 
+    def prologue(self) -> list[Instr]:
+        """MAKE_CELL / COPY_FREE_VARS / RESUME 0: what the transformed code must start with too."""
+        return [i for i in self.instructions[:self.first_body_index()] if isinstance(i, Instr)]
+
     def first_body_index(self) -> int:
         """Index just past the prologue's RESUME."""
         for i, inst in enumerate(self.instructions):

@@ -91,7 +91,7 @@ def finish_return(tx: InstructionTranslator, value: VariableTracker,
     store_locals(cg, cells)  # closures made here may outlive the frame
     value.reconstruct(cg)
     cg.emit("RETURN_VALUE")
-    return TranslationResult(make_code(tx.code, cg.instructions), graphs)
+    return TranslationResult(make_code(tx.code, tx.prologue(), cg.instructions), graphs)
 
 
 def store_locals(cg: PyCodegen, values: dict[str, VariableTracker]) -> None:
@@ -155,14 +155,14 @@ def finish_break(tx: InstructionTranslator, index: int, reason: Unsupported,
     # Closures read cells without a LOAD_DEREF in this code: every bound cell counts as live.
     cells = bound & set(tx.code.co_cellvars)
     lives = [tuple(sorted((live_locals(tx.instructions, target) & bound) | cells)) for target, _ in exits]
-    read_here = {inst.arg if isinstance(inst.arg, str) else getattr(inst.arg, "name", None)}
-    changed = {n: v for n, v in tx.locals.items()
-               if n in set().union(*lives, read_here) and v.source not in (LocalSource(n), CellContentsSource(n))}
+    # Plain locals are passed to the resume function rebuilt from their traced values (their slots
+    # keep the entry values every Source reads). Cells are synced first: closures see them.
+    live_values = [tx.locals[n] for n in set().union(*lives) if n in tx.locals]
 
     cg = PyCodegen(tx.code)
     cg.lineno = inst.lineno or tx.code.co_firstlineno
-    graphs = emit_graph_call(tx, cg, [*lower, *operands, *changed.values()], wrap_compiled)
-    store_locals(cg, changed)  # the frame's locals as the real instruction expects them
+    graphs = emit_graph_call(tx, cg, [*lower, *operands, *live_values], wrap_compiled)
+    store_locals(cg, _changed_cells(tx))
     for value in operands:
         value.reconstruct(cg)
 
@@ -187,7 +187,7 @@ def finish_break(tx: InstructionTranslator, index: int, reason: Unsupported,
         code = resume_code(tx.code, target, stack_shape, live)
         resumes.append(code)
         _emit_resume_call(tx, cg, code, [v for v in lower if not isinstance(v, NullVariable)], results, live)
-    return TranslationResult(make_code(tx.code, cg.instructions), graphs, reason, resumes)
+    return TranslationResult(make_code(tx.code, tx.prologue(), cg.instructions), graphs, reason, resumes)
 
 
 def _emit_resume_call(tx: InstructionTranslator, cg: PyCodegen, code: types.CodeType,
@@ -223,7 +223,9 @@ def _emit_resume_call(tx: InstructionTranslator, cg: PyCodegen, code: types.Code
 def _load_live(tx: InstructionTranslator, cg: PyCodegen, name: str) -> None:
     if name in tx.code.co_cellvars:  # pass the cell itself: closures made before the break share it
         cg.emit("LOAD_CLOSURE", CellVar(name))
-    else:
+    elif name in tx.locals:
+        tx.locals[name].reconstruct(cg)
+    else:  # an argument the trace never read: still in its slot
         cg.emit("LOAD_FAST", name)
 
 

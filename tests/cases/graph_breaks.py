@@ -10,7 +10,9 @@ The cases are grouped by what causes the break and by what must survive it:
 - several breaks in one frame, breaks in inlined helpers (one and two calls deep), breaks inside
   unrolled ``for`` loops;
 - state live across the break: containers half built on the value stack, cells and free
-  variables, ``*args`` / ``**kwargs`` / defaults / keyword-only parameters, in-place tensor updates.
+  variables, ``*args`` / ``**kwargs`` / defaults / keyword-only parameters, in-place tensor updates,
+  names and stack slots that alias one tensor (``y = x`` then ``x`` rebound), lists mutated after
+  the break (a local one, and the caller's), a ``torch.return_types`` value, a ``no_grad`` block.
 
 Each case has inputs that make the program take a known path; where the path matters the docstring
 says which. A case whose graphs differ from torch._dynamo's on purpose says why in ``difference=``.
