@@ -11,8 +11,5 @@ recompile_limit: int = 8
 # When a backend fails: True warns and runs the graph eagerly; False raises BackendCompilerFailed.
 suppress_errors: bool = True
 
-# `.item()`, `.tolist()` and friends break the graph, as torch._dynamo does by default.
-capture_scalar_outputs: bool = False
-
 # Deepest chain of inlined user calls before the call is left to Python.
 inline_depth_limit: int = 32

@@ -14,7 +14,6 @@ from typing import Any, Sequence
 import torch
 import torch.fx
 
-from ... import config
 from ...exc import Unsupported
 from ...source import Source
 from .base import BoundMethodVariable, VariableTracker
@@ -69,7 +68,7 @@ class TensorVariable(VariableTracker):
 
     def call_method(self, tx, name: str, args: Sequence[VariableTracker],
                     kwargs: dict[str, VariableTracker]) -> VariableTracker:
-        if name in _DATA_METHODS and not (name == "item" and config.capture_scalar_outputs):
+        if name in _DATA_METHODS:  # as torch._dynamo by default (no capture_scalar_outputs here)
             raise Unsupported(f"Tensor.{name}() reads tensor data into Python")
         if name in ("size", "stride") or name in _METADATA_METHODS:
             pargs = [a.as_python_constant() for a in args]
