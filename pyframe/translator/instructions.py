@@ -53,7 +53,7 @@ class InstructionTranslator(LoadStoreOps, CallOps, StackOps, JumpOps):
         self.fn_source = fn_source
         self.depth = 0 if parent is None else parent.depth + 1
         # Code of trusted libraries (torch's own modules) reads its globals without guards.
-        self.trusted = (code.co_filename.startswith(_TORCH_DIR))
+        self.trusted = code.co_filename.startswith(_TORCH_DIR)
         self.instructions: list[Any] = list(Bytecode.from_code(code))
         self.label_index = {inst: i for i, inst in enumerate(self.instructions) if isinstance(inst, Label)}
         self.ip = 0
@@ -71,7 +71,6 @@ class InstructionTranslator(LoadStoreOps, CallOps, StackOps, JumpOps):
         made = {i.arg.name for i in self.instructions[:self.first_body_index()] if getattr(i, "name", "") == "MAKE_CELL"}
         self.passed_cells = set(code.co_cellvars) - made
         self.cell_objects: dict[str, Any] = {}  # passed cells already read, by local name
-        self.fn_cells = self.closure  # the real cells of an inlined function's closure
 
     @property
     def root(self) -> "InstructionTranslator":
@@ -207,8 +206,8 @@ class InstructionTranslator(LoadStoreOps, CallOps, StackOps, JumpOps):
         return None
 
     def store_free_var(self, name: str, value: VariableTracker) -> None:
-        if name not in self.closure_refs and self.parent is not None and self.fn_cells:
-            shared = self.root.passed_cell_name(self.fn_cells[self.code.co_freevars.index(name)])
+        if name not in self.closure_refs and self.parent is not None and self.closure:
+            shared = self.root.passed_cell_name(self.closure[self.code.co_freevars.index(name)])
             if shared is not None:
                 self.root.locals[shared] = value
                 return
