@@ -25,6 +25,7 @@ static void pf_entry_free(PfEntry *e, bool drop_refs) {
         Py_XDECREF(e->code);
         Py_XDECREF(e->guards);
         Py_XDECREF(e->info);
+        Py_XDECREF(e->owner);
     }
     std::free(e->slot_map);
     std::free(e);
@@ -70,6 +71,41 @@ static PfEntry *pf_detach_entries(PfExtraState *s) {
     return nullptr;
 }
 
+// The callback an entry belongs to (borrowed), or nullptr once a weakly held owner died.
+static PyObject *pf_entry_owner(const PfEntry *e) {
+    if (e->owner == nullptr || !PyWeakref_CheckRef(e->owner)) {
+        return e->owner;
+    }
+    PyObject *obj = PyWeakref_GET_OBJECT(e->owner);
+    return obj == Py_None ? nullptr : obj;
+}
+
+// Takes the entries of `owner` out of `s`, keeping the others in order; like pf_detach_entries,
+// returns the list to free now, or nullptr if a lookup is running (they are parked as dead).
+static PfEntry *pf_detach_owned(PfExtraState *s, PyObject *owner) {
+    PfEntry *keep = nullptr, **keep_tail = &keep, *gone = nullptr, **gone_tail = &gone;
+    for (PfEntry *e = s->entries; e != nullptr;) {
+        PfEntry *next = e->next;
+        e->next = nullptr;
+        PfEntry ***tail = pf_entry_owner(e) == owner ? &gone_tail : &keep_tail;
+        **tail = e;
+        *tail = &e->next;
+        e = next;
+    }
+    s->entries = keep;
+    if (gone == nullptr || s->busy == 0) {
+        return gone;
+    }
+    PfEntry *last = gone;
+    for (PfEntry *e = gone; e != nullptr; e = e->next) {
+        e->dead = 1;
+        last = e;
+    }
+    last->next = s->graveyard;
+    s->graveyard = gone;
+    return nullptr;
+}
+
 extern "C" {
 
 PfExtraState *pf_extra_state_new(void) {
@@ -112,10 +148,13 @@ void pf_extra_state_free(void *p) {
 }
 
 PfEntry *pf_cache_lookup(PfExtraState *s, PyObject *const *fast, int nfast, PyObject *globals,
-                         PyObject *builtins, PyObject *closure) {
+                         PyObject *builtins, PyObject *closure, PyObject *owner) {
     s->busy++;
     PfEntry *hit = nullptr;
     for (PfEntry *e = s->entries; e != nullptr; e = e->next) {
+        if (owner != nullptr && pf_entry_owner(e) != owner) {
+            continue;  // compiled for another backend
+        }
         int ok = pf_guards_check_frame(e->root, fast, nfast, globals, builtins, closure);
         if (e->dead) {
             break;  // the guards' own Python code cleared this cache: treat as a miss
@@ -144,7 +183,7 @@ PfEntry *pf_cache_lookup(PfExtraState *s, PyObject *const *fast, int nfast, PyOb
 }
 
 PfEntry *pf_cache_add(PfExtraState *s, PyCodeObject *orig, PyObject *code, PyObject *guards,
-                      PyObject *info) {
+                      PyObject *info, PyObject *owner) {
     if (!PyCode_Check(code)) {
         PyErr_Format(PyExc_TypeError,
                      "pyframe: a cache entry's code must be a code object, not %.100s",
@@ -178,6 +217,13 @@ PfEntry *pf_cache_add(PfExtraState *s, PyCodeObject *orig, PyObject *code, PyObj
     e->guards = guards;
     e->root = root;
     e->info = info;
+    if (owner != nullptr) {
+        e->owner = PyWeakref_NewRef(owner, nullptr);
+        if (e->owner == nullptr) {  // no weak references for this type: hold it
+            PyErr_Clear();
+            e->owner = Py_NewRef(owner);
+        }
+    }
     e->nmap = nmap;
     e->slot_map = map;
     e->next = s->entries;
@@ -196,6 +242,7 @@ namespace {
 struct CacheEntry {
     py::object code, guards, info;
     unsigned long long hits;
+    py::object owner;
 };
 
 PyCodeObject *as_code(const py::handle &obj) {
@@ -215,7 +262,9 @@ py::list get_cache_entries(const py::object &code) {
     for (PfEntry *e = s->entries; e != nullptr; e = e->next) {
         out.append(py::cast(CacheEntry{py::reinterpret_borrow<py::object>((PyObject *)e->code),
                                        py::reinterpret_borrow<py::object>(e->guards),
-                                       py::reinterpret_borrow<py::object>(e->info), e->hits}));
+                                       py::reinterpret_borrow<py::object>(e->info), e->hits,
+                                       py::reinterpret_borrow<py::object>(
+                                           pf_entry_owner(e) ? pf_entry_owner(e) : Py_None)}));
     }
     return out;
 }
@@ -233,9 +282,13 @@ const char *get_code_state(const py::object &code) {
     }
 }
 
-void clear_code(const py::object &code) {
+void clear_code(const py::object &code, const py::object &owner) {
     PfExtraState *s = pf_code_get_extra(as_code(code));
     if (s == nullptr) {
+        return;
+    }
+    if (!owner.is_none()) {  // one backend's entries only
+        pf_entries_free(pf_detach_owned(s, owner.ptr()), true);
         return;
     }
     s->state = PF_STATE_ACTIVE;
@@ -268,6 +321,7 @@ void bind_cache(py::module_ &m) {
         .def_readonly("guards", &CacheEntry::guards, "its RootGuardManager")
         .def_readonly("info", &CacheEntry::info, "what the callback stored with it")
         .def_readonly("hits", &CacheEntry::hits, "how many calls passed its guards and ran it")
+        .def_readonly("owner", &CacheEntry::owner, "the callback (compiler) that made it")
         .def("__repr__", [](const CacheEntry &e) {
             return "<pyframe._C.CacheEntry " +
                    py::repr(e.code.attr("co_name")).cast<std::string>() +
@@ -277,8 +331,9 @@ void bind_cache(py::module_ &m) {
           "the entries of a code object, most recently hit first");
     m.def("get_code_state", &get_code_state, py::arg("code"),
           "'active', 'skip' or 'run_only'");
-    m.def("clear_code", &clear_code, py::arg("code"),
-          "drop the entries of one code object and make it active again");
+    m.def("clear_code", &clear_code, py::arg("code"), py::arg("owner") = py::none(),
+          "drop the entries of one code object and make it active again; with `owner`, only the "
+          "entries that callback compiled");
     m.def("reset", &reset, "clear_code() for every code object pyframe has seen");
 }
 

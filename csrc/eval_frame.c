@@ -426,7 +426,7 @@ pf_eval_miss(PyThreadState *tstate, _PyInterpreterFrame *frame, PyObject *callba
         PfExtraState *state = pf_code_ensure_extra(code);
         if (state != NULL) {
             e = pf_cache_add(state, code, PyTuple_GET_ITEM(result, 0),
-                             PyTuple_GET_ITEM(result, 1), PyTuple_GET_ITEM(result, 2));
+                             PyTuple_GET_ITEM(result, 1), PyTuple_GET_ITEM(result, 2), callback);
         }
         Py_DECREF(result);
         if (e == NULL) {
@@ -471,8 +471,10 @@ pf_eval_frame(PyThreadState *tstate, _PyInterpreterFrame *frame, int throwflag)
         if (state->entries != NULL) {
             pf_tls_callback = NULL;  /* guards never call back into pyframe */
             PyObject *closure = frame->f_func->func_closure;
+            /* Entries are their compiler's (backend's); run-only mode (False) uses any. */
             PfEntry *e = pf_cache_lookup(state, frame->localsplus, code->co_nlocalsplus,
-                                         frame->f_globals, frame->f_builtins, closure);
+                                         frame->f_globals, frame->f_builtins, closure,
+                                         callback == Py_False ? NULL : callback);
             PyObject *stale = pf_callback_return(callback);
             if (e != NULL) {
                 return pf_eval_shadow(tstate, frame, e, stale);

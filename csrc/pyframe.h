@@ -36,6 +36,9 @@ typedef struct PfEntry {
     PyObject *guards;      /* strong: the _C.RootGuardManager Python object */
     void *root;            /* the C++ RootGuardManager inside `guards` (kept alive by it) */
     PyObject *info;        /* strong: anything the Python side wants kept with the entry */
+    PyObject *owner;       /* the callback that compiled it (a hit needs the same one): a weak
+                              reference when it supports them (a strong one would make a cycle
+                              through co_extra whenever it refers to the function), else strong */
     unsigned long long hits;
     int nmap;              /* co_nlocalsplus of the ORIGINAL code */
     int *slot_map;         /* original localsplus index -> new index, or -1 (free vars) */
@@ -91,15 +94,16 @@ void pf_frame_clear(struct _PyInterpreterFrame *frame);
 PfExtraState *pf_extra_state_new(void);   /* NULL with MemoryError */
 void pf_extra_state_free(void *state);    /* the co_extra freefunc: tolerates NULL/finalization */
 
-/* First entry whose guards pass, moved to the front with its hit count bumped; NULL on a miss.
+/* First entry of `owner` (any owner if NULL: run-only mode) whose guards pass, moved to the front
+   with its hit count bumped; NULL on a miss.
    `fast`/`nfast` are the frame's localsplus. Never leaves an exception set. */
 PfEntry *pf_cache_lookup(PfExtraState *state, PyObject *const *fast, int nfast,
-                         PyObject *globals, PyObject *builtins, PyObject *closure);
+                         PyObject *globals, PyObject *builtins, PyObject *closure, PyObject *owner);
 
 /* Validates (code, guards, info), builds the slot map against `orig` and pushes a new entry at
    the front of `state`. NULL with an exception (TypeError/ValueError) on failure. */
 PfEntry *pf_cache_add(PfExtraState *state, PyCodeObject *orig, PyObject *code,
-                      PyObject *guards, PyObject *info);
+                      PyObject *guards, PyObject *info, PyObject *owner);
 
 /* ---- guards.cpp ----------------------------------------------------------------------------- */
 

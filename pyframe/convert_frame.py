@@ -105,7 +105,7 @@ class Compiler:
         reason = skip_reason(code)
         if reason is not None:
             return _C.SKIP
-        entries = _C.get_cache_entries(code)
+        entries = [e for e in _C.get_cache_entries(code) if e.owner is self]
         failures = [e.guards.first_failure(frame.f_locals, frame.f_globals, frame.f_builtins, frame.closure)
                     for e in entries]
         why = "first compile" if not entries else "guard failed: " + "; ".join(str(f) for f in failures)

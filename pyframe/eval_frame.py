@@ -98,7 +98,14 @@ def optimize(backend: str | Callable = "eager", *, fullgraph: bool = False, nopy
     accepted for compatibility and a new shape compiles a new entry.
     """
     fn = lookup_backend(backend)
-    return OptimizeContext(Compiler(fn, backend_name(backend), fullgraph=fullgraph or nopython))
+    key = (fn, fullgraph or nopython)
+    compiler = _compilers.get(key)
+    if compiler is None:  # one compiler per backend: its cache entries serve every optimize() of it
+        compiler = _compilers[key] = Compiler(fn, backend_name(backend), fullgraph=key[1])
+    return OptimizeContext(compiler)
+
+
+_compilers: dict[tuple[Callable, bool], Compiler] = {}
 
 
 def disable(fn: F | None = None) -> Any:

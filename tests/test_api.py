@@ -251,3 +251,19 @@ def test_a_thread_outside_the_region_is_not_compiled():
     torch.testing.assert_close(results["plain"], results["opt"])
     assert len(rec.graphs) == 1  # only the optimized thread's call compiled
     assert _C.set_eval_frame(None) is None  # and this thread was never touched
+
+
+def test_entries_belong_to_their_backend():
+    first, second = Recorder(), Recorder()
+    x, y = torch.randn(3), torch.randn(3)
+    pyframe.optimize(first)(fn)(x, y)
+    pyframe.optimize(second)(fn)(x, y)  # a different backend compiles for itself
+    pyframe.optimize(first)(fn)(x, y)   # and the first one's entry still serves it
+    assert len(first.graphs) == 1 and len(second.graphs) == 1
+    entries = _C.get_cache_entries(fn.__code__)
+    assert sorted(e.hits for e in entries) == [0, 1]
+    out = pyframe.explain(fn)(x, y)     # explain compiles its own, and removes only those
+    assert out.graph_count == 1
+    assert len(_C.get_cache_entries(fn.__code__)) == 2
+    assert pyframe.run(fn)(x, y).shape == (3,)  # run-only mode uses any backend's entry
+    assert sum(e.hits for e in _C.get_cache_entries(fn.__code__)) == 2

@@ -91,8 +91,8 @@ def explain(fn: Callable, backend: str | Callable = "eager") -> Callable[..., Ex
         try:
             OptimizeContext(compiler)(fn)(*args, **kwargs)
         finally:
-            for code, _ in seen:
-                _C.clear_code(code)
+            for code, _ in seen:  # only what this run compiled: other backends' entries stay
+                _C.clear_code(code, compiler)
                 convert_frame.records.pop(code, None)
         return _summarize([record for _, record in seen])
     return run

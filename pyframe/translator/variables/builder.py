@@ -18,7 +18,7 @@ from ...source import AttrSource, ItemSource, Source
 from .base import VariableTracker
 from .builtins import BUILTIN_FUNCTIONS, PURE_FUNCTIONS, BuiltinVariable
 from .constant import ConstantVariable, is_constant_value
-from .containers import DictVariable, ListVariable, SizeVariable, TupleVariable
+from .containers import DictVariable, ListVariable, NamedTupleVariable, SizeVariable, TupleVariable
 from .functions import UserFunctionVariable
 from .misc import GRAD_MODE_CLASSES, GradModeClassVariable
 from .nn_module import NNModuleVariable
@@ -62,6 +62,11 @@ def wrap(tx: "InstructionTranslator", value: Any, source: Source | None, guard: 
         if type(value) is torch.Size:
             return SizeVariable(items, source)
         return TupleVariable(items, source) if type(value) is tuple else ListVariable(items, source)
+    if isinstance(value, tuple) and hasattr(type(value), "_fields"):  # a namedtuple
+        add(GuardKind.TYPE_MATCH, type(value))
+        items = [wrap(tx, v, AttrSource(source, f) if source is not None else None, guard)
+                 for f, v in zip(type(value)._fields, value)]
+        return NamedTupleVariable(items, type(value), source)
     if type(value) in (dict, collections.OrderedDict) and all(type(k) in (str, int) for k in value):
         add(GuardKind.TYPE_MATCH, type(value))
         add(GuardKind.DICT_KEYS_MATCH, tuple(value))
