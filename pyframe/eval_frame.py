@@ -98,14 +98,26 @@ def optimize(backend: str | Callable = "eager", *, fullgraph: bool = False, nopy
     accepted for compatibility and a new shape compiles a new entry.
     """
     fn = lookup_backend(backend)
-    key = (fn, fullgraph or nopython)
-    compiler = _compilers.get(key)
-    if compiler is None:  # one compiler per backend: its cache entries serve every optimize() of it
-        compiler = _compilers[key] = Compiler(fn, backend_name(backend), fullgraph=key[1])
-    return OptimizeContext(compiler)
+    return OptimizeContext(_compiler_for(fn, backend_name(backend), fullgraph or nopython))
 
 
-_compilers: dict[tuple[Callable, bool], Compiler] = {}
+# Backends that take no attribute (bound methods, builtins): their compilers, by backend.
+_detached_compilers: dict[Callable, dict[bool, Compiler]] = {}
+
+
+def _compiler_for(backend: Callable, name: str, fullgraph: bool) -> Compiler:
+    """One compiler per (backend, fullgraph), living as long as the backend: cache entries belong
+    to their compiler, so every optimize() of the same backend shares them."""
+    compilers = getattr(backend, "_pyframe_compilers", None)
+    if compilers is None:
+        compilers = {}
+        try:
+            backend._pyframe_compilers = compilers  # a cycle with the backend, collected with it
+        except (AttributeError, TypeError):
+            compilers = _detached_compilers.setdefault(backend, compilers)
+    if fullgraph not in compilers:
+        compilers[fullgraph] = Compiler(backend, name, fullgraph=fullgraph)
+    return compilers[fullgraph]
 
 
 def disable(fn: F | None = None) -> Any:
