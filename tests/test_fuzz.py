@@ -17,6 +17,7 @@ import dataclasses
 import linecache
 import logging
 import warnings
+
 import pytest
 import torch
 
@@ -29,15 +30,9 @@ DEFAULT_BATCH = 25
 SLOW_SEEDS = range(0, 10_000)
 SLOW_BATCH = 250
 
-# The engine bugs behind the known failures (minimal reproductions in the fuzzing report).
-_B_ITEM = ("B1 internal error: graph break at a method call on a tensor made in the graph "
-           "(`t.sum().item()`): the receiver is neither a graph output nor an input")
-_B_VALUES = ("B2 AttributeError: torch.return_types (`t.max(dim=0)`) become plain tuples at a graph "
-             "break, so `.values` fails")
-_B_ALIAS = ("B3 wrong result: `a = b; b = <new>` then a break: the resume stores `b` before `a = b` "
-            "is rebuilt from it, so `a` gets the new value")
-
-#: seed -> the engine bug it fails on. Only for seeds of DEFAULT_SEEDS; keep it in sync (see module doc).
+#: seed -> the engine bug it fails on, e.g. ``{328: "wrong result: alias of a rebound local at a
+#: break (report B3)"}``. Only for seeds of DEFAULT_SEEDS; a seed listed here that passes is reported
+#: as such. Empty: every default seed passes on the engine this was last run against.
 KNOWN_FAILURES: dict[int, str] = {}
 
 

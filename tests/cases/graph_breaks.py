@@ -171,6 +171,16 @@ def while_tensor_condition(x):
     return x, n
 
 
+@case(inputs=lambda: torch.full((8,), 2.0), tags={"break"})
+def while_loop_reuses_its_resume(x):
+    """`while t.sum() > 1: t = t * 0.5`, four iterations with nothing else changing: every
+    iteration breaks at the same bytecode offset with the same live state, so one resume function
+    (and one graph for it) serves them all; a graph per iteration would grow with the trip count."""
+    while x.sum() > 1:
+        x = x * 0.5
+    return x
+
+
 # --------------------------------------------------------------------------------------------------
 # Calls that cannot be traced
 

@@ -61,7 +61,8 @@ FEATURES = frozenset({
     "tensor_if", "python_if", "ternary", "and_or", "for_range", "for_list", "helper_call",
     "nested_helper_call", "inplace", "aug_assign", "log_append", "matmul", "reduction",
     "dim_reduction", "list", "tuple", "index", "unpack", "list_append", "item", "early_return",
-    "alias", "stack", "transpose", "unary", "division", "keyword_call", "expr_condition",
+    "alias", "stack", "transpose", "unary", "division", "keyword_call", "expr_condition", "residual",
+    "scalar_conversion",
 })
 
 
@@ -248,7 +249,8 @@ class ProgramGenerator:
             (2, self.stmt_number),
             (2, self.stmt_inplace),
             (2, self.stmt_container),
-            (2, self.stmt_alias),  # `residual = x`, then x rebound: a common pattern
+            (1, self.stmt_alias),
+            (2, self.stmt_residual),
             (2 if scope.takes_log else 0, self.stmt_log_append),
             (3 if can_nest else 0, self.stmt_if),
             (2 if can_nest else 0, self.stmt_for_range),
@@ -314,6 +316,21 @@ class ProgramGenerator:
         new = self.fresh("t")
         self.emit(f"{new} = {name}")
         scope.vars[new] = t
+
+    def stmt_residual(self, scope: Scope) -> None:
+        """`res = x; x = f(x); x = res + g(x)`: the old tensor stays live under a second name while
+        the first is rebound, and waits on the value stack while g (maybe a break) runs."""
+        targets = [(n, t) for n, t in scope.tensors() if n not in scope.frozen]
+        if not targets:
+            return self.stmt_new_tensor(scope)
+        name, t = self.pick(targets)
+        self.use("residual")
+        res = self.fresh("res")
+        self.emit(f"{res} = {name}")
+        self.emit(f"{name} = {self.tensor_expr(scope, t.shape, 2)}")
+        scope.vars[res] = t
+        op = self.pick(["+", "-", "*"])
+        self.emit(f"{name} = {res} {op} {self.tensor_expr(scope, t.shape, 2)}")
 
     def stmt_log_append(self, scope: Scope) -> None:
         self.use("log_append")
@@ -585,6 +602,9 @@ class ProgramGenerator:
                 return f"{name}.dim()"
             if roll < 0.3 and scope.seqs():
                 return f"len({self.pick(scope.seqs())[0]})"
+            if roll < 0.35 and scope.tensors():
+                self.use("scalar_conversion")  # Tensor.__int__ reads data: a break inside the expression
+                return f"int(({self.pick(scope.tensors())[0]} > 0).sum())"
             if roll < 0.4:
                 for name, seq in scope.seqs():
                     if INT in seq.items:
@@ -594,6 +614,9 @@ class ProgramGenerator:
             return f"({self.number_expr(scope, INT, sub)} {op} {self.number_expr(scope, INT, sub)})"
         if roll < 0.2:
             return f"float({self.number_expr(scope, INT, sub)})"
+        if roll < 0.25 and scope.tensors():
+            self.use("scalar_conversion")
+            return f"float({self.pick(scope.tensors())[0]}.{self.pick(['sum', 'mean', 'max'])}())"
         if roll < 0.3:
             for name, seq in scope.seqs():
                 if FLOAT in seq.items:
