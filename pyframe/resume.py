@@ -35,6 +35,7 @@ class ResumeInfo:
     offset: int                  # bytecode offset in the original where it continues
     stack: tuple[bool, ...]      # for each stack slot it rebuilds: True for a NULL
     args: tuple[str, ...]        # its positional parameters, in order
+    added: int                   # real instructions its prologue has beyond the original's
 
 
 def instruction_offsets(code: types.CodeType) -> list[int]:
@@ -100,6 +101,40 @@ def resume_code(code: types.CodeType, target: int, stack: tuple[bool, ...], live
     bc.freevars = list(code.co_freevars)
     new_code = bc.to_code()
     per_code[key] = new_code
-    origins[new_code] = ResumeInfo(code, offset, stack, tuple(args))
+    added = len(stack) + 1 - len(passed_cells & _made_cells(code))
+    origins[new_code] = ResumeInfo(code, offset, stack, tuple(args), added)
     return new_code
+
+
+def _made_cells(code: types.CodeType) -> set[str]:
+    return {i.arg.name for i in Bytecode.from_code(code) if isinstance(i, Instr) and i.name == "MAKE_CELL"}
+
+
+def first_real(instructions: list, index: int) -> int:
+    """The first real instruction at or after `index`: a label and the instruction after it are
+    the same place, and exception ranges go by offset, so a place has one resume function."""
+    while index < len(instructions) and not isinstance(instructions[index], Instr):
+        index += 1
+    return index
+
+
+def original_position(code: types.CodeType, instructions: list, index: int) -> tuple[types.CodeType, list, int]:
+    """Where `instructions[index]` of `code` stands in the code a resume function was made from.
+
+    A resume function's body is its original's instructions after a longer prologue, so a break in
+    it (the next turn of a loop, say) resumes the *original* at the same place: one resume function
+    serves every turn instead of a new one per turn. For other code: itself, unchanged.
+    """
+    info = origins.get(code)
+    if info is None:
+        return code, instructions, index
+    real = sum(1 for inst in instructions[:index] if isinstance(inst, Instr)) - info.added
+    original = list(Bytecode.from_code(info.original))
+    seen = 0
+    for j, inst in enumerate(original):
+        if isinstance(inst, Instr):
+            if seen == real:
+                return info.original, original, j
+            seen += 1
+    return info.original, original, len(original)
 

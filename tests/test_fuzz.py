@@ -19,7 +19,6 @@ import logging
 import warnings
 
 import pytest
-import torch
 
 from tests.fuzz.generator import FEATURES, FLOAT, INT, Param, Program, TensorT, generate_program
 from tests.fuzz.minimize import minimize
@@ -215,8 +214,8 @@ def _run_batch(seeds: range, known: dict[int, str]) -> None:
 
 
 def _batches(seeds: range, size: int) -> list:
-    return [pytest.param(range(start, min(start + size, seeds.stop)), id=f"seeds{start}-{min(start + size, seeds.stop) - 1}")
-            for start in range(seeds.start, seeds.stop, size)]
+    batches = [range(start, min(start + size, seeds.stop)) for start in range(seeds.start, seeds.stop, size)]
+    return [pytest.param(b, id=f"seeds{b.start}-{b.stop - 1}") for b in batches]
 
 
 @pytest.mark.parametrize("seeds", _batches(DEFAULT_SEEDS, DEFAULT_BATCH))

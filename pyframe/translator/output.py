@@ -27,7 +27,7 @@ from bytecode import BinaryOp, CellVar, FreeVar, Instr, Label
 from ..backends import CompiledGraph
 from ..codegen import PyCodegen, make_code
 from ..exc import Unsupported
-from ..resume import resume_code
+from ..resume import first_real, original_position, resume_code
 from ..source import CellContentsSource, LocalSource
 from .analysis import enclosing_handlers, live_locals
 from .instructions import InstructionTranslator
@@ -154,7 +154,10 @@ def finish_break(tx: InstructionTranslator, index: int, reason: Unsupported,
     bound = {n for n in tx.code.co_varnames + tx.code.co_cellvars if n in tx.locals or n in tx.frame_values}
     # Closures read cells without a LOAD_DEREF in this code: every bound cell counts as live.
     cells = bound & set(tx.code.co_cellvars)
-    lives = [tuple(sorted((live_locals(tx.instructions, target) & bound) | cells)) for target, _ in exits]
+    # Resume the original code (not a resume function of it): each place gets one resume function.
+    targets = [original_position(tx.code, tx.instructions, first_real(tx.instructions, target))
+               for target, _ in exits]
+    lives = [tuple(sorted((live_locals(instrs, target) & bound) | cells)) for _, instrs, target in targets]
     # Plain locals are passed to the resume function rebuilt from their traced values (their slots
     # keep the entry values every Source reads). Cells are synced first: closures see them.
     live_values = [tx.locals[n] for n in set().union(*lives) if n in tx.locals]
@@ -180,11 +183,11 @@ def finish_break(tx: InstructionTranslator, index: int, reason: Unsupported,
 
     resumes = []
     built_before_branch = dict(cg.rebuilt)
-    for (target, results), live, label in zip(exits, lives, exit_labels):
+    for (_, results), (original, _, target), live, label in zip(exits, targets, lives, exit_labels):
         cg.instructions.append(label)
         cg.rebuilt = dict(built_before_branch)  # each exit is its own path at run time
         stack_shape = tuple(isinstance(v, NullVariable) for v in lower) + (False,) * results
-        code = resume_code(tx.code, target, stack_shape, live)
+        code = resume_code(original, target, stack_shape, live)
         resumes.append(code)
         _emit_resume_call(tx, cg, code, [v for v in lower if not isinstance(v, NullVariable)], results, live)
     return TranslationResult(make_code(tx.code, tx.prologue(), cg.instructions), graphs, reason, resumes)

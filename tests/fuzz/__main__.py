@@ -12,7 +12,6 @@ import sys
 import time
 import warnings
 
-from .generator import generate_program
 from .minimize import minimize
 from .runner import check_seed, make_inputs
 
