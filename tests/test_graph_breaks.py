@@ -177,3 +177,17 @@ def test_explain_toy_example():
     text = str(out)
     assert text.startswith("Graph Count: 2\nGraph Break Count: 1\nOp Count: 6")
     assert _C.get_cache_entries(toy_example.__code__) == []  # nothing left behind
+
+
+def numpy_in_locals(x, arr):
+    return torch.from_numpy(arr * 2) + x
+
+
+def test_a_numpy_array_in_the_frame_is_an_opaque_value_not_an_internal_error(caplog):
+    np = pytest.importorskip("numpy")
+    x, arr = torch.ones(3), np.ones(3, dtype=np.float32)
+    with caplog.at_level("WARNING", logger="pyframe"):
+        torch.testing.assert_close(pyframe.optimize("eager")(numpy_in_locals)(x, arr), numpy_in_locals(x, arr))
+    assert not [r for r in caplog.records if "internal error" in r.getMessage()]
+    record = pyframe.convert_frame.records_for(numpy_in_locals.__code__)[-1]
+    assert record.status == "compiled" and record.error is not None  # a graph break, not a skip

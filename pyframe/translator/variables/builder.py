@@ -96,7 +96,7 @@ def wrap(tx: "InstructionTranslator", value: Any, source: Source | None, guard: 
             if source is not None and guards is not None:
                 guards.add(AttrSource(source, "__code__"), GuardKind.ID_MATCH, value.__code__)
         return UserFunctionVariable(value, source)
-    if value in GRAD_MODE_CLASSES:
+    if isinstance(value, type) and value in GRAD_MODE_CLASSES:
         add(GuardKind.ID_MATCH, value)
         return GradModeClassVariable(value, source)
     if isinstance(value, (type, types.CodeType)):

@@ -56,10 +56,12 @@ def _overrides_torch_function(vt: VariableTracker, tx) -> bool:
 
 def is_torch_op(value: Any) -> bool:
     """A torch function, Tensor method or aten op that belongs in the graph."""
-    if isinstance(value, (torch._ops.OpOverloadPacket, torch._ops.OpOverload)) or value in _TORCH_FUNCTION_QUERIES:
+    if isinstance(value, (torch._ops.OpOverloadPacket, torch._ops.OpOverload)):
         return True
     if not isinstance(value, (types.BuiltinFunctionType, types.FunctionType, types.MethodDescriptorType)):
-        return False
+        return False  # (and set lookups below only ever see hashable functions)
+    if value in _TORCH_FUNCTION_QUERIES:
+        return True
     if _is_compiling_query(value):
         return True
     if isinstance(value, types.MethodDescriptorType):
