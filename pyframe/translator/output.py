@@ -160,7 +160,7 @@ def finish_break(tx: InstructionTranslator, index: int, reason: Unsupported,
     lives = [tuple(sorted((live_locals(instrs, target) & bound) | cells)) for _, instrs, target in targets]
     # Plain locals are passed to the resume function rebuilt from their traced values (their slots
     # keep the entry values every Source reads). Cells are synced first: closures see them.
-    live_values = [tx.locals[n] for n in set().union(*lives) if n in tx.locals]
+    live_values = [tx.locals[n] for n in sorted(set().union(*lives)) if n in tx.locals]
 
     cg = PyCodegen(tx.code)
     cg.lineno = inst.lineno or tx.code.co_firstlineno
