@@ -41,11 +41,10 @@ static void pf_entries_free(PfEntry *list, bool drop_refs) {
     }
 }
 
-// Takes every entry out of `s`. Returns the list to free now, or nullptr if a lookup is running
-// (the entries are then marked dead and parked until the state is idle).
-static PfEntry *pf_detach_entries(PfExtraState *s) {
-    PfEntry *list = s->entries;
-    s->entries = nullptr;
+// What a list detached from `s` becomes: when no lookup is running, the list to free now (with
+// the graveyard); during a lookup, its entries are marked dead and parked in the graveyard until
+// the state is idle (nullptr: nothing to free now).
+static PfEntry *pf_release(PfExtraState *s, PfEntry *list) {
     if (s->busy == 0) {
         PfEntry *grave = s->graveyard;
         s->graveyard = nullptr;
@@ -71,6 +70,13 @@ static PfEntry *pf_detach_entries(PfExtraState *s) {
     return nullptr;
 }
 
+// Takes every entry out of `s` (see pf_release for what is returned).
+static PfEntry *pf_detach_entries(PfExtraState *s) {
+    PfEntry *list = s->entries;
+    s->entries = nullptr;
+    return pf_release(s, list);
+}
+
 // The callback an entry belongs to (borrowed), or nullptr once a weakly held owner died.
 static PyObject *pf_entry_owner(const PfEntry *e) {
     if (e->owner == nullptr || !PyWeakref_CheckRef(e->owner)) {
@@ -80,8 +86,7 @@ static PyObject *pf_entry_owner(const PfEntry *e) {
     return obj == Py_None ? nullptr : obj;
 }
 
-// Takes the entries of `owner` out of `s`, keeping the others in order; like pf_detach_entries,
-// returns the list to free now, or nullptr if a lookup is running (they are parked as dead).
+// Takes the entries of `owner` out of `s`, keeping the others in order (see pf_release).
 static PfEntry *pf_detach_owned(PfExtraState *s, PyObject *owner) {
     PfEntry *keep = nullptr, **keep_tail = &keep, *gone = nullptr, **gone_tail = &gone;
     for (PfEntry *e = s->entries; e != nullptr;) {
@@ -93,17 +98,7 @@ static PfEntry *pf_detach_owned(PfExtraState *s, PyObject *owner) {
         e = next;
     }
     s->entries = keep;
-    if (gone == nullptr || s->busy == 0) {
-        return gone;
-    }
-    PfEntry *last = gone;
-    for (PfEntry *e = gone; e != nullptr; e = e->next) {
-        e->dead = 1;
-        last = e;
-    }
-    last->next = s->graveyard;
-    s->graveyard = gone;
-    return nullptr;
+    return pf_release(s, gone);
 }
 
 extern "C" {
