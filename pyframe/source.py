@@ -18,10 +18,6 @@ class Source:
     def name(self) -> str:
         raise NotImplementedError
 
-    @property
-    def root(self) -> "Source":
-        return self
-
     def placeholder_name(self) -> str:
         """`L['self']._modules['linear']` -> `L_self_modules_linear_` (torch._dynamo's naming)."""
         return re.sub(r"[^a-zA-Z0-9]+", "_", self.name())
@@ -85,10 +81,6 @@ class ClosureSource(Source):
 @dataclass(frozen=True)
 class ChildSource(Source):
     base: Source
-
-    @property
-    def root(self) -> Source:
-        return self.base.root
 
 
 @dataclass(frozen=True)

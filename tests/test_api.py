@@ -1,9 +1,7 @@
 """The public API: optimize as decorator and context manager, modules, disable, reset, errors."""
 from __future__ import annotations
 
-import sys
 import threading
-import warnings
 
 import pytest
 import torch

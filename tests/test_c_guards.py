@@ -2,6 +2,7 @@
 fetch-once semantics, texts, and the same trees checked by the hook through fast-local slots."""
 import collections
 import gc
+import weakref
 
 import pytest
 import torch
@@ -46,12 +47,13 @@ def test_id_match_strong_and_weak():
     assert check(strong, {"x": None}) and not check(strong, {"x": 0})
 
     victim = Obj()
-    weak = one_leaf("x", lambda n: n.add_id_match(victim))
+    victim_ref = weakref.ref(victim)
+    weak = one_leaf("x", lambda n, target=victim: n.add_id_match(target))
     assert check(weak, {"x": victim})
     del victim
     gc.collect()
-    # the guard did not keep it alive, and fails once it died (whatever now has its id)
-    assert not check(weak, {"x": Obj()})
+    assert victim_ref() is None  # the guard did not keep it alive
+    assert not check(weak, {"x": Obj()})  # and it fails once it died (whatever now has its id)
 
 
 def test_equals_match_needs_same_type():

@@ -6,8 +6,6 @@ report state or metadata (`torch.is_tensor`, `torch.is_floating_point`) fold to 
 """
 from __future__ import annotations
 
-import math
-import operator
 import types
 from typing import Any
 
