@@ -231,6 +231,17 @@ bool int_tuple_equals(PyObject *seq, const std::vector<int64_t> &expected) {
 // equivalent, else `stride()`), cheapest and most selective first. Each read is one C call into
 // torch's getter; torch's own error/warning/torch-function handling inside each getter is the
 // floor (about 30 ns per read on the reference machine), not anything done here.
+// `pred(value)` for a freshly read value, released afterwards; a failed read (NULL) is false.
+template <class Pred>
+inline bool holds(PyObject *value, Pred pred) {
+    if (value == nullptr) {
+        return false;
+    }
+    bool ok = pred(value);
+    Py_DECREF(value);
+    return ok;
+}
+
 class TensorMatch final : public Leaf {
 public:
     TensorMatch(py::object tp, py::object dtype, py::object device, std::vector<int64_t> sizes,
@@ -281,69 +292,19 @@ public:
         }
         const bool fast = version_tag_ != 0 && tp_->tp_version_tag == version_tag_;
 
-        PyObject *r = dtype_get_.read(v, fast);
-        if (r == nullptr) {
-            return false;
-        }
-        bool ok = r == dtype_.ptr();  // dtypes are singletons
-        Py_DECREF(r);
-        if (!ok) {
-            return false;
-        }
-
-        if (device_is_cpu_) {
-            r = is_cpu_get_.read(v, fast);
-            if (r == nullptr) {
-                return false;
-            }
-            ok = r == Py_True;
-        } else {
-            r = device_get_.read(v, fast);
-            if (r == nullptr) {
-                return false;
-            }
-            ok = PyObject_RichCompareBool(r, device_.ptr(), Py_EQ) == 1;
-        }
-        Py_DECREF(r);
-        if (!ok) {
-            return false;
-        }
-
-        r = requires_grad_get_.read(v, fast);
-        if (r == nullptr) {
-            return false;
-        }
-        ok = r == (requires_grad_ ? Py_True : Py_False);
-        Py_DECREF(r);
-        if (!ok) {
-            return false;
-        }
-
-        r = shape_get_.read(v, fast);
-        if (r == nullptr) {
-            return false;
-        }
-        ok = int_tuple_equals(r, sizes_);
-        Py_DECREF(r);
-        if (!ok) {
-            return false;
-        }
-
-        if (use_contiguity_) {
-            r = is_contiguous_call_.call(v, fast);
-            if (r == nullptr) {
-                return false;
-            }
-            ok = r == Py_True;
-        } else {
-            r = stride_call_.call(v, fast);
-            if (r == nullptr) {
-                return false;
-            }
-            ok = int_tuple_equals(r, strides_);
-        }
-        Py_DECREF(r);
-        return ok;
+        // Each read is a new reference (or NULL: the check fails); cheapest and most selective first.
+        return holds(dtype_get_.read(v, fast), [&](PyObject *r) { return r == dtype_.ptr(); })  // singletons
+            && (device_is_cpu_
+                    ? holds(is_cpu_get_.read(v, fast), [](PyObject *r) { return r == Py_True; })
+                    : holds(device_get_.read(v, fast), [&](PyObject *r) {
+                          return PyObject_RichCompareBool(r, device_.ptr(), Py_EQ) == 1;
+                      }))
+            && holds(requires_grad_get_.read(v, fast),
+                     [&](PyObject *r) { return r == (requires_grad_ ? Py_True : Py_False); })
+            && holds(shape_get_.read(v, fast), [&](PyObject *r) { return int_tuple_equals(r, sizes_); })
+            && (use_contiguity_
+                    ? holds(is_contiguous_call_.call(v, fast), [](PyObject *r) { return r == Py_True; })
+                    : holds(stride_call_.call(v, fast), [&](PyObject *r) { return int_tuple_equals(r, strides_); }));
     }
 
     static std::vector<int64_t> contiguous_strides(const std::vector<int64_t> &sizes) {
