@@ -1,7 +1,8 @@
-// guards.h - shared by the two C++ files of the guard trees (not part of the C/C++ interface,
+// guards.h - shared by the C++ files of the guard trees (not part of the C/C++ interface,
 // which is pyframe.h):
-//   leaves.cpp  the leaf checks (TYPE_MATCH, ID_MATCH, ..., TENSOR_MATCH), behind factories
-//   guards.cpp  the tree (GuardManager, RootGuardManager), its bindings and the C entry points
+//   leaves.cpp        the leaf checks (TYPE_MATCH, ID_MATCH, ...), behind factories
+//   tensor_match.cpp  TENSOR_MATCH (the one file that includes torch's headers)
+//   guards.cpp        the tree (GuardManager, RootGuardManager), its bindings and the C entry points
 #ifndef PYFRAME_GUARDS_H
 #define PYFRAME_GUARDS_H
 

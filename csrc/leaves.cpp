@@ -1,10 +1,8 @@
 // leaves.cpp - the leaf checks of pyframe's guard trees (docs/c_layer.md section 5).
 //
 // Every check() runs on the hook's hit path, so it uses the raw CPython API: identity before
-// equality, exact-type tests before anything that can call Python code. TENSOR_MATCH knows
-// nothing of libtorch: it reads a tensor's metadata through the getset descriptors and methods
-// the tensor type exposes to Python, resolved once when the guard is built and called through
-// their C function pointers on every check.
+// equality, exact-type tests before anything that can call Python code. TENSOR_MATCH is in
+// tensor_match.cpp, the one file that includes torch's headers.
 #include "guards.h"
 
 #include <utility>
@@ -135,201 +133,6 @@ private:
     py::object fn_, expected_;
 };
 
-// ---- TENSOR_MATCH -----------------------------------------------------------------------------
-
-// One attribute read, either through the getset descriptor's C getter found on the type (fast),
-// or by plain getattr with an interned name (fallback: the descriptor is not a C getset, or the
-// type was modified since).
-struct AttrReader {
-    getter get = nullptr;
-    void *closure = nullptr;
-    py::object name;
-
-    void resolve(PyTypeObject *tp, const char *attr) {
-        name = py::reinterpret_steal<py::object>(PyUnicode_InternFromString(attr));
-        if (!name) {
-            throw py::error_already_set();
-        }
-        PyObject *descr = _PyType_Lookup(tp, name.ptr());  // borrowed
-        if (descr != nullptr && Py_TYPE(descr) == &PyGetSetDescr_Type) {
-            PyGetSetDef *def = ((PyGetSetDescrObject *)descr)->d_getset;
-            get = def->get;
-            closure = def->closure;
-        }
-    }
-    PyObject *read(PyObject *v, bool fast) const {
-        return (fast && get != nullptr) ? get(v, closure) : PyObject_GetAttr(v, name.ptr());
-    }
-};
-
-// A no-argument method call through the method descriptor's C function (tensor.stride()).
-// Unlike getattr, this ignores an instance attribute shadowing the method (methods are non-data
-// descriptors); tensors with an instance attribute named `stride`/`is_contiguous` are not worth
-// a dict lookup per check.
-struct MethodCaller {
-    PyMethodDef *def = nullptr;
-    py::object name;
-    py::object empty_tuple;
-
-    void resolve(PyTypeObject *tp, const char *attr) {
-        name = py::reinterpret_steal<py::object>(PyUnicode_InternFromString(attr));
-        if (!name) {
-            throw py::error_already_set();
-        }
-        empty_tuple = py::tuple();
-        PyObject *descr = _PyType_Lookup(tp, name.ptr());
-        if (descr != nullptr && Py_TYPE(descr) == &PyMethodDescr_Type) {
-            def = ((PyMethodDescrObject *)descr)->d_method;
-        }
-    }
-    PyObject *call(PyObject *v, bool fast) const {
-        if (fast && def != nullptr) {
-            int kind = def->ml_flags & (METH_VARARGS | METH_FASTCALL | METH_NOARGS | METH_O |
-                                        METH_KEYWORDS | METH_METHOD);
-            PyCFunction meth = def->ml_meth;
-            switch (kind) {
-                case METH_NOARGS:
-                    return meth(v, nullptr);
-                case METH_VARARGS:
-                    return meth(v, empty_tuple.ptr());
-                case METH_VARARGS | METH_KEYWORDS:
-                    return ((PyCFunctionWithKeywords)(void (*)(void))meth)(v, empty_tuple.ptr(),
-                                                                           nullptr);
-                case METH_FASTCALL:
-                    return ((_PyCFunctionFast)(void (*)(void))meth)(v, nullptr, 0);
-                case METH_FASTCALL | METH_KEYWORDS:
-                    return ((_PyCFunctionFastWithKeywords)(void (*)(void))meth)(v, nullptr, 0,
-                                                                                nullptr);
-                default:
-                    break;
-            }
-        }
-        return PyObject_CallMethodNoArgs(v, name.ptr());
-    }
-};
-
-// Is `seq` a tuple of ints equal to `expected`? (torch.Size and stride() results are tuples.)
-bool int_tuple_equals(PyObject *seq, const std::vector<int64_t> &expected) {
-    if (!PyTuple_Check(seq) || PyTuple_GET_SIZE(seq) != (Py_ssize_t)expected.size()) {
-        return false;
-    }
-    for (size_t i = 0; i < expected.size(); i++) {
-        PyObject *item = PyTuple_GET_ITEM(seq, i);
-        if (!PyLong_Check(item)) {
-            return false;
-        }
-        long long x = PyLong_AsLongLong(item);
-        if (x != expected[i] || (x == -1 && PyErr_Occurred())) {
-            return false;
-        }
-    }
-    return true;
-}
-
-// type(v) is tp, then dtype (identity), device (the `is_cpu` getter for a plain CPU device,
-// else v.device == device), requires_grad, shape, and strides (`is_contiguous()` when that is
-// equivalent, else `stride()`), cheapest and most selective first. Each read is one C call into
-// torch's getter; torch's own error/warning/torch-function handling inside each getter is the
-// floor (about 30 ns per read on the reference machine), not anything done here.
-// `pred(value)` for a freshly read value, released afterwards; a failed read (NULL) is false.
-template <class Pred>
-inline bool holds(PyObject *value, Pred pred) {
-    if (value == nullptr) {
-        return false;
-    }
-    bool ok = pred(value);
-    Py_DECREF(value);
-    return ok;
-}
-
-class TensorMatch final : public Leaf {
-public:
-    TensorMatch(py::object tp, py::object dtype, py::object device, std::vector<int64_t> sizes,
-                std::vector<int64_t> strides, bool requires_grad, std::string text)
-        : Leaf(std::move(text)),
-          tp_obj_(std::move(tp)),
-          dtype_(std::move(dtype)),
-          device_(std::move(device)),
-          sizes_(std::move(sizes)),
-          strides_(std::move(strides)),
-          requires_grad_(requires_grad) {
-        if (!PyType_Check(tp_obj_.ptr())) {
-            throw py::type_error("add_tensor_match: tp must be a type");
-        }
-        tp_ = (PyTypeObject *)tp_obj_.ptr();
-        // A CPU device without an index: the cheap boolean getter `is_cpu` decides, no
-        // torch.device object is built per check.
-        if (py::hasattr(device_, "type") && py::hasattr(device_, "index")) {
-            device_is_cpu_ = py::str(device_.attr("type")).cast<std::string>() == "cpu" &&
-                             device_.attr("index").is_none();
-        }
-        // With every size >= 2, is_contiguous() holds exactly when the strides are the
-        // row-major ones (size-1 and size-0 dims are where it is lenient), and it costs one
-        // bool instead of building a tuple.
-        use_contiguity_ = strides_ == contiguous_strides(sizes_);
-        for (int64_t s : sizes_) {
-            use_contiguity_ = use_contiguity_ && s >= 2;
-        }
-        is_contiguous_call_.resolve(tp_, "is_contiguous");
-        dtype_get_.resolve(tp_, "dtype");
-        is_cpu_get_.resolve(tp_, "is_cpu");
-        device_get_.resolve(tp_, "device");
-        requires_grad_get_.resolve(tp_, "requires_grad");
-        shape_get_.resolve(tp_, "shape");
-        stride_call_.resolve(tp_, "stride");
-        // The resolved descriptors stay right while the type (and its bases) are unchanged:
-        // CPython bumps tp_version_tag on any change. Attribute lookup must also be the
-        // generic one (no __getattr__/__getattribute__ in Python).
-        if (PyType_HasFeature(tp_, Py_TPFLAGS_VALID_VERSION_TAG) &&
-            tp_->tp_getattro == PyObject_GenericGetAttr) {
-            version_tag_ = tp_->tp_version_tag;
-        }
-    }
-
-    bool check(PyObject *v) override {
-        if (Py_TYPE(v) != tp_) {
-            return false;  // not a tensor (or another subclass): fail before any attribute read
-        }
-        const bool fast = version_tag_ != 0 && tp_->tp_version_tag == version_tag_;
-
-        // Each read is a new reference (or NULL: the check fails); cheapest and most selective first.
-        return holds(dtype_get_.read(v, fast), [&](PyObject *r) { return r == dtype_.ptr(); })  // singletons
-            && (device_is_cpu_
-                    ? holds(is_cpu_get_.read(v, fast), [](PyObject *r) { return r == Py_True; })
-                    : holds(device_get_.read(v, fast), [&](PyObject *r) {
-                          return PyObject_RichCompareBool(r, device_.ptr(), Py_EQ) == 1;
-                      }))
-            && holds(requires_grad_get_.read(v, fast),
-                     [&](PyObject *r) { return r == (requires_grad_ ? Py_True : Py_False); })
-            && holds(shape_get_.read(v, fast), [&](PyObject *r) { return int_tuple_equals(r, sizes_); })
-            && (use_contiguity_
-                    ? holds(is_contiguous_call_.call(v, fast), [](PyObject *r) { return r == Py_True; })
-                    : holds(stride_call_.call(v, fast), [&](PyObject *r) { return int_tuple_equals(r, strides_); }));
-    }
-
-    static std::vector<int64_t> contiguous_strides(const std::vector<int64_t> &sizes) {
-        std::vector<int64_t> out(sizes.size());
-        int64_t z = 1;
-        for (size_t i = sizes.size(); i-- > 0;) {
-            out[i] = z;
-            z *= sizes[i];
-        }
-        return out;
-    }
-
-private:
-    py::object tp_obj_;
-    PyTypeObject *tp_ = nullptr;
-    py::object dtype_, device_;
-    std::vector<int64_t> sizes_, strides_;
-    bool requires_grad_;
-    bool device_is_cpu_ = false;
-    bool use_contiguity_ = false;
-    unsigned int version_tag_ = 0;
-    AttrReader dtype_get_, is_cpu_get_, device_get_, requires_grad_get_, shape_get_;
-    MethodCaller stride_call_, is_contiguous_call_;
-};
-
 }  // namespace
 
 LeafPtr make_type_match(py::object tp, std::string text) {
@@ -352,13 +155,6 @@ LeafPtr make_dict_keys_match(py::tuple keys, std::string text) {
 }
 LeafPtr make_call_match(py::object fn, py::object expected, std::string text) {
     return std::make_unique<CallMatch>(std::move(fn), std::move(expected), std::move(text));
-}
-LeafPtr make_tensor_match(py::object tp, py::object dtype, py::object device,
-                          std::vector<int64_t> sizes, std::vector<int64_t> strides,
-                          bool requires_grad, std::string text) {
-    return std::make_unique<TensorMatch>(std::move(tp), std::move(dtype), std::move(device),
-                                         std::move(sizes), std::move(strides), requires_grad,
-                                         std::move(text));
 }
 
 }  // namespace pyframe

@@ -5,6 +5,8 @@
 
 See docs/c_layer.md for the C layer and README.md for the data flow of one call.
 """
+import torch  # noqa: F401  (first: it loads libc10 and libtorch_python, which _C links)
+
 from . import _C, config, convert_frame, exc
 from .backends import list_backends, lookup_backend, register_backend
 from .debug.explain import explain

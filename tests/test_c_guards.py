@@ -377,3 +377,23 @@ def test_hook_reads_fast_locals_by_slot_and_globals():
     finally:
         K = 1
         _C.reset()
+
+
+def test_tensor_match_reads_that_throw_fail_the_check():
+    # A sparse tensor has the same type, dtype, device and sizes, but no strides: torch throws
+    # while reading them, and the check fails instead of raising or crashing.
+    root = tensor_root(torch.randn(3, 4))
+    sparse = torch.randn(3, 4).to_sparse()
+    assert not check(root, {"t": sparse})
+    assert root.first_failure({"t": sparse}, G, B) == "check_tensor(t)"
+
+
+def test_tensor_match_rejects_what_is_not_tensor_metadata():
+    t = torch.randn(2)
+    node = _C.RootGuardManager().local("t", 0)
+    with pytest.raises(TypeError, match="torch.Tensor"):
+        node.add_tensor_match(list, t.dtype, t.device, (2,), (1,), False, "x")
+    with pytest.raises(TypeError, match="torch.dtype"):
+        node.add_tensor_match(torch.Tensor, "float32", t.device, (2,), (1,), False, "x")
+    with pytest.raises(TypeError, match="torch.device"):
+        node.add_tensor_match(torch.Tensor, t.dtype, "cpu", (2,), (1,), False, "x")
