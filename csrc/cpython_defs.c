@@ -360,6 +360,30 @@ pf_datastack_pop(PyThreadState *tstate, _PyInterpreterFrame *frame)
     }
 }
 
+/* ---- versions of dicts and instance dicts (guard trees skipping unchanged subtrees) --------- */
+
+/* 3.11 bumps a dict's ma_version_tag (from one global counter) on every change of its contents,
+   so an unchanged tag means an unchanged dict. (3.12 keeps the field, with watcher bits in its
+   low byte; 3.14 removes it.) */
+unsigned long long pf_dict_version(PyObject *dict)
+{
+    return ((PyDictObject *)dict)->ma_version_tag;
+}
+
+/* The instance dict of `obj`, or NULL if it has none (no exception left set). In 3.11 an object
+   of a heap type may keep its attributes in inline values instead of a dict; asking for the dict
+   pointer materializes the dict, and from then on every attribute store goes through it (and so
+   bumps its version). Borrowed. */
+PyObject *pf_instance_dict(PyObject *obj)
+{
+    PyObject **dictptr = _PyObject_GetDictPtr(obj);
+    if (dictptr == NULL) {
+        PyErr_Clear();
+        return NULL;
+    }
+    return *dictptr;
+}
+
 #else
 /* Each function above mirrors a 3.11 source (frame.c, frameobject.c, pystate.c, codeobject.c):
    re-check every one of them, and csrc/eval_frame.c, against the new version before porting. */

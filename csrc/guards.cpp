@@ -30,6 +30,109 @@ struct FrameView {
     PyObject *closure = nullptr;  // tuple of cells, None or NULL
 };
 
+// ---- unchanged subtrees ------------------------------------------------------------------------
+//
+// A node whose value is pinned by an ID_MATCH (a module, say) may skip its whole subtree on later
+// checks while nothing the subtree read has changed. The first check that runs the subtree in full
+// and passes also records a Snapshot: for every object whose attributes it read, the object's
+// type (and the type's version tag) and its instance dict's version; for every dict whose items
+// it read or whose value it checked, that dict's version. CPython changes a dict's version on
+// every change of its contents and a type's version tag on every change of the type or its
+// bases, so while the snapshot holds, every value the subtree would fetch is the same object as
+// last time, and every check on it gives the same answer, provided that:
+//   * each attribute came from the instance dict (no property or other data descriptor, no
+//     Python __getattribute__), each item from an exact dict or a tuple;
+//   * each value checked by its value (==, len, is None) is immutable, or a dict (versioned);
+//   * tensors are not changed in place in ways a TENSOR_MATCH sees (`p.data = other`,
+//     `p.requires_grad_()` on a parameter): the one assumption, the same one torch._dynamo makes
+//     by default (skip_tensor_guards_with_matching_dict_tags).
+// A subtree that breaks one of these records an unsafe snapshot and is always checked in full.
+// The facts are checked parent first, so each object a fact names is alive when it is read: the
+// root object by its ID_MATCH, every other one because the dict holding it did not change.
+
+struct Tag {
+    PyObject *obj;                    // borrowed (see above)
+    PyTypeObject *type;               // nullptr: the type is not part of this fact
+    unsigned int type_version;
+    PyObject *dict;                   // obj's instance dict, or obj itself; nullptr: none
+    unsigned long long dict_version;
+
+    bool holds() const {
+        if (type != nullptr && (Py_TYPE(obj) != type || type->tp_version_tag != type_version)) {
+            return false;
+        }
+        if (dict != nullptr) {
+            if (dict != obj && pf_instance_dict(obj) != dict) {
+                return false;  // a new __dict__ was assigned
+            }
+            return pf_dict_version(dict) == dict_version;
+        }
+        return true;
+    }
+};
+
+struct Snapshot {
+    std::vector<Tag> tags;  // parent first
+    bool safe = true;
+
+    bool holds() const {
+        for (const Tag &t : tags) {
+            if (!t.holds()) {
+                return false;
+            }
+        }
+        return true;
+    }
+    void type_of(PyObject *obj) {
+        PyTypeObject *tp = Py_TYPE(obj);
+        if (!PyType_HasFeature(tp, Py_TPFLAGS_VALID_VERSION_TAG)) {
+            safe = false;
+            return;
+        }
+        tags.push_back(Tag{obj, tp, tp->tp_version_tag, nullptr, 0});
+    }
+    void dict(PyObject *d) { tags.push_back(Tag{d, nullptr, 0, d, pf_dict_version(d)}); }
+};
+
+bool is_immutable(PyObject *v) {
+    if (v == Py_None || PyBool_Check(v) || PyLong_CheckExact(v) || PyFloat_CheckExact(v) ||
+        PyUnicode_CheckExact(v) || PyBytes_CheckExact(v) || PyComplex_CheckExact(v)) {
+        return true;
+    }
+    if (PyTuple_CheckExact(v)) {
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(v); i++) {
+            if (!is_immutable(PyTuple_GET_ITEM(v, i))) {
+                return false;
+            }
+        }
+        return true;
+    }
+    return false;
+}
+
+// Does getattr(obj, name) return the instance dict's entry (so the dict's version covers it)?
+bool attr_is_from_instance_dict(PyObject *obj, PyObject *name, PyObject *value) {
+    static PyObject *getattribute = PyUnicode_InternFromString("__getattribute__");
+    static PyObject *generic = _PyType_Lookup(&PyBaseObject_Type, getattribute);
+    PyTypeObject *tp = Py_TYPE(obj);
+    if (tp->tp_getattro != PyObject_GenericGetAttr && _PyType_Lookup(tp, getattribute) != generic) {
+        return false;  // a Python __getattribute__ (a Python __getattr__ is fine: it runs on misses)
+    }
+    PyObject *descr = _PyType_Lookup(tp, name);
+    if (descr != nullptr && Py_TYPE(descr)->tp_descr_set != nullptr) {
+        return false;  // a data descriptor wins over the instance dict
+    }
+    PyObject *dict = pf_instance_dict(obj);
+    if (dict == nullptr) {
+        return false;
+    }
+    PyObject *found = PyDict_GetItemWithError(dict, name);
+    if (found == nullptr) {
+        PyErr_Clear();
+    }
+    return found == value;
+}
+
 }  // namespace
 
 // ---- nodes ------------------------------------------------------------------------------------
@@ -149,18 +252,51 @@ public:
     }
 
     // Leaves first (in the order added), then children. false on the first failure.
-    bool check_value(PyObject *v) const {
+    // `skip`: a pinned node may skip its children while its snapshot holds. `record`: the
+    // snapshot of an enclosing pinned node being recorded (its facts about this subtree go there).
+    bool check_value(PyObject *v, bool skip, Snapshot *record) const {
         for (const auto &leaf : leaves_) {
             if (!leaf->check(v)) {
                 return false;
             }
         }
+        if (!skip || !pinned()) {
+            if (record != nullptr) {
+                record_facts(v, *record);
+            }
+            return check_children(v, skip, record);
+        }
+        if (snapshot_valid_ && snapshot_.holds()) {
+            if (record != nullptr) {
+                record->tags.insert(record->tags.end(), snapshot_.tags.begin(), snapshot_.tags.end());
+            }
+            return true;
+        }
+        Snapshot mine;
+        record_facts(v, mine);
+        bool ok = check_children(v, skip, &mine);
+        snapshot_valid_ = ok && mine.safe;
+        if (record != nullptr) {
+            record->safe = record->safe && mine.safe;
+            record->tags.insert(record->tags.end(), mine.tags.begin(), mine.tags.end());
+        }
+        if (snapshot_valid_) {
+            snapshot_ = std::move(mine);
+        }
+        return ok;
+    }
+
+    bool check_children(PyObject *v, bool skip, Snapshot *record) const {
         for (const auto &c : children_) {
             PyObject *cv = c->fetch_from(v);
             if (cv == nullptr) {
                 return false;
             }
-            bool ok = c->check_value(cv);
+            if (record != nullptr && c->access_ == Access::Attr &&
+                !attr_is_from_instance_dict(v, c->key_.ptr(), cv)) {
+                record->safe = false;
+            }
+            bool ok = c->check_value(cv, skip, record);
             Py_DECREF(cv);
             if (!ok) {
                 return false;
@@ -168,6 +304,49 @@ public:
         }
         return true;
     }
+
+    // What the checks of this node (its leaves, and the fetches of its children) rely on.
+    void record_facts(PyObject *v, Snapshot &s) const {
+        for (const auto &leaf : leaves_) {
+            switch (leaf->kind()) {
+                case LeafKind::Value:
+                    if (PyDict_CheckExact(v)) {
+                        s.dict(v);
+                    } else if (!is_immutable(v)) {
+                        s.safe = false;
+                    }
+                    break;
+                case LeafKind::Type:
+                    if (!is_immutable(v)) {
+                        s.type_of(v);  // __class__ can be reassigned
+                    }
+                    break;
+                case LeafKind::Identity:
+                case LeafKind::Tensor:
+                    break;
+            }
+        }
+        if (has_attr_children_) {
+            PyObject *dict = pf_instance_dict(v);
+            PyTypeObject *tp = Py_TYPE(v);
+            if (dict == nullptr || !PyDict_CheckExact(dict) ||
+                !PyType_HasFeature(tp, Py_TPFLAGS_VALID_VERSION_TAG)) {
+                s.safe = false;
+            } else {
+                s.tags.push_back(Tag{v, tp, tp->tp_version_tag, dict, pf_dict_version(dict)});
+            }
+        }
+        if (has_item_children_) {
+            if (PyDict_CheckExact(v)) {
+                s.dict(v);
+            } else if (!PyTuple_CheckExact(v)) {
+                s.safe = false;  // a list (or anything else) changes without a version
+            }
+        }
+    }
+
+    // Whose identity an ID_MATCH pins and who has a subtree to skip.
+    bool pinned() const { return pins_identity_ && !children_.empty(); }
 
     // The text of the first failing check below this node (nullptr if everything passes).
     const std::string *first_failure_value(PyObject *v) const {
@@ -273,10 +452,16 @@ private:
 
     GuardManager *child(Access access, const py::object &key, Py_ssize_t index,
                         std::string source) {
+        has_attr_children_ = has_attr_children_ || access == Access::Attr;
+        has_item_children_ = has_item_children_ || access == Access::Item;
+        snapshot_valid_ = false;
         return find_or_add(children_, access, key, index, std::move(source));
     }
 
-    void add(LeafPtr leaf) { leaves_.push_back(std::move(leaf)); }
+    void add(LeafPtr leaf) {
+        pins_identity_ = pins_identity_ || leaf->kind() == LeafKind::Identity;
+        leaves_.push_back(std::move(leaf));
+    }
 
     Access access_;
     py::object key_;
@@ -285,11 +470,17 @@ private:
     std::string unreadable_;
     std::vector<LeafPtr> leaves_;
     std::vector<std::unique_ptr<GuardManager>> children_;
+    bool pins_identity_ = false;
+    bool has_attr_children_ = false;
+    bool has_item_children_ = false;
+    // Recorded by check_value (a cache of facts, not part of the tree's meaning).
+    mutable Snapshot snapshot_;
+    mutable bool snapshot_valid_ = false;
 };
 
 class RootGuardManager {
 public:
-    RootGuardManager() = default;
+    explicit RootGuardManager(bool skip_unchanged = true) : skip_unchanged_(skip_unchanged) {}
     RootGuardManager(const RootGuardManager &) = delete;
     RootGuardManager &operator=(const RootGuardManager &) = delete;
 
@@ -379,7 +570,7 @@ private:
             if (v == nullptr) {
                 return false;
             }
-            bool ok = n->check_value(v);
+            bool ok = n->check_value(v, skip_unchanged_, nullptr);
             Py_DECREF(v);
             if (!ok) {
                 return false;
@@ -388,6 +579,7 @@ private:
         return true;
     }
 
+    bool skip_unchanged_;
     std::vector<LeafPtr> leaves_;  // call matches (global state)
     std::vector<std::unique_ptr<GuardManager>> roots_;
 };
@@ -437,7 +629,8 @@ void bind_guards(py::module_ &m) {
     py::class_<RootGuardManager>(m, "RootGuardManager", py::module_local(),
                                  "The guards of one cache entry: a tree of GuardManager nodes "
                                  "rooted at the frame's locals, globals, builtins and closure.")
-        .def(py::init<>())
+        .def(py::init<bool>(), py::arg("skip_unchanged") = true,
+             "skip_unchanged: let identity-pinned nodes skip their subtree while unchanged")
         .def("local", &RootGuardManager::local, py::arg("name"), py::arg("index"), kChild,
              "root node: fast local slot `index` of the original code (by name in check())")
         .def("global_", &RootGuardManager::global_, py::arg("name"), kChild,

@@ -19,6 +19,14 @@ namespace pyframe {
 
 namespace py = pybind11;
 
+// What a leaf looks at, which decides whether a subtree may be skipped while nothing in it
+// changed (guards.cpp, "Unchanged subtrees"):
+//   Identity  the object's identity (ID_MATCH)
+//   Type      its type (TYPE_MATCH)
+//   Tensor    a tensor's metadata (TENSOR_MATCH)
+//   Value     its value (EQUALS_MATCH, LEN, NONE, DICT_KEYS, global-state calls)
+enum class LeafKind : uint8_t { Identity, Type, Tensor, Value };
+
 // One check on one value. Leaves hold their Python objects as py::object (destroyed with the
 // tree, under the GIL) and use the raw CPython API in check(): it runs on every cached call.
 class Leaf {
@@ -31,6 +39,7 @@ public:
     // true: passes; false: fails (a Python error may be left set; the tree clears it).
     // Root-level leaves (call matches) get value == nullptr.
     virtual bool check(PyObject *value) = 0;
+    virtual LeafKind kind() const { return LeafKind::Value; }
     const std::string &text() const { return text_; }
 
 private:

@@ -14,6 +14,7 @@ class TypeMatch final : public Leaf {
 public:
     TypeMatch(py::object tp, std::string text) : Leaf(std::move(text)), tp_(std::move(tp)) {}
     bool check(PyObject *v) override { return (PyObject *)Py_TYPE(v) == tp_.ptr(); }
+    LeafKind kind() const override { return LeafKind::Type; }
 
 private:
     py::object tp_;
@@ -36,6 +37,7 @@ public:
     bool check(PyObject *v) override {
         return v == raw_ && (!weak_ || PyWeakref_GET_OBJECT(ref_.ptr()) == raw_);
     }
+    LeafKind kind() const override { return LeafKind::Identity; }
 
 private:
     PyObject *raw_;

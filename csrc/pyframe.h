@@ -3,8 +3,8 @@
  *
  *   C   (eval_frame.c, cpython_defs.c): the PEP 523 hook, shadow frames, and our copies of the
  *        CPython 3.11 frame internals. Only these files see CPython's internal headers.
- *   C++ (cache.cpp, guards.cpp + leaves.cpp, module.cpp): the per-code cache, the guard trees,
- *        and the pybind11 module. They know Python objects, never frames.
+ *   C++ (cache.cpp, guards.cpp + leaves.cpp + tensor_match.cpp, module.cpp): the per-code
+ *        cache, the guard trees, and the pybind11 module. They know Python objects, never frames.
  *
  * The hot path (a cache hit) crosses this header as plain C calls on raw pointers: the hook hands
  * the cache the frame's fast locals, globals, builtins and closure, and gets back a PfEntry whose
@@ -77,6 +77,10 @@ PfExtraState *pf_code_ensure_extra(PyCodeObject *code);
 /* Builds the slot map from `orig`'s localsplus to `new_code`'s by name. Returns a malloc'd array
    of orig->co_nlocalsplus ints (stored in *n), or NULL with ValueError/MemoryError set. */
 int *pf_code_slot_map(PyCodeObject *orig, PyCodeObject *new_code, int *n);
+/* A dict's version: changes whenever the dict's contents change (never for an unchanged dict). */
+unsigned long long pf_dict_version(PyObject *dict);
+/* The instance dict of `obj` (borrowed; materialized if the object kept inline values), or NULL. */
+PyObject *pf_instance_dict(PyObject *obj);
 /* The co_extra index requested by pf_eval_frame_init (-1 before). */
 extern Py_ssize_t pf_extra_index;
 

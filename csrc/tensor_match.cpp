@@ -49,6 +49,8 @@ public:
         device_ = ((THPDevice *)device.ptr())->device;
     }
 
+    LeafKind kind() const override { return LeafKind::Tensor; }
+
     bool check(PyObject *v) override {
         if (Py_TYPE(v) != tp_) {
             return false;  // not a tensor (or another subclass): nothing below may read it

@@ -28,6 +28,10 @@ class PyCodegen:
         self.node_slots: dict[torch.fx.Node, str] = {}  # graph outputs, stored in temporaries
         self.rebuilt: dict[int, str] = {}  # mutable containers already built once, by tracker id
         self.lineno = code.co_firstlineno
+        # Sources loaded more than once by one call_graph (the modules on the path to each
+        # parameter), and the temporaries they were kept in.
+        self.shared_sources: set[Source] = set()
+        self.source_slots: dict[Source, str] = {}
 
     def emit(self, name: str, arg: Any = None) -> None:
         if arg is None and name not in ("LOAD_CONST",):
@@ -60,6 +64,17 @@ class PyCodegen:
 
     def load_source(self, source: Source) -> None:
         """Bytecode that evaluates `source` in the frame (the transformed code's own frame)."""
+        slot = self.source_slots.get(source)
+        if slot is not None:
+            self.emit("LOAD_FAST", slot)
+            return
+        self._evaluate(source)
+        if source in self.shared_sources:  # evaluated once, kept in a temporary for the next uses
+            slot = self.source_slots[source] = f"___source_{len(self.source_slots)}"
+            self.emit("COPY", 1)
+            self.emit("STORE_FAST", slot)
+
+    def _evaluate(self, source: Source) -> None:
         if isinstance(source, (LocalSource, CellContentsSource)):
             self.load_local(source.local_name)
         elif isinstance(source, (GlobalSource, BuiltinSource)):
@@ -118,11 +133,17 @@ class PyCodegen:
         self.emit("CALL", nargs)
 
     def call_graph(self, compiled_fn: Any, input_sources: list[Source], outputs: list[torch.fx.Node]) -> None:
-        """`__out_0, __out_1, ... = compiled_fn(*inputs)`: the graph outputs land in temporaries."""
+        """`__out_0, __out_1, ... = compiled_fn(*inputs)`: the graph outputs land in temporaries.
+
+        The inputs of a module's graph are its parameters, `self._modules['blocks']._modules['0']
+        ._parameters['weight']` and so on: each attribute or item on the way that more than one
+        input goes through is evaluated once (the frame runs no user code between these loads)."""
         self.push_null()
         self.load_const(compiled_fn)
+        self.shared_sources = _shared_prefixes(input_sources)
         for source in input_sources:
             self.load_source(source)
+        self.shared_sources, self.source_slots = set(), {}
         self.call(len(input_sources))
         if not outputs:
             self.emit("POP_TOP")
@@ -132,6 +153,20 @@ class PyCodegen:
             name = f"___out_{i}"
             self.emit("STORE_FAST", name)
             self.node_slots[node] = name
+
+
+def _shared_prefixes(sources: list[Source]) -> set[Source]:
+    """The attribute and item sources that are the base of more than one use in `sources`."""
+    seen: set[Source] = set()
+    shared: set[Source] = set()
+    for source in sources:
+        while isinstance(source, (AttrSource, ItemSource)):
+            if source in seen:
+                shared.add(source)
+                break  # its own bases were counted when it was first seen
+            seen.add(source)
+            source = source.base
+    return shared
 
 
 def make_code(original: types.CodeType, prologue: list[Instr], body: list[Instr | Label]) -> types.CodeType:

@@ -13,3 +13,9 @@ suppress_errors: bool = True
 
 # Deepest chain of inlined user calls before the call is left to Python.
 inline_depth_limit: int = 32
+
+# Guards under an object pinned by identity (a module, say) are skipped on a cached call while
+# nothing they read has changed (the versions of the dicts and types they went through, see
+# docs/c_layer.md). Assumes, as torch._dynamo does by default, that a parameter's metadata is not
+# changed in place (`p.data = other`, `p.requires_grad_()`); set False to check every guard.
+skip_guards_on_unchanged_objects: bool = True

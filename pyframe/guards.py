@@ -15,7 +15,7 @@ from typing import Any, Iterator
 
 import torch
 
-from . import _C
+from . import _C, config
 from .source import (
     AttrSource, BuiltinSource, CellContentsSource, ClosureSource, GlobalSource, ItemSource, LocalSource, Source,
 )
@@ -117,7 +117,7 @@ class GuardSet:
 
     def build(self, code: types.CodeType) -> "_C.RootGuardManager":
         """Lower to the C++ tree checked by the eval-frame hook on every call of `code`."""
-        root = _C.RootGuardManager()
+        root = _C.RootGuardManager(config.skip_guards_on_unchanged_objects)
         for g in self.global_state:
             root.add_call_match(g.fn, g.expected, g.text())
         nodes: dict[Source, Any] = {}

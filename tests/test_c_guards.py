@@ -397,3 +397,102 @@ def test_tensor_match_rejects_what_is_not_tensor_metadata():
         node.add_tensor_match(torch.Tensor, "float32", t.device, (2,), (1,), False, "x")
     with pytest.raises(TypeError, match="torch.device"):
         node.add_tensor_match(torch.Tensor, t.dtype, "cpu", (2,), (1,), False, "x")
+
+
+# ---- unchanged subtrees (checks skipped while the dicts and types they read are unchanged) -------
+
+
+class Holder:
+    def __init__(self, **attrs):
+        self.__dict__.update(attrs)
+
+
+def pinned_root(obj, build, skip=True):
+    """A tree on local `o` pinned by ID_MATCH, with `build(node)` adding the subtree."""
+    root = _C.RootGuardManager(skip)
+    node = root.local("o", 0)
+    node.add_id_match(obj, "o is obj")
+    build(node)
+    return root
+
+
+def test_unchanged_subtree_is_skipped_and_a_changed_one_rechecked():
+    child = Holder(n=3)
+    obj = Holder(child=child, name="a")
+    root = pinned_root(obj, lambda n: (n.attr("child").add_id_match(child, "child"),
+                                       n.attr("child").attr("n").add_equals_match(3, "n == 3"),
+                                       n.attr("name").add_equals_match("a", "name == 'a'")))
+    assert check(root, {"o": obj}) and check(root, {"o": obj})
+    child.n = 4          # the child's dict changes: its version does
+    assert not check(root, {"o": obj})
+    child.n = 3
+    assert check(root, {"o": obj})
+    obj.name = "b"       # the root object's own dict
+    assert not check(root, {"o": obj})
+    obj.name = "a"
+    obj.child = Holder(n=3)  # rebinding: a new object where an ID_MATCH expects the old one
+    assert not check(root, {"o": obj})
+    obj.child = child
+    assert check(root, {"o": obj})
+    obj.__dict__ = {"child": child, "name": "b"}  # a new instance dict
+    assert not check(root, {"o": obj})
+
+
+def test_mutable_values_and_descriptors_are_always_checked():
+    class WithProperty:
+        source = [1]
+
+        @property
+        def p(self):
+            return WithProperty.source[0]
+
+    items = [1, 2]
+    obj = Holder(items=items, prop=WithProperty())
+    root = pinned_root(obj, lambda n: (n.attr("items").item(0).add_equals_match(1, "items[0] == 1"),
+                                       n.attr("prop").attr("p").add_equals_match(1, "prop.p == 1")))
+    assert check(root, {"o": obj}) and check(root, {"o": obj})
+    items[0] = 5  # a list changes without any version: never skipped
+    assert not check(root, {"o": obj})
+    items[0] = 1
+    assert check(root, {"o": obj})
+    WithProperty.source[0] = 2  # a property's value changes with no dict touched
+    assert not check(root, {"o": obj})
+
+
+def test_type_changes_are_seen():
+    class A:
+        pass
+
+    class B:
+        pass
+
+    inner = A()
+    inner.x = 1
+    obj = Holder(inner=inner)
+    root = pinned_root(obj, lambda n: (n.attr("inner").add_type_match(A, "type(inner) is A"),
+                                       n.attr("inner").attr("x").add_equals_match(1, "inner.x == 1")))
+    assert check(root, {"o": obj}) and check(root, {"o": obj})
+    A.x = property(lambda self: 2)  # a data descriptor now wins over the instance dict
+    assert not check(root, {"o": obj})
+    del A.x
+    assert check(root, {"o": obj})
+    inner.__class__ = B
+    assert not check(root, {"o": obj})
+
+
+def test_parameter_metadata_changed_in_place_is_the_documented_assumption():
+    lin = torch.nn.Linear(2, 2)
+    w = lin.weight
+
+    def build(n):
+        n.attr("_parameters").item("weight").add_tensor_match(
+            type(w), w.dtype, w.device, tuple(w.shape), w.stride(), w.requires_grad, "check_tensor(w)")
+
+    skipping, full = pinned_root(lin, build), pinned_root(lin, build, skip=False)
+    assert check(skipping, {"o": lin}) and check(full, {"o": lin})
+    w.requires_grad_(False)  # in place: no dict changes
+    assert check(skipping, {"o": lin}), "skipped, as torch._dynamo skips it by default"
+    assert not check(full, {"o": lin})
+    w.requires_grad_(True)
+    lin.weight = torch.nn.Parameter(torch.randn(3, 2))  # rebinding is always seen
+    assert not check(skipping, {"o": lin}) and not check(full, {"o": lin})

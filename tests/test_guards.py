@@ -133,3 +133,62 @@ def test_reset_frees_entries():
     pyframe.reset()
     gc.collect()
     assert graphs[0]() is None
+
+
+class Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+        self.drop = torch.nn.Dropout(0.5)
+        self.scale = 2.0
+
+    def forward(self, x):
+        return self.drop(self.lin(x)) * self.scale
+
+
+class Deep(torch.nn.Module):
+    def __init__(self, depth=3):
+        super().__init__()
+        self.blocks = torch.nn.ModuleList([Block() for _ in range(depth)])
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = block(x)
+        return x
+
+
+@pytest.mark.parametrize("skip_unchanged", [True, False])
+@pytest.mark.parametrize("change", ["eval", "attribute", "new parameter", "new submodule", "same-metadata parameter"])
+def test_a_change_deep_in_a_module_tree_recompiles_once(monkeypatch, skip_unchanged, change):
+    # With skipping on, the module tree's guards are skipped while its dicts are unchanged: each
+    # change below goes through a dict, so it must be seen exactly as with every guard checked.
+    monkeypatch.setattr(pyframe.config, "skip_guards_on_unchanged_objects", skip_unchanged)
+    torch.manual_seed(0)
+    model = Deep().eval()
+    counter = Counter()
+    opt = pyframe.optimize(counter)(model)
+    x = torch.randn(2, 4)
+    for _ in range(3):
+        torch.testing.assert_close(opt(x), model(x))
+    target = model.blocks[2]
+    if change == "eval":
+        model.train()  # sets `training` in every module's __dict__
+    elif change == "attribute":
+        target.scale = 3.0
+    elif change == "new parameter":  # other strides (as torch._dynamo, same metadata would not recompile)
+        target.lin.weight = torch.nn.Parameter(torch.randn(4, 4).t())
+    elif change == "same-metadata parameter":  # a graph input like any other: new values, same graph
+        target.lin.weight = torch.nn.Parameter(torch.randn(4, 4))
+    else:
+        target.lin = torch.nn.Linear(4, 4)
+    for _ in range(3):
+        torch.manual_seed(1)
+        got = opt(x)
+        torch.manual_seed(1)
+        torch.testing.assert_close(got, model(x))
+    code = type(model).forward.__code__
+    if change == "same-metadata parameter":
+        assert counter.compiles == 1 and [e.hits for e in _C.get_cache_entries(code)] == [5]
+    else:
+        assert counter.compiles == 2
+        assert sorted(e.hits for e in _C.get_cache_entries(code)) == [2, 2]
