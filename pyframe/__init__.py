@@ -7,11 +7,12 @@ See docs/c_layer.md for the C layer and README.md for the data flow of one call.
 """
 import torch  # noqa: F401  (first: it loads libc10 and libtorch_python, which _C links)
 
-from . import _C, config, convert_frame, exc
+from . import _C, config, convert_frame, debug, exc
 from .backends import list_backends, lookup_backend, register_backend
 from .debug.explain import explain
 from .eval_frame import OptimizedModule, disable, optimize, run
 from .exc import BackendCompilerFailed, Unsupported
+from .logs import set_logs
 
 
 def reset() -> None:
@@ -21,4 +22,4 @@ def reset() -> None:
 
 
 __all__ = ["BackendCompilerFailed", "OptimizedModule", "Unsupported", "config", "disable", "exc", "explain",
-           "list_backends", "lookup_backend", "optimize", "register_backend", "reset", "run"]
+           "list_backends", "lookup_backend", "optimize", "register_backend", "reset", "run", "set_logs", "debug"]

@@ -1,27 +1,31 @@
 """The `python -m pyframe` command line.
 
 Subcommands:
-  demo      the seed examples' graphs under a printing backend (pyframe/demo.py)
-  compare   the shared corpus (tests/cases/) under eager, pyframe and torch._dynamo, side by side
-            (pyframe/debug/compare.py); exits 1 if any pyframe result differs from eager
+  demo      the seed examples: their graphs, explain, a recompile, a cache entry's code, and a short
+            comparison with torch._dynamo (pyframe/demo.py)
+  compare   the shared corpus (tests/cases/), or your own cases (--cases), under eager, pyframe and
+            torch._dynamo, side by side (pyframe/debug/compare.py); exits 1 if a pyframe result
+            differs from eager's
+  explain   one function of yours, `module:function`, run once under pyframe: its graphs, breaks and
+            guards (pyframe/debug/explain.py); `--show` adds its bytecode and graph code
 
-Each subcommand is a ``_cmd_<name>(args) -> int`` function registered in ``_parser``; add new ones
-(``explain`` ...) the same way.
+Each subcommand is a ``_cmd_<name>(args) -> int`` function registered in ``_parser``.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import sys
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Callable, Sequence
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
     from pyframe.demo import run_demo
 
-    return run_demo(args.engine)
+    return run_demo(args.engine, compare=not args.no_compare)
 
 
 def _import_corpus() -> tuple[list[str], list[str]]:
@@ -32,38 +36,61 @@ def _import_corpus() -> tuple[list[str], list[str]]:
         # Run from elsewhere than the repo root: the corpus sits beside the package in the checkout.
         root = Path(__file__).resolve().parent.parent
         if not (root / "tests" / "cases" / "__init__.py").is_file():
-            raise SystemExit("the corpus (tests/cases/) is not found: run from a source checkout")
+            raise SystemExit("the corpus (tests/cases/) is not found: run from a source checkout, "
+                             "or give your own cases with --cases")
         sys.path.insert(0, str(root))
         corpus = importlib.import_module("tests.cases")
     return list(corpus.STRAIGHT_LINE), list(corpus.GRAPH_BREAKS)
 
 
+def _load_compare_cases(args: argparse.Namespace) -> list:
+    from pyframe.debug.cases import import_user_module, load_cases, registered_cases
+
+    if args.cases:
+        cases = []
+        for spec in args.cases:
+            module = import_user_module(spec)
+            found = registered_cases(module.__name__)
+            if not found:
+                raise SystemExit(f"{spec} registers no case: decorate functions or nn.Module classes "
+                                 f"with @pyframe.debug.case(inputs=...)")
+            cases += found
+    else:
+        straight, breaks = _import_corpus()
+        cases = load_cases(straight + ([] if args.no_breaks else breaks))
+    if args.filter:
+        cases = [c for c in cases if any(f in c.qualname for f in args.filter)]
+    return cases
+
+
 def _cmd_compare(args: argparse.Namespace) -> int:
-    from pyframe.debug.cases import load_cases
     from pyframe.debug.compare import (
         TABLE_HEADERS,
-        compare_case,
+        Progress,
+        compare_cases,
         engine_unavailable_reason,
         format_table,
         graphs_mismatch,
+        ratios_text,
+        report_json,
         table_rows,
+        totals,
+        totals_row,
     )
 
-    straight, breaks = _import_corpus()
-    cases = load_cases(straight + (breaks if args.breaks else []))
-    if args.filter:
-        cases = [c for c in cases if any(f in c.qualname for f in args.filter)]
-    engines = ["eager", "pyframe", "dynamo"]
+    cases = _load_compare_cases(args)
+    if not cases:
+        print("no case matches", file=sys.stderr)
+        return 2
     unavailable = engine_unavailable_reason("pyframe")
     if unavailable:
         print(f"note: pyframe is n/a: {unavailable}")
 
-    comparisons = []
-    for case in cases:
-        comparisons.append(compare_case(case, engines, timing=not args.no_timing))
-        if args.verbose:
-            print(f"ran {case.qualname}", file=sys.stderr)
-    print(format_table(TABLE_HEADERS, table_rows(comparisons)))
+    comparisons = compare_cases(cases, ["eager", "pyframe", "dynamo"], timing=not args.no_timing,
+                                backend=args.backend, progress=Progress(len(cases)))
+    t = totals(comparisons)
+    print(format_table(TABLE_HEADERS, [*table_rows(comparisons), totals_row(t)]))
+    print(ratios_text(t))
 
     # Details below the table: errors, wrong results, op mismatches.
     failed = 0
@@ -79,29 +106,110 @@ def _cmd_compare(args: argparse.Namespace) -> int:
             note = f" (documented: {cmp.case.difference})" if cmp.case.difference else ""
             mismatch = graphs_mismatch(cmp.records["pyframe"], cmp.records["dynamo"])
             print(f"{cmp.case.qualname}: {mismatch}{note}")
-    ran = sum("pyframe" in cmp.records for cmp in comparisons)
-    same = sum(bool(cmp.graphs_match()) for cmp in comparisons)
-    print(f"\n{len(comparisons)} cases; pyframe ran {ran}, matched torch._dynamo's graphs on {same}; "
-          f"{failed} pyframe failure(s)")
+    print(f"\n{t.cases} cases; pyframe ran {sum('pyframe' in c.records for c in comparisons)}, matched "
+          f"torch._dynamo's graphs on {t.ops_match}; {failed} pyframe failure(s)")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(report_json(comparisons, backend=args.backend), f, indent=2)
+        print(f"wrote {args.json}")
     return 1 if failed else 0
 
 
+def _resolve_target(spec: str) -> tuple[Any, Any]:
+    """`module:function` (or `path/to/file.py:Class`) -> (the module, the object)."""
+    from pyframe.debug.cases import import_user_module
+
+    module_name, sep, attr = spec.rpartition(":")
+    if not sep or not module_name or not attr:
+        raise SystemExit(f"expected module:function, got {spec!r}")
+    module = import_user_module(module_name)
+    target: Any = module
+    for part in attr.split("."):
+        try:
+            target = getattr(target, part)
+        except AttributeError:
+            raise SystemExit(f"{module_name} has no {attr!r}") from None
+    return module, target
+
+
+def _explain_call(module: Any, target: Any, attr: str, factory: str | None) -> tuple[Callable, Any]:
+    """What to run and with which inputs, by the convention of docs/debugging.md: `--inputs NAME`,
+    else the target's `@case(inputs=...)`, else `<name>_inputs()`, else `example_inputs()`."""
+    import torch
+
+    from pyframe.debug.cases import Inputs, registered_cases
+
+    name = attr.rsplit(".", 1)[-1]
+    registered = next((c for c in registered_cases(module.__name__) if c.target is target), None)
+    if factory is None and registered is not None:
+        return registered.make_fn(), registered.make_inputs()
+    for candidate in ([factory] if factory else [f"{name}_inputs", "example_inputs"]):
+        make = getattr(module, candidate, None)
+        if callable(make):
+            break
+    else:
+        if factory:
+            raise SystemExit(f"{module.__name__} has no function {factory!r} to make the inputs")
+        raise SystemExit(f"no inputs for {module.__name__}:{attr}: give --inputs FACTORY, decorate it with "
+                         f"@pyframe.debug.case(inputs=...), or define {name}_inputs() or example_inputs() "
+                         f"in {module.__name__}")
+    if isinstance(target, type) and issubclass(target, torch.nn.Module):
+        torch.manual_seed(0)
+        target = target()
+    return target, Inputs.coerce(make())
+
+
+def _cmd_explain(args: argparse.Namespace) -> int:
+    import pyframe
+
+    module, target = _resolve_target(args.target)
+    fn, inputs = _explain_call(module, target, args.target.rpartition(":")[2], args.inputs)
+    print(pyframe.explain(fn, backend=args.backend)(*inputs.args, **inputs.kwargs))
+    if args.show:
+        # explain() leaves no cache entries behind: compile once more to have some to show.
+        compiled = pyframe.optimize(args.backend)(fn)
+        compiled(*inputs.args, **inputs.kwargs)
+        print()
+        pyframe.debug.show(fn)
+    return 0
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m pyframe", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m pyframe", description=__doc__.split("\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog="\n".join(__doc__.split("\n")[2:10]))
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    demo = sub.add_parser("demo", help="print the seed examples' graphs under a printing backend")
+    demo = sub.add_parser("demo", help="the seed examples, their graphs, and what pyframe made of them")
     demo.add_argument("--engine", choices=["pyframe", "dynamo"], default="pyframe",
                       help="run under pyframe (default) or torch._dynamo, to compare")
+    demo.add_argument("--no-compare", action="store_true", help="leave out the comparison table")
     demo.set_defaults(run=_cmd_demo)
 
-    compare = sub.add_parser("compare", help="run the shared corpus under eager, pyframe and torch._dynamo")
-    compare.add_argument("-k", dest="filter", action="append", default=[],
-                         help="only cases whose topic.name contains this text (repeatable)")
-    compare.add_argument("--breaks", action="store_true", help="include the graph-break cases")
+    compare = sub.add_parser("compare", help="the corpus under eager, pyframe and torch._dynamo, side by side")
+    compare.add_argument("-k", dest="filter", action="append", default=[], metavar="PATTERN",
+                         help="only cases whose topic.name contains PATTERN (repeatable)")
+    compare.add_argument("--backend", default="eager",
+                         help="backend compiling the graphs, the same for both engines (default: eager, "
+                              "the graphs run as they are)")
+    compare.add_argument("--cases", action="append", default=[], metavar="MODULE",
+                         help="run the @pyframe.debug.case programs of MODULE (a module name or a .py "
+                              "path) instead of the corpus (repeatable)")
+    compare.add_argument("--json", metavar="OUT", help="also write the results to OUT as JSON")
+    compare.add_argument("--no-breaks", action="store_true", help="leave out the graph-break cases")
     compare.add_argument("--no-timing", action="store_true", help="skip the cache-hit timings (faster)")
-    compare.add_argument("-v", "--verbose", action="store_true", help="report progress on stderr")
     compare.set_defaults(run=_cmd_compare)
+
+    explain = sub.add_parser("explain", help="run module:function once under pyframe and explain it")
+    explain.add_argument("target", metavar="MODULE:FUNCTION",
+                         help="a function or nn.Module class of a module (name or .py path)")
+    explain.add_argument("--inputs", metavar="FACTORY",
+                         help="the module's zero-argument function returning the arguments "
+                              "(default: the @case's inputs, then <function>_inputs, then example_inputs)")
+    explain.add_argument("--backend", default="eager", help="backend for the graphs (default: eager)")
+    explain.add_argument("--show", action="store_true",
+                         help="also print the bytecode, graphs and decompiled code (pyframe.debug.show)")
+    explain.set_defaults(run=_cmd_explain)
     return parser
 
 

@@ -24,7 +24,7 @@ from typing import Any, Callable
 
 import torch
 
-from . import _C, config
+from . import _C, config, logs
 from .backends import CompiledGraph
 from .exc import BackendCompilerFailed, Unsupported
 from .graph import OutputGraph
@@ -137,6 +137,8 @@ class Compiler:
         self._record(code, record)
         if entries:
             log.debug("recompiling %s: %s", code.co_name, why)
+        if logs.enabled:
+            logs.frame_compiled(code, record, recompile=bool(entries))
         return (result.code, root, record)
 
     def _record(self, code: types.CodeType, record: FrameRecord) -> None:
@@ -145,8 +147,11 @@ class Compiler:
             self.observer(code, record)
 
     def _give_up(self, code: types.CodeType, entries: list, error: Unsupported | None, reason: str) -> Any:
-        self._record(code, FrameRecord(describe(code), "skipped", reason, error=error))
+        record = FrameRecord(describe(code), "skipped", reason, error=error)
+        self._record(code, record)
         log.debug("running %s normally: %s", code.co_name, reason)
+        if logs.enabled:
+            logs.frame_run_normally(record)
         # Keep entries made for other inputs; a code that never compiled is not tried again.
         return _C.RUN_ONLY if entries else _C.SKIP
 
@@ -156,6 +161,8 @@ class Compiler:
             warnings.warn(f"pyframe: {describe(code)} hit "
                           f"config.recompile_limit ({config.recompile_limit}); running it eagerly from now "
                           f"on. Last recompile reason: {why}", stacklevel=2)
+            if logs.enabled:
+                logs.recompile_limit(describe(code), config.recompile_limit, why)
         self._record(code, FrameRecord(describe(code), "run_only", f"recompile limit: {why}"))
         return _C.RUN_ONLY
 

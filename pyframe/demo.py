@@ -1,21 +1,43 @@
-"""`python -m pyframe demo`: the seed examples under a printing backend.
+"""`python -m pyframe demo`: the seed examples under pyframe, and every way of seeing inside.
 
-Runs the custom-backend documentation's three programs (``fn`` with cos/sin/add, ``MockModule`` with
-ReLU of cos, and ``toy_example`` with its data-dependent branch) through ``pyframe.optimize`` with a
-backend that prints every graph it receives, and checks each result against plain eager execution.
-``--engine dynamo`` runs the same programs under torch._dynamo, to see its graphs side by side.
+1. The custom-backend documentation's programs (``fn`` with cos/sin/add, ``MockModule`` with ReLU of
+   cos, ``toy_example`` with its data-dependent branch) and the talk's ``DynamicModule``, through
+   ``pyframe.optimize`` with a backend that prints every graph it receives; each result is checked
+   against plain eager execution. toy_example on both branches gives its three graphs.
+2. ``pyframe.explain(toy_example)``: graphs, the break and its source line, guards.
+3. A guard failure: ``fn`` called with a new shape recompiles; ``pyframe.debug.cache_entries`` says
+   which guard failed.
+4. ``pyframe.debug.show(toy_example)``: original and transformed bytecode side by side, the resume
+   functions, the graphs' code (and the transformed code as Python when depyf is installed).
+5. A few corpus cases side by side with torch._dynamo (``python -m pyframe compare`` in small).
+
+``--engine dynamo`` runs part 1 under torch._dynamo instead, to see its graphs side by side.
 
 Where it sits: on top of the public API, like a user's script; it never imports the translator.
 """
 
 from __future__ import annotations
 
+import time
 import traceback
 from typing import Any, Callable, Sequence
 
 import torch
 
-from pyframe.debug.compare import assert_same_result, engine_unavailable_reason, optimize_with
+import pyframe
+from pyframe.debug.cases import Case, Inputs
+from pyframe.debug.compare import (
+    TABLE_HEADERS,
+    assert_same_result,
+    compare_cases,
+    engine_unavailable_reason,
+    format_table,
+    optimize_with,
+    ratios_text,
+    table_rows,
+    totals,
+    totals_row,
+)
 
 
 def print_graph(gm: torch.fx.GraphModule) -> None:
@@ -60,6 +82,13 @@ def toy_example(a, b):
     return x * b
 
 
+class DynamicModule(torch.nn.Module):
+    def forward(self, x: torch.Tensor):
+        if x.sum() > 0:
+            return x * x
+        return 3 * x
+
+
 def _show(title: str, engine: str, target: Callable[..., Any], calls: list[tuple]) -> int:
     """Run ``target`` under ``engine`` on each call's args; returns how many graphs were compiled."""
     print(f"\n=== {title} ===")
@@ -76,27 +105,119 @@ def _show(title: str, engine: str, target: Callable[..., Any], calls: list[tuple
     return len(graphs)
 
 
-def run_demo(engine: str = "pyframe") -> int:
-    """Print the seed examples' graphs under ``engine``; returns a process exit code."""
+def _heading(title: str) -> None:
+    print(f"\n{'=' * 100}\n{title}\n{'=' * 100}")
+
+
+def _dynamic_module(engine: str) -> None:
+    """The talk's example: the graphs as Python code (`graph.python_code`), as the talk prints them."""
+    print("\n=== DynamicModule: branch on `x.sum() > 0`, called with x and -x ===")
+    graphs: list[torch.fx.Graph] = []
+
+    def collect_graphs(gm: torch.fx.GraphModule, samples: Sequence[torch.Tensor]) -> Callable[..., Any]:
+        graphs.append(gm.graph)
+        return gm.forward
+
+    module = DynamicModule()
+    model = optimize_with(engine, module, collect_graphs)
+    x = torch.randn(10)
+    for arg in (x, -x):
+        assert_same_result(model(arg), module(arg))
+    for graph in graphs:
+        print(graph.python_code("self").src.strip())
+        print("==" * 10)
+
+
+def _explain() -> None:
+    _heading("pyframe.explain(toy_example)(a, b): what one call compiled, and why it broke")
+    print(pyframe.explain(toy_example)(torch.randn(10), torch.randn(10)))
+
+
+def _recompile() -> None:
+    _heading("A guard failure: fn compiled for shape [10], then called with shape [4, 4]")
+    compiled = pyframe.optimize("eager")(fn)
+    compiled(torch.randn(10), torch.randn(10))
+    compiled(torch.randn(10), torch.randn(10))  # a cache hit
+    compiled(torch.randn(4, 4), torch.randn(4, 4))  # size guard fails: a recompile
+    print("pyframe.debug.cache_entries(fn), most recently used first:\n")
+    for entry in pyframe.debug.cache_entries(fn):
+        print(entry)
+        print()
+    newest = pyframe.debug.cache_entries(fn)[0]
+    print(f"why the newest entry exists: {newest.reason}")
+
+
+def _show_code() -> None:
+    _heading("pyframe.debug.show(toy_example): the cache entries' code, after both branches ran")
+    compiled = pyframe.optimize("eager")(toy_example)
+    b = torch.randn(10)
+    compiled(torch.randn(10), b.abs())
+    compiled(torch.randn(10), -b.abs())
+    pyframe.debug.show(toy_example)
+
+
+def _corpus_cases() -> list[Case]:
+    """A few cases of the shared corpus when this is a source checkout, else the seeds as cases."""
+    wanted = ["elementwise.cos_plus_sin", "modules.MockModule", "graph_breaks.toy_example",
+              "graph_breaks.DynamicModule"]
+    try:
+        from pyframe.debug.cases import load_cases
+        from tests.cases import ALL
+
+        cases = {c.qualname: c for c in load_cases(ALL)}
+        found = [cases[name] for name in wanted if name in cases]
+        if found:
+            return found
+    except ImportError:
+        pass
+    seed = Inputs((torch.randn(10), torch.randn(10)))
+    return [Case("fn", __name__, lambda: fn, lambda: seed),
+            Case("toy_example", __name__, lambda: toy_example, lambda: seed),
+            Case("MockModule", __name__, MockModule, lambda: Inputs((torch.randn(10),)), frozenset({"module"}))]
+
+
+def _compare() -> None:
+    _heading("The same cases under eager, pyframe and torch._dynamo (python -m pyframe compare, in small)")
+    comparisons = compare_cases(_corpus_cases(), ["eager", "pyframe", "dynamo"])
+    t = totals(comparisons)
+    print(format_table(TABLE_HEADERS, [*table_rows(comparisons), totals_row(t)]))
+    print(ratios_text(t))
+    print("(compile ms: the first call, traced, compiled and run; call us: a cached call; "
+          "overhead: time over eager's, pyframe's as a fraction of torch._dynamo's)")
+
+
+def run_demo(engine: str = "pyframe", compare: bool = True) -> int:
+    """Print the seed examples' graphs under ``engine`` and, under pyframe, the debug views;
+    returns a process exit code."""
     reason = engine_unavailable_reason(engine)
     if reason is not None:
         print(f"{engine} cannot run here yet: {reason}")
         return 1
+    start = time.perf_counter()
     optimize = "pyframe.optimize" if engine == "pyframe" else "torch.compile"
-    print(f"Seed examples under {optimize}(my_compiler): every graph the backend receives is printed.")
+    _heading(f"Seed examples under {optimize}(my_compiler): every graph the backend receives is printed")
     torch.manual_seed(0)
     _show("fn(x, y): cos, sin, add", engine, fn, [(torch.randn(10), torch.randn(10))])
     _show("MockModule: relu(cos(x))", engine, MockModule(), [(torch.randn(10),)])
     b = torch.randn(10)
     try:
         # Both branches: the graph before the break, then one resume function per branch taken.
-        count = _show("toy_example: graph break on `if b.sum() < 0`", engine, toy_example,
+        count = _show("toy_example: graph break on `if b.sum() < 0`, both branches", engine, toy_example,
                       [(torch.randn(10), b.abs()), (torch.randn(10), -b.abs())])
     except Exception:
         print("toy_example needs graph breaks, which this build does not support yet:")
         print(traceback.format_exc(limit=-3).rstrip())
-    else:
-        if count != 3:
-            print(f"note: torch._dynamo compiles 3 graphs here (the graph before the break and one "
-                  f"resume per branch); {engine} compiled {count}: graph breaks are not complete yet.")
+        return 1
+    if count != 3:
+        print(f"note: torch._dynamo compiles 3 graphs here (the graph before the break and one "
+              f"resume per branch); {engine} compiled {count}.")
+    _dynamic_module(engine)
+    if engine == "pyframe":
+        pyframe.reset()
+        _explain()
+        _recompile()
+        _show_code()
+    if compare:
+        _compare()
+    print(f"\ndemo finished in {time.perf_counter() - start:.1f} s")
     return 0

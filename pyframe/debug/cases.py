@@ -13,6 +13,10 @@ cases with the ``@case`` decorator, on a plain function or on an ``nn.Module`` s
     class LinearRelu(torch.nn.Module):
         ...
 
+Your own programs work the same way: decorate them with ``@pyframe.debug.case(inputs=...)`` in a
+module of yours and run ``python -m pyframe compare --cases mymodule`` (a module name importable from
+the current directory, or a path to a ``.py`` file).
+
 ``load_cases(["tests.cases.elementwise", ...])`` imports the modules and returns their cases. The
 same list feeds the differential test (tests/test_corpus.py), ``python -m pyframe compare`` and the
 benchmarks; running a case is the job of ``pyframe.debug.compare``.
@@ -25,12 +29,16 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import importlib.util
 import inspect
+import os
+import sys
+import types
 from typing import Any, Callable, Iterable, Mapping
 
 import torch
 
-__all__ = ["Case", "Inputs", "case", "load_cases", "registered_cases", "DEFAULT_SEED"]
+__all__ = ["Case", "Inputs", "case", "load_cases", "registered_cases", "import_user_module", "DEFAULT_SEED"]
 
 #: Seed used for module construction and input generation unless a case sets its own.
 DEFAULT_SEED = 0
@@ -175,3 +183,27 @@ def load_cases(module_names: Iterable[str]) -> list[Case]:
             seen[entry.name] = module_name
             cases.append(entry)
     return cases
+
+
+def import_user_module(spec: str) -> types.ModuleType:
+    """Import a user's module: a dotted name (found from the current directory too, as
+    ``python -m`` does) or the path of a ``.py`` file (imported under its file name)."""
+    if spec.endswith(".py") or os.sep in spec:
+        path = os.path.abspath(spec)
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"no such file: {spec}")
+        name = os.path.splitext(os.path.basename(path))[0]
+        module_spec = importlib.util.spec_from_file_location(name, path)
+        if module_spec is None or module_spec.loader is None:
+            raise ImportError(f"cannot import {spec}: not a Python file")
+        module = importlib.util.module_from_spec(module_spec)
+        sys.modules[name] = module  # before running it: dataclasses and pickling look it up
+        try:
+            module_spec.loader.exec_module(module)
+        except BaseException:
+            sys.modules.pop(name, None)
+            raise
+        return module
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    return importlib.import_module(spec)

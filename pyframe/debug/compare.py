@@ -1,20 +1,27 @@
 """The differential harness: run a corpus case eagerly, under pyframe and under torch._dynamo.
 
 Every JIT engine gets the same ``CountingBackend``, which records each graph it is handed (its op
-sequence, normalized so the two engines' graphs can be compared) and returns ``gm.forward``.
-``run_case`` returns a ``RunRecord`` per (case, engine): the first call's result, a cache-hit call's
-result, the graphs, and wall times measured in-process. ``compare_case`` puts the engines side by
-side; tests/test_corpus.py asserts on it and ``python -m pyframe compare`` prints it as a table.
+sequence, normalized so the two engines' graphs can be compared) and returns ``gm.forward`` (or
+what another backend, ``--backend``, makes of the graph). ``run_case`` returns a ``RunRecord`` per
+(case, engine): the first call's result, a cache-hit call's result, the graphs, the breaks, and
+wall times measured in-process. ``compare_case`` puts the engines side by side;
+tests/test_corpus.py asserts on it. ``python -m pyframe compare`` runs ``compare_cases`` (with a
+``Progress`` bar) and prints ``table_rows`` plus a ``totals_row`` and ``ratios_text``, and
+``report_json`` for ``--json``.
 
-Where it sits: beside the translator, on top of the public API. It reaches pyframe only through
-``pyframe.optimize`` and ``pyframe.reset``, so it runs (with pyframe reported unavailable) before
-those exist, and it never imports the translator.
+Where it sits: beside the translator, on top of the public API. It reaches pyframe through
+``pyframe.optimize``, ``pyframe.reset`` and ``pyframe.lookup_backend``, and reads break counts from
+``convert_frame.records``; it never imports the translator.
 """
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import dataclasses
 import functools
+import io
+import sys
 import time
 import timeit
 from typing import Any, Callable, Iterable, Mapping, Sequence
@@ -39,6 +46,17 @@ __all__ = [
     "assert_same_result",
     "graphs_mismatch",
     "format_table",
+    "resolve_backend",
+    "count_breaks",
+    "table_rows",
+    "TABLE_HEADERS",
+    "Totals",
+    "totals",
+    "totals_row",
+    "ratios_text",
+    "Progress",
+    "compare_cases",
+    "report_json",
 ]
 
 #: Engine names. "eager" calls the program directly and makes no graphs.
@@ -69,6 +87,7 @@ class RunRecord:
     first_call_s: float  # wall time of the first call: tracing + backend + run, for a warm engine
     call_s: float | None  # per-call wall time on cache hits (min over rounds); None if not timed
     graphs_on_hits: int  # graphs compiled during the cache-hit calls (a JIT engine should make 0)
+    breaks: int = 0  # graph breaks the engine reported (see count_breaks)
 
     @property
     def graph_count(self) -> int:
@@ -130,15 +149,45 @@ def normalize_ops(gm: torch.fx.GraphModule) -> tuple[str, ...]:
 
 
 class CountingBackend:
-    """A backend that records every graph and runs it as it is (``gm.forward``)."""
+    """A backend that records every graph, then runs it as it is (``gm.forward``) or hands it to
+    ``inner`` (another backend: ``inductor``, ``aot_eager``...)."""
 
-    def __init__(self) -> None:
+    def __init__(self, inner: Callable[..., Any] | None = None) -> None:
         self.graphs: list[GraphRecord] = []
+        self.inner = inner
 
     def __call__(self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any]:
         placeholders = sum(1 for node in gm.graph.nodes if node.op == "placeholder")
         self.graphs.append(GraphRecord(normalize_ops(gm), placeholders))
+        if self.inner is not None:
+            return self.inner(gm, example_inputs)
         return gm.forward
+
+
+def resolve_backend(backend: str | Callable[..., Any] | None) -> Callable[..., Any] | None:
+    """The backend both engines get behind the counting one: None for ``"eager"`` (``gm.forward``),
+    else a callable, or a name looked up in pyframe's registry and then torch's."""
+    if backend is None or backend == "eager":
+        return None
+    if callable(backend):
+        return backend
+    import pyframe
+
+    return pyframe.lookup_backend(backend)
+
+
+def count_breaks(engine: str) -> int:
+    """Graph breaks ``engine`` reported since its last reset: torch._dynamo's list of break reasons;
+    pyframe's frame records that carry an ``Unsupported`` (a break, or a frame run as plain Python)."""
+    if engine == "dynamo":
+        from torch._dynamo.utils import graph_break_reasons
+
+        return len(graph_break_reasons)
+    if engine == "pyframe":
+        from pyframe import convert_frame
+
+        return sum(r.error is not None for records in convert_frame.records.values() for r in records)
+    return 0
 
 
 # --------------------------------------------------------------------------------------------------
@@ -192,8 +241,13 @@ def _warm_up(engine: str) -> None:
     # Defined from source under a neutral file name: a JIT skips frames of its own package's files
     # and of generated code (`<...>` names), so neither would warm it up.
     namespace: dict[str, Any] = {}
-    exec(compile("def warm(x):\n    return x * 2 + 1\n", "pyframe_warmup.py", "exec"), namespace)
-    optimize_with(engine, namespace["warm"], CountingBackend())(torch.ones(2))
+    # The branch on a tensor warms the graph-break path too (resume functions, their compile).
+    source = "def warm(x):\n    y = x * 2 + 1\n    if y.sum() > 0:\n        y = y - 1\n    return y\n"
+    exec(compile(source, "pyframe_warmup.py", "exec"), namespace)
+    warm = optimize_with(engine, namespace["warm"], CountingBackend())
+    warm(torch.ones(2))
+    warm(-torch.ones(2))
+    optimize_with(engine, torch.nn.Sequential(torch.nn.ReLU()), CountingBackend())(torch.ones(2))  # modules
     reset_engines()
     _WARMED.add(engine)
 
@@ -216,27 +270,39 @@ def time_per_call(fn: Callable[[], Any], *, rounds: int = 5, round_s: float = 0.
     return min(timeit.repeat(fn, repeat=rounds, number=number)) / number
 
 
-def run_case(case: Case, engine: str, *, timing: bool = True) -> RunRecord:
+def _snapshot(result: Any) -> Any:
+    """A copy of a result, so the timed calls that follow (which may mutate a list passed in and
+    returned) cannot change what is compared; the result itself if it cannot be copied."""
+    try:
+        return copy.deepcopy(result)
+    except Exception:
+        return result
+
+
+def run_case(case: Case, engine: str, *, timing: bool = True,
+             backend: str | Callable[..., Any] | None = None) -> RunRecord:
     """Run ``case`` under ``engine`` from cold caches: a first call, then cache-hit calls.
 
     Raises whatever the engine raises. With ``timing=False`` only two calls are made (fast: tests).
+    ``backend`` (default: run graphs as they are) is what compiles the graphs, behind the counting one.
     """
     reason = engine_unavailable_reason(engine)
     if reason is not None:
         raise RuntimeError(f"engine {engine!r} unavailable: {reason}")
     _warm_up(engine)
     reset_engines()
-    backend = CountingBackend()
-    compiled = optimize_with(engine, case.make_fn(), backend)
+    counting = CountingBackend(resolve_backend(backend))
+    compiled = optimize_with(engine, case.make_fn(), counting)
     try:
         first_inputs, hit_inputs = case.make_inputs(), case.make_inputs()
         start = time.perf_counter()
-        result = _call(compiled, first_inputs)
+        result = _snapshot(_call(compiled, first_inputs))
         first_call_s = time.perf_counter() - start
-        graphs_after_first = len(backend.graphs)
-        cached_result = _call(compiled, hit_inputs)
+        graphs_after_first = len(counting.graphs)
+        cached_result = _snapshot(_call(compiled, hit_inputs))
         call_s = time_per_call(functools.partial(_call, compiled, hit_inputs)) if timing else None
-        graphs = list(backend.graphs)
+        graphs = list(counting.graphs)
+        breaks = count_breaks(engine)
     finally:
         reset_engines()
     return RunRecord(
@@ -248,10 +314,12 @@ def run_case(case: Case, engine: str, *, timing: bool = True) -> RunRecord:
         first_call_s=first_call_s,
         call_s=call_s,
         graphs_on_hits=len(graphs) - graphs_after_first,
+        breaks=breaks,
     )
 
 
-def compare_case(case: Case, engines: Iterable[str] = ENGINES, *, timing: bool = True) -> CaseComparison:
+def compare_case(case: Case, engines: Iterable[str] = ENGINES, *, timing: bool = True,
+                 backend: str | Callable[..., Any] | None = None) -> CaseComparison:
     """Run ``case`` under each engine; an engine that raises or is unavailable is recorded in ``errors``."""
     records: dict[str, RunRecord] = {}
     errors: dict[str, str] = {}
@@ -261,7 +329,7 @@ def compare_case(case: Case, engines: Iterable[str] = ENGINES, *, timing: bool =
             errors[engine] = f"n/a: {reason}"
             continue
         try:
-            records[engine] = run_case(case, engine, timing=timing)
+            records[engine] = run_case(case, engine, timing=timing, backend=backend)
         except Exception as exc:
             errors[engine] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
     return CaseComparison(case, records, errors)
@@ -335,32 +403,47 @@ def _overhead(record: RunRecord | None, eager: RunRecord | None) -> float | None
     return max(record.call_s - eager.call_s, 0.0)
 
 
+def _ok_text(cmp: CaseComparison, engine: str) -> str:
+    if engine in cmp.errors:
+        return "n/a" if cmp.errors[engine].startswith("n/a") else "ERROR"
+    return {True: "ok", False: "WRONG", None: "n/a"}[cmp.result_ok(engine)]
+
+
+def _match_text(cmp: CaseComparison) -> str:
+    match = cmp.graphs_match()
+    if cmp.case.difference and match is False:
+        return "documented"
+    return {True: "yes", False: "NO", None: "n/a"}[match]
+
+
+def _pair(pf: RunRecord | None, dyn: RunRecord | None, attr: str) -> str:
+    def one(record: RunRecord | None) -> str:
+        return "-" if record is None else str(getattr(record, attr))
+    return f"{one(pf)}/{one(dyn)}"
+
+
+TABLE_HEADERS = [
+    "case", "ok pf", "ok dyn", "graphs pf/dyn", "breaks pf/dyn", "ops match",
+    "compile ms pf", "compile ms dyn", "call us eager", "call us pf", "call us dyn",
+    "overhead pf/dyn",
+]
+
+
 def table_rows(comparisons: Sequence[CaseComparison]) -> list[list[str]]:
-    """One row per case: results ok per engine, graph counts, ops match, compile and call times."""
+    """One row per case: results ok per engine, graph and break counts, whether the op sequences
+    match, warm compile times (first call) and cache-hit call times, and pyframe's cache-hit
+    overhead over eager as a ratio of torch._dynamo's."""
     rows = []
     for cmp in comparisons:
         rec = cmp.records
         eager, pf, dyn = rec.get("eager"), rec.get("pyframe"), rec.get("dynamo")
-
-        def ok(engine: str) -> str:
-            if engine in cmp.errors:
-                return "n/a" if cmp.errors[engine].startswith("n/a") else "ERROR"
-            return {True: "ok", False: "WRONG", None: "n/a"}[cmp.result_ok(engine)]
-
-        def graphs(record: RunRecord | None) -> str:
-            return "n/a" if record is None else str(record.graph_count)
-
-        match = cmp.graphs_match()
-        match_text = {True: "yes", False: "NO", None: "n/a"}[match]
-        if cmp.case.difference and match is False:
-            match_text = "documented"
         rows.append([
             cmp.case.qualname,
-            ok("pyframe"),
-            ok("dynamo"),
-            graphs(pf),
-            graphs(dyn),
-            match_text,
+            _ok_text(cmp, "pyframe"),
+            _ok_text(cmp, "dynamo"),
+            _pair(pf, dyn, "graph_count"),
+            _pair(pf, dyn, "breaks"),
+            _match_text(cmp),
             _fmt(pf and pf.first_call_s, 1e3),
             _fmt(dyn and dyn.first_call_s, 1e3),
             _fmt(eager and eager.call_s, 1e6, 2),
@@ -371,11 +454,81 @@ def table_rows(comparisons: Sequence[CaseComparison]) -> list[list[str]]:
     return rows
 
 
-TABLE_HEADERS = [
-    "case", "ok pf", "ok dyn", "graphs pf", "graphs dyn", "ops match",
-    "compile ms pf", "compile ms dyn", "call us eager", "call us pf", "call us dyn",
-    "overhead pf/dyn",
-]
+@dataclasses.dataclass
+class Totals:
+    """Sums over the cases every engine ran (times only over cases both JIT engines timed)."""
+
+    cases: int
+    ok: dict[str, int]                 # engine -> cases whose results equal eager's
+    graphs: dict[str, int]
+    breaks: dict[str, int]
+    ops_match: int                     # cases where pyframe's op sequences equal torch._dynamo's
+    compared: int                      # cases both JIT engines ran
+    compile_s: dict[str, float]        # engine -> total first-call time
+    call_s: dict[str, float]           # engine -> total cache-hit call time
+    overhead_s: dict[str, float]       # engine -> total cache-hit time over eager's
+    timed: int                         # cases with cache-hit times for all three engines
+
+    @property
+    def compile_ratio(self) -> float | None:
+        """pyframe's total warm compile time over torch._dynamo's."""
+        dyn = self.compile_s.get("dynamo", 0.0)
+        return self.compile_s.get("pyframe", 0.0) / dyn if dyn > 0 else None
+
+    @property
+    def overhead_ratio(self) -> float | None:
+        """pyframe's total cache-hit overhead over eager, divided by torch._dynamo's."""
+        dyn = self.overhead_s.get("dynamo", 0.0)
+        return self.overhead_s.get("pyframe", 0.0) / dyn if dyn > 0 else None
+
+
+def totals(comparisons: Sequence[CaseComparison]) -> Totals:
+    jit = ("pyframe", "dynamo")
+    both = [c for c in comparisons if all(e in c.records for e in jit)]
+    timed = [c for c in both if all(c.records.get(e) is not None and c.records[e].call_s is not None
+                                    for e in ("eager", *jit))]
+    return Totals(
+        cases=len(comparisons),
+        ok={e: sum(bool(c.result_ok(e)) for c in comparisons) for e in jit},
+        graphs={e: sum(c.records[e].graph_count for c in comparisons if e in c.records) for e in jit},
+        breaks={e: sum(c.records[e].breaks for c in comparisons if e in c.records) for e in jit},
+        ops_match=sum(bool(c.graphs_match()) for c in both),
+        compared=len(both),
+        compile_s={e: sum(c.records[e].first_call_s for c in both) for e in jit},
+        call_s={e: sum(c.records[e].call_s for c in timed) for e in ("eager", *jit)},  # type: ignore[misc]
+        overhead_s={e: sum(_overhead(c.records[e], c.records["eager"]) or 0.0 for c in timed) for e in jit},
+        timed=len(timed),
+    )
+
+
+def totals_row(t: Totals) -> list[str]:
+    """The table's last row: counts and sums over the cases."""
+    timed = t.timed > 0
+    return [
+        f"TOTAL ({t.cases} cases)",
+        f"{t.ok['pyframe']}/{t.cases}",
+        f"{t.ok['dynamo']}/{t.cases}",
+        f"{t.graphs['pyframe']}/{t.graphs['dynamo']}",
+        f"{t.breaks['pyframe']}/{t.breaks['dynamo']}",
+        f"{t.ops_match}/{t.compared}",
+        _fmt(t.compile_s["pyframe"], 1e3) if t.compared else "n/a",
+        _fmt(t.compile_s["dynamo"], 1e3) if t.compared else "n/a",
+        _fmt(t.call_s["eager"], 1e6, 2) if timed else "n/a",
+        _fmt(t.call_s["pyframe"], 1e6, 2) if timed else "n/a",
+        _fmt(t.call_s["dynamo"], 1e6, 2) if timed else "n/a",
+        _ratio(t.overhead_s["pyframe"], t.overhead_s["dynamo"]) if timed else "n/a",
+    ]
+
+
+def ratios_text(t: Totals) -> str:
+    """One line of ratios under the table."""
+    parts = []
+    if t.compile_ratio is not None:
+        parts.append(f"warm compile time pyframe/dynamo = {t.compile_ratio:.3f}")
+    if t.overhead_ratio is not None:
+        parts.append(f"cache-hit overhead over eager pyframe/dynamo = {t.overhead_ratio:.3f} "
+                     f"(over {t.timed} timed case(s))")
+    return "; ".join(parts) if parts else "no ratios: a JIT engine did not run (or --no-timing)"
 
 
 def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
@@ -386,5 +539,105 @@ def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
         widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows)]
         lines = [headers, ["-" * w for w in widths], *rows]
         return "\n".join("  ".join(str(x).ljust(w) for x, w in zip(line, widths)) for line in lines)
-    return tabulate(rows, headers=list(headers))
+    return tabulate(rows, headers=list(headers), disable_numparse=True)
 
+
+# --------------------------------------------------------------------------------------------------
+# Running many cases: progress, and the JSON report
+
+
+class Progress:
+    """A one-line progress bar on a terminal (``[#####.....] 12/80 topic.name``), redrawn in place;
+    nothing when ``stream`` is not a terminal (a log file would fill with redraws)."""
+
+    def __init__(self, total: int, stream: Any = None, width: int = 30) -> None:
+        self.total = total
+        self.stream = stream if stream is not None else sys.stderr
+        self.width = width
+        self.done = 0
+        self.active = bool(getattr(self.stream, "isatty", lambda: False)())
+        self._last = 0
+
+    def step(self, label: str) -> None:
+        """Called before each case: shows how many are done and which one runs now."""
+        if not self.active:
+            return
+        filled = self.width * self.done // max(self.total, 1)
+        line = f"[{'#' * filled}{'.' * (self.width - filled)}] {self.done}/{self.total} {label}"
+        self.stream.write("\r" + line.ljust(self._last))
+        self.stream.flush()
+        self._last = len(line)
+        self.done += 1
+
+    def close(self) -> None:
+        if self.active:
+            self.stream.write("\r" + " " * self._last + "\r")
+            self.stream.flush()
+
+
+def compare_cases(cases: Sequence[Case], engines: Iterable[str] = ENGINES, *, timing: bool = True,
+                  backend: str | Callable[..., Any] | None = None,
+                  progress: Progress | None = None, quiet: bool = True) -> list[CaseComparison]:
+    """``compare_case`` over ``cases``, in order, advancing ``progress``; with ``quiet`` what the
+    programs print is dropped."""
+    out = []
+    engines = list(engines)
+    for case in cases:
+        if progress is not None:
+            progress.step(case.qualname)
+        # What the programs print (graph-break cases call print() on every timed call) is not the report.
+        with contextlib.redirect_stdout(io.StringIO()) if quiet else contextlib.nullcontext():
+            out.append(compare_case(case, engines, timing=timing, backend=backend))
+    if progress is not None:
+        progress.close()
+    return out
+
+
+def _run_json(record: RunRecord | None, error: str | None, ok: bool | None) -> dict[str, Any]:
+    if record is None:
+        return {"error": error, "ok": None}
+    return {
+        "ok": ok,
+        "error": None,
+        "graphs": record.graph_count,
+        "breaks": record.breaks,
+        "ops": [list(ops) for ops in record.op_sequences],
+        "graphs_on_hits": record.graphs_on_hits,
+        "compile_ms": record.first_call_s * 1e3,
+        "call_us": None if record.call_s is None else record.call_s * 1e6,
+    }
+
+
+def report_json(comparisons: Sequence[CaseComparison], *, backend: str = "eager") -> dict[str, Any]:
+    """Everything the table shows, as plain data (``--json OUT``)."""
+    t = totals(comparisons)
+    cases = []
+    for cmp in comparisons:
+        engines = {}
+        for engine in [e for e in ENGINES if e in cmp.records or e in cmp.errors]:
+            ok = True if engine == "eager" else cmp.result_ok(engine)
+            engines[engine] = _run_json(cmp.records.get(engine), cmp.errors.get(engine), ok)
+        cases.append({
+            "case": cmp.case.qualname,
+            "tags": sorted(cmp.case.tags),
+            "ops_match": cmp.graphs_match(),
+            "difference": cmp.case.difference,
+            "engines": engines,
+        })
+    return {
+        "backend": backend,
+        "cases": cases,
+        "totals": {
+            "cases": t.cases,
+            "ok": t.ok,
+            "graphs": t.graphs,
+            "breaks": t.breaks,
+            "ops_match": t.ops_match,
+            "compared": t.compared,
+            "compile_ms": {e: v * 1e3 for e, v in t.compile_s.items()},
+            "call_us": {e: v * 1e6 for e, v in t.call_s.items()},
+            "timed": t.timed,
+            "compile_ratio_pyframe_over_dynamo": t.compile_ratio,
+            "overhead_ratio_pyframe_over_dynamo": t.overhead_ratio,
+        },
+    }
