@@ -142,16 +142,36 @@ void pf_extra_state_free(void *p) {
     pf_entries_free(grave, alive);
 }
 
+// The localsplus index of PF_EXPORTS_LOCAL in `code` (a plain local), -1 if it has none, -2 with
+// an exception set if it is a cell or free variable.
+static int pf_exports_slot(PyCodeObject *code) {
+    PyObject *names = code->co_localsplusnames;
+    for (int i = 0; i < code->co_nlocalsplus; i++) {
+        if (PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(names, i), PF_EXPORTS_LOCAL) == 0) {
+            if (i >= code->co_nlocals) {
+                PyErr_SetString(PyExc_ValueError,
+                                "pyframe: " PF_EXPORTS_LOCAL " must be a plain local");
+                return -2;
+            }
+            return i;
+        }
+    }
+    return -1;
+}
+
 PfEntry *pf_cache_lookup(PfExtraState *s, PyObject *const *fast, int nfast, PyObject *globals,
-                         PyObject *builtins, PyObject *closure, PyObject *owner) {
+                         PyObject *builtins, PyObject *closure, PyObject *owner,
+                         PyObject **exports) {
     s->busy++;
     PfEntry *hit = nullptr;
+    *exports = nullptr;
     for (PfEntry *e = s->entries; e != nullptr; e = e->next) {
         if (owner != nullptr && pf_entry_owner(e) != owner) {
             continue;  // compiled for another backend
         }
-        int ok = pf_guards_check_frame(e->root, fast, nfast, globals, builtins, closure);
+        int ok = pf_guards_check_frame(e->root, fast, nfast, globals, builtins, closure, exports);
         if (e->dead) {
+            Py_CLEAR(*exports);
             break;  // the guards' own Python code cleared this cache: treat as a miss
         }
         if (ok) {
@@ -177,6 +197,20 @@ PfEntry *pf_cache_lookup(PfExtraState *s, PyObject *const *fast, int nfast, PyOb
     return hit;
 }
 
+int pf_cache_check_entry(PfExtraState *s, PfEntry *e, PyObject *const *fast, int nfast,
+                         PyObject *globals, PyObject *builtins, PyObject *closure,
+                         PyObject **exports) {
+    s->busy++;  // guards may run Python code that clears this cache: `e` is then parked, not freed
+    *exports = nullptr;
+    int ok = pf_guards_check_frame(e->root, fast, nfast, globals, builtins, closure, exports);
+    if (e->dead) {
+        ok = 0;
+        Py_CLEAR(*exports);
+    }
+    s->busy--;
+    return ok;
+}
+
 PfEntry *pf_cache_add(PfExtraState *s, PyCodeObject *orig, PyObject *code, PyObject *guards,
                       PyObject *info, PyObject *owner) {
     if (!PyCode_Check(code)) {
@@ -187,6 +221,17 @@ PfEntry *pf_cache_add(PfExtraState *s, PyCodeObject *orig, PyObject *code, PyObj
     }
     void *root = pf_guards_root_of(guards);
     if (root == nullptr) {
+        return nullptr;
+    }
+    int exports_slot = pf_exports_slot(reinterpret_cast<PyCodeObject *>(code));
+    if (exports_slot == -2) {
+        return nullptr;
+    }
+    if ((exports_slot >= 0) != (pf_guards_export_count(root) > 0)) {
+        PyErr_Format(PyExc_ValueError,
+                     "pyframe: the transformed code %s the local " PF_EXPORTS_LOCAL
+                     " but its guards export %d values",
+                     exports_slot >= 0 ? "reads" : "does not read", pf_guards_export_count(root));
         return nullptr;
     }
     int nmap = 0;
@@ -219,6 +264,7 @@ PfEntry *pf_cache_add(PfExtraState *s, PyCodeObject *orig, PyObject *code, PyObj
             e->owner = Py_NewRef(owner);
         }
     }
+    e->exports_slot = exports_slot;
     e->nmap = nmap;
     e->slot_map = map;
     e->next = s->entries;

@@ -341,15 +341,18 @@ pf_eval_previous(_PyFrameEvalFunction prev, PyThreadState *tstate, _PyInterprete
 }
 
 /* Run entry `e` for `frame` in a shadow frame (docs/c_layer.md section 4; CPYTHON311.md fact
-   15). `stale` is a reference to drop once the shadow is set up (see pf_callback_return). */
+   15). `exports` (stolen, may be NULL) are its guards' exports, stored in the entry's exports
+   slot. `stale` is a reference to drop once the shadow is set up (see pf_callback_return). */
 static PyObject *
-pf_eval_shadow(PyThreadState *tstate, _PyInterpreterFrame *frame, PfEntry *e, PyObject *stale)
+pf_eval_shadow(PyThreadState *tstate, _PyInterpreterFrame *frame, PfEntry *e, PyObject *exports,
+               PyObject *stale)
 {
     PyCodeObject *code = e->code;
     int nlocalsplus = code->co_nlocalsplus;
     size_t size = (size_t)nlocalsplus + (size_t)code->co_stacksize + FRAME_SPECIALS_SIZE;
     _PyInterpreterFrame *shadow = pf_datastack_push(tstate, size);
     if (shadow == NULL) {
+        Py_XDECREF(exports);
         Py_XDECREF(stale);
         return NULL;
     }
@@ -378,6 +381,11 @@ pf_eval_shadow(PyThreadState *tstate, _PyInterpreterFrame *frame, PfEntry *e, Py
         if (value != NULL && map[i] >= 0) {
             dst[map[i]] = Py_NewRef(value);
         }
+    }
+    if (e->exports_slot >= 0) {
+        dst[e->exports_slot] = exports;
+    } else {
+        Py_XDECREF(exports);
     }
     Py_XDECREF(stale);
 
@@ -432,9 +440,24 @@ pf_eval_miss(PyThreadState *tstate, _PyInterpreterFrame *frame, PyObject *callba
         if (e == NULL) {
             return NULL;
         }
-        /* Installed without re-checking its guards: the callback built them from this frame.
-           Not a hit: `hits` counts calls whose guards passed. */
-        return pf_eval_shadow(tstate, frame, e, NULL);
+        /* Installed without re-checking its guards (the callback built them from this frame)
+           unless they export values to the new code: then checking them fetches those. Should
+           that check fail, the frame runs as it is, never wrongly. Not a hit: `hits` counts
+           cached calls whose guards passed. */
+        if (pf_guards_export_count(e->root) == 0) {
+            return pf_eval_shadow(tstate, frame, e, NULL, NULL);
+        }
+        PyObject *exports = NULL;
+        pf_tls_callback = NULL;  /* as on a lookup: guards never call back into pyframe */
+        int ok = pf_cache_check_entry(state, e, frame->localsplus, code->co_nlocalsplus,
+                                      frame->f_globals, frame->f_builtins,
+                                      frame->f_func->func_closure, &exports);
+        PyObject *stale = pf_callback_return(callback);
+        if (!ok) {
+            Py_XDECREF(stale);
+            return pf_eval_previous(pf_prev_eval, tstate, frame, 0);
+        }
+        return pf_eval_shadow(tstate, frame, e, exports, stale);
     }
     PyErr_Format(PyExc_TypeError,
                  "pyframe: the frame callback must return None, SKIP, RUN_ONLY or a tuple "
@@ -472,12 +495,13 @@ pf_eval_frame(PyThreadState *tstate, _PyInterpreterFrame *frame, int throwflag)
             pf_tls_callback = NULL;  /* guards never call back into pyframe */
             PyObject *closure = frame->f_func->func_closure;
             /* Entries are their compiler's (backend's); run-only mode (False) uses any. */
+            PyObject *exports = NULL;
             PfEntry *e = pf_cache_lookup(state, frame->localsplus, code->co_nlocalsplus,
                                          frame->f_globals, frame->f_builtins, closure,
-                                         callback == Py_False ? NULL : callback);
+                                         callback == Py_False ? NULL : callback, &exports);
             PyObject *stale = pf_callback_return(callback);
             if (e != NULL) {
-                return pf_eval_shadow(tstate, frame, e, stale);
+                return pf_eval_shadow(tstate, frame, e, exports, stale);
             }
             Py_XDECREF(stale);
         }

@@ -73,7 +73,14 @@ struct Tag {
 
 struct Snapshot {
     std::vector<Tag> tags;  // parent first
+    std::vector<std::pair<int, PyObject *>> exports;  // (export index, borrowed value) below
     bool safe = true;
+
+    void append(const Snapshot &inner) {
+        safe = safe && inner.safe;
+        tags.insert(tags.end(), inner.tags.begin(), inner.tags.end());
+        exports.insert(exports.end(), inner.exports.begin(), inner.exports.end());
+    }
 
     bool holds() const {
         for (const Tag &t : tags) {
@@ -132,6 +139,20 @@ bool attr_is_from_instance_dict(PyObject *obj, PyObject *name, PyObject *value) 
     }
     return found == value;
 }
+
+// One run of a tree: whether pinned nodes may skip, and where exported values go (new
+// references by export index; nullptr when the caller does not want them).
+struct Run {
+    bool skip_unchanged;
+    std::vector<PyObject *> *exports;
+
+    void put(int index, PyObject *v) const {
+        if (exports != nullptr) {
+            PyObject *&slot = (*exports)[index];
+            Py_XSETREF(slot, Py_NewRef(v));
+        }
+    }
+};
 
 }  // namespace
 
@@ -254,31 +275,39 @@ public:
     // Leaves first (in the order added), then children. false on the first failure.
     // `skip`: a pinned node may skip its children while its snapshot holds. `record`: the
     // snapshot of an enclosing pinned node being recorded (its facts about this subtree go there).
-    bool check_value(PyObject *v, bool skip, Snapshot *record) const {
+    bool check_value(PyObject *v, const Run &run, Snapshot *record) const {
         for (const auto &leaf : leaves_) {
             if (!leaf->check(v)) {
                 return false;
             }
         }
-        if (!skip || !pinned()) {
+        if (export_index_ >= 0) {
+            run.put(export_index_, v);
+            if (record != nullptr) {
+                record->exports.emplace_back(export_index_, v);
+            }
+        }
+        if (!run.skip_unchanged || !pinned()) {
             if (record != nullptr) {
                 record_facts(v, *record);
             }
-            return check_children(v, skip, record);
+            return check_children(v, run, record);
         }
         if (snapshot_valid_ && snapshot_.holds()) {
+            for (const auto &[index, value] : snapshot_.exports) {
+                run.put(index, value);
+            }
             if (record != nullptr) {
-                record->tags.insert(record->tags.end(), snapshot_.tags.begin(), snapshot_.tags.end());
+                record->append(snapshot_);
             }
             return true;
         }
         Snapshot mine;
         record_facts(v, mine);
-        bool ok = check_children(v, skip, &mine);
+        bool ok = check_children(v, run, &mine);
         snapshot_valid_ = ok && mine.safe;
         if (record != nullptr) {
-            record->safe = record->safe && mine.safe;
-            record->tags.insert(record->tags.end(), mine.tags.begin(), mine.tags.end());
+            record->append(mine);
         }
         if (snapshot_valid_) {
             snapshot_ = std::move(mine);
@@ -286,7 +315,7 @@ public:
         return ok;
     }
 
-    bool check_children(PyObject *v, bool skip, Snapshot *record) const {
+    bool check_children(PyObject *v, const Run &run, Snapshot *record) const {
         for (const auto &c : children_) {
             PyObject *cv = c->fetch_from(v);
             if (cv == nullptr) {
@@ -296,7 +325,7 @@ public:
                 !attr_is_from_instance_dict(v, c->key_.ptr(), cv)) {
                 record->safe = false;
             }
-            bool ok = c->check_value(cv, skip, record);
+            bool ok = c->check_value(cv, run, record);
             Py_DECREF(cv);
             if (!ok) {
                 return false;
@@ -347,6 +376,9 @@ public:
 
     // Whose identity an ID_MATCH pins and who has a subtree to skip.
     bool pinned() const { return pins_identity_ && !children_.empty(); }
+
+    int export_index() const { return export_index_; }
+    void set_export_index(int index) { export_index_ = index; }
 
     // The text of the first failing check below this node (nullptr if everything passes).
     const std::string *first_failure_value(PyObject *v) const {
@@ -470,6 +502,7 @@ private:
     std::string unreadable_;
     std::vector<LeafPtr> leaves_;
     std::vector<std::unique_ptr<GuardManager>> children_;
+    int export_index_ = -1;  // this node's value is export number `export_index_` (see Run)
     bool pins_identity_ = false;
     bool has_attr_children_ = false;
     bool has_item_children_ = false;
@@ -516,13 +549,46 @@ public:
         leaves_.push_back(make_call_match(std::move(fn), std::move(expected), std::move(text)));
     }
 
-    // The hot path. Never leaves an exception set.
-    bool check_frame(const FrameView &fv) const {
-        bool ok = run(fv);
-        if (!ok && PyErr_Occurred()) {
-            PyErr_Clear();
+    // Mark `node` (a node of this tree) as exported; returns its index in the exports tuple.
+    int export_node(GuardManager *node) {
+        if (node->export_index() < 0) {
+            node->set_export_index(n_exports_++);
         }
-        return ok;
+        return node->export_index();
+    }
+    int export_count() const { return n_exports_; }
+
+    // The hot path. Never leaves an exception set. With `exports` (and something exported), a
+    // pass also sets *exports to the tuple of exported values (new reference).
+    bool check_frame(const FrameView &fv, PyObject **exports = nullptr) const {
+        if (exports == nullptr || n_exports_ == 0) {
+            return finish(run(fv, Run{skip_unchanged_, nullptr}));
+        }
+        *exports = nullptr;
+        std::vector<PyObject *> reentrant;  // only if guard code re-entered this very tree
+        std::vector<PyObject *> &values = scratch_busy_ ? reentrant : scratch_;
+        bool outermost = !scratch_busy_;
+        scratch_busy_ = true;
+        values.assign(n_exports_, nullptr);
+        bool ok = run(fv, Run{skip_unchanged_, &values});
+        if (ok) {
+            *exports = PyTuple_New(n_exports_);
+            ok = *exports != nullptr;
+        }
+        for (int i = 0; i < n_exports_; i++) {
+            if (ok && values[i] != nullptr) {
+                PyTuple_SET_ITEM(*exports, i, values[i]);  // steals
+            } else {
+                ok = false;  // (a pass fetches every exported node: never taken)
+                Py_XDECREF(values[i]);
+            }
+            values[i] = nullptr;
+        }
+        if (!ok) {
+            Py_CLEAR(*exports);
+        }
+        scratch_busy_ = scratch_busy_ && !outermost;
+        return finish(ok);
     }
 
     const std::string *first_failure(const FrameView &fv) {
@@ -559,7 +625,14 @@ public:
     }
 
 private:
-    bool run(const FrameView &fv) const {
+    static bool finish(bool ok) {
+        if (!ok && PyErr_Occurred()) {
+            PyErr_Clear();
+        }
+        return ok;
+    }
+
+    bool run(const FrameView &fv, const Run &how) const {
         for (const auto &leaf : leaves_) {
             if (!leaf->check(nullptr)) {
                 return false;
@@ -570,7 +643,7 @@ private:
             if (v == nullptr) {
                 return false;
             }
-            bool ok = n->check_value(v, skip_unchanged_, nullptr);
+            bool ok = n->check_value(v, how, nullptr);
             Py_DECREF(v);
             if (!ok) {
                 return false;
@@ -580,6 +653,9 @@ private:
     }
 
     bool skip_unchanged_;
+    int n_exports_ = 0;
+    mutable std::vector<PyObject *> scratch_;  // the exports of the running check
+    mutable bool scratch_busy_ = false;
     std::vector<LeafPtr> leaves_;  // call matches (global state)
     std::vector<std::unique_ptr<GuardManager>> roots_;
 };
@@ -663,6 +739,27 @@ void bind_guards(py::module_ &m) {
             py::arg("f_locals"), py::arg("f_globals"), py::arg("f_builtins"),
             py::arg("closure") = py::none(),
             "the text of the first failing check, or None if all pass")
+        .def("export", &RootGuardManager::export_node, py::arg("node"),
+             "hand `node`'s value to the frame on every pass (the hook stores the exports "
+             "tuple in the local " PF_EXPORTS_LOCAL "); returns its index in that tuple")
+        .def_property_readonly("export_count", &RootGuardManager::export_count)
+        .def(
+            "check_exports",
+            [](const RootGuardManager &r, py::object f_locals, py::object f_globals,
+               py::object f_builtins, py::object closure) -> py::object {
+                PyObject *exports = nullptr;
+                if (!r.check_frame(python_view(f_locals, f_globals, f_builtins, closure),
+                                   &exports)) {
+                    return py::none();
+                }
+                if (exports == nullptr) {
+                    return py::tuple();
+                }
+                return py::reinterpret_steal<py::object>(exports);
+            },
+            py::arg("f_locals"), py::arg("f_globals"), py::arg("f_builtins"),
+            py::arg("closure") = py::none(),
+            "check(), returning the exports tuple on a pass and None on a failure")
         .def("texts", &RootGuardManager::texts, "every check's text, in tree order")
         .def("__len__", [](const RootGuardManager &r) { return r.texts().size(); });
 }
@@ -688,8 +785,13 @@ extern "C" void *pf_guards_root_of(PyObject *obj) {
     return nullptr;
 }
 
+extern "C" int pf_guards_export_count(void *root) {
+    return static_cast<pyframe::RootGuardManager *>(root)->export_count();
+}
+
 extern "C" int pf_guards_check_frame(void *root, PyObject *const *fast, int nfast,
-                                     PyObject *globals, PyObject *builtins, PyObject *closure) {
+                                     PyObject *globals, PyObject *builtins, PyObject *closure,
+                                     PyObject **exports) {
     pyframe::FrameView fv;
     fv.fast = fast;
     fv.nfast = nfast;
@@ -697,7 +799,7 @@ extern "C" int pf_guards_check_frame(void *root, PyObject *const *fast, int nfas
     fv.builtins = builtins;
     fv.closure = closure;
     try {
-        return static_cast<pyframe::RootGuardManager *>(root)->check_frame(fv) ? 1 : 0;
+        return static_cast<pyframe::RootGuardManager *>(root)->check_frame(fv, exports) ? 1 : 0;
     } catch (...) {
         PyErr_Clear();
         return 0;

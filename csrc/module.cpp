@@ -14,6 +14,7 @@ PYBIND11_MODULE(_C, m) {
     if (pf_eval_frame_init(m.ptr()) < 0) {
         throw py::error_already_set();
     }
+    m.attr("EXPORTS_LOCAL") = PF_EXPORTS_LOCAL;
     pyframe::bind_guards(m);
     pyframe::bind_cache(m);
 }

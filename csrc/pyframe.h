@@ -22,6 +22,11 @@ extern "C" {
 
 /* ---- The cache (layout shared by C and C++; owned by cache.cpp) -------------------------- */
 
+/* The local of a transformed code that receives its guards' exports: the tuple of values the
+   guard tree fetched for the nodes marked with export() (the graph's inputs, see
+   docs/c_layer.md section 5), set by the hook before the code runs. */
+#define PF_EXPORTS_LOCAL "___guard_exports"
+
 /* ExtraState.state: what the hook does with a code object. */
 enum {
     PF_STATE_ACTIVE = 0,   /* use the entries; on a miss call the callback */
@@ -40,6 +45,7 @@ typedef struct PfEntry {
                               reference when it supports them (a strong one would make a cycle
                               through co_extra whenever it refers to the function), else strong */
     unsigned long long hits;
+    int exports_slot;      /* localsplus index of PF_EXPORTS_LOCAL in `code`, or -1 */
     int nmap;              /* co_nlocalsplus of the ORIGINAL code */
     int *slot_map;         /* original localsplus index -> new index, or -1 (free vars) */
     int dead;              /* dropped by clear_code/reset while a lookup was running */
@@ -99,13 +105,22 @@ PfExtraState *pf_extra_state_new(void);   /* NULL with MemoryError */
 void pf_extra_state_free(void *state);    /* the co_extra freefunc: tolerates NULL/finalization */
 
 /* First entry of `owner` (any owner if NULL: run-only mode) whose guards pass, moved to the front
-   with its hit count bumped; NULL on a miss.
+   with its hit count bumped; NULL on a miss. On a hit, *exports is its guards' exports (a new
+   reference) or NULL if they export nothing.
    `fast`/`nfast` are the frame's localsplus. Never leaves an exception set. */
 PfEntry *pf_cache_lookup(PfExtraState *state, PyObject *const *fast, int nfast,
-                         PyObject *globals, PyObject *builtins, PyObject *closure, PyObject *owner);
+                         PyObject *globals, PyObject *builtins, PyObject *closure, PyObject *owner,
+                         PyObject **exports);
+
+/* Checks the guards of entry `e` of `state` (no hit counted): 1 with *exports set as by
+   pf_cache_lookup, or 0 when they fail or Python code they ran dropped `e` (then unusable). */
+int pf_cache_check_entry(PfExtraState *state, PfEntry *e, PyObject *const *fast, int nfast,
+                         PyObject *globals, PyObject *builtins, PyObject *closure,
+                         PyObject **exports);
 
 /* Validates (code, guards, info), builds the slot map against `orig` and pushes a new entry at
-   the front of `state`. NULL with an exception (TypeError/ValueError) on failure. */
+   the front of `state`. NULL with an exception (TypeError/ValueError) on failure; `code` must
+   have the local PF_EXPORTS_LOCAL exactly when the guards export something. */
 PfEntry *pf_cache_add(PfExtraState *state, PyCodeObject *orig, PyObject *code,
                       PyObject *guards, PyObject *info, PyObject *owner);
 
@@ -114,9 +129,14 @@ PfEntry *pf_cache_add(PfExtraState *state, PyCodeObject *orig, PyObject *code,
 /* The C++ RootGuardManager held by a _C.RootGuardManager object, or NULL with TypeError. */
 void *pf_guards_root_of(PyObject *obj);
 
-/* Runs a guard tree against a frame: 1 = passes, 0 = fails. Never leaves an exception set. */
+/* Runs a guard tree against a frame: 1 = passes, 0 = fails. Never leaves an exception set.
+   When it passes and `exports` is not NULL, *exports is the tuple of exported values (a new
+   reference), or NULL if the tree exports nothing. */
 int pf_guards_check_frame(void *root, PyObject *const *fast, int nfast,
-                          PyObject *globals, PyObject *builtins, PyObject *closure);
+                          PyObject *globals, PyObject *builtins, PyObject *closure,
+                          PyObject **exports);
+/* How many values the tree exports (0: none). */
+int pf_guards_export_count(void *root);
 
 #ifdef __cplusplus
 } /* extern "C" */

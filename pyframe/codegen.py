@@ -14,6 +14,7 @@ from typing import Any, Callable
 import torch.fx
 from bytecode import Bytecode, CellVar, FreeVar, Instr, Label
 
+from . import _C
 from .source import (
     AttrSource, BuiltinSource, CellContentsSource, ClosureSource, GlobalSource, ItemSource, LocalSource, Source,
 )
@@ -32,6 +33,8 @@ class PyCodegen:
         # parameter), and the temporaries they were kept in.
         self.shared_sources: set[Source] = set()
         self.source_slots: dict[Source, str] = {}
+        # The graph inputs the guards must export, in order (when the graph call reads them).
+        self.exported_inputs: list[Source] = []
 
     def emit(self, name: str, arg: Any = None) -> None:
         if arg is None and name not in ("LOAD_CONST",):
@@ -138,13 +141,25 @@ class PyCodegen:
         The inputs of a module's graph are its parameters, `self._modules['blocks']._modules['0']
         ._parameters['weight']` and so on: each attribute or item on the way that more than one
         input goes through is evaluated once (the frame runs no user code between these loads)."""
+        first = not self.instructions
         self.push_null()
         self.load_const(compiled_fn)
+        if input_sources and first:
+            # The first thing the code does, so the inputs are the values the guards just
+            # fetched: the hook hands them over in one tuple (docs/c_layer.md, "Exports").
+            self.exported_inputs = list(input_sources)
+            self.emit("LOAD_FAST", _C.EXPORTS_LOCAL)
+            self.emit("CALL_FUNCTION_EX", 0)
+            self._unpack_outputs(outputs)
+            return
         self.shared_sources = _shared_prefixes(input_sources)
         for source in input_sources:
             self.load_source(source)
         self.shared_sources, self.source_slots = set(), {}
         self.call(len(input_sources))
+        self._unpack_outputs(outputs)
+
+    def _unpack_outputs(self, outputs: list[torch.fx.Node]) -> None:
         if not outputs:
             self.emit("POP_TOP")
             return

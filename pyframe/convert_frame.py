@@ -122,7 +122,7 @@ class Compiler:
             result = translate_frame(code, frame.f_locals, frame.f_globals, frame.f_builtins, frame.closure,
                                      make_output, disable_wrap, self.fullgraph)
             guards = outputs[-1].guards
-            root = guards.build(code)
+            root = guards.build(code, result.exports)
         except Unsupported as e:
             if self.fullgraph:
                 raise

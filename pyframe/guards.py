@@ -115,14 +115,18 @@ class GuardSet:
     def texts(self) -> list[str]:
         return [g.text() for g in self.global_state] + [g.text() for g in self]
 
-    def build(self, code: types.CodeType) -> "_C.RootGuardManager":
-        """Lower to the C++ tree checked by the eval-frame hook on every call of `code`."""
+    def build(self, code: types.CodeType, exports: list[Source] = ()) -> "_C.RootGuardManager":
+        """Lower to the C++ tree checked by the eval-frame hook on every call of `code`. The
+        values of `exports` (the graph's inputs) are handed to the transformed code, in order."""
         root = _C.RootGuardManager(config.skip_guards_on_unchanged_objects)
         for g in self.global_state:
             root.add_call_match(g.fn, g.expected, g.text())
         nodes: dict[Source, Any] = {}
         for guard in sorted(self, key=lambda g: g.kind):  # stable: cheap kinds first
             _add_leaf(_node_for(guard.source, root, nodes, code), guard)
+        for i, source in enumerate(exports):
+            if root.export(_node_for(source, root, nodes, code)) != i:
+                raise ValueError(f"graph input {source.name()} is exported twice")
         return root
 
 

@@ -140,3 +140,40 @@ def test_many_codes_reset_and_die():
     for fn in fns:
         assert _C.get_cache_entries(fn.__code__) == []
         assert fn(1) > 0
+
+
+# ---- exports: guards hand the values they fetched to the code they guard -----------------------
+
+
+def reading_exports():
+    """A function whose local EXPORTS_LOCAL (never assigned by itself) it returns."""
+    return fresh_function(f"if False: {_C.EXPORTS_LOCAL} = None\n    return {_C.EXPORTS_LOCAL}")
+
+
+def test_exports_reach_the_transformed_code_on_compile_and_on_hits():
+    f = fresh_function("return x")
+    alt = reading_exports()  # returns what the hook stored
+    guards = _C.RootGuardManager()
+    box = guards.local("x", 0)
+    box.add_type_match(list)
+    guards.export(box.item(1))
+    guards.export(box)
+    run = install(f, alt.__code__, guards=guards)
+    first = [0, "a"]
+    assert run(first) == ("a", first)      # the miss: checked once to fetch the exports
+    second = [1, "b"]
+    assert run(second) == ("b", second)    # a hit
+    assert [e.hits for e in _C.get_cache_entries(f.__code__)] == [1]
+
+
+def test_exports_and_the_code_reading_them_must_agree():
+    f = fresh_function()
+    reads = reading_exports()
+    plain = fresh_function("return -x")
+    exporting = _C.RootGuardManager()
+    exporting.export(exporting.local("x", 0))
+    with pytest.raises(ValueError, match="does not read the local"):
+        install(f, plain.__code__, guards=exporting)(1)
+    with pytest.raises(ValueError, match="reads the local"):
+        install(f, reads.__code__, guards=_C.RootGuardManager())(1)
+    assert _C.get_cache_entries(f.__code__) == []

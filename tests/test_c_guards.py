@@ -496,3 +496,22 @@ def test_parameter_metadata_changed_in_place_is_the_documented_assumption():
     w.requires_grad_(True)
     lin.weight = torch.nn.Parameter(torch.randn(3, 2))  # rebinding is always seen
     assert not check(skipping, {"o": lin}) and not check(full, {"o": lin})
+
+
+def test_exports_come_from_the_check_and_from_an_unchanged_subtree():
+    lin = torch.nn.Linear(2, 2)
+    root = _C.RootGuardManager()
+    node = root.local("o", 0)
+    node.add_id_match(lin, "o is lin")
+    params = node.attr("_parameters")
+    assert root.export(params.item("weight")) == 0 and root.export(params.item("bias")) == 1
+    assert root.export(params.item("weight")) == 0  # asked again: the same index
+    assert root.export_count == 2
+    full = root.check_exports({"o": lin}, G, B)
+    assert full[0] is lin.weight and full[1] is lin.bias
+    skipped = root.check_exports({"o": lin}, G, B)  # the subtree is skipped now
+    assert skipped[0] is lin.weight and skipped[1] is lin.bias
+    lin.bias = torch.nn.Parameter(torch.zeros(2))
+    again = root.check_exports({"o": lin}, G, B)
+    assert again[1] is lin.bias
+    assert root.check_exports({"o": torch.nn.Linear(2, 2)}, G, B) is None  # fails: None

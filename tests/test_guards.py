@@ -192,3 +192,19 @@ def test_a_change_deep_in_a_module_tree_recompiles_once(monkeypatch, skip_unchan
     else:
         assert counter.compiles == 2
         assert sorted(e.hits for e in _C.get_cache_entries(code)) == [2, 2]
+
+
+def test_graph_inputs_come_from_the_guards_exports():
+    torch.manual_seed(0)
+    model = Deep(depth=2).eval()
+    opt = pyframe.optimize(Counter())(model)
+    x = torch.randn(2, 4)
+    torch.testing.assert_close(opt(x), model(x))
+    (entry,) = _C.get_cache_entries(type(model).forward.__code__)
+    assert _C.EXPORTS_LOCAL in entry.code.co_varnames
+    assert entry.guards.export_count == 1 + 2 * 2  # x, then each block's weight and bias
+    with torch.no_grad():  # values change in place (an optimizer step): the same objects
+        for p in model.parameters():
+            p.mul_(0.5)
+    torch.testing.assert_close(opt(x), model(x))
+    assert [e.hits for e in _C.get_cache_entries(type(model).forward.__code__)] == [1]

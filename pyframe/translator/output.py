@@ -3,7 +3,7 @@
 A frame traced to its RETURN_VALUE becomes
 
     <prologue>                                  MAKE_CELL / COPY_FREE_VARS / RESUME
-    ___out_0, ... = __compiled_fn_N(inputs...)  each graph input loaded from its Source
+    ___out_0, ... = __compiled_fn_N(*___guard_exports)  the inputs, as the guards fetched them
     return <the return value rebuilt>           from graph outputs, constants and sources
 
 A frame that breaks at instruction i becomes
@@ -28,7 +28,7 @@ from ..backends import CompiledGraph
 from ..codegen import PyCodegen, make_code
 from ..exc import Unsupported
 from ..resume import first_real, original_position, resume_code
-from ..source import CellContentsSource, LocalSource
+from ..source import CellContentsSource, LocalSource, Source
 from .analysis import enclosing_handlers, live_locals
 from .instructions import InstructionTranslator
 from .variables.containers import ListIteratorVariable
@@ -43,6 +43,7 @@ class TranslationResult:
     graphs: list[CompiledGraph] = field(default_factory=list)
     break_reason: Unsupported | None = None
     resume_codes: list[types.CodeType] = field(default_factory=list)
+    exports: list[Source] = field(default_factory=list)  # what the guards hand to `code`, in order
 
 
 def tensors_in(values: list[VariableTracker]) -> list[TensorVariable]:
@@ -91,7 +92,8 @@ def finish_return(tx: InstructionTranslator, value: VariableTracker,
     store_locals(cg, cells)  # closures made here may outlive the frame
     value.reconstruct(cg)
     cg.emit("RETURN_VALUE")
-    return TranslationResult(make_code(tx.code, tx.prologue(), cg.instructions), graphs)
+    return TranslationResult(make_code(tx.code, tx.prologue(), cg.instructions), graphs,
+                             exports=cg.exported_inputs)
 
 
 def store_locals(cg: PyCodegen, values: dict[str, VariableTracker]) -> None:
@@ -190,7 +192,8 @@ def finish_break(tx: InstructionTranslator, index: int, reason: Unsupported,
         code = resume_code(original, target, stack_shape, live)
         resumes.append(code)
         _emit_resume_call(tx, cg, code, [v for v in lower if not isinstance(v, NullVariable)], results, live)
-    return TranslationResult(make_code(tx.code, tx.prologue(), cg.instructions), graphs, reason, resumes)
+    return TranslationResult(make_code(tx.code, tx.prologue(), cg.instructions), graphs, reason, resumes,
+                             cg.exported_inputs)
 
 
 def _emit_resume_call(tx: InstructionTranslator, cg: PyCodegen, code: types.CodeType,
