@@ -1,4 +1,5 @@
-"""End to end with inductor: eager vs ``torch.compile(model)`` vs ``pyframe.optimize("inductor")(model)``.
+"""End to end with inductor: eager vs ``torch.compile(model)`` vs ``pyframe.optimize("inductor")(model)``,
+and ``pyframe.optimize("onnxrt")(model)`` (ONNX Runtime on the CPU) beside them.
 
 For four model cases of tests/cases/models.py in eval mode under ``torch.no_grad()`` (the MLP, the
 small convnet, the transformer block and the ViT-style encoder), in one process:
@@ -11,7 +12,9 @@ small convnet, the transformer block and the ViT-style encoder), in one process:
 - steady state: per-call time on cache hits, the median over rounds; within a round each engine runs a
   batch of calls, so eager, torch.compile and pyframe are interleaved and drift hits all three alike.
 
-Targets: pyframe steady state within 2% of torch.compile's (ratio <= 1.02) and time to first result no
+The onnxrt columns have no target: they show what exporting each graph to ONNX costs on the first
+call, and how ONNX Runtime's CPU kernels compare with eager and inductor (without the onnx extra they
+read "n/a"). Targets: pyframe steady state within 2% of torch.compile's (ratio <= 1.02) and time to first result no
 worse (ratio <= 1.0). An engine that fails shows the error in its cells instead of a time (pyframe runs
 with ``config.suppress_errors = False``, so an inductor failure raises instead of silently running
 the graph eagerly). Results are checked against eager. This is a benchmark, not a test.
@@ -43,7 +46,7 @@ import pyframe  # noqa: E402
 from pyframe.debug.cases import Case, load_cases  # noqa: E402
 
 MODEL_CASES = ("MLPEval", "SmallConvNetEval", "TransformerBlockEval", "TinyViTEval")
-ENGINES = ("eager", "torch.compile", "pyframe")
+ENGINES = ("eager", "torch.compile", "pyframe", "pyframe onnxrt")
 STEADY_TARGET = 1.02
 FIRST_TARGET = 1.0
 
@@ -83,6 +86,8 @@ def optimize(engine: str, model: torch.nn.Module) -> Callable[..., Any]:
         return torch.compile(model, backend="inductor")
     if engine == "pyframe":
         return pyframe.optimize("inductor")(model)
+    if engine == "pyframe onnxrt":
+        return pyframe.optimize("onnxrt")(model)
     raise ValueError(f"unknown engine {engine!r}")
 
 
@@ -92,13 +97,16 @@ def reset_engines() -> None:
 
 
 def warm_up() -> None:
-    """Compile an unrelated function with inductor through each engine (process-level setup)."""
+    """Compile an unrelated function through each engine (process-level setup: imports, worker pools,
+    the ONNX exporter's tables)."""
     source = "import torch\n\n\ndef warm(x, w):\n    return torch.relu(x @ w + 1).sum(dim=-1)\n"
     namespace: dict[str, Any] = {}
     # A real-looking filename: pyframe skips code whose filename starts with "<".
     exec(compile(source, str(REPO / "benchmarks" / "generated" / "e2e_warm_up.py"), "exec"), namespace)
-    for compiled in (torch.compile(namespace["warm"], backend="inductor"),
-                     pyframe.optimize("inductor")(namespace["warm"])):
+    engines = [torch.compile(namespace["warm"], backend="inductor"), pyframe.optimize("inductor")(namespace["warm"])]
+    with contextlib.suppress(ImportError):  # without the onnx extra, its column says so
+        engines.append(pyframe.optimize("onnxrt")(namespace["warm"]))
+    for compiled in engines:
         with fresh_inductor_cache():
             compiled(torch.randn(4, 8), torch.randn(8, 8))
     reset_engines()
@@ -188,7 +196,7 @@ def _ratio(num: float | None, den: float | None, target: float) -> str:
 
 
 def table_row(name: str, runs: dict[str, EngineRun]) -> list[str]:
-    eager, tc, pf = runs["eager"], runs["torch.compile"], runs["pyframe"]
+    eager, tc, pf, ort = runs["eager"], runs["torch.compile"], runs["pyframe"], runs["pyframe onnxrt"]
     return [
         name,
         _cell(eager, eager.steady_s, 1e6, 1),
@@ -198,12 +206,14 @@ def table_row(name: str, runs: dict[str, EngineRun]) -> list[str]:
         _cell(tc, tc.first_s, 1, 2),
         _cell(pf, pf.first_s, 1, 2),
         _ratio(pf.first_s, tc.first_s, FIRST_TARGET),
+        _cell(ort, ort.steady_s, 1e6, 1),
+        _cell(ort, ort.first_s, 1, 2),
     ]
 
 
 HEADERS = [
     "model", "eager us", "torch.compile us", "pyframe us", "pf/tc steady",
-    "torch.compile first s", "pyframe first s", "pf/tc first",
+    "torch.compile first s", "pyframe first s", "pf/tc first", "pf onnxrt us", "pf onnxrt first s",
 ]
 
 

@@ -5,6 +5,8 @@ Three programs from the custom-backend docs, with pyframe.optimize in place of t
 the graph) and ``toy_example``, whose ``if b.sum() < 0`` on a tensor is a graph break: one graph up
 to the branch, then one resume function per branch taken (three graphs over 100 random calls).
 
+pyframe has this backend built in under the name "print": ``pyframe.optimize("print")(fn)``.
+
 Run:  python examples/debug_backend.py
 """
 
