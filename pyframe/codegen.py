@@ -35,6 +35,12 @@ class PyCodegen:
         self.source_slots: dict[Source, str] = {}
         # The graph inputs the guards must export, in order (when the graph call reads them).
         self.exported_inputs: list[Source] = []
+        self.temps = 0
+
+    def new_temp(self, prefix: str) -> str:
+        """A fresh local slot for the transformed code's own use."""
+        self.temps += 1
+        return f"{prefix}_{self.temps}"
 
     def emit(self, name: str, arg: Any = None) -> None:
         if arg is None and name not in ("LOAD_CONST",):

@@ -28,6 +28,7 @@ from .ops_calls import CallOps
 from .ops_jumps import JumpOps
 from .ops_load_store import LoadStoreOps
 from .ops_stack import StackOps
+from .side_effects import SideEffects
 from .variables import VariableTracker, wrap
 from .variables.containers import DictVariable, ListIteratorVariable, TupleVariable
 from .variables.functions import NestedFunctionVariable
@@ -71,6 +72,8 @@ class InstructionTranslator(LoadStoreOps, CallOps, StackOps, JumpOps):
         made = {i.arg.name for i in self.instructions[:self.first_body_index()] if getattr(i, "name", "") == "MAKE_CELL"}
         self.passed_cells = set(code.co_cellvars) - made
         self.cell_objects: dict[str, Any] = {}  # passed cells already read, by local name
+        # Mutations of objects that outlive the frame: one record for the whole trace.
+        self.side_effects = parent.side_effects if parent is not None else SideEffects()
 
     @property
     def root(self) -> "InstructionTranslator":

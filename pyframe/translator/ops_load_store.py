@@ -50,8 +50,8 @@ class LoadStoreOps:
         self.push(obj.var_getattr(self, inst.arg))
 
     def STORE_ATTR(self, inst: Instr) -> None:
-        obj = self.pop()
-        raise Unsupported(f"assignment to attribute {inst.arg!r} of {obj}")
+        obj, value = self.pop(), self.pop()
+        obj.store_attr(self, inst.arg, value)
 
     # -- cells and free variables --------------------------------------------------------------
     # 3.11: MAKE_CELL and COPY_FREE_VARS run before RESUME. Symbolically a cell variable of this

@@ -91,11 +91,11 @@ class StackOps:
         key, obj, value = self.pop(), self.pop(), self.pop()
         if isinstance(obj, TensorVariable):
             call_in_graph(self, "call_function", operator.setitem, [obj, key, value], {})
-        elif isinstance(obj, (ListVariable, DictVariable)) and obj.source is None:
-            if isinstance(obj, DictVariable):
-                obj.call_method(self, "__setitem__", [key, value], {})
-            else:
-                obj.items[key.as_python_constant()] = value
+        elif isinstance(obj, DictVariable):
+            obj.call_method(self, "__setitem__", [key, value], {})
+        elif isinstance(obj, ListVariable) and isinstance(key.as_python_constant(), int):
+            self.side_effects.mutate(obj)
+            obj.items[key.as_python_constant()] = value
         else:
             raise Unsupported(f"item assignment on {obj}")
 

@@ -4,12 +4,14 @@ A frame traced to its RETURN_VALUE becomes
 
     <prologue>                                  MAKE_CELL / COPY_FREE_VARS / RESUME
     ___out_0, ... = __compiled_fn_N(*___guard_exports)  the inputs, as the guards fetched them
+    <side effects replayed>                     lists, dicts, attributes of objects the frame read
     return <the return value rebuilt>           from graph outputs, constants and sources
 
 A frame that breaks at instruction i becomes
 
     <prologue>
     ___out_0, ... = __compiled_fn_N(inputs...)  the graph of everything before i
+    <side effects replayed>
     <live locals stored back>                   so the real instruction sees the frame's state
     <operands of i rebuilt>; <i itself>         the unsupported step, run by Python
     return __resume_at_<offset>(<rest of the stack>, <results of i>, <live locals>)
@@ -88,7 +90,8 @@ def finish_return(tx: InstructionTranslator, value: VariableTracker,
     """The transformed code of a frame traced all the way to its return."""
     cg = PyCodegen(tx.code)
     cells = _changed_cells(tx)
-    graphs = emit_graph_call(tx, cg, [value, *cells.values()], wrap_compiled)
+    graphs = emit_graph_call(tx, cg, [value, *cells.values(), *tx.side_effects.live_values()], wrap_compiled)
+    tx.side_effects.codegen(cg)
     store_locals(cg, cells)  # closures made here may outlive the frame
     value.reconstruct(cg)
     cg.emit("RETURN_VALUE")
@@ -166,7 +169,9 @@ def finish_break(tx: InstructionTranslator, index: int, reason: Unsupported,
 
     cg = PyCodegen(tx.code)
     cg.lineno = inst.lineno or tx.code.co_firstlineno
-    graphs = emit_graph_call(tx, cg, [*lower, *operands, *live_values], wrap_compiled)
+    graphs = emit_graph_call(tx, cg, [*lower, *operands, *live_values, *tx.side_effects.live_values()],
+                             wrap_compiled)
+    tx.side_effects.codegen(cg)  # before the unsupported step: it may read what the trace mutated
     store_locals(cg, _changed_cells(tx))
     for value in operands:
         value.reconstruct(cg)

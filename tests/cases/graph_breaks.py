@@ -419,11 +419,6 @@ def containers_live_across_break(x):
 @case(
     inputs=lambda: torch.randn(4),
     tags={"break"},
-    difference=(
-        "pyframe leaves mutation of a list that outlives the frame to Python (containers.py): in the "
-        "resume function the list is an argument, so `append` breaks again; torch._dynamo records the "
-        "mutation as a side effect and replays it after the graph"
-    ),
 )
 def list_mutated_after_break(x):
     """A list built before the break and appended to after it (in the resume, it is an argument)."""
@@ -436,10 +431,6 @@ def list_mutated_after_break(x):
 @case(
     inputs=lambda: (torch.randn(4), []),
     tags={"break"},
-    difference=(
-        "pyframe leaves mutation of a list that outlives the frame to Python (containers.py), so each "
-        "`log.append` is a graph break; torch._dynamo records them as side effects (one graph per print)"
-    ),
 )
 def append_to_list_argument(x, log):
     """Side effects on the caller's list on both sides of a break; the list is returned to compare."""

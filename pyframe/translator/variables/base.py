@@ -44,6 +44,10 @@ class VariableTracker:
     def var_getattr(self, tx: "InstructionTranslator", name: str) -> "VariableTracker":
         raise Unsupported(f"attribute {name!r} of {self}")
 
+    def store_attr(self, tx: "InstructionTranslator", name: str, value: "VariableTracker") -> None:
+        """`self.name = value` (STORE_ATTR, setattr())."""
+        raise Unsupported(f"assignment to attribute {name!r} of {self}")
+
     def call(self, tx: "InstructionTranslator", args: Sequence["VariableTracker"],
              kwargs: dict[str, "VariableTracker"]) -> "VariableTracker":
         raise Unsupported(f"call of {self}")

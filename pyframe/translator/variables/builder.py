@@ -34,6 +34,10 @@ _EQUALS_TYPES = (bool, int, float, complex, str, bytes, torch.device)
 
 def wrap(tx: "InstructionTranslator", value: Any, source: Source | None, guard: bool = True) -> VariableTracker:
     """The symbolic value of `value`, guarded on `source` when there is one and `guard` is set."""
+    if source is not None:
+        known = tx.side_effects.known(source)  # a mutable object read before: the same tracker
+        if known is not None:
+            return known
     guards = tx.output.guards if guard and source is not None else None
 
     def add(kind: GuardKind, payload: Any = None) -> None:
@@ -61,7 +65,9 @@ def wrap(tx: "InstructionTranslator", value: Any, source: Source | None, guard: 
                  for i, v in enumerate(value)]
         if type(value) is torch.Size:
             return SizeVariable(items, source)
-        return TupleVariable(items, source) if type(value) is tuple else ListVariable(items, source)
+        if type(value) is tuple:
+            return TupleVariable(items, source)
+        return _mutable(tx, source, value, ListVariable(items, source))
     if isinstance(value, tuple) and hasattr(type(value), "_fields"):  # a namedtuple
         add(GuardKind.TYPE_MATCH, type(value))
         items = [wrap(tx, v, AttrSource(source, f) if source is not None else None, guard)
@@ -72,13 +78,13 @@ def wrap(tx: "InstructionTranslator", value: Any, source: Source | None, guard: 
         add(GuardKind.DICT_KEYS_MATCH, tuple(value))
         items = {k: wrap(tx, v, ItemSource(source, k) if source is not None else None, guard)
                  for k, v in value.items()}
-        return DictVariable(items, source, type(value))
+        return _mutable(tx, source, value, DictVariable(items, source, type(value)))
     if isinstance(value, (slice, range)) and is_constant_value(value):
         add(GuardKind.EQUALS_MATCH, value)
         return ConstantVariable(value, source)
     if isinstance(value, torch.nn.Module):
         add(GuardKind.ID_MATCH, value)
-        return NNModuleVariable(value, source)
+        return _mutable(tx, source, value, NNModuleVariable(value, source))
     if isinstance(value, types.ModuleType):
         add(GuardKind.ID_MATCH, value)
         return PythonModuleVariable(value, source)
@@ -103,7 +109,13 @@ def wrap(tx: "InstructionTranslator", value: Any, source: Source | None, guard: 
         add(GuardKind.ID_MATCH, value)
         return PythonObjectVariable(value, source)
     add(GuardKind.TYPE_MATCH, type(value))
-    return UserObjectVariable(value, source)
+    return _mutable(tx, source, value, UserObjectVariable(value, source))
+
+
+def _mutable(tx: "InstructionTranslator", source: Source | None, value: Any,
+             tracker: VariableTracker) -> VariableTracker:
+    """A tracker of a list, dict or object that the trace may mutate: one per source."""
+    return tx.side_effects.track(source, value, tracker) if source is not None else tracker
 
 
 def _is_builtin(value: Any) -> bool:

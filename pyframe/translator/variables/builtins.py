@@ -201,6 +201,11 @@ def _getitem(tx, obj: VariableTracker, key: VariableTracker) -> VariableTracker 
     return None
 
 
+def _setattr(tx, obj: VariableTracker, name: VariableTracker, value: VariableTracker) -> VariableTracker:
+    obj.store_attr(tx, name.as_python_constant(), value)
+    return ConstantVariable(None)
+
+
 def _super(tx, *args: VariableTracker) -> VariableTracker:
     if not args:
         return zero_arg_super(tx)
@@ -238,7 +243,7 @@ def _not(tx, obj: VariableTracker) -> VariableTracker:
 
 
 _HANDLERS: dict[Callable, Callable] = {
-    len: _len, isinstance: _isinstance, getattr: _getattr, hasattr: _hasattr, type: _type,
+    len: _len, isinstance: _isinstance, getattr: _getattr, hasattr: _hasattr, setattr: _setattr, type: _type,
     list: _sequence(list), tuple: _sequence(tuple), enumerate: _enumerate, zip: _zip, reversed: _reversed,
     operator.is_: _identity(False), operator.is_not: _identity(True), operator.contains: _contains,
     operator.getitem: _getitem, operator.not_: _not, super: _super, sum: _sum,

@@ -2,7 +2,8 @@
 
 Containers built in the frame are plain symbolic values: their mutation is done on the tracker.
 Containers read from the frame carry a Source and are guarded by type and length (dicts: keys);
-mutating one of those is a side effect on a live object, which this slice leaves to Python.
+mutating one of those is a side effect on a live object: done on the tracker too, and recorded for
+the transformed code to replay (side_effects.py).
 """
 from __future__ import annotations
 
@@ -146,8 +147,7 @@ class ListVariable(BaseListVariable):
         mutating = {"append", "extend", "insert", "pop", "clear", "reverse", "remove", "sort"}
         if name not in mutating:
             return super().call_method(tx, name, args, kwargs)
-        if self.source is not None:
-            raise Unsupported(f"list.{name}() on a list that outlives the frame")
+        tx.side_effects.mutate(self)
         if name == "append" and len(args) == 1:
             self.items.append(args[0])
         elif name == "extend" and len(args) == 1:
@@ -211,8 +211,7 @@ class DictVariable(VariableTracker):
         if name == "__contains__" and len(args) == 1:
             return ConstantVariable(_index(args[0]) in self.items)
         if name in ("__setitem__", "update", "pop", "setdefault", "clear"):
-            if self.source is not None:
-                raise Unsupported(f"dict.{name}() on a dict that outlives the frame")
+            tx.side_effects.mutate(self)
             if name == "__setitem__" and len(args) == 2:
                 self.items[_index(args[0])] = args[1]
                 return ConstantVariable(None)
@@ -222,6 +221,17 @@ class DictVariable(VariableTracker):
                     return self.items.pop(k)
                 if len(args) == 2:
                     return args[1]
+            if name == "setdefault" and 1 <= len(args) <= 2:
+                return self.items.setdefault(_index(args[0]), args[1] if len(args) == 2 else ConstantVariable(None))
+            if name == "update" and len(args) <= 1:
+                new = dict(zip(args[0].call_method(tx, "keys", [], {}).as_python_constant(),
+                               args[0].call_method(tx, "values", [], {}).unpack(tx))) if args else {}
+                self.items.update(new)
+                self.items.update(kwargs)
+                return ConstantVariable(None)
+            if name == "clear" and not args:
+                self.items.clear()
+                return ConstantVariable(None)
         raise Unsupported(f"dict.{name}() with these arguments")
 
     def reconstruct(self, cg) -> None:

@@ -46,6 +46,9 @@ class NNModuleVariable(VariableTracker):
         return ItemSource(AttrSource(self.source, table), name) if self.source is not None else None
 
     def var_getattr(self, tx, name: str) -> VariableTracker:
+        stored = tx.side_effects.load_attr(self, name)
+        if stored is not None:
+            return stored
         module = self.module
         for table in ("_parameters", "_buffers", "_modules"):
             entries = module.__dict__.get(table)
@@ -62,6 +65,16 @@ class NNModuleVariable(VariableTracker):
         if isinstance(static, property):
             return tx.inline_call(static.fget, [self], {})
         return tx.wrap(getattr(module, name), AttrSource(self.source, name) if self.source else None)
+
+    def store_attr(self, tx, name: str, value: VariableTracker) -> None:
+        """A plain attribute (a counter, a cached value); parameters, buffers and submodules are
+        registered by Module.__setattr__ and are not replaced while tracing."""
+        module = self.module
+        if any(name in module.__dict__.get(t, ()) for t in ("_parameters", "_buffers", "_modules")):
+            raise Unsupported(f"assignment to {type(module).__name__}.{name}, a parameter, buffer or submodule")
+        if isinstance(value, NNModuleVariable) or type(module).__setattr__ is not torch.nn.Module.__setattr__:
+            raise Unsupported(f"assignment to attribute {name!r} of {type(module).__name__}")
+        tx.side_effects.store_attr(self, name, value)
 
     def call(self, tx, args, kwargs) -> VariableTracker:
         if _has_hooks(self.module):

@@ -61,6 +61,9 @@ class UserObjectVariable(VariableTracker):
         return type(self.value)
 
     def var_getattr(self, tx, name: str) -> VariableTracker:
+        stored = tx.side_effects.load_attr(self, name)
+        if stored is not None:
+            return stored
         static = inspect.getattr_static(type(self.value), name, None)
         if isinstance(static, property) and static.fget is not None and name not in getattr(self.value, "__dict__", {}):
             return tx.inline_call(static.fget, [self], {})
@@ -75,6 +78,19 @@ class UserObjectVariable(VariableTracker):
         if isinstance(method, types.FunctionType):
             return tx.inline_call(method, [self, *args], kwargs)
         raise Unsupported(f"method {type(self.value).__name__}.{name}")
+
+    def store_attr(self, tx, name: str, value: VariableTracker) -> None:
+        check_plain_store(type(self.value), name)
+        tx.side_effects.store_attr(self, name, value)
+
+
+def check_plain_store(cls: type, name: str) -> None:
+    """Unsupported unless `obj.name = value` only puts value in the instance's __dict__."""
+    if type(cls).__setattr__ is not type.__setattr__ or cls.__setattr__ is not object.__setattr__:
+        raise Unsupported(f"assignment to attribute {name!r} of {cls.__qualname__}, which defines __setattr__")
+    static = inspect.getattr_static(cls, name, None)
+    if hasattr(type(static), "__set__") or hasattr(type(static), "__delete__"):
+        raise Unsupported(f"assignment to attribute {name!r} of {cls.__qualname__} through a descriptor")
 
 
 # Descriptors whose __get__ runs no Python code: reading through them is safe while tracing.

@@ -1,0 +1,147 @@
+"""Side effects: mutations of objects that outlive the frame, replayed after the graph runs.
+
+A list, dict or object the frame read (it has a Source) may be mutated by the traced code:
+`results.append(y)`, `cache["k"] = y`, `self.calls += 1`, `setattr(config, "last", y)`. While tracing,
+the mutation is applied to the symbolic value only, and recorded here; every later read in the same
+trace goes through the same tracker (`known`), so it sees the mutation. The transformed code then
+performs all of them for real, after the graph call, in one go:
+
+    <graph call>
+    ___effect_0 = [<new items>]; ...           every new value is built first (an item may be read
+                                               from another mutated object: it must be the old one)
+    results[:] = ___effect_0                   a list keeps its identity, its items are replaced
+    cache.clear(); cache.update(___effect_1)   so does a dict
+    self.calls = ___effect_2                   an attribute store
+    <return, or the unsupported step and the resume call>
+
+One real object reachable from two sources in the same trace (a list passed in and also a global)
+would have two trackers that disagree once either is mutated: such a mutation is Unsupported.
+Objects made while tracing (NewObjectVariable, lists and dicts built in the frame) need no replay:
+they are built with their final contents if they outlive the trace.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ..exc import Unsupported
+from ..source import Source
+from .variables.base import VariableTracker
+
+if TYPE_CHECKING:
+    from ..codegen import PyCodegen
+
+
+class SideEffects:
+    def __init__(self) -> None:
+        self._by_source: dict[Source, VariableTracker] = {}
+        self._sources_of: dict[int, list[Source]] = {}  # id of a real object -> where it was read from
+        self._objects: list[Any] = []                   # keeps those ids valid for the trace
+        self._object_of: dict[int, Any] = {}            # id of a tracker -> its real object
+        self.mutated: dict[int, VariableTracker] = {}   # containers whose items changed, by tracker id
+        self.stores: dict[int, tuple[VariableTracker, dict[str, VariableTracker]]] = {}  # attributes set
+
+    # -- reading ----------------------------------------------------------------------------------
+    def known(self, source: Source) -> VariableTracker | None:
+        """The tracker already made for the mutable object at `source` in this trace."""
+        return self._by_source.get(source)
+
+    def track(self, source: Source, value: Any, tracker: VariableTracker) -> VariableTracker:
+        """Remember the tracker of a mutable object read from `source`."""
+        sources = self._sources_of.setdefault(id(value), [])
+        if sources and any(id(self._by_source[s]) in self.mutated or id(self._by_source[s]) in self.stores
+                           for s in sources):
+            raise Unsupported(f"{source.name()} is {sources[0].name()}, which the trace has mutated")
+        self._by_source[source] = tracker
+        sources.append(source)
+        self._objects.append(value)
+        self._object_of[id(tracker)] = value
+        return tracker
+
+    def load_attr(self, obj: VariableTracker, name: str) -> VariableTracker | None:
+        """The value the trace stored in `obj.name`, if it did."""
+        entry = self.stores.get(id(obj))
+        return entry[1].get(name) if entry is not None else None
+
+    # -- writing ----------------------------------------------------------------------------------
+    def mutate(self, container: VariableTracker) -> None:
+        """`container` (a ListVariable or DictVariable) is about to change its items."""
+        if container.source is None:
+            return  # built in the frame: rebuilt with its final items if it outlives the trace
+        self._check_single_source(container)
+        self.mutated[id(container)] = container
+
+    def store_attr(self, obj: VariableTracker, name: str, value: VariableTracker) -> None:
+        if obj.source is None:
+            raise Unsupported(f"assignment to attribute {name!r} of {obj}, which has no source")
+        self._check_single_source(obj)
+        self.stores.setdefault(id(obj), (obj, {}))[1][name] = value
+
+    def _check_single_source(self, tracker: VariableTracker) -> None:
+        value = self._object_of.get(id(tracker))
+        sources = self._sources_of.get(id(value), []) if value is not None else []
+        if len(sources) > 1:
+            raise Unsupported(f"mutation of an object reachable as {' and '.join(s.name() for s in sources)}")
+
+    # -- replaying ----------------------------------------------------------------------------------
+    def live_values(self) -> list[VariableTracker]:
+        """What the replay reads: its tensors must come out of the graph."""
+        values: list[VariableTracker] = [*self.mutated.values()]
+        for _, attrs in self.stores.values():
+            values.extend(attrs.values())
+        return [item for value in values for item in _contents(value)]
+
+    def codegen(self, cg: "PyCodegen") -> None:
+        """Emit the replay (see the module docstring)."""
+        effects: list[tuple[str, Any]] = []
+        for container in self.mutated.values():
+            effects.append((cg.new_temp("___effect"), container))
+            _build_contents(cg, container)
+            cg.store_local(effects[-1][0])
+        for obj, attrs in self.stores.values():
+            for name, value in attrs.items():
+                effects.append((cg.new_temp("___effect"), (obj, name)))
+                value.reconstruct(cg)
+                cg.store_local(effects[-1][0])
+        for temp, target in effects:
+            if isinstance(target, tuple):  # obj.name = temp
+                obj, name = target
+                cg.load_local(temp)
+                cg.load_source(obj.source)
+                cg.emit("STORE_ATTR", name)
+            elif target.python_type() is list:  # target[:] = temp
+                cg.load_local(temp)
+                cg.load_source(target.source)
+                cg.load_const(None)
+                cg.load_const(None)
+                cg.emit("BUILD_SLICE", 2)
+                cg.emit("STORE_SUBSCR")
+            else:  # target.clear(); target.update(temp)
+                for method, args in (("clear", ()), ("update", (temp,))):
+                    cg.load_source(target.source)
+                    cg.emit("LOAD_METHOD", method)
+                    for arg in args:
+                        cg.load_local(arg)
+                    cg.call(len(args))
+                    cg.emit("POP_TOP")
+
+
+def _contents(value: VariableTracker) -> list[VariableTracker]:
+    items = getattr(value, "items", None)
+    if isinstance(items, dict):
+        return list(items.values())
+    if isinstance(items, list):
+        return list(items)
+    return [value]
+
+
+def _build_contents(cg: "PyCodegen", container: VariableTracker) -> None:
+    """A new list or dict holding the tracker's items (not the frame's object: that is the target)."""
+    if isinstance(container.items, dict):
+        for key, value in container.items.items():
+            cg.load_const(key)
+            value.reconstruct(cg)
+        cg.emit("BUILD_MAP", len(container.items))
+    else:
+        for item in container.items:
+            item.reconstruct(cg)
+        cg.emit("BUILD_LIST", len(container.items))

@@ -1,0 +1,186 @@
+"""Mutations of lists, dicts and objects that outlive the frame: traced into one graph, replayed after it.
+
+Each test runs the same function eagerly and under pyframe on fresh, equal state and compares both
+the results and the mutated state; where torch._dynamo handles the case in one graph, the graph
+count is compared with its own under the same counting backend.
+"""
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+import torch._dynamo
+
+import pyframe
+from pyframe.debug.compare import CountingBackend
+
+RESULTS: list = []
+CONFIG = {"scale": 2.0}
+
+
+class Holder:
+    def __init__(self):
+        self.count = 0
+        self.last = None
+
+
+def run_both(fn, *state, calls: int = 2):
+    """Call fn eagerly and under pyframe on deep copies of `state`; compare results and state."""
+    backend = CountingBackend()
+    eager_state, pf_state = copy.deepcopy(state), copy.deepcopy(state)
+    compiled = pyframe.optimize(backend)(fn)
+    for i in range(calls):
+        x = torch.randn(4, generator=torch.Generator().manual_seed(i))
+        torch.testing.assert_close(compiled(x, *pf_state), fn(x, *eager_state))
+    _assert_same_state(pf_state, eager_state)
+    return backend
+
+
+def dynamo_graphs(fn, *state) -> int:
+    backend = CountingBackend()
+    torch._dynamo.reset()
+    torch._dynamo.optimize(backend)(fn)(torch.randn(4), *copy.deepcopy(state))
+    return len(backend.graphs)
+
+
+def _assert_same_state(actual, expected) -> None:
+    if isinstance(expected, (list, tuple)):
+        assert type(actual) is type(expected) and len(actual) == len(expected), (actual, expected)
+        for a, e in zip(actual, expected):
+            _assert_same_state(a, e)
+    elif isinstance(expected, dict):
+        assert list(actual) == list(expected), (actual, expected)
+        for k in expected:
+            _assert_same_state(actual[k], expected[k])
+    elif isinstance(expected, Holder):
+        _assert_same_state(vars(actual), vars(expected))
+    elif isinstance(expected, torch.Tensor):
+        torch.testing.assert_close(actual, expected)
+    else:
+        assert actual == expected
+
+
+def list_methods(x, acc):
+    acc.append(x.sin())
+    acc.extend([x.cos(), x + 1])
+    first = acc.pop(0)
+    acc.insert(0, first * 2)
+    return x * len(acc) + acc[-1]
+
+
+def dict_methods(x, d):
+    d["y"] = x * d["scale"]
+    d.update({"z": x.relu()})
+    d.setdefault("w", x - 1)
+    old = d.pop("scale")
+    return d["y"] + old
+
+
+def attribute_stores(x, h):
+    h.last = x.exp()
+    h.count = h.count + 1
+    setattr(h, "extra", h.last * 2)
+    return h.extra + h.count
+
+
+def items_of_each_other(x, a, b):
+    a.insert(0, b[0])  # a gets b's old first item, even though b is cleared after
+    b.clear()
+    b.append(x * 3)
+    return x.sin()
+
+
+@pytest.mark.parametrize("fn, state", [
+    (list_methods, ([torch.ones(4)],)),
+    (dict_methods, ({"scale": 3.0},)),
+    (attribute_stores, (Holder(),)),
+    (items_of_each_other, ([torch.zeros(4)], [torch.ones(4), torch.full((4,), 2.0)])),
+], ids=["list", "dict", "attributes", "cross-references"])
+def test_mutations_are_replayed_after_one_graph(fn, state):
+    backend = run_both(fn, *state, calls=1)
+    assert len(backend.graphs) == dynamo_graphs(fn, *state) == 1
+
+
+def test_state_stays_right_over_cached_calls():
+    acc: list = []
+
+    def fn(x, acc):
+        acc.append(x * 2)
+        return x + 1
+
+    compiled = pyframe.optimize(CountingBackend())(fn)
+    expected = []
+    x = torch.randn(3)
+    for _ in range(3):  # the length grows: each call has a new guard on it, as in torch._dynamo
+        compiled(x, acc)
+        expected.append(x * 2)
+    _assert_same_state(acc, expected)
+
+
+def test_global_list_and_dict():
+    def fn(x):
+        y = x * CONFIG["scale"]
+        RESULTS.append(y)
+        CONFIG["last"] = y.sum()
+        return y
+
+    RESULTS.clear()
+    CONFIG.pop("last", None)
+    backend = CountingBackend()
+    x = torch.randn(5)
+    out = pyframe.optimize(backend)(fn)(x)
+    assert len(backend.graphs) == 1
+    assert len(RESULTS) == 1 and RESULTS[0] is not None
+    torch.testing.assert_close(RESULTS[0], x * 2.0)
+    torch.testing.assert_close(CONFIG["last"], (x * 2.0).sum())
+    torch.testing.assert_close(out, x * 2.0)
+
+
+def test_module_attribute_store():
+    class Remember(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.linear = torch.nn.Linear(4, 4)
+            self.last = None
+
+        def forward(self, x):
+            self.last = self.linear(x).relu()
+            return self.last + 1
+
+    torch.manual_seed(0)
+    model = Remember()
+    backend = CountingBackend()
+    x = torch.randn(2, 4)
+    out = pyframe.optimize(backend)(model)(x)
+    assert len(backend.graphs) == 1
+    torch.testing.assert_close(model.last, model.linear(x).relu())
+    torch.testing.assert_close(out, model.last + 1)
+
+
+def test_mutation_before_a_graph_break_is_visible_to_the_unsupported_step():
+    seen = []
+
+    def fn(x, acc):
+        acc.append(x.sin())
+        seen.append(len(acc))   # a closure's list: replayed too, with the length after the append
+        n = int(x.sum() > 0)    # data dependent: a graph break, after which acc is read for real
+        acc.append(x.cos() + n)
+        return x
+
+    backend = run_both(fn, [], calls=1)
+    assert len(backend.graphs) == 2
+    assert seen == [1, 1]  # the eager run and pyframe's each saw one item
+
+
+def test_one_object_reached_two_ways_is_not_mutated_by_the_trace():
+    def fn(x, a, b):
+        a.append(x.sin())
+        return x + len(b)
+
+    shared: list = []
+    expected: list = []
+    x = torch.randn(3)
+    out = pyframe.optimize(CountingBackend())(fn)(x, shared, shared)
+    torch.testing.assert_close(out, fn(x, expected, expected))
+    _assert_same_state(shared, expected)
