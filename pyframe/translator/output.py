@@ -36,6 +36,7 @@ from .instructions import InstructionTranslator
 from .variables.containers import ListIteratorVariable
 from .variables import BoundMethodVariable, NullVariable, VariableTracker
 from .variables.containers import BaseListVariable, DictVariable
+from .variables.objects import NewObjectVariable
 from .variables.tensor import TensorVariable
 
 
@@ -63,6 +64,9 @@ def tensors_in(values: list[VariableTracker]) -> list[TensorVariable]:
                 visit(item)
         elif isinstance(vt, BoundMethodVariable):
             visit(vt.obj)
+        elif isinstance(vt, NewObjectVariable):
+            for item in vt.attrs.values():
+                visit(item)
         elif isinstance(vt, ListIteratorVariable):
             for item in vt.items[vt.index:]:
                 visit(item)

@@ -132,12 +132,21 @@ class NamedTupleVariable(TupleVariable):
         return TupleVariable(result.items) if isinstance(result, NamedTupleVariable) else result
 
     def reconstruct(self, cg) -> None:
-        if self.source is not None or hasattr(self.container_type, "_fields"):
-            super().reconstruct(cg)  # a namedtuple from the frame, or one rebuilt by keyword order
+        if self.source is not None:
+            super().reconstruct(cg)
             return
-        for item in self.items:  # a structseq takes one sequence
+        # A namedtuple is built from its fields (`cls._make(items)`), a structseq from one sequence.
+        make = getattr(self.container_type, "_make", None) if hasattr(self.container_type, "_fields") else None
+        if make is not None:
+            cg.push_null()
+            cg.load_const(make)
+        for item in self.items:
             item.reconstruct(cg)
-        cg.build(self.container_type, len(self.items))
+        if make is not None:
+            cg.emit("BUILD_TUPLE", len(self.items))
+            cg.call(1)
+        else:
+            cg.build(self.container_type, len(self.items))
 
 
 class ListVariable(BaseListVariable):

@@ -1,18 +1,25 @@
 """Python objects the translator does not model in detail: classes, and instances of user classes.
 
-Their attributes are read while tracing (the object is real: it came from the frame) and each
-value read is guarded on its Source like any other input. Reads that would run user code
-(properties, `__getattr__`) are left to Python.
+An instance read from the frame is real: its attributes are read while tracing and each value read
+is guarded on its Source like any other input; assignments to them are side effects
+(side_effects.py). An instance made while tracing (`Point(x, y)`, a dataclass, any class whose
+`__new__` is object's) is symbolic: its `__init__` is inlined, its attributes are trackers, and it
+is built for real only if it outlives the trace. Reads that would run user code the translator
+cannot inline (custom descriptors, `__getattr__`) are left to Python.
 """
 from __future__ import annotations
 
+import abc
 import inspect
 import types
 from typing import Any
 
+import torch
+
 from ...exc import Unsupported
 from ...source import AttrSource, Source
 from .base import BoundMethodVariable, VariableTracker, constant_args
+from .containers import NamedTupleVariable
 
 
 class PythonObjectVariable(VariableTracker):
@@ -34,11 +41,25 @@ class PythonObjectVariable(VariableTracker):
         return tx.wrap(value, source, guard=self.source is not None)
 
     def call(self, tx, args, kwargs) -> VariableTracker:
+        cls = self.value
+        if not isinstance(cls, type):
+            raise Unsupported(f"call to {_describe(cls)}")
         # Classes of values we can fold (torch.Size, torch.device, int, ...) are built while tracing.
-        if isinstance(self.value, type) and getattr(self.value, "__module__", "").split(".")[0] in ("torch", "builtins"):
-            pargs, pkwargs = constant_args(args, kwargs, f"{self.value.__name__}()")
-            return tx.wrap_constant(self.value(*pargs, **pkwargs))
-        raise Unsupported(f"call to {_describe(self.value)}")
+        if getattr(cls, "__module__", "").split(".")[0] in ("torch", "builtins"):
+            pargs, pkwargs = constant_args(args, kwargs, f"{cls.__name__}()")
+            return tx.wrap_constant(cls(*pargs, **pkwargs))
+        if issubclass(cls, tuple) and hasattr(cls, "_fields") and hasattr(cls, "_make"):
+            return _new_namedtuple(tx, cls, args, kwargs)
+        if _is_plain_class(cls):
+            obj = NewObjectVariable(cls, self.source)
+            init = inspect.getattr_static(cls, "__init__")
+            if isinstance(init, types.FunctionType):
+                fn_source = AttrSource(self.source, "__init__") if self.source is not None else None
+                tx.inline_call(init, [obj, *args], kwargs, fn_source=fn_source)
+            elif args or kwargs:
+                raise Unsupported(f"{cls.__qualname__}() takes no arguments")
+            return obj
+        raise Unsupported(f"call to {_describe(cls)}")
 
     def reconstruct(self, cg) -> None:
         if self.source is not None:
@@ -91,6 +112,93 @@ def check_plain_store(cls: type, name: str) -> None:
     static = inspect.getattr_static(cls, name, None)
     if hasattr(type(static), "__set__") or hasattr(type(static), "__delete__"):
         raise Unsupported(f"assignment to attribute {name!r} of {cls.__qualname__} through a descriptor")
+
+
+class NewObjectVariable(VariableTracker):
+    """An instance of a user class made while tracing: `object.__new__(cls)`, then its attributes."""
+
+    def __init__(self, cls: type, cls_source: Source | None):
+        super().__init__()
+        self.cls, self.cls_source = cls, cls_source
+        self.attrs: dict[str, VariableTracker] = {}
+        self._building = False
+
+    def python_type(self) -> type:
+        return self.cls
+
+    def var_getattr(self, tx, name: str) -> VariableTracker:
+        if name in self.attrs:
+            return self.attrs[name]
+        static = inspect.getattr_static(self.cls, name, None)
+        if isinstance(static, property) and static.fget is not None:
+            return tx.inline_call(static.fget, [self], {})
+        if isinstance(static, types.FunctionType):
+            return BoundMethodVariable(self, name)
+        if name == "__class__":
+            return PythonObjectVariable(self.cls, self.cls_source)
+        source = AttrSource(self.cls_source, name) if self.cls_source is not None else None
+        return tx.wrap(_static_attr(self.cls, name), source)
+
+    def call_method(self, tx, name, args, kwargs) -> VariableTracker:
+        method = inspect.getattr_static(self.cls, name, None)
+        if name not in self.attrs and isinstance(method, types.FunctionType):
+            fn_source = AttrSource(self.cls_source, name) if self.cls_source is not None else None
+            return tx.inline_call(method, [self, *args], kwargs, fn_source=fn_source)
+        return self.var_getattr(tx, name).call(tx, args, kwargs)
+
+    def call(self, tx, args, kwargs) -> VariableTracker:
+        return self.call_method(tx, "__call__", args, kwargs)
+
+    def store_attr(self, tx, name: str, value: VariableTracker) -> None:
+        check_plain_store(self.cls, name)
+        self.attrs[name] = value
+
+    def reconstruct(self, cg) -> None:
+        if self._building:
+            raise Unsupported(f"a {self.cls.__qualname__} made while tracing refers to itself")
+
+        def build() -> None:
+            self._building = True
+            cg.push_null()
+            cg.load_const(object.__new__)
+            if self.cls_source is not None:
+                cg.load_source(self.cls_source)
+            else:
+                cg.load_const(self.cls)
+            cg.call(1)
+            for name, value in self.attrs.items():
+                value.reconstruct(cg)
+                cg.emit("COPY", 2)
+                cg.emit("STORE_ATTR", name)
+            self._building = False
+
+        cg.rebuild_once(self, build)
+
+    def __repr__(self) -> str:
+        return f"NewObjectVariable({self.cls.__qualname__})"
+
+
+def _is_plain_class(cls: type) -> bool:
+    """A Python class whose instances object.__new__ makes and whose attributes live in __dict__."""
+    return (type(cls) in (type, abc.ABCMeta) and cls.__new__ is object.__new__
+            and cls.__setattr__ is object.__setattr__ and "__slots__" not in cls.__dict__
+            and all(base is object or base.__module__ != "builtins" for base in cls.__mro__)
+            and not issubclass(cls, (torch.nn.Module, torch.Tensor)))
+
+
+def _new_namedtuple(tx, cls: type, args, kwargs) -> VariableTracker:
+    """`cls(*args, **kwargs)` for a namedtuple class: its fields bound as its __new__ binds them."""
+    parameters = [inspect.Parameter(f, inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                    default=cls._field_defaults.get(f, inspect.Parameter.empty))
+                  for f in cls._fields]
+    try:
+        bound = inspect.Signature(parameters).bind(*args, **kwargs)
+    except TypeError as e:
+        raise Unsupported(f"{cls.__qualname__}(): {e}") from e
+    bound.apply_defaults()
+    items = [value if isinstance(value, VariableTracker) else tx.wrap_constant(value)
+             for value in bound.arguments.values()]
+    return NamedTupleVariable(items, cls)
 
 
 # Descriptors whose __get__ runs no Python code: reading through them is safe while tracing.

@@ -1,0 +1,142 @@
+"""Instances made inside the traced frame: namedtuples, dataclasses and plain user classes.
+
+Their construction is traced (the class's `__init__` inlined), so the tensor work around them stays in
+one graph as in torch._dynamo; an instance that outlives the frame (returned, stored in a list the
+caller holds, alive at a graph break) is built for real with the attributes the trace gave it.
+"""
+from __future__ import annotations
+
+import collections
+import dataclasses
+
+import pytest
+import torch
+import torch._dynamo
+
+import pyframe
+from pyframe.debug.compare import CountingBackend
+
+Pair = collections.namedtuple("Pair", "first second")
+Scaled = collections.namedtuple("Scaled", "value scale", defaults=(2.0,))
+
+
+@dataclasses.dataclass
+class Stats:
+    mean: torch.Tensor
+    std: torch.Tensor
+    count: int = 1
+
+    def normalize(self, x):
+        return (x - self.mean) / self.std
+
+
+class Affine:
+    def __init__(self, weight, bias=0.0):
+        self.weight = weight
+        self.bias = bias
+
+    @property
+    def doubled(self):
+        return self.weight * 2
+
+    def __call__(self, x):
+        return x * self.weight + self.bias
+
+
+class ShiftedAffine(Affine):
+    def __init__(self, weight, shift):
+        super().__init__(weight, bias=shift)
+
+    def __call__(self, x):
+        return super().__call__(x) + self.doubled
+
+
+def namedtuple_fields(x):
+    p = Pair(x.sin(), second=x.cos())
+    s = Scaled(p.first)
+    first, second = p
+    return first + second * s.scale + s.value
+
+
+def dataclass_method(x):
+    stats = Stats(x.mean(), x.std())
+    return stats.normalize(x) * stats.count
+
+
+def class_with_super_and_property(x):
+    layer = ShiftedAffine(x.abs(), shift=1.0)
+    return layer(x) + Affine(3.0)(x)
+
+
+def returned_objects(x):
+    return Pair(x + 1, 2), Stats(x.mean(), x.std(), count=3), ShiftedAffine(x * 2, 0.5)
+
+
+def _same(a, b) -> None:
+    if isinstance(b, torch.Tensor):
+        torch.testing.assert_close(a, b)
+    elif isinstance(b, tuple):
+        assert type(a) is type(b) and len(a) == len(b)
+        for x, y in zip(a, b):
+            _same(x, y)
+    elif hasattr(b, "__dict__"):
+        assert type(a) is type(b) and list(vars(a)) == list(vars(b))
+        _same(tuple(vars(a).values()), tuple(vars(b).values()))
+    else:
+        assert a == b
+
+
+@pytest.mark.parametrize("fn", [namedtuple_fields, dataclass_method, class_with_super_and_property,
+                                returned_objects])
+def test_instances_made_in_the_frame_stay_in_one_graph(fn):
+    x = torch.randn(5)
+    ours, dynamo = CountingBackend(), CountingBackend()
+    result = pyframe.optimize(ours)(fn)(x)
+    _same(result, fn(x))
+    torch._dynamo.reset()
+    torch._dynamo.optimize(dynamo)(fn)(x)
+    assert len(ours.graphs) == len(dynamo.graphs) == 1
+    assert [g.ops for g in ours.graphs] == [g.ops for g in dynamo.graphs]
+
+
+def test_instance_alive_at_a_graph_break_is_built_for_the_resume_function():
+    def fn(x):
+        layer = Affine(x.sin(), bias=1.0)
+        if x.sum() > 0:  # data dependent: a graph break with `layer` live
+            return layer(x)
+        return layer(-x)
+
+    backend = CountingBackend()
+    compiled = pyframe.optimize(backend)(fn)
+    for sign in (1.0, -1.0):
+        x = torch.full((3,), sign)
+        _same(compiled(x), fn(x))
+
+
+def test_instance_stored_in_the_callers_list():
+    def fn(x, out):
+        out.append(Affine(x.relu()))
+        return x * 2
+
+    ours, expected = [], []
+    x = torch.randn(4)
+    _same(pyframe.optimize(CountingBackend())(fn)(x, ours), fn(x, expected))
+    assert len(ours) == 1 and type(ours[0]) is Affine
+    _same(ours[0], expected[0])
+
+
+def test_class_with_its_own_setattr_is_left_to_python():
+    class Logged:
+        def __init__(self, value):
+            self.value = value
+
+        def __setattr__(self, name, value):
+            object.__setattr__(self, name, value * 2)
+
+    def fn(x):
+        return Logged(x).value + 1
+
+    x = torch.randn(3)
+    explanation = pyframe.explain(fn)(x)
+    assert any("__setattr__" in reason.reason for reason in explanation.break_reasons)
+    torch.testing.assert_close(pyframe.optimize(CountingBackend())(fn)(x), fn(x))
