@@ -19,7 +19,7 @@ import pybind11
 import torch
 from torch.utils import cpp_extension
 
-C_SOURCES = ["csrc/eval_frame.c", "csrc/cpython_defs.c"]
+C_SOURCES = ["csrc/eval_frame.c", "csrc/cpython_defs.c", "csrc/module_call.c"]
 CXX_SOURCES = [
     "csrc/cache.cpp", "csrc/guards.cpp", "csrc/leaves.cpp", "csrc/tensor_match.cpp", "csrc/module.cpp"
 ]

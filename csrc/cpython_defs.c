@@ -376,12 +376,17 @@ unsigned long long pf_dict_version(PyObject *dict)
    bumps its version). Borrowed. */
 PyObject *pf_instance_dict(PyObject *obj)
 {
+    PyObject **dictptr = pf_instance_dict_slot(obj);
+    return dictptr != NULL ? *dictptr : NULL;
+}
+
+PyObject **pf_instance_dict_slot(PyObject *obj)
+{
     PyObject **dictptr = _PyObject_GetDictPtr(obj);
     if (dictptr == NULL) {
         PyErr_Clear();
-        return NULL;
     }
-    return *dictptr;
+    return dictptr;
 }
 
 #else

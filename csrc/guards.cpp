@@ -55,6 +55,7 @@ struct Tag {
     PyTypeObject *type;               // nullptr: the type is not part of this fact
     unsigned int type_version;
     PyObject *dict;                   // obj's instance dict, or obj itself; nullptr: none
+    PyObject **dict_slot;             // where obj keeps its instance dict; nullptr: dict is obj
     unsigned long long dict_version;
 
     bool holds() const {
@@ -62,7 +63,7 @@ struct Tag {
             return false;
         }
         if (dict != nullptr) {
-            if (dict != obj && pf_instance_dict(obj) != dict) {
+            if (dict_slot != nullptr && *dict_slot != dict) {
                 return false;  // a new __dict__ was assigned
             }
             return pf_dict_version(dict) == dict_version;
@@ -96,9 +97,9 @@ struct Snapshot {
             safe = false;
             return;
         }
-        tags.push_back(Tag{obj, tp, tp->tp_version_tag, nullptr, 0});
+        tags.push_back(Tag{obj, tp, tp->tp_version_tag, nullptr, nullptr, 0});
     }
-    void dict(PyObject *d) { tags.push_back(Tag{d, nullptr, 0, d, pf_dict_version(d)}); }
+    void dict(PyObject *d) { tags.push_back(Tag{d, nullptr, 0, d, nullptr, pf_dict_version(d)}); }
 };
 
 bool is_immutable(PyObject *v) {
@@ -356,13 +357,14 @@ public:
             }
         }
         if (has_attr_children_) {
-            PyObject *dict = pf_instance_dict(v);
+            PyObject **slot = pf_instance_dict_slot(v);
+            PyObject *dict = slot != nullptr ? *slot : nullptr;
             PyTypeObject *tp = Py_TYPE(v);
             if (dict == nullptr || !PyDict_CheckExact(dict) ||
                 !PyType_HasFeature(tp, Py_TPFLAGS_VALID_VERSION_TAG)) {
                 s.safe = false;
             } else {
-                s.tags.push_back(Tag{v, tp, tp->tp_version_tag, dict, pf_dict_version(dict)});
+                s.tags.push_back(Tag{v, tp, tp->tp_version_tag, dict, slot, pf_dict_version(dict)});
             }
         }
         if (has_item_children_) {

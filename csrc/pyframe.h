@@ -74,6 +74,11 @@ extern PyObject *pf_RUN_ONLY;
 /* Small introspection helper for tests: (hook installed and ours, active threads, chained). */
 PyObject *pf_hook_state(void);
 
+/* ---- module_call.c ------------------------------------------------------------------------- */
+
+/* Adds the ModuleCall type (nn.Module calls without Module.__call__'s Python frames). */
+int pf_module_call_init(PyObject *module);
+
 /* ---- cpython_defs.c: version-specific pieces the C++ side needs ----------------------------- */
 
 /* The ExtraState of `code`, or NULL if it has none (never raises). */
@@ -87,6 +92,9 @@ int *pf_code_slot_map(PyCodeObject *orig, PyCodeObject *new_code, int *n);
 unsigned long long pf_dict_version(PyObject *dict);
 /* The instance dict of `obj` (borrowed; materialized if the object kept inline values), or NULL. */
 PyObject *pf_instance_dict(PyObject *obj);
+/* Where `obj` keeps its instance dict (materialized as above), or NULL: the slot's address is fixed
+   for the object's life, so a later check reads the current dict with one load. */
+PyObject **pf_instance_dict_slot(PyObject *obj);
 /* The co_extra index requested by pf_eval_frame_init (-1 before). */
 extern Py_ssize_t pf_extra_index;
 

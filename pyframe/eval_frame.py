@@ -47,6 +47,15 @@ def _wrap(fn: F, callback: Any) -> F:
     return wrapper
 
 
+def _module_call(mod: torch.nn.Module) -> Any:
+    """`mod(...)`, skipping nn.Module.__call__'s Python frames when they would only call forward
+    (no hooks, no jit trace; csrc/module_call.c checks on every call)."""
+    hooks = torch.nn.modules.module
+    global_hooks = (hooks._global_forward_hooks, hooks._global_forward_pre_hooks,
+                    hooks._global_backward_hooks, hooks._global_backward_pre_hooks)
+    return _C.ModuleCall(mod, global_hooks, torch._C._get_tracing_state)
+
+
 class OptimizedModule(torch.nn.Module):
     """A module whose calls run through pyframe; parameters, buffers and state are the original's."""
 
@@ -58,7 +67,7 @@ class OptimizedModule(torch.nn.Module):
         forward = getattr(type(mod).forward, "__code__", None)
         if forward is not None:
             force_trace.add(forward)  # traced even when the module class is torch's own
-        self.__dict__["_call"] = _C.CallbackScope(mod, context.callback)
+        self.__dict__["_call"] = _C.CallbackScope(_module_call(mod), context.callback)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self._call(*args, **kwargs)

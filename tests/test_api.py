@@ -265,3 +265,52 @@ def test_entries_belong_to_their_backend():
     assert len(_C.get_cache_entries(fn.__code__)) == 2
     assert pyframe.run(fn)(x, y).shape == (3,)  # run-only mode uses any backend's entry
     assert sum(e.hits for e in _C.get_cache_entries(fn.__code__)) == 2
+
+
+# --------------------------------------------------------------------------------------------------
+# OptimizedModule calls: nn.Module.__call__'s work (hooks) is kept; skipped only when it is a no-op
+
+
+class _Scale(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.full((3,), 2.0))
+
+    def forward(self, x, *rest, shift=0.0):
+        return x * self.weight + sum(rest) + shift
+
+
+def test_optimized_module_passes_every_argument_to_forward():
+    model = _Scale()
+    compiled = pyframe.optimize("eager")(model)
+    args = [torch.randn(3) for _ in range(10)]  # more than the small argument buffer holds
+    torch.testing.assert_close(compiled(*args, shift=1.5), model(*args, shift=1.5))
+    torch.testing.assert_close(compiled(args[0]), model(args[0]))
+
+
+def test_optimized_module_runs_the_modules_hooks():
+    model = _Scale()
+    compiled = pyframe.optimize("eager")(model)
+    x = torch.randn(3)
+    torch.testing.assert_close(compiled(x), x * 2)
+    pre = model.register_forward_pre_hook(lambda mod, args: (args[0] + 1,))
+    post = model.register_forward_hook(lambda mod, args, out: out * 10)
+    torch.testing.assert_close(compiled(x), ((x + 1) * 2) * 10)
+    pre.remove()
+    post.remove()
+    torch.testing.assert_close(compiled(x), x * 2)
+
+
+def test_optimized_module_runs_global_module_hooks_and_an_instance_forward():
+    model = _Scale()
+    compiled = pyframe.optimize("eager")(model)
+    x = torch.randn(3)
+    seen = []
+    handle = torch.nn.modules.module.register_module_forward_hook(lambda mod, args, out: seen.append(mod))
+    try:
+        compiled(x)
+    finally:
+        handle.remove()
+    assert seen == [model]
+    model.forward = lambda x: x - 1  # an instance attribute wins over the class's forward
+    torch.testing.assert_close(compiled(x), x - 1)
