@@ -20,7 +20,7 @@ from .builtins import BUILTIN_FUNCTIONS, PURE_FUNCTIONS, BuiltinVariable
 from .constant import ConstantVariable, is_constant_value
 from .containers import DictVariable, ListVariable, NamedTupleVariable, SizeVariable, TupleVariable
 from .functions import UserFunctionVariable
-from .misc import GRAD_MODE_CLASSES, GradModeClassVariable
+from .misc import GRAD_MODE_CLASSES, GradModeClassVariable, InlinedMethodVariable
 from .nn_module import NNModuleVariable
 from .objects import PythonObjectVariable, UserObjectVariable
 from .tensor import TensorVariable
@@ -102,6 +102,15 @@ def wrap(tx: "InstructionTranslator", value: Any, source: Source | None, guard: 
             if source is not None and guards is not None:
                 guards.add(AttrSource(source, "__code__"), GuardKind.ID_MATCH, value.__code__)
         return UserFunctionVariable(value, source)
+    if isinstance(value, types.MethodType) and isinstance(value.__func__, types.FunctionType):
+        # A bound method (a context manager's `clone`, a callback): its function inlined, `self`
+        # read through it. Made anew by each attribute read, so guarded by what it binds.
+        add(GuardKind.TYPE_MATCH, types.MethodType)
+        func_source = AttrSource(source, "__func__") if source is not None else None
+        if guards is not None:
+            guards.add(func_source, GuardKind.ID_MATCH, value.__func__)
+        obj = wrap(tx, value.__self__, AttrSource(source, "__self__") if source is not None else None, guard)
+        return InlinedMethodVariable(value.__func__, obj, source)
     if isinstance(value, type) and value in GRAD_MODE_CLASSES:
         add(GuardKind.ID_MATCH, value)
         return GradModeClassVariable(value, source)

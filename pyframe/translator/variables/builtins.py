@@ -6,6 +6,7 @@ so the rules for what an operator does with tensors, containers and constants li
 from __future__ import annotations
 
 import builtins
+import functools
 import math
 import operator
 from typing import Any, Callable, Sequence
@@ -206,6 +207,17 @@ def _setattr(tx, obj: VariableTracker, name: VariableTracker, value: VariableTra
     return ConstantVariable(None)
 
 
+def _reduce(tx, fn: VariableTracker, iterable: VariableTracker, *initial: VariableTracker) -> VariableTracker:
+    """functools.reduce: fn called item by item (each call traced like any other)."""
+    items = list(initial) + iterable.unpack(tx)
+    if not items:
+        raise Unsupported("functools.reduce() of an empty sequence with no initial value")
+    total = items[0]
+    for item in items[1:]:
+        total = fn.call(tx, [total, item], {})
+    return total
+
+
 def _super(tx, *args: VariableTracker) -> VariableTracker:
     if not args:
         return zero_arg_super(tx)
@@ -246,9 +258,9 @@ _HANDLERS: dict[Callable, Callable] = {
     len: _len, isinstance: _isinstance, getattr: _getattr, hasattr: _hasattr, setattr: _setattr, type: _type,
     list: _sequence(list), tuple: _sequence(tuple), enumerate: _enumerate, zip: _zip, reversed: _reversed,
     operator.is_: _identity(False), operator.is_not: _identity(True), operator.contains: _contains,
-    operator.getitem: _getitem, operator.not_: _not, super: _super, sum: _sum,
+    operator.getitem: _getitem, operator.not_: _not, super: _super, sum: _sum, functools.reduce: _reduce,
     min: _minmax(min), max: _minmax(max), any: _any_all(any), all: _any_all(all), bool: lambda tx, obj: ConstantVariable(obj.truth()),
     **{fn: _binary(fn) for fn in (operator.add, operator.iadd, operator.mul, operator.imul)},
 }
 
-BUILTIN_FUNCTIONS = {v for v in vars(builtins).values() if callable(v)}
+BUILTIN_FUNCTIONS = {v for v in vars(builtins).values() if callable(v)} | {functools.reduce}

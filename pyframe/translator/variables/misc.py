@@ -13,6 +13,7 @@ from typing import Any
 import torch
 
 from ...exc import Unsupported
+from ...source import AttrSource
 from .base import VariableTracker
 from .constant import ConstantVariable
 
@@ -98,14 +99,19 @@ class SuperVariable(VariableTracker):
 
 
 class InlinedMethodVariable(VariableTracker):
-    """A Python function bound to a symbolic `self`: calls are inlined."""
+    """A Python function bound to a symbolic `self` (a super() attribute, or a bound method read
+    from the frame, `source` being the method object): calls are inlined."""
 
-    def __init__(self, fn: types.FunctionType, obj: VariableTracker):
-        super().__init__()
+    def __init__(self, fn: types.FunctionType, obj: VariableTracker, source=None):
+        super().__init__(source)
         self.fn, self.obj = fn, obj
 
+    def python_type(self) -> type:
+        return types.MethodType
+
     def call(self, tx, args, kwargs) -> VariableTracker:
-        return tx.inline_call(self.fn, [self.obj, *args], kwargs)
+        fn_source = AttrSource(self.source, "__func__") if self.source is not None else None
+        return tx.inline_call(self.fn, [self.obj, *args], kwargs, fn_source=fn_source)
 
 
 def zero_arg_super(tx) -> SuperVariable:
