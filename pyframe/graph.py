@@ -106,11 +106,13 @@ class OutputGraph:
     def compile(self, outputs: list[torch.fx.Node]) -> CompiledGraph | None:
         """Close the graph with `outputs` and compile it; the result takes `self.inputs` in order.
 
-        None when no operation is left once dead code is gone (no graph, as torch._dynamo does).
+        Every call traced stays, used or not, as in torch._dynamo 2.13 (which leaves dead code to the
+        backend), except what it never records (see `drop_unused_bookkeeping`); inputs nothing
+        reads are dropped. None when the graph has no call at all.
         """
         self.graph.output(tuple(outputs))
-        remove_dead_nodes(self.graph)
-        for source, inp in list(self.inputs.items()):  # inputs only dead code read
+        drop_unused_bookkeeping(self.graph)
+        for source, inp in list(self.inputs.items()):  # read for their metadata only (x.shape)
             if not inp.node.users:
                 self.graph.erase_node(inp.node)
                 del self.inputs[source]
@@ -131,13 +133,14 @@ def _next_graph_name() -> str:
     return f"__compiled_fn_{next(_graph_counter)}"
 
 
-def remove_dead_nodes(graph: torch.fx.Graph) -> None:
-    """Drop calls whose results nobody uses, keeping every call that mutates its inputs.
-
-    (fx's own eliminate_dead_code would drop `x.add_(1)`: it only knows mutation from aten schemas.)
-    """
+def drop_unused_bookkeeping(graph: torch.fx.Graph) -> None:
+    """Drop unused nodes torch._dynamo would not have: `getitem` projections of a multi-output op
+    (`values, indices = x.max(0)` with only `values` read) and calls that made no tensor (helpers
+    such as F._canonical_mask(None), which torch._dynamo runs inline)."""
     for node in reversed(list(graph.nodes)):
-        if node.op in ("call_function", "call_method") and not node.users and not _mutates(node):
+        if node.op != "call_function" or node.users or _mutates(node):
+            continue
+        if node.target is operator.getitem or not _holds_tensor(node.meta.get("example_value")):
             graph.erase_node(node)
 
 
@@ -157,6 +160,14 @@ def _mutates(node: torch.fx.Node) -> bool:
         name = getattr(node.target, "__name__", "")
     # torch's convention: a trailing underscore marks the in-place variant (add_, relu_, copy_).
     return name.endswith("_") and not name.endswith("__")
+
+
+def _holds_tensor(value: Any) -> bool:
+    if isinstance(value, torch.Tensor):
+        return True
+    if isinstance(value, (list, tuple)):
+        return any(_holds_tensor(v) for v in value)
+    return False
 
 
 def _example_value(node: torch.fx.Node) -> Any:

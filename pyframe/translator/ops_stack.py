@@ -9,6 +9,7 @@ from ..exc import Unsupported
 from .variables import (
     BuiltinVariable, ConstantVariable, DictVariable, ListVariable, TensorVariable, TupleVariable,
 )
+from .variables.containers import SetVariable
 from .variables.misc import GradModeVariable
 from .variables.tensor import call_in_graph
 
@@ -93,9 +94,10 @@ class StackOps:
             call_in_graph(self, "call_function", operator.setitem, [obj, key, value], {})
         elif isinstance(obj, DictVariable):
             obj.call_method(self, "__setitem__", [key, value], {})
-        elif isinstance(obj, ListVariable) and isinstance(key.as_python_constant(), int):
+        elif isinstance(obj, ListVariable) and isinstance(key.as_python_constant(), (int, slice)):
+            index = key.as_python_constant()
             self.side_effects.mutate(obj)
-            obj.items[key.as_python_constant()] = value
+            obj.items[index] = value.unpack(self) if isinstance(index, slice) else value
         else:
             raise Unsupported(f"item assignment on {obj}")
 
@@ -109,6 +111,17 @@ class StackOps:
 
     def BUILD_LIST(self, inst: Instr) -> None:
         self.push(ListVariable(self.popn(inst.arg)))
+
+    def BUILD_SET(self, inst: Instr) -> None:
+        self.push(SetVariable.of(self.popn(inst.arg)))
+
+    def SET_ADD(self, inst: Instr) -> None:
+        value = self.pop()
+        self.stack[-inst.arg].call_method(self, "add", [value], {})
+
+    def SET_UPDATE(self, inst: Instr) -> None:
+        values = self.pop()
+        self.stack[-inst.arg].call_method(self, "update", [values], {})
 
     def BUILD_MAP(self, inst: Instr) -> None:
         flat = self.popn(2 * inst.arg)

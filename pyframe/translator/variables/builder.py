@@ -79,7 +79,7 @@ def wrap(tx: "InstructionTranslator", value: Any, source: Source | None, guard: 
         items = {k: wrap(tx, v, ItemSource(source, k) if source is not None else None, guard)
                  for k, v in value.items()}
         return _mutable(tx, source, value, DictVariable(items, source, type(value)))
-    if isinstance(value, (slice, range)) and is_constant_value(value):
+    if isinstance(value, (slice, range, frozenset)) and is_constant_value(value):
         add(GuardKind.EQUALS_MATCH, value)
         return ConstantVariable(value, source)
     if isinstance(value, torch.nn.Module):

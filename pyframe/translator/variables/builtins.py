@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import builtins
 import functools
+import itertools
 import math
 import operator
 from typing import Any, Callable, Sequence
@@ -14,7 +15,7 @@ from typing import Any, Callable, Sequence
 from ...exc import Unsupported
 from .base import VariableTracker, constant_args
 from .constant import ConstantVariable
-from .containers import BaseListVariable, DictVariable, ListVariable, TupleVariable
+from .containers import BaseListVariable, DictVariable, ListVariable, SetVariable, TupleVariable
 from .misc import SuperVariable, zero_arg_super
 from .tensor import TensorVariable, call_in_graph
 
@@ -90,7 +91,7 @@ class BuiltinVariable(VariableTracker):
 def _len(tx, obj: VariableTracker) -> VariableTracker | None:
     if isinstance(obj, TensorVariable):
         return obj.call_method(tx, "__len__", [], {})
-    if isinstance(obj, (BaseListVariable, DictVariable)):
+    if isinstance(obj, (BaseListVariable, DictVariable, SetVariable)):
         return ConstantVariable(len(obj.items))
     return None
 
@@ -188,6 +189,8 @@ def _identity(negate: bool) -> Callable:
 def _contains(tx, container: VariableTracker, item: VariableTracker) -> VariableTracker | None:
     if isinstance(container, DictVariable):
         return ConstantVariable(item.as_python_constant() in container.items)
+    if isinstance(container, SetVariable):
+        return ConstantVariable(item.as_python_constant() in container.values)
     if isinstance(container, BaseListVariable) and item.is_python_constant():
         return container.call_method(tx, "__contains__", [item], {})
     return None
@@ -205,6 +208,26 @@ def _getitem(tx, obj: VariableTracker, key: VariableTracker) -> VariableTracker 
 def _setattr(tx, obj: VariableTracker, name: VariableTracker, value: VariableTracker) -> VariableTracker:
     obj.store_attr(tx, name.as_python_constant(), value)
     return ConstantVariable(None)
+
+
+def _set(tx, obj: VariableTracker | None = None) -> VariableTracker:
+    return SetVariable.of(obj.unpack(tx) if obj is not None else [])
+
+
+def _itertools(fn: Callable) -> Callable:
+    """itertools over iterables of known length: itertools itself arranges the symbolic items
+    (it never looks at their values), and the result is the list of what it yields."""
+    def handler(tx, *args: VariableTracker, **kwargs: VariableTracker) -> VariableTracker:
+        if fn is itertools.islice:  # islice(iterable, [start,] stop [, step])
+            iterables = [args[0].unpack(tx), *(a.as_python_constant() for a in args[1:])]
+        else:
+            iterables = [a.unpack(tx) for a in args]
+        options = {k: v if k == "fillvalue" else v.as_python_constant() for k, v in kwargs.items()}
+        if fn is itertools.zip_longest:
+            options.setdefault("fillvalue", ConstantVariable(None))
+        return ListVariable([TupleVariable(list(i)) if isinstance(i, tuple) else i
+                             for i in fn(*iterables, **options)])
+    return handler
 
 
 def _reduce(tx, fn: VariableTracker, iterable: VariableTracker, *initial: VariableTracker) -> VariableTracker:
@@ -254,13 +277,16 @@ def _not(tx, obj: VariableTracker) -> VariableTracker:
     return ConstantVariable(not obj.truth())
 
 
+_ITERTOOLS = (itertools.chain, itertools.product, itertools.islice, itertools.zip_longest)
+
 _HANDLERS: dict[Callable, Callable] = {
     len: _len, isinstance: _isinstance, getattr: _getattr, hasattr: _hasattr, setattr: _setattr, type: _type,
     list: _sequence(list), tuple: _sequence(tuple), enumerate: _enumerate, zip: _zip, reversed: _reversed,
     operator.is_: _identity(False), operator.is_not: _identity(True), operator.contains: _contains,
     operator.getitem: _getitem, operator.not_: _not, super: _super, sum: _sum, functools.reduce: _reduce,
+    set: _set, **{fn: _itertools(fn) for fn in _ITERTOOLS},
     min: _minmax(min), max: _minmax(max), any: _any_all(any), all: _any_all(all), bool: lambda tx, obj: ConstantVariable(obj.truth()),
     **{fn: _binary(fn) for fn in (operator.add, operator.iadd, operator.mul, operator.imul)},
 }
 
-BUILTIN_FUNCTIONS = {v for v in vars(builtins).values() if callable(v)} | {functools.reduce}
+BUILTIN_FUNCTIONS = {v for v in vars(builtins).values() if callable(v)} | {functools.reduce, *_ITERTOOLS}

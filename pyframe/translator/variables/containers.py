@@ -265,6 +265,64 @@ class DictVariable(VariableTracker):
         return f"DictVariable({self.items!r})"
 
 
+class SetVariable(VariableTracker):
+    """A set of constants (ints, strings, ...) built in the frame: a real set, so iteration has
+    Python's own order."""
+
+    def __init__(self, values: set):
+        super().__init__()
+        self.values = values
+
+    @classmethod
+    def of(cls, items: list[VariableTracker]) -> "SetVariable":
+        if not all(item.is_python_constant() for item in items):
+            raise Unsupported("a set of values unknown while tracing (tensors hash by identity)")
+        return cls({item.as_python_constant() for item in items})
+
+    @property
+    def items(self) -> list[VariableTracker]:
+        return [ConstantVariable(v) for v in self.values]
+
+    def python_type(self) -> type:
+        return set
+
+    def as_python_constant(self) -> Any:
+        return set(self.values)
+
+    def truth(self) -> bool:
+        return bool(self.values)
+
+    def unpack(self, tx) -> list[VariableTracker]:
+        return self.items
+
+    def var_getattr(self, tx, name: str) -> VariableTracker:
+        if callable(getattr(set, name, None)):
+            return BoundMethodVariable(self, name)
+        raise Unsupported(f"attribute {name!r} of a set")
+
+    def call_method(self, tx, name, args, kwargs) -> VariableTracker:
+        if name in ("add", "discard", "remove", "update", "clear", "difference_update",
+                    "intersection_update"):
+            others = [SetVariable.of(a.unpack(tx)).values if name.endswith("update") else a.as_python_constant()
+                      for a in args]
+            getattr(self.values, name)(*others)
+            return ConstantVariable(None)
+        pargs, pkwargs = constant_args(args, kwargs, f"set.{name}()")
+        result = getattr(self.values, name)(*pargs, **pkwargs)
+        return SetVariable(result) if isinstance(result, set) else ConstantVariable(result)
+
+    def reconstruct(self, cg) -> None:
+        def build() -> None:
+            for value in self.values:
+                cg.load_const(value)
+            cg.emit("BUILD_SET", len(self.values))
+
+        cg.rebuild_once(self, build)
+
+    def __repr__(self) -> str:
+        return f"SetVariable({self.values!r})"
+
+
 class ListIteratorVariable(VariableTracker):
     """The iterator GET_ITER leaves on the stack: the items still to come."""
 

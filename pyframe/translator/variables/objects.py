@@ -95,7 +95,7 @@ class UserObjectVariable(VariableTracker):
         return tx.wrap(value, source)
 
     def call_method(self, tx, name, args, kwargs) -> VariableTracker:
-        method = inspect.getattr_static(self.value, name)
+        method = inspect.getattr_static(self.value, name, None)
         if isinstance(method, types.FunctionType):
             return tx.inline_call(method, [self, *args], kwargs)
         raise Unsupported(f"method {type(self.value).__name__}.{name}")

@@ -1,0 +1,56 @@
+"""Containers and iteration helpers built while tracing: sets, itertools, list slice assignment.
+
+Compared with eager (results) and torch._dynamo (one graph, the same ops).
+"""
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import torch
+import torch._dynamo
+
+import pyframe
+from pyframe.debug.compare import CountingBackend
+
+
+def sets_of_constants(x):
+    seen = {1, 2, 2}
+    seen.add(3)
+    evens = {i * 2 for i in range(4)}
+    return x * len(seen) + max(evens) if 2 in seen and 5 not in evens else x
+
+
+def itertools_chain_islice_zip_longest(x):
+    chained = list(itertools.chain([x], (x * 2,)))
+    tail = list(itertools.islice([x, x + 1, x + 2], 1, None))
+    pairs = list(itertools.zip_longest([x, x - 1], [1]))
+    return sum(chained) + tail[-1] + pairs[0][0] * (pairs[1][1] is None)
+
+
+def list_slice_assignment(x):
+    parts = [x, x, x]
+    parts[1:] = [x * 3, x * 4]
+    parts[0] = x - 1
+    return torch.stack(parts)
+
+
+@pytest.mark.parametrize("fn", [sets_of_constants, itertools_chain_islice_zip_longest, list_slice_assignment])
+def test_one_graph_like_torch_dynamo(fn):
+    x = torch.randn(4)
+    ours, dynamo = CountingBackend(), CountingBackend()
+    torch.testing.assert_close(pyframe.optimize(ours)(fn)(x), fn(x))
+    torch._dynamo.reset()
+    torch._dynamo.optimize(dynamo)(fn)(x)
+    assert len(ours.graphs) == len(dynamo.graphs) == 1
+    assert [g.ops for g in ours.graphs] == [g.ops for g in dynamo.graphs]
+
+
+def test_a_set_of_tensors_is_left_to_python():
+    def fn(x):
+        return len({x, x + 1})
+
+    x = torch.randn(2)
+    reasons = [r.reason for r in pyframe.explain(fn)(x).break_reasons]
+    assert any("set of values unknown" in r for r in reasons), reasons
+    assert pyframe.optimize(CountingBackend())(fn)(x) == 2
