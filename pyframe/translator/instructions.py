@@ -30,7 +30,7 @@ from .ops_load_store import LoadStoreOps
 from .ops_stack import StackOps
 from .side_effects import SideEffects
 from .variables import VariableTracker, wrap
-from .variables.containers import DictVariable, ListIteratorVariable, TupleVariable
+from .variables.containers import DictVariable, GeneratorVariable, TupleVariable
 from .variables.functions import NestedFunctionVariable
 
 # Code flags of generators, coroutines and async generators (their frames are never traced).
@@ -66,7 +66,9 @@ class InstructionTranslator(LoadStoreOps, CallOps, StackOps, JumpOps):
         self.return_value: VariableTracker | None = None
         self.steps = 0
         self.break_at = break_at  # root frame: stop before this instruction (a graph break)
-        self.yielded: list[VariableTracker] | None = None  # an inlined generator's values so far
+        self.is_generator = False  # an inlined generator function (see run_call)
+        self.suspended = False     # stopped at a yield, whose value is `yielded_value`
+        self.yielded_value: VariableTracker | None = None
         self.closure_refs: dict[str, Any] = {}  # free variables of a function made while tracing
         # Cell variables whose MAKE_CELL the prologue skips: resume functions receive the cell.
         made = {i.arg.name for i in self.instructions[:self.first_body_index()] if getattr(i, "name", "") == "MAKE_CELL"}
@@ -81,8 +83,9 @@ class InstructionTranslator(LoadStoreOps, CallOps, StackOps, JumpOps):
 
     # -- the interpreter loop ------------------------------------------------------------------
     def run(self) -> VariableTracker | None:
-        """Execute until RETURN_VALUE (the symbolic return value) or the break point (None)."""
-        while self.return_value is None:
+        """Execute until RETURN_VALUE (the symbolic return value), the break point or, in an inlined
+        generator, a yield (None for both)."""
+        while self.return_value is None and not self.suspended:
             index = self.ip
             inst = self.instructions[index]
             self.ip += 1
@@ -243,14 +246,18 @@ class InstructionTranslator(LoadStoreOps, CallOps, StackOps, JumpOps):
         return child.run_call()
 
     def run_call(self) -> VariableTracker:
-        """Run an inlined call: its return value, or for a generator function every value it
-        yields, in order (run to completion: its consumer only sees symbolic values, so no real
-        side effect changes order)."""
+        """Run an inlined call: its return value; for a generator function, the generator, whose
+        body runs as its consumer asks for items (GeneratorVariable)."""
         if self.code.co_flags & inspect.CO_GENERATOR:
-            self.yielded = []
-            self.run()
-            return ListIteratorVariable(self.yielded)
+            self.is_generator = True
+            return GeneratorVariable(self)
         return self.run()
+
+    def resume_generator(self) -> VariableTracker | None:
+        """Run an inlined generator to its next yield: the value yielded, or None once it returns."""
+        self.suspended = False
+        self.run()
+        return self.yielded_value if self.suspended else None
 
     def bind_arguments(self, fn: types.FunctionType, args: list[VariableTracker],
                        kwargs: dict[str, VariableTracker], fn_source: Source | None = None) -> dict[str, VariableTracker]:

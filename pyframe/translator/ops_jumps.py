@@ -78,15 +78,16 @@ class JumpOps:
         else:
             self.push(item)
 
-    # -- generators, inlined by collecting what they yield (see InstructionTranslator.run_call) --
+    # -- generators, run lazily by their consumer (see InstructionTranslator.run_call) ------------
     def RETURN_GENERATOR(self, inst: Instr) -> None:
         self._require_generator_inlining()
         self.push(ConstantVariable(None))  # what the first resumption sends; POP_TOP drops it
 
     def YIELD_VALUE(self, inst: Instr) -> None:
         self._require_generator_inlining()
-        self.yielded.append(self.pop())
+        self.yielded_value = self.pop()
         self.push(ConstantVariable(None))  # the value of the yield expression: nothing is sent
+        self.suspended = True  # run() returns; the consumer resumes us for the next item
 
     def GET_YIELD_FROM_ITER(self, inst: Instr) -> None:
         self.GET_ITER(inst)
@@ -105,7 +106,7 @@ class JumpOps:
             self.push(item)
 
     def _require_generator_inlining(self) -> None:
-        if self.yielded is None:
+        if not self.is_generator:
             raise Unsupported("generator code outside an inlined generator call")
 
     def RAISE_VARARGS(self, inst: Instr) -> None:

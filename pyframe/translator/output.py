@@ -68,7 +68,7 @@ def tensors_in(values: list[VariableTracker]) -> list[TensorVariable]:
             for item in vt.attrs.values():
                 visit(item)
         elif isinstance(vt, ListIteratorVariable):
-            for item in vt.items[vt.index:]:
+            for item in vt.remaining():
                 visit(item)
 
     for value in values:

@@ -10,12 +10,12 @@ import functools
 import itertools
 import math
 import operator
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from ...exc import Unsupported
 from .base import VariableTracker, constant_args
 from .constant import ConstantVariable
-from .containers import BaseListVariable, DictVariable, ListVariable, SetVariable, TupleVariable
+from .containers import BaseListVariable, DictVariable, ListIteratorVariable, ListVariable, SetVariable, TupleVariable
 from .misc import SuperVariable, zero_arg_super
 from .tensor import TensorVariable, call_in_graph
 
@@ -232,12 +232,11 @@ def _itertools(fn: Callable) -> Callable:
 
 def _reduce(tx, fn: VariableTracker, iterable: VariableTracker, *initial: VariableTracker) -> VariableTracker:
     """functools.reduce: fn called item by item (each call traced like any other)."""
-    items = list(initial) + iterable.unpack(tx)
-    if not items:
+    total = initial[0] if initial else None
+    for item in iterate(tx, iterable):
+        total = item if total is None else fn.call(tx, [total, item], {})
+    if total is None:
         raise Unsupported("functools.reduce() of an empty sequence with no initial value")
-    total = items[0]
-    for item in items[1:]:
-        total = fn.call(tx, [total, item], {})
     return total
 
 
@@ -253,9 +252,18 @@ def _sum(tx, iterable: VariableTracker, start: VariableTracker | None = None) ->
     """sum() as Python computes it: start + item0 + item1 ... (tensors are added in the graph)."""
     total = start if start is not None else ConstantVariable(0)
     add = BuiltinVariable(operator.add)
-    for item in iterable.unpack(tx):
+    for item in iterate(tx, iterable):
         total = add.call(tx, [total, item], {})
     return total
+
+
+def iterate(tx, iterable: VariableTracker) -> Iterator[VariableTracker]:
+    """The items of `iterable`, an iterator's (a generator's) taken one at a time as Python would."""
+    if isinstance(iterable, ListIteratorVariable):
+        while (item := iterable.next()) is not None:
+            yield item
+    else:
+        yield from iterable.unpack(tx)
 
 
 def _minmax(fn: Callable) -> Callable:

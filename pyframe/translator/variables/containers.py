@@ -338,11 +338,17 @@ class ListIteratorVariable(VariableTracker):
         return self.items[self.index - 1]
 
     def unpack(self, tx) -> list[VariableTracker]:
-        rest, self.index = self.items[self.index:], len(self.items)
+        rest, self.index = self.remaining(), len(self.items)
         return rest
+
+    def remaining(self) -> list[VariableTracker]:
+        """The items still to come, without consuming them."""
+        return self.items[self.index:]
 
     def reconstruct(self, cg) -> None:
         """`iter((items still to come))`: a graph break inside a loop continues the same iterations."""
+        self.remaining()  # (a generator computes them now)
+
         def build() -> None:
             for item in self.items[self.index:]:
                 item.reconstruct(cg)
@@ -350,3 +356,35 @@ class ListIteratorVariable(VariableTracker):
             cg.emit("GET_ITER")
 
         cg.rebuild_once(self, build)  # one iterator, however many places hold it
+
+
+class GeneratorVariable(ListIteratorVariable):
+    """The generator an inlined generator function returns. Its body runs lazily, to the next
+    `yield` each time the consumer asks for an item, so the graph interleaves producer and consumer
+    as Python (and torch._dynamo) runs them: `sum(x * i for i in range(3))` records mul, add, mul,
+    add... `items` holds what it has yielded so far."""
+
+    def __init__(self, translator: Any):
+        super().__init__([])
+        self.translator = translator  # the generator function's own InstructionTranslator
+        self.finished = False
+
+    def next(self) -> VariableTracker | None:
+        if self.index == len(self.items) and not self._produce():
+            return None
+        return super().next()
+
+    def remaining(self) -> list[VariableTracker]:
+        while self._produce():  # every item left, computed now (a graph break, or a consumer
+            pass                # that takes them all at once)
+        return super().remaining()
+
+    def _produce(self) -> bool:
+        if self.finished:
+            return False
+        value = self.translator.resume_generator()
+        if value is None:
+            self.finished = True
+            return False
+        self.items.append(value)
+        return True
