@@ -184,3 +184,14 @@ def test_one_object_reached_two_ways_is_not_mutated_by_the_trace():
     out = pyframe.optimize(CountingBackend())(fn)(x, shared, shared)
     torch.testing.assert_close(out, fn(x, expected, expected))
     _assert_same_state(shared, expected)
+
+
+def appending_while_iterating(x, lst):
+    for item in lst:
+        if len(lst) < 4:
+            lst.append(item + 1)
+    return torch.stack(lst).sum(0)
+
+
+def test_a_loop_over_a_list_sees_what_the_loop_appends():
+    run_both(appending_while_iterating, [torch.ones(4)], calls=1)

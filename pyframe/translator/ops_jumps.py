@@ -10,7 +10,7 @@ from bytecode import Instr
 
 from ..exc import Unsupported
 from .variables import ConstantVariable
-from .variables.containers import ListIteratorVariable
+from .variables.containers import ListIteratorVariable, ListVariable
 
 
 class JumpOps:
@@ -64,6 +64,9 @@ class JumpOps:
         iterable = self.pop()
         if isinstance(iterable, ListIteratorVariable):
             self.push(iterable)
+        elif type(iterable) is ListVariable:
+            # A list iterator sees items appended while it runs: it reads the tracker's own list.
+            self.push(ListIteratorVariable(iterable.items))
         else:
             self.push(ListIteratorVariable(iterable.unpack(self)))
 
