@@ -75,3 +75,46 @@ def test_rebinding_a_bound_method_recompiles():
     finally:
         SCALE = old
     assert len(backend.graphs) == 2
+
+
+CLIP = functools.partial(torch.clamp, min=0.0, max=1.0)
+
+
+def global_partial(x, y):
+    return CLIP(x + y)
+
+
+def partial_made_here(x, y):
+    scale = functools.partial(torch.mul, other=2.0)
+    return scale(x) + functools.partial(torch.add, y)(x)
+
+
+def min_max_of_tensors_and_numbers(x, y):
+    a, b = x.sum(), y.sum()
+    a = min(max(a, 0), 1)
+    return max(a, b) - min(a, b) + x
+
+
+def operator_getters(x, y):
+    return operator.itemgetter(1)((x, y)) + x * operator.attrgetter("shape")(x)[0]
+
+
+@pytest.mark.parametrize("fn", [global_partial, partial_made_here, min_max_of_tensors_and_numbers,
+                                operator_getters])
+def test_more_callables_like_torch_dynamo(fn):
+    test_inlined_like_torch_dynamo(fn)
+
+
+def test_replacing_a_global_partial_recompiles():
+    global CLIP
+    backend = CountingBackend()
+    compiled = pyframe.optimize(backend)(global_partial)
+    x, y = torch.randn(4), torch.randn(4)
+    torch.testing.assert_close(compiled(x, y), (x + y).clamp(0.0, 1.0))
+    old = CLIP
+    try:
+        CLIP = functools.partial(torch.clamp, min=-0.5)  # other keywords
+        torch.testing.assert_close(compiled(x, y), (x + y).clamp(min=-0.5))
+    finally:
+        CLIP = old
+    assert len(backend.graphs) == 2

@@ -7,6 +7,7 @@ identity, a tuple a container guarded by its type and length (and its items, one
 from __future__ import annotations
 
 import collections
+import functools
 import types
 from typing import TYPE_CHECKING, Any
 
@@ -19,7 +20,7 @@ from .base import VariableTracker
 from .builtins import BUILTIN_FUNCTIONS, PURE_FUNCTIONS, BuiltinVariable
 from .constant import ConstantVariable, is_constant_value
 from .containers import DictVariable, ListVariable, NamedTupleVariable, SizeVariable, TupleVariable
-from .functions import UserFunctionVariable
+from .functions import PartialVariable, UserFunctionVariable
 from .misc import GRAD_MODE_CLASSES, GradModeClassVariable, InlinedMethodVariable
 from .nn_module import NNModuleVariable
 from .objects import PythonObjectVariable, UserObjectVariable
@@ -111,6 +112,18 @@ def wrap(tx: "InstructionTranslator", value: Any, source: Source | None, guard: 
             guards.add(func_source, GuardKind.ID_MATCH, value.__func__)
         obj = wrap(tx, value.__self__, AttrSource(source, "__self__") if source is not None else None, guard)
         return InlinedMethodVariable(value.__func__, obj, source)
+    if type(value) is functools.partial:
+        add(GuardKind.TYPE_MATCH, functools.partial)
+        at = (lambda name: AttrSource(source, name)) if source is not None else (lambda name: None)
+        if guards is not None:  # partial's fields cannot be rebound, but the object can be replaced
+            guards.add(at("args"), GuardKind.LEN_MATCH, len(value.args))
+            guards.add(at("keywords"), GuardKind.DICT_KEYS_MATCH, tuple(value.keywords))
+        func = wrap(tx, value.func, at("func"), guard)
+        args = [wrap(tx, a, ItemSource(at("args"), i) if source is not None else None, guard)
+                for i, a in enumerate(value.args)]
+        keywords = {k: wrap(tx, v, ItemSource(at("keywords"), k) if source is not None else None, guard)
+                    for k, v in value.keywords.items()}
+        return PartialVariable(func, args, keywords, source)
     if isinstance(value, type) and value in GRAD_MODE_CLASSES:
         add(GuardKind.ID_MATCH, value)
         return GradModeClassVariable(value, source)

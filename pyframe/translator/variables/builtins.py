@@ -12,10 +12,13 @@ import math
 import operator
 from typing import Any, Callable, Iterator, Sequence
 
+import torch
+
 from ...exc import Unsupported
 from .base import VariableTracker, constant_args
 from .constant import ConstantVariable
 from .containers import BaseListVariable, DictVariable, ListIteratorVariable, ListVariable, SetVariable, TupleVariable
+from .functions import PartialVariable
 from .misc import SuperVariable, zero_arg_super
 from .tensor import TensorVariable, call_in_graph
 
@@ -267,11 +270,69 @@ def iterate(tx, iterable: VariableTracker) -> Iterator[VariableTracker]:
 
 
 def _minmax(fn: Callable) -> Callable:
+    """min/max of constants, folded; of tensors and numbers, recorded as torch._dynamo records them:
+    `max(t, 0)` is `torch.clamp(t, min=0)`, `max(t, u)` is `torch.maximum(t, u)` (min alike)."""
+    bound, pairwise = ("min", torch.maximum) if fn is max else ("max", torch.minimum)
+
     def handler(tx, *args: VariableTracker) -> VariableTracker | None:
         items = args[0].unpack(tx) if len(args) == 1 else list(args)
         if all(i.is_python_constant() for i in items):
             return ConstantVariable(fn(i.as_python_constant() for i in items))
-        return None
+        if not items or not any(_is_tensor(i) for i in items):
+            return None
+        result = items[0]
+        for item in items[1:]:
+            if _is_tensor(result) and _is_tensor(item):
+                result = call_in_graph(tx, "call_function", pairwise, [result, item], {})
+            else:
+                tensor, number = (result, item) if _is_tensor(result) else (item, result)
+                if not number.is_python_constant():
+                    return None
+                result = call_in_graph(tx, "call_function", torch.clamp, [tensor], {bound: number})
+        return result
+    return handler
+
+
+class OperatorGetterVariable(VariableTracker):
+    """operator.itemgetter(...) / attrgetter(...) made while tracing: a call reads the items or
+    (dotted) attributes of its argument, each traced like `obj[key]` / `obj.name`."""
+
+    def __init__(self, kind: type, keys: tuple):
+        super().__init__()
+        self.kind, self.keys = kind, keys
+
+    def python_type(self) -> type:
+        return self.kind
+
+    def call(self, tx, args, kwargs) -> VariableTracker:
+        if len(args) != 1 or kwargs:
+            raise Unsupported(f"{self.kind.__name__} object called with {len(args)} arguments")
+        results = []
+        for key in self.keys:
+            if self.kind is operator.itemgetter:
+                results.append(BuiltinVariable(operator.getitem).call(tx, [args[0], ConstantVariable(key)], {}))
+            else:
+                value = args[0]
+                for name in key.split("."):
+                    value = value.var_getattr(tx, name)
+                results.append(value)
+        return results[0] if len(results) == 1 else TupleVariable(results)
+
+    def reconstruct(self, cg) -> None:
+        cg.push_null()
+        cg.load_const(self.kind)
+        for key in self.keys:
+            cg.load_const(key)
+        cg.call(len(self.keys))
+
+
+def _partial(tx, fn: VariableTracker, *args: VariableTracker, **kwargs: VariableTracker) -> VariableTracker:
+    return PartialVariable(fn, list(args), kwargs)
+
+
+def _getter(kind: type) -> Callable:
+    def handler(tx, *keys: VariableTracker) -> VariableTracker:
+        return OperatorGetterVariable(kind, tuple(k.as_python_constant() for k in keys))
     return handler
 
 
@@ -293,8 +354,11 @@ _HANDLERS: dict[Callable, Callable] = {
     operator.is_: _identity(False), operator.is_not: _identity(True), operator.contains: _contains,
     operator.getitem: _getitem, operator.not_: _not, super: _super, sum: _sum, functools.reduce: _reduce,
     set: _set, **{fn: _itertools(fn) for fn in _ITERTOOLS},
+    operator.itemgetter: _getter(operator.itemgetter), operator.attrgetter: _getter(operator.attrgetter),
+    functools.partial: _partial,
     min: _minmax(min), max: _minmax(max), any: _any_all(any), all: _any_all(all), bool: lambda tx, obj: ConstantVariable(obj.truth()),
     **{fn: _binary(fn) for fn in (operator.add, operator.iadd, operator.mul, operator.imul)},
 }
 
-BUILTIN_FUNCTIONS = {v for v in vars(builtins).values() if callable(v)} | {functools.reduce, *_ITERTOOLS}
+BUILTIN_FUNCTIONS = {v for v in vars(builtins).values() if callable(v)} | {functools.reduce, functools.partial,
+                                                                             *_ITERTOOLS}

@@ -7,6 +7,7 @@ and `nonlocal` writes land in the outer frame, as in Python.
 """
 from __future__ import annotations
 
+import functools
 import types
 from typing import Any
 
@@ -104,3 +105,34 @@ class NestedFunctionVariable(VariableTracker):
 
     def __repr__(self) -> str:
         return f"NestedFunctionVariable({self.code.co_qualname})"
+
+
+class PartialVariable(VariableTracker):
+    """functools.partial(func, *args, **keywords), read from the frame or made in it: a call passes
+    the stored arguments first, as partial does."""
+
+    def __init__(self, func: VariableTracker, args: list[VariableTracker],
+                 keywords: dict[str, VariableTracker], source: Source | None = None):
+        super().__init__(source)
+        self.func, self.args, self.keywords = func, args, keywords
+
+    def python_type(self) -> type:
+        return functools.partial
+
+    def call(self, tx, args, kwargs) -> VariableTracker:
+        return self.func.call(tx, [*self.args, *args], {**self.keywords, **kwargs})
+
+    def reconstruct(self, cg) -> None:
+        if self.source is not None:
+            cg.load_source(self.source)
+            return
+        cg.push_null()
+        cg.load_const(functools.partial)
+        for value in (self.func, *self.args, *self.keywords.values()):
+            value.reconstruct(cg)
+        if self.keywords:
+            cg.emit("KW_NAMES", tuple(self.keywords))
+        cg.call(1 + len(self.args) + len(self.keywords))
+
+    def __repr__(self) -> str:
+        return f"PartialVariable({self.func!r})"
