@@ -78,6 +78,9 @@ def test_corpus_shape() -> None:
     assert not [c.name for c in straight if "break" in c.tags]
     assert breaks and all("break" in c.tags for c in breaks)
     assert {"toy_example", "DynamicModule", "MockModule"} <= {c.name for c in CASES}
+    assert len(CASES) >= 150
+    topics = {c.qualname.split(".")[0] for c in CASES}
+    assert {"inlining", "containers", "control_flow", "builtins_calls", "side_effects", "models"} <= topics
     assert len({c.qualname for c in CASES}) == len(CASES)
 
 

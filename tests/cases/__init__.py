@@ -19,6 +19,11 @@ STRAIGHT_LINE = [
     "tests.cases.constants",
     "tests.cases.modules",
     "tests.cases.models",
+    "tests.cases.inlining",
+    "tests.cases.containers",
+    "tests.cases.control_flow",
+    "tests.cases.builtins_calls",
+    "tests.cases.side_effects",
 ]
 GRAPH_BREAKS = ["tests.cases.graph_breaks"]
 ALL = STRAIGHT_LINE + GRAPH_BREAKS

@@ -1,0 +1,80 @@
+"""Corpus: builtins, math, operator and string formatting on constants, feeding tensor work; globals
+and module attributes; torch.compiler.is_compiling()."""
+
+import math
+import operator
+
+import torch
+import torch.nn.functional as F
+
+from pyframe.debug.cases import case
+
+SCALE = 3.0
+CONFIG = {"eps": 1e-5, "mode": "sum"}
+
+
+@case(inputs=lambda: torch.randn(4))
+def builtins_on_constants(x):
+    return x * max(1, 2) + min([3, 4]) + abs(-2) + len((1, 2)) + int("3") + float(2) + bool(0) + round(2.6)
+
+
+@case(inputs=lambda: torch.randn(4))
+def math_and_operator(x):
+    return x * math.cos(math.pi / 3) + math.floor(2.7) + math.sqrt(4) + operator.mul(2, 3) + math.log(math.e)
+
+
+@case(inputs=lambda: torch.randn(4))
+def string_formatting(x):
+    name = f"{x.shape[0]}-{3:02d}"
+    label = "{}-{:.2f}".format("a", 1.234)
+    return x * len(name) + len(label) if name.startswith("4") else x
+
+
+@case(inputs=lambda: torch.randn(4))
+def any_all_sorted_sum(x):
+    sizes = sorted([3, 1, 2])
+    if all(s > 0 for s in x.shape) and any([False, True]):
+        return x * sizes[0] + sum(sizes)
+    return x
+
+
+@case(inputs=lambda: torch.randn(4))
+def getattr_hasattr(x):
+    scale = getattr(x, "missing", 3) if not hasattr(x, "missing") else 1
+    return getattr(torch, "relu")(x) * scale + getattr(F, "gelu")(x)
+
+
+@case(inputs=lambda: torch.randn(4))
+def globals_and_module_constants(x):
+    y = x * SCALE + CONFIG["eps"]
+    return y.sum() if CONFIG["mode"] == "sum" else y.mean()
+
+
+@case(inputs=lambda: torch.randn(4))
+def is_compiling_takes_the_compiled_path(x):
+    """Both paths compute the same; the graph's op shows which one was traced (mul, as in dynamo)."""
+    if torch.compiler.is_compiling():
+        return x * 2
+    return x + x
+
+
+@case(inputs=lambda: (torch.randn(4), torch.randn(4)))
+def min_max_of_tensors(x, y):
+    a, b = x.sum(), y.sum()
+    a = min(max(a, 0), 1)
+    return max(a, b) - min(a, b) + x
+
+
+@case(inputs=lambda: (torch.randn(4), torch.randn(4)))
+def operator_getters(x, y):
+    return operator.itemgetter(1)((x, y)) + x * operator.attrgetter("shape")(x)[0]
+
+
+@case(inputs=lambda: torch.randn(4))
+def type_checks(x):
+    return x * 2 if type(x) is torch.Tensor and issubclass(type(x), torch.Tensor) else x
+
+
+@case(inputs=lambda: torch.randn(3, 4))
+def shape_queries_are_constants(x):
+    return x * x.numel() + x.size(1) + x.shape[-1] + x.dim() + len(x)

@@ -1,0 +1,97 @@
+"""Corpus: control flow decided while tracing: loops over iterables of known length (unrolled),
+`while` on Python values, and branches on constants, shapes, types and None."""
+
+import torch
+
+from pyframe.debug.cases import Inputs, case
+
+
+@case(inputs=lambda: torch.randn(4))
+def for_range_with_break_and_continue(x):
+    for i in range(10):
+        if i == 1:
+            continue
+        if i > 4:
+            break
+        x = x * 0.5 + i
+    return x
+
+
+@case(inputs=lambda: (torch.randn(4), torch.randn(4)))
+def enumerate_zip_reversed(x, y):
+    total = x
+    for i, (a, b) in enumerate(zip(reversed([x, y]), [1.0, 2.0]), start=1):
+        total = total + a * b * i
+    return total
+
+
+@case(inputs=lambda: torch.randn(4))
+def dict_items_loop(x):
+    weights = {"a": 1.0, "b": -2.0}
+    out = x
+    for name, w in weights.items():
+        out = out + x * w if name == "a" else out - x * w
+    return out
+
+
+@case(inputs=lambda: torch.randn(3, 4))
+def loop_over_tensor_rows(x):
+    return torch.stack([row * i for i, row in enumerate(x)])
+
+
+@case(inputs=lambda: torch.randn(8))
+def while_on_shape(x):
+    while x.shape[0] > 2:
+        x = x[1:] + x[:-1]
+    return x
+
+
+@case(inputs=lambda: torch.randn(4))
+def while_counter(x):
+    i = 0
+    while i < 3:
+        x = x + i
+        i += 1
+    return x
+
+
+@case(inputs=lambda: torch.randn(2, 3, 4))
+def branch_on_dim_and_shape(x):
+    if x.dim() == 3 and x.shape[-1] % 2 == 0:
+        x = x.flatten(1)
+    if x.size(0) > 4:
+        return x.sum()
+    return x.mean(0)
+
+
+@case(inputs=lambda: Inputs((torch.randn(4),), {"mask": None}))
+def branch_on_none(x, mask=None, scale=None):
+    if mask is not None:
+        x = x * mask
+    scale = 2.0 if scale is None else scale
+    return x * scale
+
+
+@case(inputs=lambda: (torch.randn(4), [1, 2, 3]))
+def branch_on_isinstance(x, extra):
+    if isinstance(extra, (list, tuple)):
+        return x + len(extra)
+    return x * 2
+
+
+@case(inputs=lambda: torch.randn(4))
+def branch_on_dtype_and_grad_mode(x):
+    if x.dtype == torch.float32 and x.is_floating_point():
+        x = x.to(torch.float64) * 2
+    if torch.is_grad_enabled():
+        x = x + 1
+    return x
+
+
+@case(inputs=lambda: torch.randn(4))
+def nested_loops(x):
+    out = x
+    for i in range(2):
+        for j in range(2):
+            out = out + x * (i * 2 + j)
+    return out
