@@ -8,6 +8,8 @@ Subcommands:
             differs from eager's
   explain   one function of yours, `module:function`, run once under pyframe: its graphs, breaks and
             guards (pyframe/debug/explain.py); `--show` adds its bytecode and graph code
+  parity    the corpus under pyframe and torch._dynamo as a Markdown page, docs/parity.md: graph and
+            break counts of both, and every difference with its reason (pyframe/debug/parity.py)
 
 Each subcommand is a ``_cmd_<name>(args) -> int`` function registered in ``_parser``.
 """
@@ -61,6 +63,22 @@ def _load_compare_cases(args: argparse.Namespace) -> list:
     if args.filter:
         cases = [c for c in cases if any(f in c.qualname for f in args.filter)]
     return cases
+
+
+def _cmd_parity(args: argparse.Namespace) -> int:
+    from pyframe.debug.parity import parity_report
+
+    cases = _load_compare_cases(args)
+    if not cases:
+        print("no case matches", file=sys.stderr)
+        return 2
+    report = parity_report(cases, backend=args.backend)
+    if args.out == "-":
+        print(report, end="")
+    else:
+        Path(args.out).write_text(report)
+        print(f"wrote {args.out} ({len(cases)} cases)")
+    return 0
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
@@ -199,6 +217,13 @@ def _parser() -> argparse.ArgumentParser:
     compare.add_argument("--no-breaks", action="store_true", help="leave out the graph-break cases")
     compare.add_argument("--no-timing", action="store_true", help="skip the cache-hit timings (faster)")
     compare.set_defaults(run=_cmd_compare)
+
+    parity = sub.add_parser("parity", help="write the corpus' parity report with torch._dynamo (Markdown)")
+    parity.add_argument("--out", default="docs/parity.md", help="where to write it (default: docs/parity.md; - for stdout)")
+    parity.add_argument("-k", dest="filter", action="append", default=[], metavar="PATTERN",
+                        help="only cases whose topic.name contains PATTERN (repeatable)")
+    parity.add_argument("--backend", default="eager", help="backend compiling the graphs (default: eager)")
+    parity.set_defaults(run=_cmd_parity, cases=[], no_breaks=False)
 
     explain = sub.add_parser("explain", help="run module:function once under pyframe and explain it")
     explain.add_argument("target", metavar="MODULE:FUNCTION",
