@@ -12,6 +12,7 @@ from __future__ import annotations
 import inspect
 import os
 import types
+import weakref
 from typing import Any
 
 import torch
@@ -55,8 +56,7 @@ class InstructionTranslator(LoadStoreOps, CallOps, StackOps, JumpOps):
         self.depth = 0 if parent is None else parent.depth + 1
         # Code of trusted libraries (torch's own modules) reads its globals without guards.
         self.trusted = code.co_filename.startswith(_TORCH_DIR)
-        self.instructions: list[Any] = list(Bytecode.from_code(code))
-        self.label_index = {inst: i for i, inst in enumerate(self.instructions) if isinstance(inst, Label)}
+        self.instructions, self.label_index = decode(code)
         self.ip = 0
         self.stack: list[VariableTracker] = []
         self.locals: dict[str, VariableTracker] = {}
@@ -282,6 +282,23 @@ class InstructionTranslator(LoadStoreOps, CallOps, StackOps, JumpOps):
             result[name] = value
         return result
 
+
+
+_decoded: "weakref.WeakKeyDictionary[types.CodeType, tuple[list[Any], dict[Label, int]]]" = \
+    weakref.WeakKeyDictionary()
+
+
+def decode(code: types.CodeType) -> tuple[list[Any], dict[Label, int]]:
+    """`code`'s instructions as the `bytecode` library reads them, and the index of each label.
+
+    Decoded once per code object: a module's forward is inlined at every call site, and decoding
+    costs more than tracing a short function. Translators only read the shared list."""
+    found = _decoded.get(code)
+    if found is None:
+        instructions = list(Bytecode.from_code(code))
+        labels = {inst: i for i, inst in enumerate(instructions) if isinstance(inst, Label)}
+        found = _decoded[code] = (instructions, labels)
+    return found
 
 
 def check_inlinable(code: types.CodeType) -> None:
