@@ -585,6 +585,17 @@ pf_scope_vectorcall(PyObject *obj, PyObject *const *args, size_t nargsf, PyObjec
         }
         return PyObject_Vectorcall(self->fn, args, nargsf, kwnames);
     }
+    if (callback == NULL) {
+        /* Off for one call made inside a region (a compiled graph, pyframe.disable): clear the
+           slot without touching the counts, as the hook does around guards. The hook stays
+           installed and lets this thread's frames run as they are; installing and removing it
+           on every graph call would cost more than the graph call itself. */
+        PyObject *old = pf_tls_callback;
+        pf_tls_callback = NULL;
+        PyObject *result = PyObject_Vectorcall(self->fn, args, nargsf, kwnames);
+        Py_XDECREF(pf_callback_return(old));
+        return result;
+    }
     Py_XINCREF(callback);
     PyObject *old = pf_callback_exchange(callback);
     PyObject *result = PyObject_Vectorcall(self->fn, args, nargsf, kwnames);
