@@ -24,6 +24,7 @@ STRAIGHT_LINE = [
     "tests.cases.control_flow",
     "tests.cases.builtins_calls",
     "tests.cases.side_effects",
+    "tests.cases.iterators",
 ]
 GRAPH_BREAKS = ["tests.cases.graph_breaks"]
 ALL = STRAIGHT_LINE + GRAPH_BREAKS

@@ -74,12 +74,17 @@ def wrap(tx: "InstructionTranslator", value: Any, source: Source | None, guard: 
         items = [wrap(tx, v, AttrSource(source, f) if source is not None else None, guard)
                  for f, v in zip(type(value)._fields, value)]
         return NamedTupleVariable(items, type(value), source)
-    if type(value) in (dict, collections.OrderedDict) and all(type(k) in (str, int) for k in value):
+    if type(value) in (dict, collections.OrderedDict, collections.defaultdict) \
+            and all(type(k) in (str, int) for k in value):
         add(GuardKind.TYPE_MATCH, type(value))
         add(GuardKind.DICT_KEYS_MATCH, tuple(value))
+        factory = None
+        if type(value) is collections.defaultdict:  # what a missing key's value is made by
+            factory = wrap(tx, value.default_factory,
+                           AttrSource(source, "default_factory") if source is not None else None, guard)
         items = {k: wrap(tx, v, ItemSource(source, k) if source is not None else None, guard)
                  for k, v in value.items()}
-        return _mutable(tx, source, value, DictVariable(items, source, type(value)))
+        return _mutable(tx, source, value, DictVariable(items, source, type(value), factory))
     if isinstance(value, (slice, range, frozenset)) and is_constant_value(value):
         add(GuardKind.EQUALS_MATCH, value)
         return ConstantVariable(value, source)

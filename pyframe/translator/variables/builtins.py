@@ -6,6 +6,7 @@ so the rules for what an operator does with tensors, containers and constants li
 from __future__ import annotations
 
 import builtins
+import collections
 import functools
 import itertools
 import math
@@ -145,15 +146,60 @@ def _sequence(kind: type) -> Callable:
 
 def _enumerate(tx, obj: VariableTracker, start: VariableTracker | None = None) -> VariableTracker:
     first = start.as_python_constant() if start is not None else 0
-    return ListVariable([TupleVariable([ConstantVariable(first + i), v]) for i, v in enumerate(obj.unpack(tx))])
+    pairs = (TupleVariable([ConstantVariable(i), v]) for i, v in enumerate(iterate(tx, obj), first))
+    return ListIteratorVariable([], enumerate, pairs)
 
 
-def _zip(tx, *objs: VariableTracker) -> VariableTracker:
-    return ListVariable([TupleVariable(list(items)) for items in zip(*(o.unpack(tx) for o in objs))])
+def _zip(tx, *objs: VariableTracker, strict: VariableTracker | None = None) -> VariableTracker:
+    if strict is not None and strict.as_python_constant():
+        raise Unsupported("zip(strict=True)")
+    tuples = (TupleVariable(list(items)) for items in zip(*(iterate(tx, o) for o in objs)))
+    return ListIteratorVariable([], zip, tuples)
+
+
+def _map(tx, fn: VariableTracker, *objs: VariableTracker) -> VariableTracker:
+    """map(): fn is called (traced) for each item as the consumer takes it, as Python calls it."""
+    if not objs:
+        raise Unsupported("map() with no iterable")
+    results = (fn.call(tx, list(items), {}) for items in zip(*(iterate(tx, o) for o in objs)))
+    return ListIteratorVariable([], map, results)
+
+
+def _filter(tx, fn: VariableTracker, obj: VariableTracker) -> VariableTracker:
+    keep_truthy = fn.is_python_constant() and fn.as_python_constant() is None  # filter(None, ...)
+
+    def kept() -> Iterator[VariableTracker]:
+        for item in iterate(tx, obj):
+            if (item if keep_truthy else fn.call(tx, [item], {})).truth():
+                yield item
+    return ListIteratorVariable([], filter, kept())
 
 
 def _reversed(tx, obj: VariableTracker) -> VariableTracker:
-    return ListVariable(list(reversed(obj.unpack(tx))))
+    if isinstance(obj, ListIteratorVariable):
+        raise Unsupported(f"reversed() of an iterator ({obj.python_type().__name__})")
+    return ListIteratorVariable(list(reversed(obj.unpack(tx))), type(reversed([])))
+
+
+def _iter(tx, obj: VariableTracker, *sentinel: VariableTracker) -> VariableTracker:
+    if sentinel:
+        raise Unsupported("iter(callable, sentinel)")
+    if isinstance(obj, ListIteratorVariable):
+        return obj  # an iterator is its own iterator
+    if type(obj) is ListVariable:  # sees items appended while it runs, as a list iterator does
+        return ListIteratorVariable(obj.items, type(iter([])))
+    return ListIteratorVariable(obj.unpack(tx))
+
+
+def _next(tx, obj: VariableTracker, *default: VariableTracker) -> VariableTracker:
+    if not isinstance(obj, ListIteratorVariable):
+        raise Unsupported(f"next() of {obj}")
+    item = obj.next()
+    if item is not None:
+        return item
+    if default:
+        return default[0]
+    raise Unsupported("next() of an exhausted iterator raises StopIteration")
 
 
 def _binary(fn: Callable) -> Callable:
@@ -213,6 +259,37 @@ def _setattr(tx, obj: VariableTracker, name: VariableTracker, value: VariableTra
     return ConstantVariable(None)
 
 
+def build_dict(tx, dict_type: type, args: Sequence[VariableTracker], kwargs: dict[str, VariableTracker]) -> VariableTracker:
+    """dict(...), OrderedDict(...), defaultdict(factory, ...) made in the frame: from a mapping, an
+    iterable of pairs and keywords, keys being constants."""
+    factory = None
+    if dict_type is collections.defaultdict:
+        factory, args = (args[0], args[1:]) if args else (ConstantVariable(None), args)
+    if len(args) > 1:
+        raise Unsupported(f"{dict_type.__name__}() with {len(args)} positional arguments")
+    items: dict[Any, VariableTracker] = {}
+    if args:
+        source = args[0]
+        if isinstance(source, DictVariable):
+            items.update(source.items)
+        else:
+            for pair in iterate(tx, source):
+                key, value = pair.unpack(tx)
+                items[_constant_key(key)] = value
+    items.update(kwargs)
+    return DictVariable(items, None, dict_type, factory)
+
+
+def _constant_key(key: VariableTracker) -> Any:
+    if not key.is_python_constant():
+        raise Unsupported(f"a dict key unknown while tracing ({key})")
+    return key.as_python_constant()
+
+
+def _dict(tx, *args: VariableTracker, **kwargs: VariableTracker) -> VariableTracker:
+    return build_dict(tx, dict, args, kwargs)
+
+
 def _set(tx, obj: VariableTracker | None = None) -> VariableTracker:
     return SetVariable.of(obj.unpack(tx) if obj is not None else [])
 
@@ -228,8 +305,8 @@ def _itertools(fn: Callable) -> Callable:
         options = {k: v if k == "fillvalue" else v.as_python_constant() for k, v in kwargs.items()}
         if fn is itertools.zip_longest:
             options.setdefault("fillvalue", ConstantVariable(None))
-        return ListVariable([TupleVariable(list(i)) if isinstance(i, tuple) else i
-                             for i in fn(*iterables, **options)])
+        return ListIteratorVariable([TupleVariable(list(i)) if isinstance(i, tuple) else i
+                                     for i in fn(*iterables, **options)], fn)
     return handler
 
 
@@ -338,7 +415,7 @@ def _getter(kind: type) -> Callable:
 
 def _any_all(fn: Callable) -> Callable:
     def handler(tx, iterable: VariableTracker) -> VariableTracker:
-        return ConstantVariable(fn(item.truth() for item in iterable.unpack(tx)))
+        return ConstantVariable(fn(item.truth() for item in iterate(tx, iterable)))
     return handler
 
 
@@ -351,9 +428,10 @@ _ITERTOOLS = (itertools.chain, itertools.product, itertools.islice, itertools.zi
 _HANDLERS: dict[Callable, Callable] = {
     len: _len, isinstance: _isinstance, getattr: _getattr, hasattr: _hasattr, setattr: _setattr, type: _type,
     list: _sequence(list), tuple: _sequence(tuple), enumerate: _enumerate, zip: _zip, reversed: _reversed,
+    map: _map, filter: _filter, iter: _iter, next: _next,
     operator.is_: _identity(False), operator.is_not: _identity(True), operator.contains: _contains,
     operator.getitem: _getitem, operator.not_: _not, super: _super, sum: _sum, functools.reduce: _reduce,
-    set: _set, **{fn: _itertools(fn) for fn in _ITERTOOLS},
+    set: _set, dict: _dict, **{fn: _itertools(fn) for fn in _ITERTOOLS},
     operator.itemgetter: _getter(operator.itemgetter), operator.attrgetter: _getter(operator.attrgetter),
     functools.partial: _partial,
     min: _minmax(min), max: _minmax(max), any: _any_all(any), all: _any_all(all), bool: lambda tx, obj: ConstantVariable(obj.truth()),

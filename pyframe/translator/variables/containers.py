@@ -7,7 +7,8 @@ the transformed code to replay (side_effects.py).
 """
 from __future__ import annotations
 
-from typing import Any
+import types
+from typing import Any, Iterator
 
 import torch
 
@@ -178,10 +179,11 @@ class DictVariable(VariableTracker):
     """A dict with constant keys (str, int, ...) and symbolic values, in insertion order."""
 
     def __init__(self, items: dict[Any, VariableTracker], source: Source | None = None,
-                 dict_type: type = dict):
+                 dict_type: type = dict, default_factory: VariableTracker | None = None):
         super().__init__(source)
         self.items = dict(items)
-        self.dict_type = dict_type  # dict or collections.OrderedDict
+        self.dict_type = dict_type  # dict, collections.OrderedDict or collections.defaultdict
+        self.default_factory = default_factory  # a defaultdict's (None is a constant None there)
 
     def python_type(self) -> type:
         return self.dict_type
@@ -198,7 +200,12 @@ class DictVariable(VariableTracker):
     def getitem(self, tx, key: VariableTracker) -> VariableTracker:
         k = _index(key)
         if k not in self.items:
-            raise Unsupported(f"dict has no key {k!r}")
+            if self.default_factory is None or self.default_factory.is_python_constant() \
+                    and self.default_factory.as_python_constant() is None:
+                raise Unsupported(f"dict has no key {k!r}")
+            value = self.default_factory.call(tx, [], {})  # a defaultdict stores what it makes
+            tx.side_effects.mutate(self)
+            self.items[k] = value
         return self.items[k]
 
     def var_getattr(self, tx, name: str) -> VariableTracker:
@@ -249,15 +256,17 @@ class DictVariable(VariableTracker):
             return
 
         def build() -> None:
-            if self.dict_type is not dict:
+            if self.dict_type is not dict:  # OrderedDict({...}), defaultdict(factory, {...})
                 cg.push_null()
                 cg.load_const(self.dict_type)
+                if self.default_factory is not None:
+                    self.default_factory.reconstruct(cg)
             for key, value in self.items.items():
                 cg.load_const(key)
                 value.reconstruct(cg)
             cg.build(dict, len(self.items))
             if self.dict_type is not dict:
-                cg.call(1)
+                cg.call(1 if self.default_factory is None else 2)
 
         cg.rebuild_once(self, build)
 
@@ -324,15 +333,25 @@ class SetVariable(VariableTracker):
 
 
 class ListIteratorVariable(VariableTracker):
-    """The iterator GET_ITER leaves on the stack: the items still to come."""
+    """An iterator: what GET_ITER leaves on the stack, and what iter(), zip(), map(), enumerate(),
+    reversed(), filter(), itertools and generators return. `items` holds the items it has
+    produced; a lazy one (map, zip, a generator...) produces the rest from `pending`, one at a
+    time as its consumer asks, so calls traced for them interleave with the consumer's as in Python.
+    `kind` is the type Python would give it (zip, map, list_iterator...)."""
 
-    def __init__(self, items: list[VariableTracker]):
+    def __init__(self, items: list[VariableTracker], kind: type = type(iter(())),
+                 pending: Iterator[VariableTracker] | None = None):
         super().__init__()
         self.items = items
         self.index = 0
+        self.kind = kind
+        self.pending = pending
+
+    def python_type(self) -> type:
+        return self.kind
 
     def next(self) -> VariableTracker | None:
-        if self.index >= len(self.items):
+        if self.index == len(self.items) and not self._produce():
             return None
         self.index += 1
         return self.items[self.index - 1]
@@ -342,17 +361,29 @@ class ListIteratorVariable(VariableTracker):
         return rest
 
     def remaining(self) -> list[VariableTracker]:
-        """The items still to come, without consuming them."""
+        """The items still to come, without consuming them (a lazy iterator computes them now)."""
+        while self._produce():
+            pass
         return self.items[self.index:]
+
+    def _produce(self) -> bool:
+        if self.pending is None:
+            return False
+        item = next(self.pending, None)
+        if item is None:
+            self.pending = None
+            return False
+        self.items.append(item)
+        return True
 
     def reconstruct(self, cg) -> None:
         """`iter((items still to come))`: a graph break inside a loop continues the same iterations."""
-        self.remaining()  # (a generator computes them now)
+        rest = self.remaining()
 
         def build() -> None:
-            for item in self.items[self.index:]:
+            for item in rest:
                 item.reconstruct(cg)
-            cg.emit("BUILD_TUPLE", len(self.items) - self.index)
+            cg.emit("BUILD_TUPLE", len(rest))
             cg.emit("GET_ITER")
 
         cg.rebuild_once(self, build)  # one iterator, however many places hold it
@@ -362,29 +393,9 @@ class GeneratorVariable(ListIteratorVariable):
     """The generator an inlined generator function returns. Its body runs lazily, to the next
     `yield` each time the consumer asks for an item, so the graph interleaves producer and consumer
     as Python (and torch._dynamo) runs them: `sum(x * i for i in range(3))` records mul, add, mul,
-    add... `items` holds what it has yielded so far."""
+    add..."""
 
     def __init__(self, translator: Any):
-        super().__init__([])
-        self.translator = translator  # the generator function's own InstructionTranslator
-        self.finished = False
-
-    def next(self) -> VariableTracker | None:
-        if self.index == len(self.items) and not self._produce():
-            return None
-        return super().next()
-
-    def remaining(self) -> list[VariableTracker]:
-        while self._produce():  # every item left, computed now (a graph break, or a consumer
-            pass                # that takes them all at once)
-        return super().remaining()
-
-    def _produce(self) -> bool:
-        if self.finished:
-            return False
-        value = self.translator.resume_generator()
-        if value is None:
-            self.finished = True
-            return False
-        self.items.append(value)
-        return True
+        # the generator function's own InstructionTranslator: each resumption runs to the next yield
+        super().__init__([], types.GeneratorType, iter(translator.resume_generator, None))
+        self.translator = translator

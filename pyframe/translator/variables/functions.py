@@ -14,6 +14,7 @@ from typing import Any
 from ...exc import Unsupported
 from ...source import Source
 from .base import VariableTracker
+from .constant import ConstantVariable, is_constant_value
 
 
 class UserFunctionVariable(VariableTracker):
@@ -30,8 +31,20 @@ class UserFunctionVariable(VariableTracker):
     def call(self, tx, args, kwargs) -> VariableTracker:
         return tx.inline_call(self.fn, list(args), kwargs, fn_source=self.source)
 
+    def var_getattr(self, tx, name: str) -> VariableTracker:
+        """Its names and constant attributes (`fn.__name__`, a decorator's marker): the function is
+        guarded by identity, and these are not rebound in practice (torch._dynamo reads them alike)."""
+        if name in _FUNCTION_NAME_ATTRS or name in self.fn.__dict__:
+            value = getattr(self.fn, name)
+            if is_constant_value(value):
+                return ConstantVariable(value)
+        return super().var_getattr(tx, name)
+
     def __repr__(self) -> str:
         return f"UserFunctionVariable({self.fn.__qualname__})"
+
+
+_FUNCTION_NAME_ATTRS = ("__name__", "__qualname__", "__module__", "__doc__")
 
 
 class CellReference(VariableTracker):

@@ -10,6 +10,7 @@ cannot inline (custom descriptors, `__getattr__`) are left to Python.
 from __future__ import annotations
 
 import abc
+import collections
 import inspect
 import types
 from typing import Any
@@ -19,6 +20,7 @@ import torch
 from ...exc import Unsupported
 from ...source import AttrSource, Source
 from .base import BoundMethodVariable, VariableTracker, constant_args
+from .builtins import build_dict
 from .containers import NamedTupleVariable
 
 
@@ -48,6 +50,8 @@ class PythonObjectVariable(VariableTracker):
         if getattr(cls, "__module__", "").split(".")[0] in ("torch", "builtins"):
             pargs, pkwargs = constant_args(args, kwargs, f"{cls.__name__}()")
             return tx.wrap_constant(cls(*pargs, **pkwargs))
+        if cls in (collections.OrderedDict, collections.defaultdict):
+            return build_dict(tx, cls, args, kwargs)
         if issubclass(cls, tuple) and hasattr(cls, "_fields") and hasattr(cls, "_make"):
             return _new_namedtuple(tx, cls, args, kwargs)
         if _is_plain_class(cls):

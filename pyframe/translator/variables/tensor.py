@@ -79,6 +79,11 @@ class TensorVariable(VariableTracker):
             return ConstantVariable(len(self.example))
         if name == "type" and not args and not kwargs:
             return ConstantVariable(self.example.type())
+        if name == "new" and _is_size_request(args):
+            # x.new(torch.Size) / x.new(2, 3) make an uninitialized tensor of that size; the graph's
+            # code would print the Size as a plain tuple, which `new` reads as data.
+            size = args[0] if len(args) == 1 else SizeVariable(list(args))
+            name, args = "new_empty", [size]
         result = call_in_graph(tx, "call_method", name, [self, *args], kwargs)
         if is_inplace_method(name):
             return self  # x.add_(1) is x: the node mutates it, identity stays with the object
@@ -95,6 +100,12 @@ class TensorVariable(VariableTracker):
 
     def __repr__(self) -> str:
         return f"TensorVariable({self.node.name})"
+
+
+def _is_size_request(args: Sequence[VariableTracker]) -> bool:
+    if len(args) == 1 and isinstance(args[0], SizeVariable):
+        return True
+    return bool(args) and all(a.is_python_constant() and type(a.as_python_constant()) is int for a in args)
 
 
 def is_inplace_method(name: str) -> bool:

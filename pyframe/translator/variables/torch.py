@@ -27,6 +27,12 @@ _FOLDABLE = {torch.is_tensor, torch.is_floating_point, torch.is_complex, torch.n
              torch.is_autocast_enabled}
 
 
+# Asked by library code to choose a path (torch.jit.script_if_tracing's wrapper, ...): pyframe is
+# neither TorchScript nor the JIT tracer, so the answer is a constant.
+_TRACING_QUERIES = {torch._C._is_tracing: False, torch.jit.is_tracing: False, torch.jit.is_scripting: False,
+                    torch._C._get_tracing_state: None}
+
+
 def _is_compiling_query(fn: Any) -> bool:
     """torch.compiler.is_compiling, torch._dynamo.is_compiling, ...: True while pyframe traces."""
     return getattr(fn, "__name__", "") in ("is_compiling", "is_dynamo_compiling") and \
@@ -58,7 +64,7 @@ def is_torch_op(value: Any) -> bool:
         return True
     if not isinstance(value, (types.BuiltinFunctionType, types.FunctionType, types.MethodDescriptorType)):
         return False  # (and set lookups below only ever see hashable functions)
-    if value in _TORCH_FUNCTION_QUERIES:
+    if value in _TORCH_FUNCTION_QUERIES or value in _TRACING_QUERIES:
         return True
     if _is_compiling_query(value):
         return True
@@ -87,6 +93,8 @@ class TorchFunctionVariable(VariableTracker):
             return ConstantVariable(True)
         if self.fn in _TORCH_FUNCTION_QUERIES:
             return ConstantVariable(any(_overrides_torch_function(a, tx) for a in args))
+        if self.fn in _TRACING_QUERIES:
+            return ConstantVariable(_TRACING_QUERIES[self.fn])
         if self.fn in _FOLDABLE:
             values = [a.example if isinstance(a, TensorVariable) else a.as_python_constant() for a in args]
             kw = {k: v.as_python_constant() for k, v in kwargs.items()}
