@@ -127,7 +127,10 @@ _OR_POP = {"JUMP_IF_TRUE_OR_POP", "JUMP_IF_FALSE_OR_POP"}
 # Opcodes a break cannot be placed at: their results may be NULL, or they transfer control.
 _UNBREAKABLE = {"LOAD_METHOD", "FOR_ITER", "SEND", "YIELD_VALUE", "RETURN_VALUE", "RERAISE", "RAISE_VARARGS",
                 "PUSH_EXC_INFO", "POP_EXCEPT", "CHECK_EXC_MATCH", "JUMP_FORWARD", "JUMP_BACKWARD",
-                "JUMP_BACKWARD_NO_INTERRUPT", "RETURN_GENERATOR", "PRECALL", "KW_NAMES", "PUSH_NULL"}
+                "JUMP_BACKWARD_NO_INTERRUPT", "RETURN_GENERATOR", "PRECALL", "KW_NAMES", "PUSH_NULL",
+                # entering a with block: what follows is inside the block (and `bytecode` reports
+                # BEFORE_WITH as a pure push, while it replaces the manager by __exit__ and a value)
+                "BEFORE_WITH", "BEFORE_ASYNC_WITH", "WITH_EXCEPT_START"}
 
 
 def break_shape(tx: InstructionTranslator, index: int) -> tuple[int, list[tuple[int, int]]]:
@@ -145,6 +148,8 @@ def break_shape(tx: InstructionTranslator, index: int) -> tuple[int, list[tuple[
     if name in _UNBREAKABLE or isinstance(inst.arg, Label):
         raise Unsupported(f"cannot resume after a graph break at {name}")
     pre, post = inst.pre_and_post_stack_effect()  # `bytecode` reports a pure push as (+1, 0)
+    if pre + post != inst.stack_effect(jump=False):
+        raise Unsupported(f"cannot resume after a graph break at {name} (its stack effect is not known)")
     consumed = max(0, -pre)
     return consumed, [(index + 1, pre + post + consumed)]
 
@@ -152,10 +157,11 @@ def break_shape(tx: InstructionTranslator, index: int) -> tuple[int, list[tuple[
 def finish_break(tx: InstructionTranslator, index: int, reason: Unsupported,
                  wrap_compiled: Callable[[Any], Any]) -> TranslationResult:
     """The transformed code of a frame that breaks at `tx.instructions[index]`."""
-    if enclosing_handlers(tx.instructions)[index]:
-        raise Unsupported(f"graph break inside a try or with block ({reason.reason})")
+    handlers = enclosing_handlers(tx.instructions)
     inst: Instr = tx.instructions[index]
     consumed, exits = break_shape(tx, index)
+    if handlers[index] or any(handlers[first_real(tx.instructions, target)] for target, _ in exits):
+        raise Unsupported(f"graph break inside a try or with block ({reason.reason})")
     if consumed > len(tx.stack):
         raise Unsupported(f"graph break at {inst.name} with a stack the translator does not model")
     split = len(tx.stack) - consumed

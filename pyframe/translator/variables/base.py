@@ -16,6 +16,9 @@ if TYPE_CHECKING:
     from ..instructions import InstructionTranslator
 
 
+UNKNOWN_OBJECT = object()
+
+
 class VariableTracker:
     """A symbolic Python value. Subclasses keep only what their kind needs."""
 
@@ -39,6 +42,11 @@ class VariableTracker:
     def truth(self) -> bool:
         """bool(value), when it is known while tracing (a branch on it needs no graph break)."""
         return bool(self.as_python_constant())
+
+    def real_object(self) -> Any:
+        """The very object this tracker stands for, when it holds it (`a is b` compares these);
+        UNKNOWN_OBJECT otherwise."""
+        return UNKNOWN_OBJECT
 
     # -- what can be done with it -----------------------------------------------------------
     def var_getattr(self, tx: "InstructionTranslator", name: str) -> "VariableTracker":

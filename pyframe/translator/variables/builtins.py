@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterator, Sequence
 import torch
 
 from ...exc import Unsupported
-from .base import VariableTracker, constant_args
+from .base import UNKNOWN_OBJECT, VariableTracker, constant_args
 from .constant import ConstantVariable
 from .containers import BaseListVariable, DictVariable, ListIteratorVariable, ListVariable, SetVariable, TupleVariable
 from .functions import PartialVariable
@@ -53,6 +53,9 @@ class BuiltinVariable(VariableTracker):
     def __init__(self, fn: Callable, source=None):
         super().__init__(source)
         self.fn = fn
+
+    def real_object(self) -> Any:
+        return self.fn
 
     def python_type(self) -> type:
         return type(self.fn)
@@ -151,8 +154,11 @@ def _enumerate(tx, obj: VariableTracker, start: VariableTracker | None = None) -
 
 
 def _zip(tx, *objs: VariableTracker, strict: VariableTracker | None = None) -> VariableTracker:
-    if strict is not None and strict.as_python_constant():
-        raise Unsupported("zip(strict=True)")
+    if strict is not None and strict.as_python_constant():  # lengths are known: checked now
+        columns = [list(iterate(tx, o)) for o in objs]
+        if len({len(c) for c in columns}) > 1:
+            raise Unsupported("zip(strict=True) of iterables of different lengths raises ValueError")
+        objs = tuple(ListVariable(c) for c in columns)
     tuples = (TupleVariable(list(items)) for items in zip(*(iterate(tx, o) for o in objs)))
     return ListIteratorVariable([], zip, tuples)
 
@@ -221,17 +227,35 @@ def _binary(fn: Callable) -> Callable:
 
 
 def _identity(negate: bool) -> Callable:
+    """`a is b` / `a is not b`: decided from the real objects the trackers stand for, from types
+    (objects of different types are distinct), or from freshness (an object made while tracing is
+    none of the frame's objects); Unsupported when none of these decides it."""
     def handler(tx, a: VariableTracker, b: VariableTracker) -> VariableTracker | None:
-        if a.is_python_constant() and b.is_python_constant():
-            return None
+        if a.is_python_constant() and b.is_python_constant() and isinstance(a, ConstantVariable) \
+                and isinstance(b, ConstantVariable):
+            return None  # folded on the values themselves
+        if a is b:
+            return ConstantVariable(not negate)
         if _is_tensor(a) and _is_tensor(b):
             if a.node is not b.node and a.node.op == "placeholder" and b.node.op == "placeholder":
                 raise Unsupported("identity of two tensor inputs (they may be one object)")
             # A tensor made by the graph is a new object, distinct from every other.
             return ConstantVariable((a.node is b.node) != negate)
-        if a.is_python_constant() or b.is_python_constant():  # a tensor or container is never None
-            return ConstantVariable(negate)
-        return ConstantVariable((a is b) != negate)
+        known_a, known_b = a.real_object(), b.real_object()
+        if known_a is not UNKNOWN_OBJECT and known_b is not UNKNOWN_OBJECT:
+            return ConstantVariable((known_a is known_b) != negate)
+        for known, other in ((known_a, b), (known_b, a)):
+            if known is UNKNOWN_OBJECT:
+                continue
+            if other.source is None and not isinstance(other, TupleVariable):  # made while tracing
+                return ConstantVariable(negate)
+            try:
+                other_type = other.python_type()
+            except Unsupported:
+                break
+            if not isinstance(known, other_type):
+                return ConstantVariable(negate)
+        raise Unsupported(f"identity of {a} and {b}")
     return handler
 
 

@@ -29,6 +29,9 @@ class ConstantVariable(VariableTracker):
         super().__init__(source)
         self.value = value
 
+    def real_object(self) -> Any:
+        return self.value
+
     def python_type(self) -> type:
         return type(self.value)
 

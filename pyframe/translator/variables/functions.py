@@ -22,6 +22,9 @@ class UserFunctionVariable(VariableTracker):
         super().__init__(source)
         self.fn = fn
 
+    def real_object(self) -> Any:
+        return self.fn
+
     def python_type(self) -> type:
         return types.FunctionType
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import inspect
 import types
+from typing import Any
 
 import torch
 
@@ -35,6 +36,9 @@ class NNModuleVariable(VariableTracker):
     def __init__(self, module: torch.nn.Module, source: Source | None):
         super().__init__(source)
         self.module = module
+
+    def real_object(self) -> Any:
+        return self.module
 
     def python_type(self) -> type:
         return type(self.module)

@@ -31,6 +31,9 @@ class PythonObjectVariable(VariableTracker):
         super().__init__(source)
         self.value = value
 
+    def real_object(self) -> Any:
+        return self.value
+
     def python_type(self) -> type:
         return type(self.value)
 
@@ -49,7 +52,19 @@ class PythonObjectVariable(VariableTracker):
         # Classes of values we can fold (torch.Size, torch.device, int, ...) are built while tracing.
         if getattr(cls, "__module__", "").split(".")[0] in ("torch", "builtins"):
             pargs, pkwargs = constant_args(args, kwargs, f"{cls.__name__}()")
-            return tx.wrap_constant(cls(*pargs, **pkwargs))
+            # Built now, once: the torch RNG state is kept, since the frame may still run normally
+            # (nn.Linear's init draws from it); a module that owns tensors would be shared by all
+            # calls, where each call of the function makes its own.
+            rng = torch.random.get_rng_state()
+            try:
+                value = cls(*pargs, **pkwargs)
+            except Exception as e:  # raised again when the frame runs normally
+                raise Unsupported(f"{cls.__name__}() raises {type(e).__name__}: {e}") from e
+            finally:
+                torch.random.set_rng_state(rng)
+            if isinstance(value, torch.nn.Module) and any(True for _ in value.state_dict(keep_vars=True)):
+                raise Unsupported(f"{cls.__name__}() made in the frame owns parameters or buffers")
+            return tx.wrap_constant(value)
         if cls in (collections.OrderedDict, collections.defaultdict):
             return build_dict(tx, cls, args, kwargs)
         if issubclass(cls, tuple) and hasattr(cls, "_fields") and hasattr(cls, "_make"):
@@ -81,6 +96,9 @@ class UserObjectVariable(VariableTracker):
     def __init__(self, value: Any, source: Source | None = None):
         super().__init__(source)
         self.value = value
+
+    def real_object(self) -> Any:
+        return self.value
 
     def python_type(self) -> type:
         return type(self.value)

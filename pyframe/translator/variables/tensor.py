@@ -30,6 +30,8 @@ _METADATA_METHODS = {"dim", "ndimension", "numel", "nelement", "is_contiguous", 
                      "is_inference"}
 # Methods that read tensor data into Python: a graph break (as torch._dynamo does by default).
 _DATA_METHODS = {"item", "tolist", "numpy", "__bool__", "__int__", "__float__", "__index__", "data_ptr"}
+# Autograd's own machinery runs outside the graph (torch._dynamo breaks on these too).
+_AUTOGRAD_METHODS = {"backward", "register_hook", "retain_grad", "register_post_accumulate_grad_hook"}
 
 
 class TensorVariable(VariableTracker):
@@ -70,6 +72,8 @@ class TensorVariable(VariableTracker):
                     kwargs: dict[str, VariableTracker]) -> VariableTracker:
         if name in _DATA_METHODS:  # as torch._dynamo by default (no capture_scalar_outputs here)
             raise Unsupported(f"Tensor.{name}() reads tensor data into Python")
+        if name in _AUTOGRAD_METHODS:
+            raise Unsupported(f"Tensor.{name}() runs autograd outside the graph")
         if name in ("size", "stride") or name in _METADATA_METHODS:
             pargs = [a.as_python_constant() for a in args]
             pkwargs = {k: v.as_python_constant() for k, v in kwargs.items()}

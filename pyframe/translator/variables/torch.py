@@ -82,6 +82,9 @@ class TorchFunctionVariable(VariableTracker):
         super().__init__(source)
         self.fn = fn
 
+    def real_object(self) -> Any:
+        return self.fn
+
     def python_type(self) -> type:
         return type(self.fn)
 
@@ -121,6 +124,9 @@ class PythonModuleVariable(VariableTracker):
     def __init__(self, module: types.ModuleType, source: Source | None = None):
         super().__init__(source)
         self.module = module
+
+    def real_object(self) -> Any:
+        return self.module
 
     def python_type(self) -> type:
         return types.ModuleType

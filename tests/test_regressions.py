@@ -1,0 +1,149 @@
+"""Programs that once gave a wrong result, an error eager Python does not raise, or a crash.
+
+Each runs eagerly and under pyframe on equal inputs; results (and, where a program draws random
+numbers, the RNG stream after it) must match, and a break's reason must name what stopped the trace.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import itertools
+
+import torch
+
+import pyframe
+from pyframe.debug.compare import CountingBackend
+
+
+def run_both(fn, *args, seed=0):
+    """(eager result, pyframe result, backend): each run from the same torch RNG state."""
+    torch.manual_seed(seed)
+    eager = fn(*args)
+    eager_next = torch.rand(3)
+    backend = CountingBackend()
+    torch.manual_seed(seed)
+    compiled = pyframe.optimize(backend)(fn)(*args)
+    compiled_next = torch.rand(3)
+    torch.testing.assert_close(compiled_next, eager_next, msg="the RNG stream moved on differently")
+    return eager, compiled, backend
+
+
+@contextlib.contextmanager
+def doubled(value):
+    yield value * 2
+
+
+class Counter:
+    def __init__(self):
+        self.depth = 0
+
+    def __enter__(self):
+        self.depth += 1
+        return self
+
+    def __exit__(self, *exc):
+        self.depth -= 1
+        return False
+
+
+def test_with_statement_on_a_generator_context_manager_runs_correctly():
+    """A break at BEFORE_WITH once ran the instruction on an empty stack (a segfault)."""
+    def fn(x):
+        with doubled(3) as k:
+            y = x * k
+        return y
+
+    x = torch.randn(4)
+    eager, compiled, _ = run_both(fn, x)
+    torch.testing.assert_close(compiled, eager)
+
+
+def test_with_statement_on_a_user_class():
+    def fn(x):
+        c = Counter()
+        with c:
+            y = x + c.depth
+        return y, c.depth
+
+    x = torch.randn(4)
+    eager, compiled, _ = run_both(fn, x)
+    torch.testing.assert_close(compiled, eager)
+
+
+def test_identity_of_an_object_read_through_a_new_one():
+    """dataclasses.asdict compares each field's kind with a module sentinel by `is`: the sentinel is
+    a constant, the field a frame object; their identity was once assumed false."""
+    @dataclasses.dataclass
+    class Pair:
+        w: torch.Tensor
+        k: int = 2
+
+    def fn(x):
+        p = Pair(x)
+        p.k += 1
+        return dataclasses.asdict(p)
+
+    x = torch.randn(4)
+    eager, compiled, backend = run_both(fn, x)
+    assert list(compiled) == ["w", "k"]
+    torch.testing.assert_close(compiled, eager)
+
+
+def test_module_made_in_the_frame_does_not_consume_the_rng_while_tracing():
+    """nn.Linear(...) in the frame: tracing used to build it (drawing its init from the global
+    RNG) before falling back, so the real run drew different weights."""
+    def fn(x):
+        layer = torch.nn.Linear(4, 4)
+        return layer(x)
+
+    x = torch.randn(2, 4)
+    eager, compiled, _ = run_both(fn, x)
+    torch.testing.assert_close(compiled, eager)
+
+
+def test_parameterless_module_made_in_the_frame_is_traced():
+    def fn(x):
+        return torch.nn.Softmax(dim=-1)(x * 2)
+
+    x = torch.randn(2, 4)
+    eager, compiled, backend = run_both(fn, x)
+    torch.testing.assert_close(compiled, eager)
+    assert [g.ops for g in backend.graphs] == [("mul", "softmax")]
+
+
+def test_backward_runs_outside_the_graph():
+    def fn(x, w):
+        (x * w).sum().backward()
+        return w.grad * 2
+
+    x = torch.randn(5)
+    w1, w2 = torch.ones(5, requires_grad=True), torch.ones(5, requires_grad=True)
+    torch.testing.assert_close(pyframe.optimize(CountingBackend())(fn)(x, w2), fn(x, w1))
+    backend = CountingBackend()
+    pyframe.optimize(backend)(fn)(x, torch.ones(5, requires_grad=True))
+    assert all("backward" not in g.ops for g in backend.graphs)
+    explained = pyframe.explain(fn)(x, torch.ones(5, requires_grad=True))
+    assert any("backward" in r.reason for r in explained.break_reasons)
+
+
+def test_next_of_an_itertools_iterator():
+    """`next(islice(list, 1, None))` once rebuilt the iterator as a list after a break."""
+    def fn(x):
+        parts = [x + 1, x + 2]
+        first = next(itertools.islice(parts, 1, None))
+        print("a break with the iterator live")
+        return x - first
+
+    x = torch.randn(4)
+    eager, compiled, _ = run_both(fn, x)
+    torch.testing.assert_close(compiled, eager)
+
+
+def test_tensor_new_with_a_size_is_uninitialized_not_data():
+    def fn(x):
+        return x.new(torch.Size([5, 8])).shape, x.new(2, 3).shape, x.new([1.0, 2.0])
+
+    x = torch.randn(3)
+    eager, compiled, _ = run_both(fn, x)
+    assert compiled[:2] == eager[:2] == (torch.Size([5, 8]), torch.Size([2, 3]))
+    torch.testing.assert_close(compiled[2], eager[2])
