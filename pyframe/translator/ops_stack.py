@@ -1,6 +1,7 @@
 """Opcode handlers: stack shuffles, operators, subscripts, building and unpacking containers."""
 from __future__ import annotations
 
+import contextlib
 import operator
 
 from bytecode import BinaryOp, Compare, Instr
@@ -10,7 +11,8 @@ from .variables import (
     BuiltinVariable, ConstantVariable, DictVariable, ListVariable, TensorVariable, TupleVariable,
 )
 from .variables.containers import SetVariable
-from .variables.misc import GradModeVariable
+from .variables.misc import GeneratorContextVariable, GradModeVariable
+from .variables.objects import NewObjectVariable
 from .variables.tensor import call_in_graph
 
 _BINARY_OPS = {
@@ -168,11 +170,21 @@ class StackOps:
 
     # -- context managers --------------------------------------------------------------------------
     def BEFORE_WITH(self, inst: Instr) -> None:
+        """Push the manager's bound __exit__, then what its __enter__ returns. The normal way out
+        of the block calls that __exit__ with three Nones; a break inside the block is refused."""
         context = self.pop()
-        if not isinstance(context, GradModeVariable):
-            raise Unsupported(f"with-statement on {context}")
-        self.push(context.exit_callable())
-        self.push(context.enter(self))
+        if isinstance(context, (GradModeVariable, GeneratorContextVariable)):
+            self.push(context.exit_callable())
+            self.push(context.enter(self))
+            return
+        if isinstance(context, NewObjectVariable) and issubclass(context.cls, contextlib._GeneratorContextManager):
+            context = GeneratorContextVariable.of(context)
+            self.push(context.exit_callable())
+            self.push(context.enter(self))
+            return
+        exit_method = context.var_getattr(self, "__exit__")
+        self.push(exit_method)
+        self.push(context.var_getattr(self, "__enter__").call(self, [], {}))
 
     # -- unpacking -------------------------------------------------------------------------------
     def UNPACK_SEQUENCE(self, inst: Instr) -> None:

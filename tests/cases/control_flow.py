@@ -1,5 +1,8 @@
 """Corpus: control flow decided while tracing: loops over iterables of known length (unrolled),
-`while` on Python values, and branches on constants, shapes, types and None."""
+`while` on Python values, branches on constants, shapes, types and None, and with-statements on
+context managers written in Python."""
+
+import contextlib
 
 import torch
 
@@ -95,3 +98,47 @@ def nested_loops(x):
         for j in range(2):
             out = out + x * (i * 2 + j)
     return out
+
+
+@contextlib.contextmanager
+def _scaled(factor):
+    yield factor * 2
+
+
+class _Depth:
+    """A context manager written as a class: __enter__ / __exit__ are inlined."""
+
+    def __init__(self):
+        self.depth = 0
+
+    def __enter__(self):
+        self.depth += 1
+        return self
+
+    def __exit__(self, *exc):
+        self.depth -= 1
+        return False
+
+
+@case(inputs=lambda: torch.randn(4))
+def with_generator_context_manager(x):
+    with _scaled(3) as k:
+        y = x * k
+    with contextlib.nullcontext(2.0) as two:
+        y = y + two
+    return y
+
+
+@case(inputs=lambda: torch.randn(4))
+def with_class_context_manager(x):
+    depth = _Depth()
+    with depth as d:
+        y = x + d.depth
+    return y * (depth.depth + 1)
+
+
+@case(inputs=lambda: torch.randn(4))
+def set_algebra_on_constants(x):
+    s = {1, 2, 3} | {4}
+    s.discard(1)
+    return x * len(s) + (2 in s) + len({1, 2} & {2, 3})

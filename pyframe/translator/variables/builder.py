@@ -19,7 +19,7 @@ from ...source import AttrSource, ItemSource, Source
 from .base import VariableTracker
 from .builtins import BUILTIN_FUNCTIONS, PURE_FUNCTIONS, BuiltinVariable
 from .constant import ConstantVariable, is_constant_value
-from .containers import DictVariable, ListVariable, NamedTupleVariable, SizeVariable, TupleVariable
+from .containers import DictVariable, ListVariable, NamedTupleVariable, SetVariable, SizeVariable, TupleVariable
 from .functions import PartialVariable, UserFunctionVariable
 from .misc import GRAD_MODE_CLASSES, GradModeClassVariable, InlinedMethodVariable
 from .nn_module import NNModuleVariable
@@ -85,6 +85,8 @@ def wrap(tx: "InstructionTranslator", value: Any, source: Source | None, guard: 
         items = {k: wrap(tx, v, ItemSource(source, k) if source is not None else None, guard)
                  for k, v in value.items()}
         return _mutable(tx, source, value, DictVariable(items, source, type(value), factory))
+    if type(value) is set and source is None and is_constant_value(frozenset(value)):
+        return SetVariable(set(value))  # computed while tracing: `{1, 2} | {3}`
     if isinstance(value, (slice, range, frozenset)) and is_constant_value(value):
         add(GuardKind.EQUALS_MATCH, value)
         return ConstantVariable(value, source)

@@ -66,6 +66,43 @@ class GradModeVariable(VariableTracker):
         return GradModeExitVariable(self)
 
 
+class GeneratorContextVariable(VariableTracker):
+    """A @contextlib.contextmanager made while tracing, entered: its generator runs to the yield on
+    __enter__ and on to its end on the normal __exit__ (a second yield is refused, as Python
+    raises "generator didn't stop")."""
+
+    def __init__(self, generator: VariableTracker):
+        super().__init__()
+        self.generator = generator
+
+    @classmethod
+    def of(cls, manager: VariableTracker) -> "GeneratorContextVariable":
+        generator = getattr(manager, "attrs", {}).get("gen")
+        if generator is None or not hasattr(generator, "next"):
+            raise Unsupported(f"with-statement on {manager}")
+        return cls(generator)
+
+    def enter(self, tx) -> VariableTracker:
+        value = self.generator.next()
+        if value is None:
+            raise Unsupported("a @contextmanager generator that does not yield")
+        return value
+
+    def exit_callable(self) -> VariableTracker:
+        return _GeneratorContextExit(self.generator)
+
+
+class _GeneratorContextExit(VariableTracker):
+    def __init__(self, generator: VariableTracker):
+        super().__init__()
+        self.generator = generator
+
+    def call(self, tx, args, kwargs) -> VariableTracker:
+        if self.generator.next() is not None:
+            raise Unsupported("a @contextmanager generator that yields twice")
+        return ConstantVariable(False)
+
+
 class GradModeExitVariable(VariableTracker):
     """The bound __exit__ BEFORE_WITH leaves on the stack; the normal exit calls it with Nones."""
 
