@@ -39,6 +39,19 @@ def enclosing_handlers(instructions: list[Any]) -> list[tuple[Label, ...]]:
     return result
 
 
+def innermost_handlers(instructions: list[Any]) -> list[TryBegin | None]:
+    """For each position, the try range whose handler catches an exception raised there."""
+    active: list[TryBegin] = []
+    result: list[TryBegin | None] = []
+    for inst in instructions:
+        if isinstance(inst, TryBegin):
+            active.append(inst)
+        elif isinstance(inst, TryEnd) and inst.entry in active:
+            active.remove(inst.entry)
+        result.append(active[-1] if active else None)
+    return result
+
+
 def live_locals(instructions: list[Any], index: int) -> set[str]:
     """Locals possibly read before written from `index` on (backward liveness to a fixpoint)."""
     label_index = {inst: i for i, inst in enumerate(instructions) if isinstance(inst, Label)}

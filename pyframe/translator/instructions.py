@@ -25,13 +25,17 @@ from ..graph import OutputGraph
 from ..source import (
     AttrSource, BuiltinSource, CellContentsSource, ClosureSource, GlobalSource, ItemSource, LocalSource, Source,
 )
+from .analysis import innermost_handlers
 from .ops_calls import CallOps
+from .ops_exceptions import ExceptionOps
 from .ops_jumps import JumpOps
 from .ops_load_store import LoadStoreOps
 from .ops_stack import StackOps
 from .side_effects import SideEffects
 from .variables import VariableTracker, wrap
+from .variables.constant import ConstantVariable
 from .variables.containers import DictVariable, GeneratorVariable, TupleVariable
+from .variables.exceptions import ExceptionVariable, RaisedException
 from .variables.functions import NestedFunctionVariable
 
 # Code flags of generators, coroutines and async generators (their frames are never traced).
@@ -41,7 +45,7 @@ _MAX_STEPS = 1_000_000  # a `while True` whose exit is never reached while traci
 _TORCH_DIR = os.path.dirname(torch.__file__)
 
 
-class InstructionTranslator(LoadStoreOps, CallOps, StackOps, JumpOps):
+class InstructionTranslator(LoadStoreOps, CallOps, StackOps, JumpOps, ExceptionOps):
     def __init__(self, code: types.CodeType, f_globals: dict, f_builtins: dict, closure: tuple | None,
                  output: OutputGraph, *, frame_values: dict[str, Any] | None = None,
                  parent: "InstructionTranslator | None" = None, fn_source: Source | None = None,
@@ -70,6 +74,8 @@ class InstructionTranslator(LoadStoreOps, CallOps, StackOps, JumpOps):
         self.suspended = False     # stopped at a yield, whose value is `yielded_value`
         self.yielded_value: VariableTracker | None = None
         self.closure_refs: dict[str, Any] = {}  # free variables of a function made while tracing
+        self.exception_stack: list[VariableTracker] = []  # exceptions being handled (PUSH_EXC_INFO)
+        self._handlers: list | None = None  # innermost try range at each position, when first needed
         # Cell variables whose MAKE_CELL the prologue skips: resume functions receive the cell.
         made = {i.arg.name for i in self.instructions[:self.first_body_index()] if getattr(i, "name", "") == "MAKE_CELL"}
         self.passed_cells = set(code.co_cellvars) - made
@@ -101,7 +107,10 @@ class InstructionTranslator(LoadStoreOps, CallOps, StackOps, JumpOps):
             try:
                 if handler is None:
                     raise Unsupported(f"opcode {inst.name} is not supported")
-                handler(inst)
+                try:
+                    handler(inst)
+                except RaisedException as raised:
+                    self.catch(index, raised)
             except Unsupported as e:
                 if not self.trusted:
                     e.with_location(self.location())
@@ -109,6 +118,30 @@ class InstructionTranslator(LoadStoreOps, CallOps, StackOps, JumpOps):
                     e.break_index = index  # where the root frame can break (the call, for inlined code)
                 raise
         return self.return_value
+
+    def catch(self, index: int, raised: RaisedException) -> None:
+        """An exception raised by instruction `index`: jump to its handler as CPython does (stack cut
+        to the try's depth, the offset if the range asks for it, then the exception), or let it
+        leave this frame; leaving the compiled frame is a graph break at the raising instruction."""
+        if self._handlers is None:
+            self._handlers = innermost_handlers(self.instructions)
+        entry = self._handlers[index]
+        if entry is None:
+            if self.parent is not None:
+                raise raised
+            raise Unsupported(f"{raised.value.exc_type.__name__} raised while tracing and not caught "
+                              f"in the frame") from None
+        del self.stack[entry.stack_depth:]
+        if entry.push_lasti:
+            self.push(ConstantVariable(index))
+        self.push(raised.value)
+        self.jump_to(entry.target)
+
+    def handled_exception(self) -> ExceptionVariable | None:
+        """What sys.exc_info() would give: the exception an enclosing except block is handling."""
+        if self.exception_stack:
+            return self.exception_stack[-1]
+        return self.parent.handled_exception() if self.parent is not None else None
 
     def location(self) -> UserLocation:
         inst = self.current_inst
@@ -295,7 +328,8 @@ def decode(code: types.CodeType) -> tuple[list[Any], dict[Label, int]]:
     costs more than tracing a short function. Translators only read the shared list."""
     found = _decoded.get(code)
     if found is None:
-        instructions = list(Bytecode.from_code(code))
+        # (the try ranges keep their stack depths: an exception raised while tracing cuts the stack to them)
+        instructions = list(Bytecode.from_code(code, conserve_exception_block_stackdepth=True))
         labels = {inst: i for i, inst in enumerate(instructions) if isinstance(inst, Label)}
         found = _decoded[code] = (instructions, labels)
     return found

@@ -112,6 +112,3 @@ class JumpOps:
         if not self.is_generator:
             raise Unsupported("generator code outside an inlined generator call")
 
-    def RAISE_VARARGS(self, inst: Instr) -> None:
-        raise Unsupported("raise statement reached while tracing")
-

@@ -19,6 +19,7 @@ from ...exc import Unsupported
 from .base import UNKNOWN_OBJECT, VariableTracker, constant_args
 from .constant import ConstantVariable
 from .containers import BaseListVariable, DictVariable, ListIteratorVariable, ListVariable, SetVariable, TupleVariable
+from .exceptions import ExceptionVariable, is_exception_class, raise_symbolic
 from .functions import PartialVariable
 from .misc import SuperVariable, zero_arg_super
 from .tensor import TensorVariable, call_in_graph
@@ -65,6 +66,8 @@ class BuiltinVariable(VariableTracker):
 
     def call(self, tx, args: Sequence[VariableTracker], kwargs: dict[str, VariableTracker]) -> VariableTracker:
         fn = self.fn
+        if is_exception_class(fn):
+            return ExceptionVariable.make(fn, list(args), kwargs)
         handler = _HANDLERS.get(fn)
         if handler is not None:
             result = handler(tx, *args, **kwargs)
@@ -205,7 +208,7 @@ def _next(tx, obj: VariableTracker, *default: VariableTracker) -> VariableTracke
         return item
     if default:
         return default[0]
-    raise Unsupported("next() of an exhausted iterator raises StopIteration")
+    raise_symbolic(StopIteration)
 
 
 def _binary(fn: Callable) -> Callable:

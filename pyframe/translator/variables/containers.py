@@ -16,6 +16,7 @@ from ...exc import Unsupported
 from ...source import Source
 from .base import BoundMethodVariable, VariableTracker, constant_args
 from .constant import ConstantVariable
+from .exceptions import raise_symbolic
 
 
 def _index(key: VariableTracker) -> Any:
@@ -202,7 +203,7 @@ class DictVariable(VariableTracker):
         if k not in self.items:
             if self.default_factory is None or self.default_factory.is_python_constant() \
                     and self.default_factory.as_python_constant() is None:
-                raise Unsupported(f"dict has no key {k!r}")
+                raise_symbolic(KeyError, k)
             value = self.default_factory.call(tx, [], {})  # a defaultdict stores what it makes
             tx.side_effects.mutate(self)
             self.items[k] = value

@@ -22,6 +22,7 @@ from ...source import AttrSource, Source
 from .base import BoundMethodVariable, VariableTracker, constant_args
 from .builtins import build_dict
 from .containers import NamedTupleVariable
+from .exceptions import ExceptionVariable, is_exception_class
 
 
 class PythonObjectVariable(VariableTracker):
@@ -65,6 +66,8 @@ class PythonObjectVariable(VariableTracker):
             if isinstance(value, torch.nn.Module) and any(True for _ in value.state_dict(keep_vars=True)):
                 raise Unsupported(f"{cls.__name__}() made in the frame owns parameters or buffers")
             return tx.wrap_constant(value)
+        if is_exception_class(cls):
+            return ExceptionVariable.make(cls, list(args), kwargs)
         if cls in (collections.OrderedDict, collections.defaultdict):
             return build_dict(tx, cls, args, kwargs)
         if issubclass(cls, tuple) and hasattr(cls, "_fields") and hasattr(cls, "_make"):

@@ -1,0 +1,113 @@
+"""Exceptions raised and caught inside the traced code: one graph, as torch._dynamo 2.13 captures
+them; an exception that leaves the frame reaches the caller exactly as it does eagerly."""
+from __future__ import annotations
+
+import pytest
+import torch
+import torch._dynamo
+
+import pyframe
+from pyframe.debug.compare import CountingBackend
+
+
+class ShapeError(ValueError):
+    pass
+
+
+def check_positive(n):
+    if n <= 0:
+        raise ShapeError("need a positive size", n)
+    return n
+
+
+def caught_in_the_frame(x):
+    try:
+        raise ValueError("bad value")
+    except ValueError as e:
+        y = x * len(str(e))
+    return y
+
+
+def raised_in_a_callee(x):
+    try:
+        check_positive(-1)
+    except ShapeError as e:
+        return x - e.args[1]
+    return x
+
+
+def missing_key_and_exhausted_iterator(x):
+    table = {"a": x + 1}
+    try:
+        y = table["b"]
+    except KeyError:
+        y = table["a"] * 2
+    it = iter([y])
+    next(it)
+    try:
+        next(it)
+    except StopIteration:
+        y = y + 1
+    return y
+
+
+def tuple_of_kinds_and_finally(x):
+    log = []
+    try:
+        try:
+            raise KeyError("k")
+        finally:
+            log.append(1)
+    except (IndexError, KeyError):
+        log.append(2)
+    return x * len(log)
+
+
+def reraised_then_caught(x):
+    def inner(t):
+        try:
+            raise ShapeError("inner")
+        except ShapeError:
+            t = t + 1
+            raise
+    try:
+        inner(x)
+    except ValueError:
+        return x * 3
+    return x
+
+
+CAUGHT = [caught_in_the_frame, raised_in_a_callee, missing_key_and_exhausted_iterator,
+          tuple_of_kinds_and_finally, reraised_then_caught]
+
+
+@pytest.mark.parametrize("fn", CAUGHT, ids=lambda f: f.__name__)
+def test_caught_exception_stays_in_one_graph(fn):
+    x = torch.randn(4)
+    backend = CountingBackend()
+    torch.testing.assert_close(pyframe.optimize(backend)(fn)(x), fn(x))
+    reference = CountingBackend()
+    torch._dynamo.reset()
+    torch._dynamo.optimize(reference)(fn)(x)
+    assert [g.ops for g in backend.graphs] == [g.ops for g in reference.graphs]
+    assert len(backend.graphs) == 1
+
+
+def leaves_the_frame(x):
+    y = x * 2
+    check_positive(x.dim() - 1)  # raises ShapeError for a 1-d x
+    return y
+
+
+def test_exception_leaving_the_frame_is_raised_for_real():
+    """The frame breaks at the call that raises: the graph before it runs, then the call runs for
+    real and its exception reaches the caller; a later call with other inputs traces on."""
+    backend = CountingBackend()
+    compiled = pyframe.optimize(backend)(leaves_the_frame)
+    with pytest.raises(ShapeError, match="need a positive size"):
+        compiled(torch.randn(4))
+    assert [g.ops for g in backend.graphs] == [("mul",)]
+    entry = pyframe.debug.cache_entries(compiled)[0]
+    assert "ShapeError raised while tracing and not caught" in entry.break_reason
+    x = torch.randn(2, 3)
+    torch.testing.assert_close(compiled(x), leaves_the_frame(x))
