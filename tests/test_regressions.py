@@ -147,3 +147,33 @@ def test_tensor_new_with_a_size_is_uninitialized_not_data():
     eager, compiled, _ = run_both(fn, x)
     assert compiled[:2] == eager[:2] == (torch.Size([5, 8]), torch.Size([2, 3]))
     torch.testing.assert_close(compiled[2], eager[2])
+
+
+def test_set_grad_enabled_block_restores_the_mode_it_found():
+    """`with torch.set_grad_enabled(True)` under no_grad: the mode changes when the object is made,
+    and the block's exit once restored the changed mode, leaving grad on after the call."""
+    def fn(a, b):
+        x = a + 1
+        with torch.set_grad_enabled(True):
+            if torch.is_grad_enabled():
+                x = x + b
+        return x + 2
+
+    a, b = torch.randn(3, requires_grad=True), torch.randn(3)
+    with torch.no_grad():
+        compiled = pyframe.optimize(CountingBackend())(fn)(a, b)
+        assert not torch.is_grad_enabled()
+        eager = fn(a, b)
+    torch.testing.assert_close(compiled, eager)
+    assert compiled.requires_grad == eager.requires_grad
+
+
+def test_is_grad_enabled_answers_the_traced_mode():
+    def fn(x):
+        with torch.enable_grad():
+            inside = torch.is_grad_enabled()
+        return x * 2 if inside and not torch.is_grad_enabled() else x
+
+    x = torch.randn(3)
+    with torch.no_grad():
+        torch.testing.assert_close(pyframe.optimize(CountingBackend())(fn)(x), fn(x))

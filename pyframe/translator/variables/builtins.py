@@ -450,6 +450,12 @@ def _not(tx, obj: VariableTracker) -> VariableTracker:
     return ConstantVariable(not obj.truth())
 
 
+def _repeat(tx, obj: VariableTracker, times: VariableTracker | None = None) -> VariableTracker:
+    if times is None:
+        raise Unsupported("itertools.repeat() without a count (an endless iterator)")
+    return ListIteratorVariable([obj] * times.as_python_constant(), itertools.repeat)
+
+
 _ITERTOOLS = (itertools.chain, itertools.product, itertools.islice, itertools.zip_longest)
 
 _HANDLERS: dict[Callable, Callable] = {
@@ -458,7 +464,7 @@ _HANDLERS: dict[Callable, Callable] = {
     map: _map, filter: _filter, iter: _iter, next: _next,
     operator.is_: _identity(False), operator.is_not: _identity(True), operator.contains: _contains,
     operator.getitem: _getitem, operator.not_: _not, super: _super, sum: _sum, functools.reduce: _reduce,
-    set: _set, dict: _dict, **{fn: _itertools(fn) for fn in _ITERTOOLS},
+    set: _set, dict: _dict, itertools.repeat: _repeat, **{fn: _itertools(fn) for fn in _ITERTOOLS},
     operator.itemgetter: _getter(operator.itemgetter), operator.attrgetter: _getter(operator.attrgetter),
     functools.partial: _partial,
     min: _minmax(min), max: _minmax(max), any: _any_all(any), all: _any_all(all), bool: lambda tx, obj: ConstantVariable(obj.truth()),
@@ -466,4 +472,4 @@ _HANDLERS: dict[Callable, Callable] = {
 }
 
 BUILTIN_FUNCTIONS = {v for v in vars(builtins).values() if callable(v)} | {functools.reduce, functools.partial,
-                                                                             *_ITERTOOLS}
+                                                                             *_ITERTOOLS, itertools.repeat}

@@ -77,9 +77,24 @@ class NestedFunctionVariable(VariableTracker):
         self.code, self.f_globals = code, f_globals
         self.defaults, self.kwdefaults, self.closure = defaults, kwdefaults, closure
         self.fn_source = fn_source  # the enclosing function's: globals are read through it
+        self.names: dict[str, VariableTracker] = {}  # `inner.__name__ = ...` (functools.wraps too)
 
     def python_type(self) -> type:
         return types.FunctionType
+
+    def var_getattr(self, tx, name: str) -> VariableTracker:
+        if name in self.names:
+            return self.names[name]
+        if name in ("__name__", "__qualname__"):
+            return ConstantVariable(getattr(self.code, "co_" + name.strip("_")))
+        if name == "__module__":
+            return ConstantVariable(self.f_globals.get("__name__"))
+        return super().var_getattr(tx, name)
+
+    def store_attr(self, tx, name: str, value: VariableTracker) -> None:
+        if name not in _FUNCTION_NAME_ATTRS or not value.is_python_constant():
+            raise Unsupported(f"assignment to attribute {name!r} of function {self.code.co_name}")
+        self.names[name] = value
 
     def signature_function(self) -> types.FunctionType:
         """A real function with this code, whose defaults are the symbolic default values."""
@@ -116,6 +131,10 @@ class NestedFunctionVariable(VariableTracker):
                 flags |= 0x08
             cg.load_const(self.code)
             cg.emit("MAKE_FUNCTION", flags)
+            for name, value in self.names.items():
+                value.reconstruct(cg)
+                cg.emit("COPY", 2)
+                cg.emit("STORE_ATTR", name)
 
         cg.rebuild_once(self, build)
 

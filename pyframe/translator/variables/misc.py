@@ -57,8 +57,8 @@ class GradModeVariable(VariableTracker):
         self.enter_mode = enter_mode
 
     def enter(self, tx) -> VariableTracker:
-        self.previous = tx.output.grad_enabled
-        if self.enter_mode is not None:
+        if self.enter_mode is not None:  # (set_grad_enabled changed the mode when it was made:
+            self.previous = tx.output.grad_enabled  # what it found then is what exit restores)
             set_grad_mode(tx, self.enter_mode)
         return ConstantVariable(None)
 

@@ -98,6 +98,8 @@ class TorchFunctionVariable(VariableTracker):
             return ConstantVariable(any(_overrides_torch_function(a, tx) for a in args))
         if self.fn in _TRACING_QUERIES:
             return ConstantVariable(_TRACING_QUERIES[self.fn])
+        if self.fn is torch.is_grad_enabled:  # the mode as traced (`with torch.no_grad()` changes it)
+            return ConstantVariable(tx.output.grad_enabled)
         if self.fn in _FOLDABLE:
             values = [a.example if isinstance(a, TensorVariable) else a.as_python_constant() for a in args]
             kw = {k: v.as_python_constant() for k, v in kwargs.items()}
