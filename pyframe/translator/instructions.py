@@ -36,7 +36,7 @@ from .variables import VariableTracker, wrap
 from .variables.constant import ConstantVariable
 from .variables.containers import DictVariable, GeneratorVariable, TupleVariable
 from .variables.exceptions import ExceptionVariable, RaisedException
-from .variables.functions import NestedFunctionVariable
+from .variables.functions import CellVariable, NestedFunctionVariable
 
 # Code flags of generators, coroutines and async generators (their frames are never traced).
 _GENERATOR_FLAGS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ITERABLE_COROUTINE | \
@@ -233,9 +233,18 @@ class InstructionTranslator(LoadStoreOps, CallOps, StackOps, JumpOps, ExceptionO
         if self.trusted:
             return self.wrap(value, None, guard=False)
         if self.fn_source is not None:
+            stored = self.side_effects.load_attr(self._cell_tracker(index), "cell_contents")
+            if stored is not None:  # assigned earlier in this trace (`nonlocal x; x = ...`)
+                return stored
             closure = ItemSource(AttrSource(self.fn_source, "__closure__"), index)
             return self.wrap(value, AttrSource(closure, "cell_contents"))
         raise Unsupported(f"free variable {name!r} of an inlined function reached without a source")
+
+    def _cell_tracker(self, index: int) -> VariableTracker:
+        """The tracker of this inlined function's closure cell `index` (read through its source)."""
+        source = ItemSource(AttrSource(self.fn_source, "__closure__"), index)
+        known = self.side_effects.known(source)
+        return known if known is not None else self.side_effects.track(source, self.closure[index], CellVariable(source))
 
     def passed_cell_name(self, cell: Any) -> str | None:
         """The local name under which this frame received `cell` itself (resume functions)."""
@@ -250,9 +259,16 @@ class InstructionTranslator(LoadStoreOps, CallOps, StackOps, JumpOps, ExceptionO
             if shared is not None:
                 self.root.locals[shared] = value
                 return
-        if name not in self.closure_refs:
+        if name in self.closure_refs:
+            self.closure_refs[name].store(value)
+            return
+        index = self.code.co_freevars.index(name)
+        if self.parent is None or self.fn_source is None or \
+                any(self.closure[index] is cell for cell in self.root.closure or ()):
             raise Unsupported(f"assignment to free variable {name!r} (a cell that outlives the frame)")
-        self.closure_refs[name].store(value)
+        # A cell of an inlined closure that outlives the frame (a counter made elsewhere): the
+        # store is replayed after the graph, as `fn.__closure__[i].cell_contents = value`.
+        self.side_effects.store_attr(self._cell_tracker(index), "cell_contents", value)
 
     # -- inlining ------------------------------------------------------------------------------
     def inline_call(self, fn: types.FunctionType, args: list[VariableTracker],

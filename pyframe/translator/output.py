@@ -36,6 +36,8 @@ from .instructions import InstructionTranslator
 from .variables.containers import ListIteratorVariable
 from .variables import BoundMethodVariable, NullVariable, VariableTracker
 from .variables.containers import BaseListVariable, DictVariable
+from .variables.exceptions import ExceptionVariable
+from .variables.functions import NestedFunctionVariable, PartialVariable
 from .variables.objects import NewObjectVariable
 from .variables.tensor import TensorVariable
 
@@ -69,6 +71,15 @@ def tensors_in(values: list[VariableTracker]) -> list[TensorVariable]:
                 visit(item)
         elif isinstance(vt, ListIteratorVariable):
             for item in vt.remaining():
+                visit(item)
+        elif isinstance(vt, NestedFunctionVariable):  # a function made here keeps its defaults
+            for item in [*(vt.defaults or ()), *(vt.kwdefaults or {}).values()]:
+                visit(item)
+        elif isinstance(vt, PartialVariable):
+            for item in [vt.func, *vt.args, *vt.keywords.values()]:
+                visit(item)
+        elif isinstance(vt, ExceptionVariable):
+            for item in vt.args:
                 visit(item)
 
     for value in values:

@@ -25,6 +25,7 @@ STRAIGHT_LINE = [
     "tests.cases.builtins_calls",
     "tests.cases.side_effects",
     "tests.cases.iterators",
+    "tests.cases.python_objects",
 ]
 GRAPH_BREAKS = ["tests.cases.graph_breaks"]
 ALL = STRAIGHT_LINE + GRAPH_BREAKS

@@ -8,14 +8,17 @@ from __future__ import annotations
 import builtins
 import collections
 import functools
+import inspect
 import itertools
 import math
 import operator
+import types
 from typing import Any, Callable, Iterator, Sequence
 
 import torch
 
 from ...exc import Unsupported
+from ...source import AttrSource, Source
 from .base import UNKNOWN_OBJECT, VariableTracker, constant_args
 from .constant import ConstantVariable
 from .containers import BaseListVariable, DictVariable, ListIteratorVariable, ListVariable, SetVariable, TupleVariable
@@ -73,6 +76,10 @@ class BuiltinVariable(VariableTracker):
             result = handler(tx, *args, **kwargs)
             if result is not None:
                 return result
+        if fn in _DUNDERS and not kwargs:
+            result = _user_operator(tx, fn, args)
+            if result is not None:
+                return result
         if fn in _TENSOR_OPERATORS and any(_is_tensor(a) for a in args) and not kwargs:
             result = call_in_graph(tx, "call_function", fn, args, {})
             if fn in _INPLACE_TO_BINARY and _is_tensor(args[0]):
@@ -94,6 +101,58 @@ class BuiltinVariable(VariableTracker):
 
     def __repr__(self) -> str:
         return f"BuiltinVariable({getattr(self.fn, '__name__', self.fn)})"
+
+
+# -- operators on instances of user classes: their dunder methods, inlined --------------------
+
+_ARITHMETIC = ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and", "or", "xor",
+               "lshift", "rshift")
+_REFLECTED = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le", "eq": "eq", "ne": "ne",
+              **{name: "r" + name for name in _ARITHMETIC}}
+# operator function -> (method, reflected method, in-place method or None)
+_DUNDERS: dict[Callable, tuple[str, str | None, str | None]] = {
+    **{getattr(operator, n + ("_" if n in ("and", "or") else "")): (f"__{n}__", f"__{_REFLECTED[n]}__", None)
+       for n in _REFLECTED},
+    **{getattr(operator, "i" + n): (f"__{n}__", f"__r{n}__", f"__i{n}__") for n in _ARITHMETIC},
+    operator.neg: ("__neg__", None, None), operator.pos: ("__pos__", None, None),
+    operator.invert: ("__invert__", None, None),
+}
+
+
+def _python_method(vt: VariableTracker, name: str) -> tuple[Callable, Source | None] | None:
+    """The Python function a user object's class defines for `name`, with where it is read from
+    (its closure cells are read through that); None for other values."""
+    kind = type(vt).__name__
+    if kind == "NewObjectVariable":
+        cls, cls_source = vt.cls, vt.cls_source
+    elif kind == "UserObjectVariable":
+        cls = type(vt.value)
+        cls_source = AttrSource(vt.source, "__class__") if vt.source is not None else None
+    else:
+        return None
+    method = inspect.getattr_static(cls, name, None)
+    if not isinstance(method, types.FunctionType):
+        return None
+    return method, AttrSource(cls_source, name) if cls_source is not None else None
+
+
+def _user_operator(tx, fn: Callable, args: Sequence[VariableTracker]) -> VariableTracker | None:
+    """`a + b` where a (or, reflected, b) is an instance of a user class: its __add__ (__radd__)
+    inlined, NotImplemented passing the turn as Python does; None if no user method applies."""
+    name, reflected, inplace = _DUNDERS[fn]
+    if len(args) == 1:
+        found = _python_method(args[0], name)
+        return tx.inline_call(found[0], [args[0]], {}, fn_source=found[1]) if found is not None else None
+    a, b = args
+    for method_name, this, other in ((inplace, a, b), (name, a, b), (reflected, b, a)):
+        found = _python_method(this, method_name) if method_name else None
+        if found is not None:
+            result = tx.inline_call(found[0], [this, other], {}, fn_source=found[1])
+            if not (result.is_python_constant() and result.as_python_constant() is NotImplemented):
+                return result
+    if _python_method(a, name) or _python_method(b, reflected or name):
+        raise Unsupported(f"operator {name} returned NotImplemented for both operands")
+    return None
 
 
 # -- handlers: return a VariableTracker, or None to fall through to the generic rules -----------

@@ -68,6 +68,17 @@ class CellReference(VariableTracker):
             self.owner.frame_values.pop(self.name, None)
 
 
+class CellVariable(VariableTracker):
+    """A closure cell of an inlined function that outlives the frame, as the target of the stores
+    the trace makes to it (replayed after the graph as side effects)."""
+
+    def python_type(self) -> type:
+        return types.CellType
+
+    def reconstruct(self, cg) -> None:
+        cg.load_source(self.source)
+
+
 class NestedFunctionVariable(VariableTracker):
     """A function made by MAKE_FUNCTION while tracing (it exists only symbolically)."""
 

@@ -18,9 +18,10 @@ from typing import Any
 import torch
 
 from ...exc import Unsupported
-from ...source import AttrSource, Source
+from ...source import AttrSource, ItemSource, Source
 from .base import BoundMethodVariable, VariableTracker, constant_args
 from .builtins import build_dict
+from .constant import ConstantVariable
 from .containers import NamedTupleVariable
 from .exceptions import ExceptionVariable, is_exception_class
 
@@ -113,6 +114,10 @@ class UserObjectVariable(VariableTracker):
         static = inspect.getattr_static(type(self.value), name, None)
         if isinstance(static, property) and static.fget is not None and name not in getattr(self.value, "__dict__", {}):
             return tx.inline_call(static.fget, [self], {})
+        fallback = inspect.getattr_static(type(self.value), "__getattr__", None)
+        if isinstance(fallback, types.FunctionType) and not _has_static_attr(self.value, name):
+            # Python calls __getattr__ only when the normal lookup fails, as it does here
+            return tx.inline_call(fallback, [self, ConstantVariable(name)], {}, fn_source=self._class_attr_source("__getattr__"))
         value = _static_attr(self.value, name)
         if isinstance(value, types.MethodType):
             return BoundMethodVariable(self, name)
@@ -122,8 +127,27 @@ class UserObjectVariable(VariableTracker):
     def call_method(self, tx, name, args, kwargs) -> VariableTracker:
         method = inspect.getattr_static(self.value, name, None)
         if isinstance(method, types.FunctionType):
-            return tx.inline_call(method, [self, *args], kwargs)
+            return tx.inline_call(method, [self, *args], kwargs, fn_source=self._class_attr_source(name))
+        if name == "__getitem__" and len(args) == 1 and isinstance(self.value, dict) \
+                and inspect.getattr_static(type(self.value), "__getitem__") is dict.__getitem__:
+            return self.getitem(tx, args[0])
         raise Unsupported(f"method {type(self.value).__name__}.{name}")
+
+    def getitem(self, tx, key: VariableTracker) -> VariableTracker:
+        """`obj[key]` on an instance of a dict subclass that keeps dict's own __getitem__, or on a
+        typing construct (`typing.List[int]` in an annotation)."""
+        if type(self.value).__module__ == "typing" and key.is_python_constant():
+            return PythonObjectVariable(self.value[key.as_python_constant()])
+        if not isinstance(self.value, dict) or \
+                inspect.getattr_static(type(self.value), "__getitem__") is not dict.__getitem__:
+            raise Unsupported(f"subscript of a {type(self.value).__name__}")
+        k = key.as_python_constant()
+        if type(k) not in (str, int) or k not in self.value:
+            raise Unsupported(f"{type(self.value).__name__} item {k!r}")
+        return tx.wrap(self.value[k], ItemSource(self.source, k) if self.source is not None else None)
+
+    def _class_attr_source(self, name: str) -> Source | None:
+        return AttrSource(AttrSource(self.source, "__class__"), name) if self.source is not None else None
 
     def store_attr(self, tx, name: str, value: VariableTracker) -> None:
         check_plain_store(type(self.value), name)
@@ -230,6 +254,14 @@ def _new_namedtuple(tx, cls: type, args, kwargs) -> VariableTracker:
 _PLAIN_DESCRIPTORS = (types.FunctionType, staticmethod, classmethod, types.BuiltinFunctionType,
                       types.MethodDescriptorType, types.GetSetDescriptorType, types.MemberDescriptorType,
                       types.WrapperDescriptorType, types.ClassMethodDescriptorType)
+
+
+def _has_static_attr(obj: Any, name: str) -> bool:
+    try:
+        inspect.getattr_static(obj, name)
+    except AttributeError:
+        return False
+    return True
 
 
 def _static_attr(obj: Any, name: str) -> Any:

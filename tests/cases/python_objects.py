@@ -1,0 +1,105 @@
+"""Corpus: Python objects the traced code works with: operators defined by user classes,
+__getattr__ fallbacks, dict subclasses used as configs, closures that keep state between calls,
+annotations evaluated at def time, exceptions raised and caught."""
+
+import typing
+
+import torch
+
+from pyframe.debug.cases import case
+
+
+class Vec:
+    """A value class whose operators build new instances (their methods are inlined)."""
+
+    def __init__(self, val):
+        self.val = val
+
+    def __add__(self, other):
+        return Vec(self.val + other.val)
+
+    def __mul__(self, other):
+        if isinstance(other, (int, float)):
+            return Vec(self.val * other)
+        return Vec(self.val * other.val)
+
+    def __rmul__(self, other):
+        return Vec(self.val * other)
+
+    def __neg__(self):
+        return Vec(-self.val)
+
+
+@case(inputs=lambda: (torch.randn(4), torch.randn(4)))
+def user_class_operators(a, b):
+    v = -(Vec(a) + Vec(b) * Vec(a)) * 2
+    w = 3 * Vec(b)
+    return (v + w).val
+
+
+class AttrDict(dict):
+    def __getattr__(self, name):
+        return self[name]
+
+
+class Defaults:
+    scale = 2.0
+
+    def __init__(self):
+        self.shift = 1.0
+
+    def __getattr__(self, name):
+        return 0.5
+
+
+DEFAULTS = Defaults()
+
+
+@case(inputs=lambda: (AttrDict(offset=3.0, gain=2.0), torch.randn(4)))
+def getattr_fallbacks(cfg, x):
+    return x * cfg.gain + cfg.offset + DEFAULTS.scale - DEFAULTS.shift + DEFAULTS.missing
+
+
+def _make_counter(start):
+    total = torch.full((4,), start)
+
+    def bump(step):
+        nonlocal total
+        total = total + step
+        return total
+
+    return bump
+
+
+@case(inputs=lambda: torch.randn(4))
+class ClosureCellWrittenByInlinedCall(torch.nn.Module):
+    """The counter's cell outlives the call: its new value is stored after the graph runs."""
+
+    def __init__(self):
+        super().__init__()
+        self.bump = _make_counter(0.0)
+
+    def forward(self, x):
+        first = self.bump(x)
+        return first + self.bump(1.0), self.bump.__closure__[0].cell_contents
+
+
+@case(inputs=lambda: torch.randn(4))
+def annotations_and_nested_defaults(x):
+    def scale(y: typing.List[torch.Tensor], k: typing.Optional[float] = None, bias=x * 2):
+        return y[0] * (k or 1.0) + bias
+    return scale([x], 3.0) + scale([x])
+
+
+@case(inputs=lambda: torch.randn(4))
+def exception_caught_in_the_frame(x):
+    table = {"a": x + 1}
+    try:
+        y = table["missing"]
+    except KeyError as e:
+        y = table["a"] * len(e.args)
+    try:
+        raise ValueError("bad", 3)
+    except (TypeError, ValueError) as e:
+        y = y + e.args[1]
+    return y
