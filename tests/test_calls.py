@@ -118,3 +118,36 @@ def test_replacing_a_global_partial_recompiles():
     finally:
         CLIP = old
     assert len(backend.graphs) == 2
+
+
+@pyframe.run
+def _cached_only(x):
+    return torch.sin(x) * 10
+
+
+def test_functions_wrapped_by_pyframe_are_inlined_or_break():
+    """Inside a traced region the outer optimize decides: optimize/run-wrapped helpers are traced
+    into its graph; a disable()-wrapped one breaks the graph and runs with pyframe off (fullgraph
+    names it)."""
+    inner = CountingBackend()
+    helper = pyframe.optimize(inner)(lambda x: _cached_only(x) + 1)
+    outer = CountingBackend()
+
+    def fn(x):
+        return torch.relu(helper(x))
+
+    x = torch.randn(4)
+    torch.testing.assert_close(pyframe.optimize(outer)(fn)(x), torch.relu(torch.sin(x) * 10 + 1))
+    assert [g.ops for g in outer.graphs] == [("sin", "mul", "add", "relu")]
+    assert inner.graphs == []
+
+    disabled = pyframe.disable(lambda x: torch.sin(x) * 10)
+
+    def with_disabled(x):
+        return disabled(x + 1) + 1
+
+    backend = CountingBackend()
+    torch.testing.assert_close(pyframe.optimize(backend)(with_disabled)(x), with_disabled(x))
+    assert [g.ops for g in backend.graphs] == [("add",), ("add",)]
+    with pytest.raises(pyframe.exc.Unsupported, match="disable"):
+        pyframe.optimize(CountingBackend(), fullgraph=True)(with_disabled)(x)

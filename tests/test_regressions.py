@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import enum
 import itertools
 
 import torch
@@ -177,3 +178,35 @@ def test_is_grad_enabled_answers_the_traced_mode():
     x = torch.randn(3)
     with torch.no_grad():
         torch.testing.assert_close(pyframe.optimize(CountingBackend())(fn)(x), fn(x))
+
+
+class Mode(enum.Enum):
+    FAST = 0
+    SLOW = 1
+
+
+def test_identity_with_an_enum_argument_is_guarded():
+    """`mode is Mode.FAST` was decided once and reused for the other member (same type)."""
+    def fn(x, mode):
+        if mode is Mode.FAST:
+            x = x + 1
+        return x * 2
+
+    backend = CountingBackend()
+    compiled = pyframe.optimize(backend)(fn)
+    x = torch.randn(3)
+    for mode in (Mode.FAST, Mode.SLOW, Mode.FAST):
+        torch.testing.assert_close(compiled(x, mode), fn(x, mode))
+    assert [g.ops for g in backend.graphs] == [("add", "mul"), ("mul",)]
+
+
+def test_identity_with_a_user_object_argument_is_guarded():
+    sentinel, other = object(), object()
+
+    def fn(x, marker):
+        return x + 1 if marker is sentinel else x - 1
+
+    compiled = pyframe.optimize(CountingBackend())(fn)
+    x = torch.randn(3)
+    for marker in (sentinel, other, sentinel):
+        torch.testing.assert_close(compiled(x, marker), fn(x, marker))

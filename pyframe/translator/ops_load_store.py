@@ -1,11 +1,14 @@
 """Opcode handlers: loads and stores of locals, cells, globals, attributes and constants."""
 from __future__ import annotations
 
+import sys
+
 from bytecode import FreeVar, Instr
 
 from ..exc import Unsupported
 from .variables import NullVariable, TensorVariable
 from .variables.functions import CellReference
+from .variables.torch import PythonModuleVariable
 
 
 class LoadStoreOps:
@@ -27,6 +30,19 @@ class LoadStoreOps:
 
     def LOAD_CONST(self, inst: Instr) -> None:
         self.push(self.wrap_constant(inst.arg))
+
+    def IMPORT_NAME(self, inst: Instr) -> None:
+        """`import a.b` / `from a import b` of a module already imported: no import runs while
+        tracing (importing may run arbitrary code), the module object is looked up."""
+        fromlist, level = self.pop(), self.pop()
+        level, fromlist = level.as_python_constant(), fromlist.as_python_constant()
+        if level != 0 or inst.arg not in sys.modules:
+            raise Unsupported(f"import of {inst.arg!r} (not imported yet, or relative)")
+        module = sys.modules[inst.arg] if fromlist else sys.modules[inst.arg.partition(".")[0]]
+        self.push(PythonModuleVariable(module))
+
+    def IMPORT_FROM(self, inst: Instr) -> None:
+        self.push(self.stack[-1].var_getattr(self, inst.arg))
 
     def LOAD_GLOBAL(self, inst: Instr) -> None:
         push_null, name = inst.arg

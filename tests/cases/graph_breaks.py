@@ -240,22 +240,6 @@ def c_function_outside_torch(x):
     return y + (pid > 0)
 
 
-@case(
-    inputs=lambda: torch.randn(5),
-    tags={"break"},
-    difference=(
-        "pyframe has no IMPORT_NAME handler: an `import` in the body is an unsupported opcode and "
-        "breaks the graph (DESIGN.md section 4); torch._dynamo imports while tracing and makes one graph"
-    ),
-)
-def import_inside_function(x):
-    """An `import` statement in the body: IMPORT_NAME / STORE_FAST between two tensor ops."""
-    y = x.sin()
-    import math
-
-    return y * math.pi
-
-
 # --------------------------------------------------------------------------------------------------
 # Several breaks, breaks in helpers, breaks in loops
 

@@ -103,3 +103,26 @@ def exception_caught_in_the_frame(x):
     except (TypeError, ValueError) as e:
         y = y + e.args[1]
     return y
+
+
+ACTIVATIONS = frozenset([torch.relu, torch.tanh])
+
+
+@case(inputs=lambda: torch.randn(4))
+def imports_ids_and_sets_of_functions(x):
+    import torch.nn.functional as F
+    from math import pi
+
+    act = torch.relu
+    y = act(x) if act in ACTIVATIONS else F.gelu(x)
+    return y * pi + (id(act) == id(torch.relu))
+
+
+
+@case(inputs=lambda: torch.randn(5))
+def import_inside_function(x):
+    """An `import` statement in the body, between two tensor ops: the module is looked up."""
+    y = x.sin()
+    import math
+
+    return y * math.pi

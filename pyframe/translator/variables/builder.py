@@ -7,12 +7,14 @@ identity, a tuple a container guarded by its type and length (and its items, one
 from __future__ import annotations
 
 import collections
+import enum
 import functools
 import types
 from typing import TYPE_CHECKING, Any
 
 import torch
 
+from ... import _C
 from ...exc import Unsupported
 from ...guards import GuardKind, TensorMeta
 from ...source import AttrSource, ItemSource, Source
@@ -23,7 +25,7 @@ from .containers import DictVariable, ListVariable, NamedTupleVariable, SetVaria
 from .functions import PartialVariable, UserFunctionVariable
 from .misc import GRAD_MODE_CLASSES, GradModeClassVariable, InlinedMethodVariable
 from .nn_module import NNModuleVariable
-from .objects import PythonObjectVariable, UserObjectVariable
+from .objects import DisabledFunctionVariable, PythonObjectVariable, UserObjectVariable
 from .tensor import TensorVariable
 from .torch import PythonModuleVariable, TorchFunctionVariable, is_torch_op
 
@@ -56,7 +58,7 @@ def wrap(tx: "InstructionTranslator", value: Any, source: Source | None, guard: 
     if type(value) in _EQUALS_TYPES:
         add(GuardKind.EQUALS_MATCH, value)
         return ConstantVariable(value, source)
-    if isinstance(value, (torch.dtype, torch.layout, torch.memory_format)) or value is Ellipsis:
+    if isinstance(value, (torch.dtype, torch.layout, torch.memory_format, enum.Enum)) or value is Ellipsis:
         add(GuardKind.ID_MATCH, value)
         return ConstantVariable(value, source)
     if type(value) in (tuple, list, torch.Size):
@@ -90,6 +92,12 @@ def wrap(tx: "InstructionTranslator", value: Any, source: Source | None, guard: 
     if isinstance(value, (slice, range, frozenset)) and is_constant_value(value):
         add(GuardKind.EQUALS_MATCH, value)
         return ConstantVariable(value, source)
+    if isinstance(value, _C.CallbackScope):  # a function wrapped by pyframe.optimize/disable/run
+        add(GuardKind.ID_MATCH, value)
+        if value.callback is None:
+            return DisabledFunctionVariable(value, source)
+        # Inside a traced region the outer optimize decides: the wrapped function is inlined.
+        return wrap(tx, value.fn, AttrSource(source, "fn") if source is not None else None, guard)
     if isinstance(value, torch.nn.Module):
         add(GuardKind.ID_MATCH, value)
         return _mutable(tx, source, value, NNModuleVariable(value, source))

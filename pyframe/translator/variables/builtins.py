@@ -18,6 +18,7 @@ from typing import Any, Callable, Iterator, Sequence
 import torch
 
 from ...exc import Unsupported
+from ...guards import GuardKind
 from ...source import AttrSource, Source
 from .base import UNKNOWN_OBJECT, VariableTracker, constant_args
 from .constant import ConstantVariable
@@ -305,6 +306,9 @@ def _identity(negate: bool) -> Callable:
             return ConstantVariable((a.node is b.node) != negate)
         known_a, known_b = a.real_object(), b.real_object()
         if known_a is not UNKNOWN_OBJECT and known_b is not UNKNOWN_OBJECT:
+            for vt, known in ((a, known_a), (b, known_b)):  # the answer holds while they are these objects
+                if vt.source is not None and not isinstance(vt, ConstantVariable):
+                    tx.output.guards.add(vt.source, GuardKind.ID_MATCH, known)
             return ConstantVariable((known_a is known_b) != negate)
         for known, other in ((known_a, b), (known_b, a)):
             if known is UNKNOWN_OBJECT:
@@ -321,6 +325,16 @@ def _identity(negate: bool) -> Callable:
     return handler
 
 
+def _id(tx, obj: VariableTracker) -> VariableTracker:
+    """id() of an object the trace holds (guarded to stay that object); others are Unsupported."""
+    known = obj.real_object()
+    if known is UNKNOWN_OBJECT or isinstance(obj, ConstantVariable):
+        raise Unsupported(f"id() of {obj}")
+    if obj.source is not None:
+        tx.output.guards.add(obj.source, GuardKind.ID_MATCH, known)
+    return ConstantVariable(id(known))
+
+
 def _contains(tx, container: VariableTracker, item: VariableTracker) -> VariableTracker | None:
     if isinstance(container, DictVariable):
         return ConstantVariable(item.as_python_constant() in container.items)
@@ -328,6 +342,12 @@ def _contains(tx, container: VariableTracker, item: VariableTracker) -> Variable
         return ConstantVariable(item.as_python_constant() in container.values)
     if isinstance(container, BaseListVariable) and item.is_python_constant():
         return container.call_method(tx, "__contains__", [item], {})
+    known, members = item.real_object(), container.real_object()
+    if known is not UNKNOWN_OBJECT and type(members) is frozenset:  # a set of functions, classes...
+        for vt, obj in ((item, known), (container, members)):  # (immutable: its identity fixes it)
+            if vt.source is not None and not isinstance(vt, ConstantVariable):
+                tx.output.guards.add(vt.source, GuardKind.ID_MATCH, obj)
+        return ConstantVariable(known in members)
     return None
 
 
@@ -523,7 +543,7 @@ _HANDLERS: dict[Callable, Callable] = {
     map: _map, filter: _filter, iter: _iter, next: _next,
     operator.is_: _identity(False), operator.is_not: _identity(True), operator.contains: _contains,
     operator.getitem: _getitem, operator.not_: _not, super: _super, sum: _sum, functools.reduce: _reduce,
-    set: _set, dict: _dict, itertools.repeat: _repeat, **{fn: _itertools(fn) for fn in _ITERTOOLS},
+    set: _set, dict: _dict, id: _id, itertools.repeat: _repeat, **{fn: _itertools(fn) for fn in _ITERTOOLS},
     operator.itemgetter: _getter(operator.itemgetter), operator.attrgetter: _getter(operator.attrgetter),
     functools.partial: _partial,
     min: _minmax(min), max: _minmax(max), any: _any_all(any), all: _any_all(all), bool: lambda tx, obj: ConstantVariable(obj.truth()),
