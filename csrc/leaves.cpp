@@ -5,6 +5,7 @@
 // tensor_match.cpp, the one file that includes torch's headers.
 #include "guards.h"
 
+#include <cmath>
 #include <utility>
 
 namespace pyframe {
@@ -54,7 +55,18 @@ public:
         if (Py_TYPE(v) != Py_TYPE(expected)) {
             return false;
         }
-        return v == expected || PyObject_RichCompareBool(v, expected, Py_EQ) == 1;
+        if (v == expected) {
+            return true;
+        }
+        if (PyFloat_CheckExact(expected) && std::isnan(PyFloat_AS_DOUBLE(expected))) {
+            return std::isnan(PyFloat_AS_DOUBLE(v));  /* nan != nan, but a nan traces the same */
+        }
+        int equal = PyObject_RichCompareBool(v, expected, Py_EQ);
+        if (equal < 0) {
+            PyErr_Clear();  /* a failing __eq__ is a failing guard, never an error of the call */
+            return false;
+        }
+        return equal == 1;
     }
 
 private:

@@ -210,3 +210,59 @@ def test_identity_with_a_user_object_argument_is_guarded():
     x = torch.randn(3)
     for marker in (sentinel, other, sentinel):
         torch.testing.assert_close(compiled(x, marker), fn(x, marker))
+
+
+class Holder:
+    pass
+
+
+def test_values_read_through_a_mutated_object_are_loaded_before_the_replay():
+    """`x = lst.pop()` makes x the frame's `lst[1]`; the replay of the pop ran before x was loaded
+    from there (IndexError), and `t = obj.t; obj.t = None` returned None for t."""
+    def pop_and_return(lst):
+        x = lst.pop()
+        return x
+
+    def pop_then_break(lst, y):
+        x = lst.pop()
+        print("a break after the pop")
+        return x + y
+
+    def read_then_clear(obj):
+        t = obj.t
+        obj.t = None
+        return t * 2, t
+
+    def lists():
+        return [torch.ones(2), torch.zeros(2)]
+
+    for fn, make in ((pop_and_return, lambda: (lists(),)), (pop_then_break, lambda: (lists(), torch.ones(2)))):
+        args, expected_args = make(), make()
+        torch.testing.assert_close(pyframe.optimize(CountingBackend())(fn)(*args), fn(*expected_args))
+        torch.testing.assert_close(args, expected_args)
+    obj, expected_obj = Holder(), Holder()
+    obj.t = expected_obj.t = torch.ones(2)
+    torch.testing.assert_close(pyframe.optimize(CountingBackend())(read_then_clear)(obj), read_then_clear(expected_obj))
+    assert obj.t is None
+
+
+def test_isinstance_of_a_legacy_tensor_type():
+    def fn(dtype, kind):
+        return isinstance(torch.empty(4, dtype=dtype), kind)
+
+    compiled = pyframe.optimize(CountingBackend())(fn)
+    for dtype, kind in ((torch.float32, torch.FloatTensor), (torch.float64, torch.FloatTensor),
+                        (torch.int64, torch.LongTensor), (torch.float32, (torch.DoubleTensor, torch.Tensor))):
+        assert compiled(dtype, kind) == fn(dtype, kind)
+
+
+def test_a_nan_argument_hits_the_cache():
+    def fn(x, n):
+        return x * 2 + n
+
+    backend = CountingBackend()
+    compiled = pyframe.optimize(backend)(fn)
+    x = torch.randn(4)
+    for _ in range(3):
+        torch.testing.assert_close(compiled(x, float("nan")), fn(x, float("nan")), equal_nan=True)
+    assert len(backend.graphs) == 1

@@ -51,40 +51,67 @@ class TranslationResult:
     exports: list[Source] = field(default_factory=list)  # what the guards hand to `code`, in order
 
 
+def _children(vt: VariableTracker) -> list[VariableTracker]:
+    """The values a value holds, that rebuilding it rebuilds too."""
+    if isinstance(vt, BaseListVariable):
+        return list(vt.items)
+    if isinstance(vt, DictVariable):
+        return list(vt.items.values())
+    if isinstance(vt, BoundMethodVariable):
+        return [vt.obj]
+    if isinstance(vt, NewObjectVariable):
+        return list(vt.attrs.values())
+    if isinstance(vt, ListIteratorVariable):
+        return vt.remaining()
+    if isinstance(vt, NestedFunctionVariable):  # a function made here keeps its defaults
+        return [*(vt.defaults or ()), *(vt.kwdefaults or {}).values()]
+    if isinstance(vt, PartialVariable):
+        return [vt.func, *vt.args, *vt.keywords.values()]
+    if isinstance(vt, ExceptionVariable):
+        return list(vt.args)
+    return []
+
+
+def walk(values: list[VariableTracker]) -> list[VariableTracker]:
+    """Every value in `values` and inside them, each once, in order."""
+    seen: dict[int, VariableTracker] = {}
+    stack = list(reversed(values))
+    while stack:
+        vt = stack.pop()
+        if id(vt) in seen:
+            continue
+        seen[id(vt)] = vt
+        stack.extend(reversed(_children(vt)))
+    return list(seen.values())
+
+
 def tensors_in(values: list[VariableTracker]) -> list[TensorVariable]:
     """Every tensor the transformed code must hand back to Python, in order, once each."""
     found: dict[torch.fx.Node, TensorVariable] = {}
-
-    def visit(vt: VariableTracker) -> None:
+    for vt in walk(values):
         if isinstance(vt, TensorVariable):
             found.setdefault(vt.node, vt)
-        elif isinstance(vt, BaseListVariable):
-            for item in vt.items:
-                visit(item)
-        elif isinstance(vt, DictVariable):
-            for item in vt.items.values():
-                visit(item)
-        elif isinstance(vt, BoundMethodVariable):
-            visit(vt.obj)
-        elif isinstance(vt, NewObjectVariable):
-            for item in vt.attrs.values():
-                visit(item)
-        elif isinstance(vt, ListIteratorVariable):
-            for item in vt.remaining():
-                visit(item)
-        elif isinstance(vt, NestedFunctionVariable):  # a function made here keeps its defaults
-            for item in [*(vt.defaults or ()), *(vt.kwdefaults or {}).values()]:
-                visit(item)
-        elif isinstance(vt, PartialVariable):
-            for item in [vt.func, *vt.args, *vt.keywords.values()]:
-                visit(item)
-        elif isinstance(vt, ExceptionVariable):
-            for item in vt.args:
-                visit(item)
-
-    for value in values:
-        visit(value)
     return list(found.values())
+
+
+def pin_changed_sources(tx: InstructionTranslator, cg: PyCodegen, values: list[VariableTracker]) -> None:
+    """Values read through an object the side-effect replay is about to change (`x = lst.pop()`
+    makes x the frame's `lst[1]`; `t = obj.t; obj.t = None`) are loaded before the replay, into
+    temporaries that every later load of them uses."""
+    changed = tx.side_effects.changed_sources()
+    if not changed:
+        return
+    for vt in walk(values):
+        source = vt.source
+        if source is None or source in cg.source_slots:
+            continue
+        base = getattr(source, "base", None)
+        while base is not None and base not in changed:
+            base = getattr(base, "base", None)
+        if base is not None:
+            cg.load_source(source)
+            slot = cg.source_slots[source] = cg.new_temp("___pinned")
+            cg.store_local(slot)
 
 
 def emit_graph_call(tx: InstructionTranslator, cg: PyCodegen, live: list[VariableTracker],
@@ -106,6 +133,7 @@ def finish_return(tx: InstructionTranslator, value: VariableTracker,
     cg = PyCodegen(tx.code)
     cells = _changed_cells(tx)
     graphs = emit_graph_call(tx, cg, [value, *cells.values(), *tx.side_effects.live_values()], wrap_compiled)
+    pin_changed_sources(tx, cg, [value, *cells.values()])
     tx.side_effects.codegen(cg)
     store_locals(cg, cells)  # closures made here may outlive the frame
     value.reconstruct(cg)
@@ -192,6 +220,7 @@ def finish_break(tx: InstructionTranslator, index: int, reason: Unsupported,
     cg.lineno = inst.lineno or tx.code.co_firstlineno
     graphs = emit_graph_call(tx, cg, [*lower, *operands, *live_values, *tx.side_effects.live_values()],
                              wrap_compiled)
+    pin_changed_sources(tx, cg, [*lower, *operands, *live_values, *_changed_cells(tx).values()])
     tx.side_effects.codegen(cg)  # before the unsupported step: it may read what the trace mutated
     store_locals(cg, _changed_cells(tx))
     for value in operands:

@@ -82,6 +82,10 @@ class SideEffects:
         if len(sources) > 1:
             raise Unsupported(f"mutation of an object reachable as {' and '.join(s.name() for s in sources)}")
 
+    def changed_sources(self) -> set[Source]:
+        """Where the objects the replay changes are read from."""
+        return {c.source for c in self.mutated.values()} | {obj.source for obj, _ in self.stores.values()}
+
     # -- replaying ----------------------------------------------------------------------------------
     def live_values(self) -> list[VariableTracker]:
         """What the replay reads: its tensors must come out of the graph."""

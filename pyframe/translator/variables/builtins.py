@@ -168,7 +168,16 @@ def _len(tx, obj: VariableTracker) -> VariableTracker | None:
 
 def _isinstance(tx, obj: VariableTracker, classinfo: VariableTracker) -> VariableTracker:
     cls = classinfo.as_python_constant()
+    kinds = cls if isinstance(cls, tuple) else (cls,)
+    if isinstance(obj, TensorVariable) and any(_is_legacy_tensor_type(k) for k in kinds):
+        # torch.FloatTensor and the like match a tensor by its dtype and device (static here)
+        return ConstantVariable(any(isinstance(obj.example, k) if _is_legacy_tensor_type(k)
+                                    else issubclass(obj.python_type(), k) for k in kinds))
     return ConstantVariable(issubclass(obj.python_type(), cls))
+
+
+def _is_legacy_tensor_type(cls: Any) -> bool:
+    return type(cls).__name__ == "tensortype" and type(cls).__module__ == "torch"
 
 
 def _getattr(tx, obj: VariableTracker, name: VariableTracker, *default: VariableTracker) -> VariableTracker:
