@@ -107,3 +107,22 @@ class EmbeddingMean(nn.Module):
 
     def forward(self, tokens):
         return self.embed(tokens).mean(dim=1)
+
+
+@case(inputs=lambda: torch.randn(2, 4))
+class TreeMethodsWithArguments(nn.Module):
+    """named_parameters(prefix, recurse), named_modules(prefix=...), parameters(recurse=False) on a
+    tree where one Linear is registered twice (remove_duplicate=False sees it twice)."""
+
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(4, 4), nn.Tanh())
+        self.again = self.body[0]
+        self.scale = nn.Parameter(torch.ones(4))
+
+    def forward(self, x):
+        names = [name for name, _ in self.named_parameters("m", True, False)]
+        modules = [name for name, _ in self.named_modules(prefix="root")]
+        own = list(self.parameters(recurse=False))
+        y = self.body(x) * own[0]
+        return y * len(names) + len(modules), names

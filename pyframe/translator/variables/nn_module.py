@@ -20,8 +20,13 @@ from .base import BoundMethodVariable, VariableTracker
 from .constant import ConstantVariable
 from .containers import ListIteratorVariable, TupleVariable
 
-_TREE_METHODS = {"children", "named_children", "modules", "named_modules", "parameters", "named_parameters",
-                 "buffers", "named_buffers"}
+_TREE_PARAMETERS = {
+    "children": (), "named_children": (), "modules": (), "named_modules": ("memo", "prefix", "remove_duplicate"),
+    "parameters": ("recurse",), "buffers": ("recurse",),
+    "named_parameters": ("prefix", "recurse", "remove_duplicate"),
+    "named_buffers": ("prefix", "recurse", "remove_duplicate"),
+}
+_TREE_METHODS = set(_TREE_PARAMETERS)
 
 
 def _has_hooks(module: torch.nn.Module) -> bool:
@@ -119,36 +124,42 @@ class NNModuleVariable(VariableTracker):
     def _tree(self, tx, name: str, args, kwargs) -> VariableTracker:
         """modules(), named_children(), parameters()...: walked on the real module tree, each item
         read through its own source (guarded), each `_modules` guarded by length."""
-        options = {k: v.as_python_constant() for k, v in kwargs.items()}
-        if args or set(options) - {"recurse"}:
-            raise Unsupported(f"{type(self.module).__name__}.{name}() with these arguments")
-        recurse = options.get("recurse", True)
         named = name.startswith("named_")
         kind = name.removeprefix("named_")
+        positional = _TREE_PARAMETERS[name]  # torch.nn.Module's signatures, in order
+        options = dict(zip(positional, (a.as_python_constant() for a in args)))
+        options.update({k: v.as_python_constant() for k, v in kwargs.items()})
+        if len(args) > len(positional) or set(options) - set(positional) or options.get("memo") is not None:
+            raise Unsupported(f"{type(self.module).__name__}.{name}() with these arguments")
+        recurse, dedupe = options.get("recurse", True), options.get("remove_duplicate", True)
         if kind == "children":
             self._guard_len(tx)
             found = [(key, self.var_getattr(tx, key)) for key, sub in self.module._modules.items() if sub is not None]
         elif kind == "modules":
-            found = self._walk(tx)
+            found = self._walk(tx, dedupe)
         else:  # parameters, buffers
             table = "_parameters" if kind == "parameters" else "_buffers"
-            owners = self._walk(tx) if recurse else [("", self)]
+            owners = self._walk(tx, dedupe) if recurse else [("", self)]
             found, seen = [], set()
             for prefix, owner in owners:
                 for key, value in getattr(owner.module, table).items():
-                    if value is not None and id(value) not in seen:
+                    if value is not None and not (dedupe and id(value) in seen):
                         seen.add(id(value))
                         found.append((f"{prefix}.{key}" if prefix else key, owner.var_getattr(tx, key)))
+        prefix = options.get("prefix", "")
+        if prefix:
+            found = [(f"{prefix}.{key}" if key else prefix, value) for key, value in found]
         items = [TupleVariable([ConstantVariable(k), v]) if named else v for k, v in found]
         return ListIteratorVariable(items)
 
-    def _walk(self, tx) -> list[tuple[str, "NNModuleVariable"]]:
-        """Every module of the tree once, depth first, with its qualified name (as named_modules)."""
+    def _walk(self, tx, dedupe: bool = True) -> list[tuple[str, "NNModuleVariable"]]:
+        """Every module of the tree, depth first, with its qualified name (as named_modules): each
+        once, or with `dedupe` False once per path to it."""
         seen: set[int] = set()
         found: list[tuple[str, NNModuleVariable]] = []
 
         def visit(prefix: str, node: NNModuleVariable) -> None:
-            if id(node.module) in seen:
+            if dedupe and id(node.module) in seen:
                 return
             seen.add(id(node.module))
             found.append((prefix, node))
