@@ -92,7 +92,12 @@ public:
         if (PyTuple_CheckExact(v)) {
             return PyTuple_GET_SIZE(v) == n_;
         }
-        return PyObject_Size(v) == n_;
+        Py_ssize_t n = PyObject_Size(v);
+        if (n < 0) {
+            PyErr_Clear();  /* not sized: the guard fails, the call does not */
+            return false;
+        }
+        return n == n_;
     }
 
 private:

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 
 from bytecode import Bytecode, Instr, Label
 
+from .exc import Unsupported
+
 _counter = itertools.count()
 _cache: "weakref.WeakKeyDictionary[types.CodeType, dict[tuple, types.CodeType]]" = weakref.WeakKeyDictionary()
 # Every resume code made, and what it resumes (for pyframe.debug).
@@ -130,6 +132,11 @@ def original_position(code: types.CodeType, instructions: list, index: int) -> t
         return code, instructions, index
     real = sum(1 for inst in instructions[:index] if isinstance(inst, Instr)) - info.added
     original = list(Bytecode.from_code(info.original))
+    resume_index = next(i for i, inst in enumerate(original) if isinstance(inst, Instr) and inst.name == "RESUME")
+    if real <= sum(1 for inst in original[:resume_index] if isinstance(inst, Instr)):
+        # in the resume function's own prologue (reading a stack value it cannot trace): there is
+        # no place of the original to resume at
+        raise Unsupported("graph break while a resume function restores its stack")
     seen = 0
     for j, inst in enumerate(original):
         if isinstance(inst, Instr):

@@ -266,3 +266,25 @@ def test_a_nan_argument_hits_the_cache():
     for _ in range(3):
         torch.testing.assert_close(compiled(x, float("nan")), fn(x, float("nan")), equal_nan=True)
     assert len(backend.graphs) == 1
+
+
+def test_a_hook_registered_after_compiling_is_run():
+    """The cached code of a module call once ignored a forward hook registered later."""
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 4)
+
+        def forward(self, x):
+            return self.lin(x).relu()
+
+    net, x = Net(), torch.randn(2, 4)
+    compiled = pyframe.optimize(CountingBackend())(net)
+    torch.testing.assert_close(compiled(x), net(x))
+    handle = net.lin.register_forward_hook(lambda module, args, output: output * 100)
+    torch.testing.assert_close(compiled(x), net(x))
+    handle.remove()
+    pre = net.lin.register_forward_pre_hook(lambda module, args: (args[0] * 0,))
+    torch.testing.assert_close(compiled(x), net(x))
+    pre.remove()
+    torch.testing.assert_close(compiled(x), net(x))

@@ -230,7 +230,8 @@ class InstructionTranslator(LoadStoreOps, CallOps, StackOps, JumpOps, ExceptionO
         shared = self.root.passed_cell_name(cell)
         if shared is not None:  # the root frame's own cell: its traced value, not the entry one
             return self.root.read_local(shared)
-        if self.trusted:
+        if self.trusted or (name == "__class__" and isinstance(value, type)):
+            # (`__class__` is the cell super() reads: set when the class is made, never rebound)
             return self.wrap(value, None, guard=False)
         if self.fn_source is not None:
             stored = self.side_effects.load_attr(self._cell_tracker(index), "cell_contents")

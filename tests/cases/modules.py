@@ -126,3 +126,18 @@ class TreeMethodsWithArguments(nn.Module):
         own = list(self.parameters(recurse=False))
         y = self.body(x) * own[0]
         return y * len(names) + len(modules), names
+
+
+@case(inputs=lambda: torch.randn(2, 4))
+class ForwardHooksInlined(nn.Module):
+    """A forward pre-hook that rewrites the input and a forward hook that rewrites the output,
+    traced into the graph as nn.Module.__call__ runs them."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.lin.register_forward_pre_hook(lambda module, args: (args[0] + 1,))
+        self.lin.register_forward_hook(lambda module, args, output: output * 2)
+
+    def forward(self, x):
+        return self.lin(x).relu()

@@ -48,6 +48,8 @@ def wrap(tx: "InstructionTranslator", value: Any, source: Source | None, guard: 
             guards.add(source, kind, payload)
 
     if isinstance(value, torch.Tensor):
+        if torch.nn.parameter.is_lazy(value):  # a lazy module's parameter before its first call
+            raise Unsupported("an uninitialized (lazy) parameter or buffer")
         if source is None:
             raise Unsupported("a tensor that is not an input of the frame (a global tensor made in C?)")
         tx.output.guards.add(source, GuardKind.TENSOR_MATCH, TensorMeta.of(value))  # always: it is an input

@@ -123,13 +123,25 @@ class SuperVariable(VariableTracker):
         self.cls, self.obj = cls, obj
 
     def var_getattr(self, tx, name: str) -> VariableTracker:
-        mro = self.obj.python_type().__mro__
+        # super() in a classmethod has the class as its second argument: its own MRO is searched
+        of_class = issubclass(self.obj.python_type(), type)
+        owner = self.obj.as_python_constant() if of_class else self.obj.python_type()
+        mro = owner.__mro__
+        if self.cls not in mro:
+            raise Unsupported(f"super({self.cls.__qualname__}, ...) of an unrelated object")
         for klass in mro[mro.index(self.cls) + 1:]:
             if name in klass.__dict__:
                 attr = klass.__dict__[name]
+                if isinstance(attr, classmethod):
+                    cls_vt = self.obj if of_class else tx.wrap(owner, None, guard=False)
+                    return InlinedMethodVariable(attr.__func__, cls_vt)
+                if isinstance(attr, staticmethod):
+                    return tx.wrap(attr.__func__, None, guard=False)
                 if isinstance(attr, types.FunctionType):
+                    if of_class:  # a plain function read through the class: not bound
+                        return tx.wrap(attr, None, guard=False)
                     return InlinedMethodVariable(attr, self.obj)
-                if isinstance(attr, property) and attr.fget is not None:
+                if isinstance(attr, property) and attr.fget is not None and not of_class:
                     return tx.inline_call(attr.fget, [self.obj], {})
                 raise Unsupported(f"super().{name} is a {type(attr).__name__}")
         raise Unsupported(f"super() has no attribute {name!r}")

@@ -18,7 +18,7 @@ from ...guards import GuardKind
 from ...source import AttrSource, ItemSource, Source
 from .base import BoundMethodVariable, VariableTracker
 from .constant import ConstantVariable
-from .containers import ListIteratorVariable, TupleVariable
+from .containers import ListIteratorVariable, ListVariable, TupleVariable
 
 _TREE_PARAMETERS = {
     "children": (), "named_children": (), "modules": (), "named_modules": ("memo", "prefix", "remove_duplicate"),
@@ -29,12 +29,14 @@ _TREE_PARAMETERS = {
 _TREE_METHODS = set(_TREE_PARAMETERS)
 
 
-def _has_hooks(module: torch.nn.Module) -> bool:
-    hooks = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
-    global_hooks = torch.nn.modules.module
-    return any(getattr(module, h, None) for h in hooks) or any(
-        getattr(global_hooks, h, None) for h in ("_global_forward_hooks", "_global_forward_pre_hooks",
-                                                 "_global_backward_hooks", "_global_backward_pre_hooks"))
+# A module's hook tables: a call is traced with its forward (pre-)hooks inlined; the tables are
+# guarded by length, so a hook registered or removed later recompiles.
+_HOOK_TABLES = ("_forward_pre_hooks", "_forward_hooks", "_backward_hooks", "_backward_pre_hooks")
+_GLOBAL_HOOKS = ("_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks",
+                 "_global_backward_pre_hooks")
+
+
+_MISSING = object()
 
 
 class NNModuleVariable(VariableTracker):
@@ -58,22 +60,29 @@ class NNModuleVariable(VariableTracker):
         stored = tx.side_effects.load_attr(self, name)
         if stored is not None:
             return stored
+        # Python's order: a data descriptor of the class, the instance's __dict__, the class's other
+        # attributes (methods), and only then nn.Module.__getattr__'s parameters, buffers, modules.
         module = self.module
+        static = inspect.getattr_static(type(module), name, _MISSING)
+        if isinstance(static, property):
+            if static.fget is None:
+                raise Unsupported(f"write-only property {name!r} of {type(module).__name__}")
+            return tx.inline_call(static.fget, [self], {})
+        if static is not _MISSING and hasattr(type(static), "__set__"):
+            raise Unsupported(f"descriptor {name!r} of {type(module).__name__}")
+        if name in module.__dict__:
+            return tx.wrap(module.__dict__[name], AttrSource(self.source, name) if self.source else None)
+        if isinstance(static, (types.FunctionType, staticmethod, classmethod)):
+            return BoundMethodVariable(self, name)
+        if static is not _MISSING:
+            return tx.wrap(getattr(module, name), AttrSource(self.source, name) if self.source else None)
+        if type(module).__getattr__ is not torch.nn.Module.__getattr__:
+            raise Unsupported(f"{type(module).__name__} defines its own __getattr__")
         for table in ("_parameters", "_buffers", "_modules"):
             entries = module.__dict__.get(table)
             if entries is not None and name in entries:
                 return tx.wrap(entries[name], self._child_source(table, name))
-        if name in module.__dict__:
-            return tx.wrap(module.__dict__[name], AttrSource(self.source, name) if self.source else None)
-        try:
-            static = inspect.getattr_static(type(module), name)
-        except AttributeError as e:
-            raise Unsupported(f"{type(module).__name__} has no attribute {name!r}") from e
-        if isinstance(static, (types.FunctionType, staticmethod, classmethod)):
-            return BoundMethodVariable(self, name)
-        if isinstance(static, property):
-            return tx.inline_call(static.fget, [self], {})
-        return tx.wrap(getattr(module, name), AttrSource(self.source, name) if self.source else None)
+        raise Unsupported(f"{type(module).__name__} has no attribute {name!r}")
 
     def store_attr(self, tx, name: str, value: VariableTracker) -> None:
         """A plain attribute (a counter, a cached value); parameters, buffers and submodules are
@@ -86,20 +95,48 @@ class NNModuleVariable(VariableTracker):
         tx.side_effects.store_attr(self, name, value)
 
     def call(self, tx, args, kwargs) -> VariableTracker:
-        if _has_hooks(self.module):
-            raise Unsupported(f"call of {type(self.module).__name__} with hooks")
-        return self.call_method(tx, "forward", args, kwargs)
+        """module(*args): its forward, with its forward pre-hooks and hooks around it, as
+        nn.Module.__call__ runs them."""
+        module, name = self.module, type(self.module).__name__
+        if self.source is not None:
+            for table in _HOOK_TABLES:
+                tx.output.guards.add(AttrSource(self.source, table), GuardKind.LEN_MATCH, len(getattr(module, table)))
+        if module._backward_hooks or module._backward_pre_hooks or any(
+                getattr(torch.nn.modules.module, table) for table in _GLOBAL_HOOKS):
+            raise Unsupported(f"call of {name} with backward or global hooks")
+        args = list(args)
+        for key, hook in module._forward_pre_hooks.items():
+            if key in module._forward_pre_hooks_with_kwargs:
+                raise Unsupported(f"call of {name} with a forward pre-hook taking kwargs")
+            result = self._hook(tx, "_forward_pre_hooks", key, hook).call(tx, [self, TupleVariable(list(args))], {})
+            if not (result.is_python_constant() and result.as_python_constant() is None):
+                args = result.unpack(tx) if isinstance(result, TupleVariable) else [result]
+        output = self.call_method(tx, "forward", args, kwargs)
+        for key, hook in module._forward_hooks.items():
+            if key in module._forward_hooks_with_kwargs or key in module._forward_hooks_always_called:
+                raise Unsupported(f"call of {name} with a forward hook taking kwargs or always called")
+            result = self._hook(tx, "_forward_hooks", key, hook).call(tx, [self, TupleVariable(list(args)), output], {})
+            if not (result.is_python_constant() and result.as_python_constant() is None):
+                output = result
+        return output
+
+    def _hook(self, tx, table: str, key: Any, hook: Any) -> VariableTracker:
+        return tx.wrap(hook, ItemSource(AttrSource(self.source, table), key) if self.source is not None else None)
 
     def call_method(self, tx, name, args, kwargs) -> VariableTracker:
         if name in _TREE_METHODS and getattr(type(self.module), name) is getattr(torch.nn.Module, name):
             return self._tree(tx, name, args, kwargs)
         static = inspect.getattr_static(type(self.module), name, None)
+        # the function read through the module's class (its closure cells are read through it)
+        fn_source = AttrSource(AttrSource(self.source, "__class__"), name) if self.source is not None else None
         if isinstance(static, staticmethod):
-            return tx.inline_call(static.__func__, list(args), kwargs)
+            return tx.inline_call(static.__func__, list(args), kwargs, fn_source=fn_source)
         if isinstance(static, classmethod):
-            return tx.inline_call(static.__func__, [tx.wrap(type(self.module), None, guard=False), *args], kwargs)
+            fn_source = AttrSource(fn_source, "__func__") if fn_source is not None else None
+            cls = tx.wrap(type(self.module), AttrSource(self.source, "__class__") if self.source else None, guard=False)
+            return tx.inline_call(static.__func__, [cls, *args], kwargs, fn_source=fn_source)
         if isinstance(static, types.FunctionType):
-            return tx.inline_call(static, [self, *args], kwargs)
+            return tx.inline_call(static, [self, *args], kwargs, fn_source=fn_source)
         raise Unsupported(f"method {type(self.module).__name__}.{name}")
 
     def unpack(self, tx) -> list[VariableTracker]:
@@ -115,9 +152,11 @@ class NNModuleVariable(VariableTracker):
         index = key.as_python_constant()
         if isinstance(self.module, torch.nn.ModuleDict):
             return self.var_getattr(tx, index)
-        if isinstance(self.module, (torch.nn.Sequential, torch.nn.ModuleList)) and isinstance(index, int):
+        if isinstance(self.module, (torch.nn.Sequential, torch.nn.ModuleList)) and isinstance(index, (int, slice)):
             self._guard_len(tx)
             keys = list(self.module._modules)
+            if isinstance(index, slice):  # `self.layers[::-1]`: the modules it selects, in order
+                return ListVariable([self.var_getattr(tx, key) for key in keys[index]])
             return self.var_getattr(tx, keys[index])
         raise Unsupported(f"{type(self.module).__name__}[{index!r}]")
 
