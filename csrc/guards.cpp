@@ -41,8 +41,9 @@ struct FrameView {
 // bases, so while the snapshot holds, every value the subtree would fetch is the same object as
 // last time, and every check on it gives the same answer, provided that:
 //   * each attribute came from the instance dict (no property or other data descriptor, no
-//     Python __getattribute__), each item from an exact dict or a tuple;
-//   * each value checked by its value (==, len, is None) is immutable, or a dict (versioned);
+//     Python __getattribute__), each item from an exact dict, an OrderedDict or a tuple;
+//   * each value checked by its value (==, len, is None) is immutable, or a dict or OrderedDict
+//     (versioned);
 //   * tensors are not changed in place in ways a TENSOR_MATCH sees (`p.data = other`,
 //     `p.requires_grad_()` on a parameter): the one assumption, the same one torch._dynamo makes
 //     by default (skip_tensor_guards_with_matching_dict_tags).
@@ -101,6 +102,10 @@ struct Snapshot {
     }
     void dict(PyObject *d) { tags.push_back(Tag{d, nullptr, 0, d, nullptr, pf_dict_version(d)}); }
 };
+
+// A dict whose contents change only through CPython's dict code, which bumps its version: a
+// dict, or an OrderedDict (nn.Module's hook tables; its C implementation stores into the dict).
+bool is_versioned_dict(PyObject *v) { return PyDict_CheckExact(v) || PyODict_CheckExact(v); }
 
 bool is_immutable(PyObject *v) {
     if (v == Py_None || PyBool_Check(v) || PyLong_CheckExact(v) || PyFloat_CheckExact(v) ||
@@ -340,7 +345,7 @@ public:
         for (const auto &leaf : leaves_) {
             switch (leaf->kind()) {
                 case LeafKind::Value:
-                    if (PyDict_CheckExact(v)) {
+                    if (is_versioned_dict(v)) {
                         s.dict(v);
                     } else if (!is_immutable(v)) {
                         s.safe = false;
@@ -368,7 +373,7 @@ public:
             }
         }
         if (has_item_children_) {
-            if (PyDict_CheckExact(v)) {
+            if (is_versioned_dict(v)) {
                 s.dict(v);
             } else if (!PyTuple_CheckExact(v)) {
                 s.safe = false;  // a list (or anything else) changes without a version

@@ -280,7 +280,8 @@ def test_a_hook_registered_after_compiling_is_run():
 
     net, x = Net(), torch.randn(2, 4)
     compiled = pyframe.optimize(CountingBackend())(net)
-    torch.testing.assert_close(compiled(x), net(x))
+    for _ in range(3):  # cache hits: the guard tree records its snapshot of the module tree
+        torch.testing.assert_close(compiled(x), net(x))
     handle = net.lin.register_forward_hook(lambda module, args, output: output * 100)
     torch.testing.assert_close(compiled(x), net(x))
     handle.remove()
