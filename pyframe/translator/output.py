@@ -39,7 +39,8 @@ from .variables.containers import BaseListVariable, DictVariable
 from .variables.exceptions import ExceptionVariable
 from .variables.functions import NestedFunctionVariable, PartialVariable
 from .variables.objects import NewObjectVariable
-from .variables.tensor import TensorVariable
+from .variables.builtins import INPLACE_OPERATORS
+from .variables.tensor import TensorVariable, is_inplace_method
 
 
 @dataclass
@@ -72,8 +73,10 @@ def _children(vt: VariableTracker) -> list[VariableTracker]:
     return []
 
 
-def walk(values: list[VariableTracker]) -> list[VariableTracker]:
-    """Every value in `values` and inside them, each once, in order."""
+def walk(values: list[VariableTracker],
+         on_visit: Callable[[VariableTracker], None] | None = None) -> list[VariableTracker]:
+    """Every value in `values` and inside them, each once, in order (`on_visit` sees each before
+    its contents are looked at)."""
     seen: dict[int, VariableTracker] = {}
     stack = list(reversed(values))
     while stack:
@@ -81,8 +84,33 @@ def walk(values: list[VariableTracker]) -> list[VariableTracker]:
         if id(vt) in seen:
             continue
         seen[id(vt)] = vt
+        if on_visit is not None:
+            on_visit(vt)
         stack.extend(reversed(_children(vt)))
     return list(seen.values())
+
+
+def realize_lazy_iterators(tx: InstructionTranslator, values: list[VariableTracker]) -> None:
+    """A lazy iterator (a generator, map, filter...) live after the trace is rebuilt from the items
+    still to come, made now: allowed only if making them changes nothing else (a generator that
+    appends to a list as it yields would append early), else Unsupported."""
+    def make_rest(vt: VariableTracker) -> None:
+        if isinstance(vt, ListIteratorVariable) and vt.pending is not None:
+            effects, known = tx.side_effects.effects, len(tx.output.graph.nodes)
+            vt.remaining()
+            made = list(tx.output.graph.nodes)[known:]
+            if tx.side_effects.effects != effects or any(_mutates(node) for node in made):
+                raise Unsupported(f"a partly consumed {vt.python_type().__name__} whose next items "
+                                  f"have side effects is live across a graph break")
+
+    walk(values, make_rest)
+
+
+def _mutates(node: torch.fx.Node) -> bool:
+    """An in-place tensor op (x.add_(1), x += 1, x[i] = v)."""
+    if node.op == "call_method":
+        return is_inplace_method(node.target)
+    return node.target in INPLACE_OPERATORS
 
 
 def tensors_in(values: list[VariableTracker]) -> list[TensorVariable]:
@@ -132,6 +160,7 @@ def finish_return(tx: InstructionTranslator, value: VariableTracker,
     """The transformed code of a frame traced all the way to its return."""
     cg = PyCodegen(tx.code)
     cells = _changed_cells(tx)
+    realize_lazy_iterators(tx, [value, *cells.values()])
     graphs = emit_graph_call(tx, cg, [value, *cells.values(), *tx.side_effects.live_values()], wrap_compiled)
     pin_changed_sources(tx, cg, [value, *cells.values()])
     tx.side_effects.codegen(cg)
@@ -218,6 +247,7 @@ def finish_break(tx: InstructionTranslator, index: int, reason: Unsupported,
 
     cg = PyCodegen(tx.code)
     cg.lineno = inst.lineno or tx.code.co_firstlineno
+    realize_lazy_iterators(tx, [*lower, *operands, *live_values])
     graphs = emit_graph_call(tx, cg, [*lower, *operands, *live_values, *tx.side_effects.live_values()],
                              wrap_compiled)
     pin_changed_sources(tx, cg, [*lower, *operands, *live_values, *_changed_cells(tx).values()])

@@ -39,6 +39,7 @@ class SideEffects:
         self._object_of: dict[int, Any] = {}            # id of a tracker -> its real object
         self.mutated: dict[int, VariableTracker] = {}   # containers whose items changed, by tracker id
         self.stores: dict[int, tuple[VariableTracker, dict[str, VariableTracker]]] = {}  # attributes set
+        self.effects = 0  # mutations traced so far, of any object (made here or not): see `note`
 
     # -- reading ----------------------------------------------------------------------------------
     def known(self, source: Source) -> VariableTracker | None:
@@ -63,14 +64,21 @@ class SideEffects:
         return entry[1].get(name) if entry is not None else None
 
     # -- writing ----------------------------------------------------------------------------------
+    def note(self) -> None:
+        """Count a mutation the trace made (a lazy iterator's items must not be made early if
+        making them mutates anything: see output.realize_lazy_iterators)."""
+        self.effects += 1
+
     def mutate(self, container: VariableTracker) -> None:
         """`container` (a ListVariable or DictVariable) is about to change its items."""
+        self.effects += 1
         if container.source is None:
             return  # built in the frame: rebuilt with its final items if it outlives the trace
         self._check_single_source(container)
         self.mutated[id(container)] = container
 
     def store_attr(self, obj: VariableTracker, name: str, value: VariableTracker) -> None:
+        self.effects += 1
         if obj.source is None:
             raise Unsupported(f"assignment to attribute {name!r} of {obj}, which has no source")
         self._check_single_source(obj)

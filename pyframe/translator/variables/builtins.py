@@ -50,6 +50,9 @@ _INPLACE_TO_BINARY = {operator.iadd: operator.add, operator.isub: operator.sub, 
                       operator.ilshift: operator.lshift, operator.irshift: operator.rshift}
 
 
+INPLACE_OPERATORS = {*_INPLACE_TO_BINARY, operator.setitem}
+
+
 def _is_tensor(vt: VariableTracker) -> bool:
     return isinstance(vt, TensorVariable)
 

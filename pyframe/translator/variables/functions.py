@@ -61,6 +61,7 @@ class CellReference(VariableTracker):
         return self.owner.read_free_var(self.name) if self.free else self.owner.read_local(self.name)
 
     def store(self, value: VariableTracker) -> None:
+        self.owner.side_effects.note()  # a nonlocal write
         if self.free:
             self.owner.store_free_var(self.name, value)
         else:

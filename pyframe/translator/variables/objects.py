@@ -223,6 +223,7 @@ class NewObjectVariable(VariableTracker):
 
     def store_attr(self, tx, name: str, value: VariableTracker) -> None:
         check_plain_store(self.cls, name)
+        tx.side_effects.note()
         self.attrs[name] = value
 
     def reconstruct(self, cg) -> None:
