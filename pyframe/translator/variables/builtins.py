@@ -126,10 +126,11 @@ _DUNDERS: dict[Callable, tuple[str, str | None, str | None]] = {
 def _python_method(vt: VariableTracker, name: str) -> tuple[Callable, Source | None] | None:
     """The Python function a user object's class defines for `name`, with where it is read from
     (its closure cells are read through that); None for other values."""
-    kind = type(vt).__name__
-    if kind == "NewObjectVariable":
+    from .objects import NewObjectVariable, UserObjectVariable  # (objects.py imports this module)
+
+    if isinstance(vt, NewObjectVariable):
         cls, cls_source = vt.cls, vt.cls_source
-    elif kind == "UserObjectVariable":
+    elif isinstance(vt, UserObjectVariable):
         cls = type(vt.value)
         cls_source = AttrSource(vt.source, "__class__") if vt.source is not None else None
     else:
