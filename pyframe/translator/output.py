@@ -160,8 +160,9 @@ def finish_return(tx: InstructionTranslator, value: VariableTracker,
     """The transformed code of a frame traced all the way to its return."""
     cg = PyCodegen(tx.code)
     cells = _changed_cells(tx)
-    realize_lazy_iterators(tx, [value, *cells.values()])
-    graphs = emit_graph_call(tx, cg, [value, *cells.values(), *tx.side_effects.live_values()], wrap_compiled)
+    live = [value, *cells.values(), *tx.side_effects.live_values()]
+    realize_lazy_iterators(tx, live)
+    graphs = emit_graph_call(tx, cg, live, wrap_compiled)
     pin_changed_sources(tx, cg, [value, *cells.values()])
     tx.side_effects.codegen(cg)
     store_locals(cg, cells)  # closures made here may outlive the frame
@@ -247,9 +248,9 @@ def finish_break(tx: InstructionTranslator, index: int, reason: Unsupported,
 
     cg = PyCodegen(tx.code)
     cg.lineno = inst.lineno or tx.code.co_firstlineno
-    realize_lazy_iterators(tx, [*lower, *operands, *live_values])
-    graphs = emit_graph_call(tx, cg, [*lower, *operands, *live_values, *tx.side_effects.live_values()],
-                             wrap_compiled)
+    live = [*lower, *operands, *live_values, *tx.side_effects.live_values()]
+    realize_lazy_iterators(tx, live)
+    graphs = emit_graph_call(tx, cg, live, wrap_compiled)
     pin_changed_sources(tx, cg, [*lower, *operands, *live_values, *_changed_cells(tx).values()])
     tx.side_effects.codegen(cg)  # before the unsupported step: it may read what the trace mutated
     store_locals(cg, _changed_cells(tx))
