@@ -94,27 +94,12 @@ class PythonObjectVariable(VariableTracker):
         return f"PythonObjectVariable({_describe(self.value)})"
 
 
-class DisabledFunctionVariable(VariableTracker):
+class DisabledFunctionVariable(PythonObjectVariable):
     """A function wrapped by pyframe.disable(): calling it breaks the graph, and it runs as plain
     Python with pyframe off."""
 
-    def __init__(self, value: Any, source: Source | None = None):
-        super().__init__(source)
-        self.value = value
-
-    def real_object(self) -> Any:
-        return self.value
-
-    def python_type(self) -> type:
-        return type(self.value)
-
     def call(self, tx, args, kwargs) -> VariableTracker:
         raise Unsupported(f"call to a pyframe.disable()-wrapped function ({self.value.fn!r})")
-
-    def reconstruct(self, cg) -> None:
-        if self.source is None:
-            raise Unsupported("a pyframe.disable()-wrapped function without a source")
-        cg.load_source(self.source)
 
 
 class UserObjectVariable(VariableTracker):
