@@ -78,3 +78,12 @@ def type_checks(x):
 @case(inputs=lambda: torch.randn(3, 4))
 def shape_queries_are_constants(x):
     return x * x.numel() + x.size(1) + x.shape[-1] + x.dim() + len(x)
+
+
+@case(inputs=lambda: torch.randn(4))
+def min_max_with_key_and_default(x):
+    """key= is called per item (a lambda, traced), ties go to the first item, default= for empty."""
+    layers = [(3, "a"), (1, "b"), (3, "c")]
+    best = max(layers, key=lambda pair: pair[0])
+    worst = min(layers, key=lambda pair: pair[0])
+    return x * best[0] + len(best[1] + worst[1]) + min([], default=4) + max(2, 5, key=lambda v: -v)

@@ -470,11 +470,22 @@ def _minmax(fn: Callable) -> Callable:
     `max(t, 0)` is `torch.clamp(t, min=0)`, `max(t, u)` is `torch.maximum(t, u)` (min alike)."""
     bound, pairwise = ("min", torch.maximum) if fn is max else ("max", torch.minimum)
 
-    def handler(tx, *args: VariableTracker) -> VariableTracker | None:
-        items = args[0].unpack(tx) if len(args) == 1 else list(args)
+    def handler(tx, *args: VariableTracker, key: VariableTracker | None = None,
+                default: VariableTracker | None = None) -> VariableTracker | None:
+        items = list(iterate(tx, args[0])) if len(args) == 1 else list(args)
+        if not items:
+            if default is not None:
+                return default
+            raise Unsupported(f"{fn.__name__}() of an empty sequence raises ValueError")
+        if key is not None and not (key.is_python_constant() and key.as_python_constant() is None):
+            keys = [key.call(tx, [item], {}) for item in items]
+            if not all(k.is_python_constant() for k in keys):
+                raise Unsupported(f"{fn.__name__}() with keys unknown while tracing")
+            values = [k.as_python_constant() for k in keys]
+            return items[values.index(fn(values))]  # the first item with the extreme key, as Python
         if all(i.is_python_constant() for i in items):
             return ConstantVariable(fn(i.as_python_constant() for i in items))
-        if not items or not any(_is_tensor(i) for i in items):
+        if not any(_is_tensor(i) for i in items):
             return None
         result = items[0]
         for item in items[1:]:
