@@ -77,7 +77,13 @@ class BuiltinVariable(VariableTracker):
             return ExceptionVariable.make(fn, list(args), kwargs)
         handler = _HANDLERS.get(fn)
         if handler is not None:
-            result = handler(tx, *args, **kwargs)
+            try:
+                result = handler(tx, *args, **kwargs)
+            except TypeError as e:
+                if e.__traceback__ is not None and e.__traceback__.tb_next is None:
+                    # the handler was never entered: a call with arguments it does not model
+                    raise Unsupported(f"{getattr(fn, '__name__', fn)}() with these arguments") from e
+                raise
             if result is not None:
                 return result
         if fn in _DUNDERS and not kwargs:
