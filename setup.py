@@ -3,11 +3,12 @@
 The extension mixes C and C++ (see csrc/pyframe.h):
   * C   (eval_frame.c, cpython_defs.c) compiled as C11; they define Py_BUILD_CORE themselves,
     around CPython's internal headers only.
-  * C++ (cache.cpp, guards.cpp, leaves.cpp, tensor_match.cpp, module.cpp) compiled as C++20
+  * C++ (cache.cpp, guards.cpp, leaves.cpp, torch_leaves.cpp, module.cpp) compiled as C++20
     against pybind11 (the pip package: its headers come before the copy torch ships).
-tensor_match.cpp reads tensor metadata through torch's C++ headers, so the build needs torch
-(pyproject.toml lists it) and _C links libc10 and libtorch_python. It names no run path: `import
-pyframe` imports torch first, which has loaded those libraries.
+torch_leaves.cpp reads tensor metadata and torch's global state through torch's C++ headers, so
+the build needs torch (pyproject.toml lists it) and _C links libc10, libtorch_cpu (autocast) and
+libtorch_python. It names no run path: `import pyframe` imports torch first, which has loaded
+those libraries.
 """
 import os
 from concurrent.futures import ThreadPoolExecutor
@@ -21,10 +22,10 @@ from torch.utils import cpp_extension
 
 C_SOURCES = ["csrc/eval_frame.c", "csrc/cpython_defs.c", "csrc/module_call.c"]
 CXX_SOURCES = [
-    "csrc/cache.cpp", "csrc/guards.cpp", "csrc/leaves.cpp", "csrc/tensor_match.cpp", "csrc/module.cpp"
+    "csrc/cache.cpp", "csrc/guards.cpp", "csrc/leaves.cpp", "csrc/torch_leaves.cpp", "csrc/module.cpp"
 ]
 COMMON_FLAGS = ["-O2", "-fvisibility=hidden", "-Wall"]
-# C++ must agree with libtorch on the std::string ABI (tensor_match.cpp passes strings to guards.cpp).
+# C++ must agree with libtorch on the std::string ABI (torch_leaves.cpp passes strings to guards.cpp).
 CXX_FLAGS = ["-std=c++20", f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}"]
 
 
@@ -64,7 +65,7 @@ setup(
             depends=["csrc/pyframe.h", "csrc/guards.h"],
             include_dirs=["csrc", pybind11.get_include(), *cpp_extension.include_paths()],
             library_dirs=cpp_extension.library_paths(),
-            libraries=["c10", "torch_python"],
+            libraries=["c10", "torch_cpu", "torch_python"],
             extra_compile_args=COMMON_FLAGS,
             language="c++",
         )

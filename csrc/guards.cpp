@@ -555,6 +555,12 @@ public:
         }
         leaves_.push_back(make_call_match(std::move(fn), std::move(expected), std::move(text)));
     }
+    void add_torch_state_match(const std::string &state, py::object expected, std::string text) {
+        if (text.empty()) {
+            text = state + " == " + repr_of(expected);
+        }
+        leaves_.push_back(make_torch_state_match(state, std::move(expected), std::move(text)));
+    }
 
     // Mark `node` (a node of this tree) as exported; returns its index in the exports tuple.
     int export_node(GuardManager *node) {
@@ -724,6 +730,10 @@ void bind_guards(py::module_ &m) {
              "root node: f_func.__closure__[index].cell_contents")
         .def("add_call_match", &RootGuardManager::add_call_match, py::arg("fn"),
              py::arg("expected"), py::arg("text") = "", "passes when fn() == expected")
+        .def("add_torch_state_match", &RootGuardManager::add_torch_state_match, py::arg("state"),
+             py::arg("expected"), py::arg("text") = "",
+             "passes when torch's global `state` (grad_mode, inference_mode, default_dtype, "
+             "autocast_cpu, autocast_cuda) is `expected` (autocast: None when off, else its dtype)")
         .def(
             "check",
             [](const RootGuardManager &r, py::object f_locals, py::object f_globals,

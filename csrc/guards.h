@@ -1,7 +1,8 @@
 // guards.h - shared by the C++ files of the guard trees (not part of the C/C++ interface,
 // which is pyframe.h):
 //   leaves.cpp        the leaf checks (TYPE_MATCH, ID_MATCH, ...), behind factories
-//   tensor_match.cpp  TENSOR_MATCH (the one file that includes torch's headers)
+//   torch_leaves.cpp  TENSOR_MATCH and the torch global-state leaves (the one file that
+//                     includes torch's headers)
 //   guards.cpp        the tree (GuardManager, RootGuardManager), its bindings and the C entry points
 #ifndef PYFRAME_GUARDS_H
 #define PYFRAME_GUARDS_H
@@ -24,7 +25,7 @@ namespace py = pybind11;
 //   Identity  the object's identity (ID_MATCH)
 //   Type      its type (TYPE_MATCH)
 //   Tensor    a tensor's metadata (TENSOR_MATCH)
-//   Value     its value (EQUALS_MATCH, LEN, NONE, DICT_KEYS, global-state calls)
+//   Value     its value (EQUALS_MATCH, LEN, NONE, DICT_KEYS, global state)
 enum class LeafKind : uint8_t { Identity, Type, Tensor, Value };
 
 // One check on one value. Leaves hold their Python objects as py::object (destroyed with the
@@ -59,6 +60,7 @@ LeafPtr make_call_match(py::object fn, py::object expected, std::string text);
 LeafPtr make_tensor_match(py::object tp, py::object dtype, py::object device,
                           std::vector<int64_t> sizes, std::vector<int64_t> strides,
                           bool requires_grad, std::string text);
+LeafPtr make_torch_state_match(const std::string &state, py::object expected, std::string text);
 
 inline std::string repr_of(py::handle obj) {
     return py::repr(obj).cast<std::string>();

@@ -2,7 +2,7 @@
 //
 // Every check() runs on the hook's hit path, so it uses the raw CPython API: identity before
 // equality, exact-type tests before anything that can call Python code. TENSOR_MATCH is in
-// tensor_match.cpp, the one file that includes torch's headers.
+// torch_leaves.cpp, the one file that includes torch's headers.
 #include "guards.h"
 
 #include <cmath>

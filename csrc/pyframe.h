@@ -3,7 +3,7 @@
  *
  *   C   (eval_frame.c, cpython_defs.c): the PEP 523 hook, shadow frames, and our copies of the
  *        CPython 3.11 frame internals. Only these files see CPython's internal headers.
- *   C++ (cache.cpp, guards.cpp + leaves.cpp + tensor_match.cpp, module.cpp): the per-code
+ *   C++ (cache.cpp, guards.cpp + leaves.cpp + torch_leaves.cpp, module.cpp): the per-code
  *        cache, the guard trees, and the pybind11 module. They know Python objects, never frames.
  *
  * The hot path (a cache hit) crosses this header as plain C calls on raw pointers: the hook hands

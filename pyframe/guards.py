@@ -11,7 +11,7 @@ from __future__ import annotations
 import enum
 import types
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any, Iterator, Optional
 
 import torch
 
@@ -78,21 +78,37 @@ class Guard:
 
 @dataclass(frozen=True)
 class GlobalStateGuard:
-    """A check on interpreter-wide torch state, evaluated by calling `fn()`."""
+    """Interpreter-wide torch state a trace depends on, checked in C++ (torch_leaves.cpp) from
+    torch's own thread-locals. `state` names it for `RootGuardManager.add_torch_state_match`;
+    `expected` is a bool, a dtype, or for autocast None (off) or the autocast dtype."""
 
-    fn: Any
+    state: str
     expected: Any
-    label: str
 
     def text(self) -> str:
-        return f"{self.label}() == {self.expected!r}"
+        if self.state.startswith("autocast_"):
+            device = self.state.removeprefix("autocast_")
+            if self.expected is None:
+                return f"torch.is_autocast_enabled({device!r}) == False"
+            return f"torch.get_autocast_dtype({device!r}) == {self.expected} (autocast on)"
+        getter = {"grad_mode": "torch.is_grad_enabled", "inference_mode": "torch.is_inference_mode_enabled",
+                  "default_dtype": "torch.get_default_dtype"}[self.state]
+        return f"{getter}() == {self.expected!r}"
+
+
+def _autocast_state(device: str) -> Optional[torch.dtype]:
+    return torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else None
 
 
 def global_state_guards() -> list[GlobalStateGuard]:
-    """The torch state every trace depends on (grad mode changes the graph; so does dtype)."""
+    """The torch state every trace depends on: grad mode and autocast change the graph and the
+    dtypes Python code sees; inference mode and the default dtype change what tensors are made."""
     return [
-        GlobalStateGuard(torch.is_grad_enabled, torch.is_grad_enabled(), "torch.is_grad_enabled"),
-        GlobalStateGuard(torch.get_default_dtype, torch.get_default_dtype(), "torch.get_default_dtype"),
+        GlobalStateGuard("grad_mode", torch.is_grad_enabled()),
+        GlobalStateGuard("inference_mode", torch.is_inference_mode_enabled()),
+        GlobalStateGuard("default_dtype", torch.get_default_dtype()),
+        GlobalStateGuard("autocast_cpu", _autocast_state("cpu")),
+        GlobalStateGuard("autocast_cuda", _autocast_state("cuda")),
     ]
 
 
@@ -120,7 +136,7 @@ class GuardSet:
         values of `exports` (the graph's inputs) are handed to the transformed code, in order."""
         root = _C.RootGuardManager(config.skip_guards_on_unchanged_objects)
         for g in self.global_state:
-            root.add_call_match(g.fn, g.expected, g.text())
+            root.add_torch_state_match(g.state, g.expected, g.text())
         nodes: dict[Source, Any] = {}
         for guard in sorted(self, key=lambda g: g.kind):  # stable: cheap kinds first
             _add_leaf(_node_for(guard.source, root, nodes, code), guard)

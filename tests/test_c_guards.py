@@ -98,6 +98,49 @@ def test_call_match_on_global_state():
     assert check(default_dtype)
 
 
+def test_torch_state_match_reads_torch_thread_locals():
+    def root_with(state, expected):
+        root = _C.RootGuardManager()
+        root.add_torch_state_match(state, expected, f"{state} is {expected}")
+        return root
+
+    grad, no_grad = root_with("grad_mode", True), root_with("grad_mode", False)
+    assert check(grad) and not check(no_grad)
+    with torch.no_grad():
+        assert not check(grad) and check(no_grad)
+        assert grad.first_failure({}, G, B) == "grad_mode is True"
+    inference = root_with("inference_mode", False)
+    with torch.inference_mode():
+        assert not check(inference)
+    assert check(inference)
+    float32 = root_with("default_dtype", torch.float32)
+    torch.set_default_dtype(torch.float64)
+    try:
+        assert not check(float32) and check(root_with("default_dtype", torch.float64))
+    finally:
+        torch.set_default_dtype(torch.float32)
+    assert check(float32)
+    off, bf16 = root_with("autocast_cpu", None), root_with("autocast_cpu", torch.bfloat16)
+    assert check(off) and not check(bf16)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert not check(off) and check(bf16)
+        assert check(root_with("autocast_cuda", None))
+    with torch.autocast("cpu", dtype=torch.float16):
+        assert not check(off) and not check(bf16)
+
+
+def test_torch_state_match_rejects_bad_arguments():
+    root = _C.RootGuardManager()
+    with pytest.raises(ValueError, match="unknown state 'grad'"):
+        root.add_torch_state_match("grad", True)
+    with pytest.raises(TypeError, match="grad_mode expects a bool"):
+        root.add_torch_state_match("grad_mode", 1)
+    with pytest.raises(TypeError, match="default_dtype expects a torch.dtype"):
+        root.add_torch_state_match("default_dtype", "float32")
+    root.add_torch_state_match("autocast_cpu", None)
+    assert root.texts() == ["autocast_cpu == None"]
+
+
 # ---- TENSOR_MATCH -------------------------------------------------------------------------------
 
 

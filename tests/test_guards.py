@@ -78,6 +78,66 @@ def test_grad_mode_is_a_guard():
     assert counter.compiles == 2
 
 
+def matmul_then_branch_on_dtype(a, b):
+    y = a @ b
+    if y.dtype == torch.bfloat16:  # Python sees autocast's dtype while tracing
+        return y.float() * 2
+    return y * 3
+
+
+def test_autocast_state_is_a_guard():
+    """Compiled outside autocast, then called inside it (and back): each state gets its own
+    entry, and the Python branch taken on the dtype is the one eager takes."""
+    counter = Counter()
+    opt = pyframe.optimize(counter)(matmul_then_branch_on_dtype)
+    a, b = torch.randn(4, 4), torch.randn(4, 4)
+    torch.testing.assert_close(opt(a, b), (a @ b) * 3)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        expected = matmul_then_branch_on_dtype(a, b)
+        assert expected.dtype == torch.float32
+        torch.testing.assert_close(opt(a, b), expected)
+    with torch.autocast("cpu", dtype=torch.float16):
+        torch.testing.assert_close(opt(a, b), matmul_then_branch_on_dtype(a, b))
+    torch.testing.assert_close(opt(a, b), (a @ b) * 3)
+    assert counter.compiles == 3
+    assert sorted(hits(matmul_then_branch_on_dtype)) == [0, 0, 1]  # the first entry, hit at the end
+    reasons = [r.reason for r in pyframe.convert_frame.records_for(matmul_then_branch_on_dtype.__code__)]
+    assert "torch.is_autocast_enabled('cpu') == False" in reasons[1]
+    assert "torch.get_autocast_dtype('cpu') == torch.bfloat16" in reasons[2]
+
+
+def scaled_unless_inference(x):
+    if torch.is_inference_mode_enabled():  # folded to a constant while tracing
+        return x + 1
+    return x * 2
+
+
+def test_inference_mode_is_a_guard_apart_from_grad_mode():
+    counter = Counter()
+    opt = pyframe.optimize(counter)(scaled_unless_inference)
+    x = torch.randn(3)
+    with torch.no_grad():  # grad mode off in both: only inference mode tells them apart
+        torch.testing.assert_close(opt(x), x * 2)
+    with torch.inference_mode():
+        torch.testing.assert_close(opt(x), x + 1)
+    assert counter.compiles == 2
+
+
+def test_default_dtype_is_a_guard():
+    counter = Counter()
+    opt = pyframe.optimize(counter)(scaled)
+    x = torch.randn(3)
+    opt(x, 2)
+    torch.set_default_dtype(torch.float64)
+    try:
+        torch.testing.assert_close(opt(x, 2), x * 2 + SCALE)
+    finally:
+        torch.set_default_dtype(torch.float32)
+    opt(x, 2)
+    assert counter.compiles == 2
+    assert sorted(hits(scaled)) == [0, 1]
+
+
 def test_guard_text_is_readable_python():
     pyframe.optimize("eager")(scaled)(torch.randn(3), 2)
     texts = _C.get_cache_entries(scaled.__code__)[0].guards.texts()

@@ -1,0 +1,167 @@
+// torch_leaves.cpp - the leaves that read torch's own state (docs/c_layer.md section 5):
+//   TENSOR_MATCH      a tensor's metadata
+//   TORCH_STATE_MATCH the global (thread-local) state every trace depends on: grad mode,
+//                     inference mode, the default dtype, autocast
+//
+// The one file of csrc/ that includes torch's headers. These leaves run on every cached call, so
+// they read the state where it lives, in the at::TensorImpl behind a Python tensor and in c10's
+// thread-locals, instead of through the Python getters (`t.shape` builds a torch.Size,
+// `t.stride()` goes through torch's argument parser: about 250 ns a tensor, against about 15 ns
+// here; `torch.is_grad_enabled()` is a ~25 ns Python call, GradMode::is_enabled() ~1 ns).
+// Everything else in csrc/ knows only Python.
+#include "guards.h"
+
+#include <ATen/autocast_mode.h>
+#include <ATen/core/Tensor.h>
+#include <c10/core/DefaultDtype.h>
+#include <c10/core/GradMode.h>
+#include <c10/core/InferenceMode.h>
+#include <torch/csrc/Device.h>
+#include <torch/csrc/Dtype.h>
+#include <torch/csrc/autograd/python_variable.h>
+
+#include <utility>
+
+namespace pyframe {
+namespace {
+
+bool equal(c10::IntArrayRef actual, const std::vector<int64_t> &expected) {
+    return actual.size() == expected.size() &&
+           std::equal(expected.begin(), expected.end(), actual.begin());
+}
+
+// type(v) is tp (torch.Tensor, nn.Parameter, or another subclass), then dtype, device,
+// requires_grad, sizes and strides, cheapest first.
+class TensorMatch final : public Leaf {
+public:
+    TensorMatch(py::object tp, py::object dtype, py::object device, std::vector<int64_t> sizes,
+                std::vector<int64_t> strides, bool requires_grad, std::string text)
+        : Leaf(std::move(text)),
+          tp_obj_(std::move(tp)),
+          sizes_(std::move(sizes)),
+          strides_(std::move(strides)),
+          requires_grad_(requires_grad) {
+        if (!PyType_Check(tp_obj_.ptr()) ||
+            PyObject_IsSubclass(tp_obj_.ptr(), THPVariableClass) != 1) {
+            PyErr_Clear();
+            throw py::type_error("add_tensor_match: tp must be torch.Tensor or a subclass");
+        }
+        if (!THPDtype_Check(dtype.ptr())) {
+            throw py::type_error("add_tensor_match: dtype must be a torch.dtype");
+        }
+        if (!THPDevice_Check(device.ptr())) {
+            throw py::type_error("add_tensor_match: device must be a torch.device");
+        }
+        tp_ = (PyTypeObject *)tp_obj_.ptr();
+        dtype_ = ((THPDtype *)dtype.ptr())->scalar_type;
+        device_ = ((THPDevice *)device.ptr())->device;
+    }
+
+    LeafKind kind() const override { return LeafKind::Tensor; }
+
+    bool check(PyObject *v) override {
+        if (Py_TYPE(v) != tp_) {
+            return false;  // not a tensor (or another subclass): nothing below may read it
+        }
+        const c10::TensorImpl *impl = THPVariable_Unpack(v).unsafeGetTensorImpl();
+        if (impl->has_symbolic_sizes_strides()) {
+            return false;  // never true of a tensor a user passes in; sizes() would throw
+        }
+        try {
+            // device() and the sizes/strides of Python-dispatch subclasses may call into
+            // Python, and anything of torch's may throw: a failed read is a failed check.
+            return impl->dtype().toScalarType() == dtype_ && impl->device() == device_ &&
+                   impl->requires_grad() == requires_grad_ && equal(impl->sizes(), sizes_) &&
+                   equal(impl->strides(), strides_);
+        } catch (const std::exception &) {
+            return false;
+        }
+    }
+
+private:
+    py::object tp_obj_;
+    PyTypeObject *tp_ = nullptr;
+    at::ScalarType dtype_;
+    c10::Device device_{c10::kCPU};
+    std::vector<int64_t> sizes_, strides_;
+    bool requires_grad_;
+};
+
+// One piece of global torch state equals what it was while tracing. `expected` is a bool (grad
+// and inference mode), a torch.dtype (the default dtype), or, for autocast on a device, None
+// (off) or the autocast dtype (on).
+class TorchStateMatch final : public Leaf {
+public:
+    enum class State { GradMode, InferenceMode, DefaultDtype, AutocastCPU, AutocastCUDA };
+
+    TorchStateMatch(const std::string &state, const py::object &expected, std::string text)
+        : Leaf(std::move(text)) {
+        if (state == "grad_mode" || state == "inference_mode") {
+            state_ = state == "grad_mode" ? State::GradMode : State::InferenceMode;
+            if (!PyBool_Check(expected.ptr())) {
+                throw py::type_error("add_torch_state_match: " + state + " expects a bool");
+            }
+            on_ = expected.ptr() == Py_True;
+        } else if (state == "default_dtype") {
+            state_ = State::DefaultDtype;
+            dtype_ = dtype_of(expected, state);
+        } else if (state == "autocast_cpu" || state == "autocast_cuda") {
+            state_ = state == "autocast_cpu" ? State::AutocastCPU : State::AutocastCUDA;
+            on_ = !expected.is_none();
+            if (on_) {
+                dtype_ = dtype_of(expected, state);
+            }
+        } else {
+            throw py::value_error("add_torch_state_match: unknown state '" + state + "'");
+        }
+    }
+
+    bool check(PyObject *) override {
+        switch (state_) {
+            case State::GradMode:
+                return c10::GradMode::is_enabled() == on_;
+            case State::InferenceMode:
+                return c10::InferenceMode::is_enabled() == on_;
+            case State::DefaultDtype:
+                return c10::get_default_dtype_as_scalartype() == dtype_;
+            case State::AutocastCPU:
+                return autocast_matches(at::kCPU);
+            case State::AutocastCUDA:
+                return autocast_matches(at::kCUDA);
+        }
+        return false;
+    }
+
+private:
+    static at::ScalarType dtype_of(const py::object &obj, const std::string &state) {
+        if (!THPDtype_Check(obj.ptr())) {
+            throw py::type_error("add_torch_state_match: " + state + " expects a torch.dtype");
+        }
+        return ((THPDtype *)obj.ptr())->scalar_type;
+    }
+
+    bool autocast_matches(at::DeviceType device) const {
+        bool on = at::autocast::is_autocast_enabled(device);
+        return on == on_ && (!on || at::autocast::get_autocast_dtype(device) == dtype_);
+    }
+
+    State state_ = State::GradMode;
+    bool on_ = false;
+    at::ScalarType dtype_ = at::kFloat;
+};
+
+}  // namespace
+
+LeafPtr make_torch_state_match(const std::string &state, py::object expected, std::string text) {
+    return std::make_unique<TorchStateMatch>(state, expected, std::move(text));
+}
+
+LeafPtr make_tensor_match(py::object tp, py::object dtype, py::object device,
+                          std::vector<int64_t> sizes, std::vector<int64_t> strides,
+                          bool requires_grad, std::string text) {
+    return std::make_unique<TensorMatch>(std::move(tp), std::move(dtype), std::move(device),
+                                         std::move(sizes), std::move(strides), requires_grad,
+                                         std::move(text));
+}
+
+}  // namespace pyframe
