@@ -17,8 +17,10 @@ import torch
 import torch.fx
 from torch._subclasses.fake_tensor import FakeTensorMode
 
+from . import config
 from .backends import CompiledGraph, compile_with_backend
 from .exc import Unsupported
+from .fake_memo import PropagationMemo, tensor_inputs
 from .guards import GuardSet
 from .source import Source
 
@@ -31,14 +33,22 @@ class GraphInput:
 
 
 _fake_mode: FakeTensorMode | None = None
+_memo: PropagationMemo | None = None
 
 
 def fake_mode() -> FakeTensorMode:
     """One shared FakeTensorMode (static shapes): creating one costs far more than a trace."""
-    global _fake_mode
+    global _fake_mode, _memo
     if _fake_mode is None:
         _fake_mode = FakeTensorMode(allow_non_fake_inputs=False)
+        _memo = PropagationMemo(_fake_mode)
     return _fake_mode
+
+
+def propagation_memo() -> PropagationMemo:
+    """The memo of FakeTensor propagation shared by every trace (fake_memo.py)."""
+    fake_mode()
+    return _memo
 
 
 class OutputGraph:
@@ -51,6 +61,7 @@ class OutputGraph:
         self.grad_enabled = torch.is_grad_enabled()  # as traced: `with torch.no_grad()` changes it
         self._last_placeholder: torch.fx.Node | None = None
         self.fake_mode = fake_mode()
+        self.memo = propagation_memo()
 
     # -- building -----------------------------------------------------------------------------
     def add_input(self, source: Source, value: torch.Tensor) -> torch.fx.Node:
@@ -70,8 +81,22 @@ class OutputGraph:
 
     def create_node(self, op: str, target: Any, args: tuple, kwargs: dict) -> torch.fx.Node:
         """Record a call and propagate FakeTensors through it (`op` is call_function/call_method)."""
+        memo_key = self.memo.key(op, target, args, kwargs, self.grad_enabled) if config.memoize_fake_propagation \
+            else None
+        example = self.memo.lookup(memo_key) if memo_key is not None else None
+        if example is None:
+            example = self._propagate(op, target, args, kwargs, memo_key)
+        node = self.graph.create_node(op, target, args, kwargs)
+        node.meta["example_value"] = example
+        return node
+
+    def _propagate(self, op: str, target: Any, args: tuple, kwargs: dict, memo_key: tuple | None) -> Any:
+        """Run the call on the arguments' FakeTensors; remember the output's metadata if it may be."""
         fake_args = torch.fx.node.map_arg(args, _example_value)
         fake_kwargs = torch.fx.node.map_arg(kwargs, _example_value)
+        if memo_key is not None:
+            fake_inputs = tensor_inputs(fake_args, fake_kwargs)
+            versions = [t._version for t in fake_inputs]
         try:
             with self.fake_mode, torch.set_grad_enabled(self.grad_enabled):
                 if op == "call_method":
@@ -82,9 +107,9 @@ class OutputGraph:
             raise
         except Exception as e:  # the eager run will raise it again, with the user's traceback
             raise Unsupported(f"{_describe(op, target)} fails on these inputs ({type(e).__name__}: {e})") from e
-        node = self.graph.create_node(op, target, args, kwargs)
-        node.meta["example_value"] = example
-        return node
+        if memo_key is not None:
+            self.memo.remember(memo_key, fake_inputs, versions, example)
+        return example
 
     def record_effect(self, target: Any, args: tuple) -> torch.fx.Node:
         """A call made for its effect on global state (`torch._C._set_grad_enabled`): not run now."""

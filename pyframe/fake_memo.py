@@ -1,0 +1,145 @@
+"""A memo of FakeTensor propagation: the output metadata of an op, keyed by its inputs' metadata.
+
+Tracing runs every recorded op on FakeTensors to learn its output's shape, stride and dtype. That
+goes through FakeTensorMode's Python dispatch and costs 60-100 us an op, most of a trace's time on
+long graphs. Yet a FakeTensor carries nothing but metadata, and the metadata of an op's output is
+a function of the op, its inputs' metadata, its constant arguments and torch's global state, so
+a program that repeats an op on same-shaped tensors (the blocks of a network, a chain of
+elementwise ops) needs to propagate it only once. A hit builds the output FakeTensor directly
+from the remembered metadata (~12 us).
+
+Only outputs that are indistinguishable from a fresh tensor are remembered: one plain FakeTensor,
+its own new storage (not a view or an alias of an input: in-place ops, `out=` and views always
+propagate), no input mutated, and not requiring grad (a tensor that requires grad must carry its
+`grad_fn`, which only the real propagation makes). A key holds only values whose identity or
+value decides the output: tensors by metadata, and constants of a few immutable types; any
+other argument makes the op unmemoizable.
+"""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import torch
+import torch.fx
+from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+
+_MAX_ENTRIES = 4096
+_CONSTANT_TYPES = (int, float, bool, str, type(None), torch.dtype, torch.device, torch.layout, torch.memory_format)
+_META = torch.device("meta")
+
+
+class _Unkeyable(Exception):
+    pass
+
+
+class _Output:
+    """What a hit rebuilds: a fresh, contiguous-or-strided tensor on the fake device."""
+
+    __slots__ = ("shape", "stride", "dtype", "device")
+
+    def __init__(self, t: torch.Tensor) -> None:
+        self.shape, self.stride, self.dtype, self.device = tuple(t.shape), t.stride(), t.dtype, t.fake_device
+
+    def build(self, mode: FakeTensorMode) -> FakeTensor:
+        meta = torch.empty_strided(self.shape, self.stride, dtype=self.dtype, device=_META)
+        return FakeTensor(mode, meta, self.device)
+
+
+class PropagationMemo:
+    def __init__(self, mode: FakeTensorMode) -> None:
+        self.mode = mode
+        self._entries: dict[tuple, _Output] = {}
+        self.hits = self.misses = 0
+
+    def key(self, op: str, target: Any, args: tuple, kwargs: dict, grad_enabled: bool) -> Optional[tuple]:
+        """The memo key of one call, or None when it cannot be memoized."""
+        if torch._C._is_torch_function_mode_enabled():
+            return None  # a user's mode sees (and may change) every call
+        try:
+            return (op, target, _key_of(args), _key_of(kwargs), grad_enabled, torch.get_default_dtype(),
+                    _autocast_state("cpu"), _autocast_state("cuda"), torch.is_inference_mode_enabled())
+        except (_Unkeyable, TypeError):  # TypeError: an unhashable target
+            return None
+
+    def lookup(self, key: tuple) -> Optional[FakeTensor]:
+        try:
+            out = self._entries.get(key)
+        except TypeError:
+            return None
+        if out is None:
+            return None
+        self.hits += 1
+        return out.build(self.mode)
+
+    def remember(self, key: tuple, fake_inputs: list[torch.Tensor], versions: list[int], example: Any) -> None:
+        """After a real propagation: keep its output if a fresh tensor could stand for it."""
+        self.misses += 1
+        if not _is_fresh(example, self.mode, fake_inputs, versions):
+            return
+        if len(self._entries) >= _MAX_ENTRIES:
+            self._entries.clear()
+        try:
+            self._entries[key] = _Output(example)
+        except TypeError:
+            pass
+
+
+def tensor_inputs(args: tuple, kwargs: dict) -> list[torch.Tensor]:
+    """The FakeTensors among a call's (already faked) arguments, nested containers included."""
+    found: list[torch.Tensor] = []
+
+    def visit(v: Any) -> None:
+        if isinstance(v, torch.Tensor):
+            found.append(v)
+        elif isinstance(v, (tuple, list)):
+            for item in v:
+                visit(item)
+        elif isinstance(v, dict):
+            for item in v.values():
+                visit(item)
+
+    visit(args)
+    visit(kwargs)
+    return found
+
+
+def _key_of(v: Any) -> Any:
+    if isinstance(v, torch.fx.Node):
+        return _tensor_key(v.meta.get("example_value"))
+    tp = type(v)
+    if tp in _CONSTANT_TYPES:
+        return (tp, v)
+    if tp is tuple or tp is list or tp is torch.Size:
+        return (tp, tuple(_key_of(item) for item in v))
+    if tp is dict:
+        return (tp, tuple((k, _key_of(item)) for k, item in v.items()))
+    if tp is slice:
+        return (tp, _key_of(v.start), _key_of(v.stop), _key_of(v.step))
+    raise _Unkeyable
+
+
+def _tensor_key(t: Any) -> tuple:
+    if type(t) is not FakeTensor or t.constant is not None or t.layout is not torch.strided:
+        raise _Unkeyable
+    if t.is_conj() or t.is_neg() or t._has_symbolic_sizes_strides:
+        raise _Unkeyable
+    return tuple(t.shape), t.stride(), t.storage_offset(), t.dtype, t.fake_device, t.requires_grad
+
+
+def _is_fresh(example: Any, mode: FakeTensorMode, inputs: list[torch.Tensor], versions: list[int]) -> bool:
+    if type(example) is not FakeTensor or example.fake_mode is not mode:
+        return False
+    if example.requires_grad or example.constant is not None or example.layout is not torch.strided:
+        return False
+    if example._has_symbolic_sizes_strides or example._is_view() or example.storage_offset() != 0:
+        return False
+    if example.is_conj() or example.is_neg():
+        return False
+    for t, version in zip(inputs, versions):
+        if t._version != version or torch._C._is_alias_of(example, t):
+            return False
+    return True
+
+
+def _autocast_state(device: str) -> Optional[torch.dtype]:
+    return torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else None

@@ -1,0 +1,134 @@
+"""The memo of FakeTensor propagation (pyframe/fake_memo.py): a hit must give every node exactly the
+metadata the real propagation gives, and what it may not stand for is never remembered."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import pyframe
+from pyframe import config
+from pyframe.debug.cases import Case, load_cases
+from pyframe.graph import propagation_memo
+from tests.cases import ALL
+
+
+@pytest.fixture(autouse=True)
+def _fresh():
+    pyframe.reset()
+    yield
+    pyframe.reset()
+
+
+def _meta(value):
+    if isinstance(value, torch.Tensor):
+        return (type(value).__name__, tuple(value.shape), value.stride(), value.storage_offset(), value.dtype,
+                str(value.device), value.requires_grad, value.is_leaf, value._is_view(), value.grad_fn is None)
+    if isinstance(value, (tuple, list)):
+        return tuple(_meta(v) for v in value)
+    return repr(value) if isinstance(value, (int, float, bool, type(None))) else type(value).__name__
+
+
+class RecordingBackend:
+    """Keeps, for every graph, each node's op, target and the metadata of its example value."""
+
+    def __init__(self):
+        self.graphs = []
+
+    def __call__(self, gm, example_inputs):
+        self.graphs.append([(n.op, str(n.target), _meta(n.meta.get("example_value"))) for n in gm.graph.nodes])
+        return gm.forward
+
+
+def _trace(case: Case, memo: bool, monkeypatch) -> list:
+    monkeypatch.setattr(config, "memoize_fake_propagation", memo)
+    pyframe.reset()
+    backend = RecordingBackend()
+    inputs = case.make_inputs()
+    try:
+        pyframe.optimize(backend)(case.make_fn())(*inputs.args, **inputs.kwargs)
+    except Exception as e:  # a case may raise, as eager does: the graphs before it still count
+        backend.graphs.append(type(e).__name__)
+    return backend.graphs
+
+
+CASES = load_cases(ALL)
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, id=c.qualname) for c in CASES])
+def test_memo_gives_the_metadata_of_real_propagation(case, monkeypatch):
+    real = _trace(case, False, monkeypatch)
+    filled = _trace(case, True, monkeypatch)
+    replayed = _trace(case, True, monkeypatch)  # the same trace again: every remembered op hits
+    assert filled == real
+    assert replayed == real
+
+
+def test_repeated_ops_hit_the_memo(monkeypatch):
+    monkeypatch.setattr(config, "memoize_fake_propagation", True)
+    memo = propagation_memo()
+
+    def repeated(x):
+        for _ in range(10):
+            x = torch.sin(x) * 1.5
+        return x
+
+    x = torch.randn(4, 5)
+    hits, misses = memo.hits, memo.misses
+    torch.testing.assert_close(pyframe.optimize("eager")(repeated)(x), repeated(x))
+    assert memo.hits - hits >= 18  # the first sin and mul may miss; the other 18 ops hit
+
+
+@pytest.mark.parametrize("program", [
+    lambda x: x.add_(1) * 2,                      # in place: returns its input
+    lambda x: x.view(20) + 1,                     # a view of its input
+    lambda x: x.t().sin(),                        # strided input: its strides are in the key
+    lambda x: torch.add(x, 1, out=torch.empty(4, 5)),
+    lambda x: (x * 2).requires_grad_().sin(),      # requires grad: only real propagation has grad_fn
+    lambda x: x.int() * 2 + x.int() * 2.0,        # int and float constants promote differently
+    lambda x: x[1:3].sin() + x[0:2].sin(),
+])
+def test_memo_never_stands_for_what_it_cannot_rebuild(program, monkeypatch):
+    class Recorded:
+        graphs = None
+
+    def recording(gm, example_inputs):
+        Recorded.graphs = [(n.op, str(n.target), _meta(n.meta.get("example_value"))) for n in gm.graph.nodes]
+        return gm.forward
+
+    results = {}
+    for memo in (False, True, True):
+        monkeypatch.setattr(config, "memoize_fake_propagation", memo)
+        pyframe.reset()
+        x = torch.arange(20.0).reshape(4, 5)
+        out = pyframe.optimize(recording)(program)(x)
+        torch.testing.assert_close(out, program(torch.arange(20.0).reshape(4, 5)))
+        results.setdefault(memo, []).append(Recorded.graphs)
+    assert results[True] == [results[False][0]] * 2
+
+
+def test_views_in_place_ops_and_grad_outputs_are_not_remembered():
+    memo = propagation_memo()
+    mode = memo.mode
+    with mode:
+        x = torch.empty(4, 5)
+        p = torch.empty(4, 5, requires_grad=True)
+    key = ("k",)
+    size = len(memo._entries)
+    with mode:
+        memo.remember(key, [x], [x._version], x.view(20))
+        memo.remember(key, [x], [x._version], x.add_(1))
+        memo.remember(key, [p], [p._version], p * 2)
+        assert len(memo._entries) == size
+        memo.remember(key, [x], [x._version], x * 2)
+    assert len(memo._entries) == size + 1
+    with mode:
+        rebuilt = memo.lookup(key)
+    assert type(rebuilt).__name__ == "FakeTensor" and rebuilt.shape == (4, 5) and rebuilt.device.type == "cpu"
+    assert not torch._C._is_alias_of(rebuilt, x)
+
+
+def test_unkeyable_arguments_are_not_memoized():
+    memo = propagation_memo()
+    assert memo.key("call_function", torch.add, (object(),), {}, True) is None
+    assert memo.key("call_function", torch.add, (1, 2.0, (3, None), slice(1, 2)), {"alpha": 2}, True) is not None
+    assert memo.key("call_function", torch.mul, (1,), {}, True) != memo.key("call_function", torch.mul, (1.0,), {}, True)
