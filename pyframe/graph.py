@@ -20,7 +20,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from . import config
 from .backends import CompiledGraph, compile_with_backend
 from .exc import Unsupported
-from .fake_memo import PropagationMemo, tensor_inputs
+from .fake_memo import PropagationMemo, plain_fake, tensor_inputs
 from .guards import GuardSet
 from .source import Source
 
@@ -62,7 +62,7 @@ class OutputGraph:
         self._last_placeholder: torch.fx.Node | None = None
         self.fake_mode = fake_mode()
         self.memo = propagation_memo()
-
+        self._fake_inputs: dict[int, torch.Tensor] = {}  # id of a real input -> its FakeTensor
     # -- building -----------------------------------------------------------------------------
     def add_input(self, source: Source, value: torch.Tensor) -> torch.fx.Node:
         """The placeholder for a tensor read from the frame (one per source)."""
@@ -74,7 +74,13 @@ class OutputGraph:
         with self.graph.inserting_after(last) if last is not None else self.graph.inserting_before(None):
             node = self.graph.placeholder(source.placeholder_name())
         self._last_placeholder = node
-        node.meta["example_value"] = self.fake_mode.from_tensor(value, static_shapes=True)
+        fake = self._fake_inputs.get(id(value))
+        if fake is None:  # the same tensor under two sources is one FakeTensor, as from_tensor makes it
+            fake = plain_fake(self.fake_mode, value)
+            if fake is None:
+                fake = self.fake_mode.from_tensor(value, static_shapes=True)
+            self._fake_inputs[id(value)] = fake
+        node.meta["example_value"] = fake
         node.meta["source"] = source
         self.inputs[source] = GraphInput(source, node, value)
         return node

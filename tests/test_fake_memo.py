@@ -132,3 +132,69 @@ def test_unkeyable_arguments_are_not_memoized():
     assert memo.key("call_function", torch.add, (object(),), {}, True) is None
     assert memo.key("call_function", torch.add, (1, 2.0, (3, None), slice(1, 2)), {"alpha": 2}, True) is not None
     assert memo.key("call_function", torch.mul, (1,), {}, True) != memo.key("call_function", torch.mul, (1.0,), {}, True)
+
+
+def _fake_meta(f):
+    return (type(f).__name__, isinstance(f, torch.nn.Parameter), tuple(f.shape), f.stride(), f.dtype, f.device,
+            f.requires_grad, f.is_leaf, f.grad_fn is None, f.storage_offset(), f.untyped_storage().nbytes(),
+            f._is_view())
+
+
+@pytest.mark.parametrize("make", [
+    lambda: torch.nn.Parameter(torch.randn(3, 4)),
+    lambda: torch.randn(3, 4),
+    lambda: torch.randn(2, 3, requires_grad=True),
+    lambda: torch.zeros(2, dtype=torch.int64),
+    lambda: torch.randn(1, 3, 4, 4).to(memory_format=torch.channels_last),
+    lambda: torch.randn(4, 3).t(),                    # a view: from_tensor's path
+    lambda: torch.randn(6)[2:],                       # an offset into shared memory: from_tensor's path
+    lambda: torch.randn(2, 3, requires_grad=True) * 2,  # not a leaf: from_tensor's path
+])
+def test_plain_fake_equals_from_tensor(make):
+    from pyframe.fake_memo import plain_fake
+    from pyframe.graph import fake_mode
+
+    t = make()
+    fast = plain_fake(fake_mode(), t)
+    reference = fake_mode().from_tensor(t, static_shapes=True)
+    if t._is_view() or not t.is_leaf:
+        assert fast is None
+    else:
+        assert fast is not None and fast.fake_mode is fake_mode()
+        assert _fake_meta(fast) == _fake_meta(reference)
+
+
+def test_one_tensor_under_two_sources_is_one_fake_tensor():
+    shared = torch.nn.Linear(3, 3)
+
+    class Tied(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = shared, shared
+
+        def forward(self, x):
+            return self.a(x) + self.b.weight.sum()
+
+    seen = []
+
+    def backend(gm, example_inputs):
+        seen.append({n.name: n.meta["example_value"] for n in gm.graph.nodes if n.op == "placeholder"})
+        return gm.forward
+
+    m, x = Tied(), torch.randn(2, 3)
+    torch.testing.assert_close(pyframe.optimize(backend)(m)(x), m(x))
+    weights = [v for name, v in seen[0].items() if name.endswith("weight_")]
+    assert len(weights) == 1 or weights[0] is weights[1]
+
+
+def test_inference_mode_and_inference_tensors_take_the_real_paths():
+    memo = propagation_memo()
+
+    def f(x):
+        return torch.sin(x) * 2 + 1
+
+    with torch.inference_mode():
+        x = torch.randn(3)
+        assert memo.key("call_function", torch.sin, (1,), {}, False) is None
+        torch.testing.assert_close(pyframe.optimize("eager")(f)(x), f(x))
+    torch.testing.assert_close(pyframe.optimize("eager")(f)(x), f(x))  # an inference tensor, outside
