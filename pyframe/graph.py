@@ -92,7 +92,10 @@ class OutputGraph:
         example = self.memo.lookup(memo_key) if memo_key is not None else None
         if example is None:
             example = self._propagate(op, target, args, kwargs, memo_key)
-        node = self.graph.create_node(op, target, args, kwargs)
+        # Created bare, then given its arguments: Graph.create_node scans every argument for raw
+        # SymInts (a warning; shapes here are static), which costs more than the rest of the node.
+        node = self.graph.create_node(op, target)
+        node.args, node.kwargs = args, kwargs
         node.meta["example_value"] = example
         return node
 
