@@ -9,6 +9,7 @@ used by explain(), the logs and the recompile reasons. This module knows nothing
 from __future__ import annotations
 
 import enum
+import functools
 import types
 from dataclasses import dataclass
 from typing import Any, Iterator, Optional
@@ -56,6 +57,10 @@ class Guard:
     value: Any = None
 
     def text(self) -> str:
+        return self._text  # made once: the C++ tree and the frame's record both keep it
+
+    @functools.cached_property
+    def _text(self) -> str:
         name, kind, value = self.source.name(), self.kind, self.value
         if kind is GuardKind.ID_MATCH:
             return f"id({name}) == {id(value)}  # {_short_repr(value)}"
@@ -207,5 +212,7 @@ def _short_repr(value: Any) -> str:
         return f"module {value.__name__}"
     if isinstance(value, (types.FunctionType, type)):
         return f"{type(value).__name__} {value.__qualname__}"
+    if isinstance(value, torch.nn.Module):  # its repr prints every submodule: long, and slow to make
+        return f"{type(value).__qualname__} module"
     text = repr(value)
     return text if len(text) <= 60 else f"{type(value).__name__} object"

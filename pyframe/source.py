@@ -7,6 +7,7 @@ the placeholder `L_x_`. This module is plain data: it knows nothing of the trans
 """
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -82,12 +83,20 @@ class ClosureSource(Source):
 class ChildSource(Source):
     base: Source
 
+    def name(self) -> str:
+        return self._name  # made once: guards, placeholders and code all name deep module paths
+
+    @functools.cached_property
+    def _name(self) -> str:
+        raise NotImplementedError
+
 
 @dataclass(frozen=True)
 class AttrSource(ChildSource):
     attr: str
 
-    def name(self) -> str:
+    @functools.cached_property
+    def _name(self) -> str:
         return f"{self.base.name()}.{self.attr}"
 
 
@@ -97,6 +106,7 @@ class ItemSource(ChildSource):
 
     key: Any
 
-    def name(self) -> str:
+    @functools.cached_property
+    def _name(self) -> str:
         return f"{self.base.name()}[{self.key!r}]"
 
