@@ -24,6 +24,7 @@ import io
 import sys
 import time
 import timeit
+from collections.abc import MappingView
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import torch
@@ -341,7 +342,7 @@ def compare_case(case: Case, engines: Iterable[str] = ENGINES, *, timing: bool =
 
 def assert_same_result(actual: Any, expected: Any, path: str = "result") -> None:
     """Assert two results are equal: tensors and numbers with ``torch.testing.assert_close``,
-    containers (tuple, list, dict, named tuples, torch.Size) item by item with the same type, anything
+    containers (tuple, list, dict and its views, named tuples, torch.Size) item by item with the same type, anything
     else (dtypes, strings, None) with ``==``. ``path`` names the item in the failure message."""
     if isinstance(expected, torch.Tensor):
         if not isinstance(actual, torch.Tensor):
@@ -357,7 +358,8 @@ def assert_same_result(actual: Any, expected: Any, path: str = "result") -> None
             raise AssertionError(f"{path}: keys {list(actual)} != expected {list(expected)}")
         for key in expected:
             assert_same_result(actual[key], expected[key], f"{path}[{key!r}]")
-    elif isinstance(expected, (tuple, list)):
+    elif isinstance(expected, (tuple, list, MappingView)):  # dict views: item by item, in order
+        actual, expected = (list(actual), list(expected)) if isinstance(expected, MappingView) else (actual, expected)
         if len(actual) != len(expected):
             raise AssertionError(f"{path}: length {len(actual)} != expected {len(expected)}")
         for i, (a, e) in enumerate(zip(actual, expected)):

@@ -46,6 +46,23 @@ def dict_methods(x):
 
 
 @case(inputs=lambda: torch.randn(6))
+def dict_views_are_live(x):
+    d = {"a": x + 1}
+    keys, values, items = d.keys(), d.values(), d.items()
+    d["b"] = x * 2  # added after the views were made: they see it
+    total = sum(values) + sum(v for _, v in items)
+    return total, "b" in keys, len(values), list(keys), keys == {"a": 0, "b": 1}.keys()
+
+
+@case(inputs=lambda: torch.randn(6))
+def dict_view_returned_then_dict_grows(x):
+    d = {"a": x.sin()}
+    view = d.values()
+    d.update(b=x.cos())
+    return view, len(d)
+
+
+@case(inputs=lambda: torch.randn(6))
 def ordered_dict(x):
     d = collections.OrderedDict()
     d["a"] = x

@@ -111,3 +111,17 @@ def tensor_new_with_a_size(x):
     z = x.new(y.size())
     w = x.new(2, 3)
     return z.shape == y.shape, w.shape, x.new([1.0, 2.0])
+
+
+@case(inputs=lambda: (torch.randn(4), torch.randn(4)))
+def itertools_combinatorics(a, b):
+    out = a
+    for x, y in itertools.combinations([a, b, a * 2], 2):
+        out = out + x * y
+    for x, y in itertools.permutations([a, b], 2):
+        out = out - x / (y.abs() + 1)
+    for x, y in itertools.pairwise([a, b, a]):
+        out = out + (x - y)
+    for x in itertools.chain.from_iterable([[a, b], (b,)]):
+        out = out * 0.5 + x
+    return out

@@ -126,3 +126,22 @@ def import_inside_function(x):
     import math
 
     return y * math.pi
+
+
+class _Marker:
+    """No __eq__ anywhere on its MRO: `==` is identity."""
+
+
+_MARKER = _Marker()
+
+
+@case(inputs=lambda: torch.randn(4))
+def default_equality_is_identity(x):
+    fresh = _Marker()
+    if fresh == None:  # noqa: E711
+        x = x - 100
+    if fresh != _Marker():
+        x = x.sin()
+    if _MARKER == _MARKER and fresh != _MARKER and not (fresh == 3):
+        x = x + 1
+    return x

@@ -22,7 +22,9 @@ from ...guards import GuardKind
 from ...source import AttrSource, Source
 from .base import UNKNOWN_OBJECT, VariableTracker, constant_args
 from .constant import ConstantVariable
-from .containers import BaseListVariable, DictVariable, ListIteratorVariable, ListVariable, SetVariable, TupleVariable
+from .containers import (
+    BaseListVariable, DictVariable, DictViewVariable, ListIteratorVariable, ListVariable, SetVariable, TupleVariable,
+)
 from .exceptions import ExceptionVariable, is_exception_class, raise_symbolic
 from .functions import PartialVariable
 from .misc import SuperVariable, zero_arg_super
@@ -109,6 +111,12 @@ class BuiltinVariable(VariableTracker):
         else:
             cg.load_const(self.fn)
 
+    def var_getattr(self, tx, name: str) -> VariableTracker:
+        attr = getattr(self.fn, name, None)  # `itertools.chain.from_iterable`, `dict.fromkeys`...
+        if isinstance(attr, types.BuiltinFunctionType) and (attr in BUILTIN_FUNCTIONS or attr in PURE_FUNCTIONS):
+            return BuiltinVariable(attr, AttrSource(self.source, name) if self.source is not None else None)
+        return super().var_getattr(tx, name)
+
     def __repr__(self) -> str:
         return f"BuiltinVariable({getattr(self.fn, '__name__', self.fn)})"
 
@@ -163,7 +171,29 @@ def _user_operator(tx, fn: Callable, args: Sequence[VariableTracker]) -> Variabl
                 return result
     if _python_method(a, name) or _python_method(b, reflected or name):
         raise Unsupported(f"operator {name} returned NotImplemented for both operands")
+    if fn in (operator.eq, operator.ne) and _identity_equality(a, b):
+        return _identity(fn is operator.ne)(tx, a, b)
     return None
+
+
+def _identity_equality(a: VariableTracker, b: VariableTracker) -> bool:
+    """`a == b` is `a is b`: one is an instance of a user class that no class on its MRO gives
+    __eq__/__ne__, and the other is too, or a builtin scalar (whose __eq__ declines a foreign type)."""
+    from .objects import NewObjectVariable, UserObjectVariable  # (objects.py imports this module)
+
+    def default_eq(vt: VariableTracker) -> bool:
+        if isinstance(vt, NewObjectVariable):
+            cls = vt.cls
+        elif isinstance(vt, UserObjectVariable):
+            cls = type(vt.value)
+        else:
+            return False
+        return all(inspect.getattr_static(cls, m, None) is getattr(object, m) for m in ("__eq__", "__ne__"))
+
+    def scalar(vt: VariableTracker) -> bool:
+        return isinstance(vt, ConstantVariable) and type(vt.value) in (type(None), bool, int, float, str)
+
+    return (default_eq(a) or default_eq(b)) and all(default_eq(v) or scalar(v) for v in (a, b))
 
 
 # -- handlers: return a VariableTracker, or None to fall through to the generic rules -----------
@@ -171,7 +201,7 @@ def _user_operator(tx, fn: Callable, args: Sequence[VariableTracker]) -> Variabl
 def _len(tx, obj: VariableTracker) -> VariableTracker | None:
     if isinstance(obj, TensorVariable):
         return obj.call_method(tx, "__len__", [], {})
-    if isinstance(obj, (BaseListVariable, DictVariable, SetVariable)):
+    if isinstance(obj, (BaseListVariable, DictVariable, SetVariable, DictViewVariable)):
         return ConstantVariable(len(obj.items))
     return None
 
@@ -340,6 +370,9 @@ def _identity(negate: bool) -> Callable:
                 break
             if not isinstance(known, other_type):
                 return ConstantVariable(negate)
+        from .objects import NewObjectVariable  # (objects.py imports this module)
+        if isinstance(a, NewObjectVariable) or isinstance(b, NewObjectVariable):
+            return ConstantVariable(negate)  # an instance made while tracing has one tracker: a is not b
         raise Unsupported(f"identity of {a} and {b}")
     return handler
 
@@ -359,6 +392,8 @@ def _contains(tx, container: VariableTracker, item: VariableTracker) -> Variable
         return ConstantVariable(item.as_python_constant() in container.items)
     if isinstance(container, SetVariable):
         return ConstantVariable(item.as_python_constant() in container.values)
+    if isinstance(container, DictViewVariable) and container.kind == "keys":
+        return ConstantVariable(item.as_python_constant() in container.dict_var.items)
     if isinstance(container, BaseListVariable) and item.is_python_constant():
         return container.call_method(tx, "__contains__", [item], {})
     known, members = item.real_object(), container.real_object()
@@ -423,8 +458,10 @@ def _itertools(fn: Callable) -> Callable:
     """itertools over iterables of known length: itertools itself arranges the symbolic items
     (it never looks at their values), and the result is the list of what it yields."""
     def handler(tx, *args: VariableTracker, **kwargs: VariableTracker) -> VariableTracker:
-        if fn is itertools.islice:  # islice(iterable, [start,] stop [, step])
+        if fn in _ITERTOOLS_ONE_ITERABLE:  # islice(iterable, [start,] stop [, step]), combinations(iterable, r)...
             iterables = [args[0].unpack(tx), *(a.as_python_constant() for a in args[1:])]
+        elif fn == itertools.chain.from_iterable:
+            iterables = [[item.unpack(tx) for item in args[0].unpack(tx)]]
         else:
             iterables = [a.unpack(tx) for a in args]
         options = {k: v if k == "fillvalue" else v.as_python_constant() for k, v in kwargs.items()}
@@ -565,7 +602,10 @@ def _repeat(tx, obj: VariableTracker, times: VariableTracker | None = None) -> V
     return ListIteratorVariable([obj] * times.as_python_constant(), itertools.repeat)
 
 
-_ITERTOOLS = (itertools.chain, itertools.product, itertools.islice, itertools.zip_longest)
+_ITERTOOLS_ONE_ITERABLE = (itertools.islice, itertools.combinations, itertools.combinations_with_replacement,
+                           itertools.permutations, itertools.pairwise)
+_ITERTOOLS = (itertools.chain, itertools.chain.from_iterable, itertools.product, itertools.zip_longest,
+              *_ITERTOOLS_ONE_ITERABLE)
 
 _HANDLERS: dict[Callable, Callable] = {
     len: _len, isinstance: _isinstance, getattr: _getattr, hasattr: _hasattr, setattr: _setattr, type: _type,

@@ -219,12 +219,8 @@ class DictVariable(VariableTracker):
             return self.getitem(tx, args[0])
         if name == "get" and 1 <= len(args) <= 2:
             return self.items.get(_index(args[0]), args[1] if len(args) == 2 else ConstantVariable(None))
-        if name == "keys" and not args:
-            return ListVariable([ConstantVariable(k) for k in self.items])
-        if name == "values" and not args:
-            return ListVariable(list(self.items.values()))
-        if name == "items" and not args:
-            return ListVariable([TupleVariable([ConstantVariable(k), v]) for k, v in self.items.items()])
+        if name in ("keys", "values", "items") and not args:
+            return DictViewVariable(self, name)
         if name == "__contains__" and len(args) == 1:
             return ConstantVariable(_index(args[0]) in self.items)
         if name in ("__setitem__", "update", "pop", "setdefault", "clear"):
@@ -241,9 +237,10 @@ class DictVariable(VariableTracker):
             if name == "setdefault" and 1 <= len(args) <= 2:
                 return self.items.setdefault(_index(args[0]), args[1] if len(args) == 2 else ConstantVariable(None))
             if name == "update" and len(args) <= 1:
-                new = dict(zip(args[0].call_method(tx, "keys", [], {}).as_python_constant(),
-                               args[0].call_method(tx, "values", [], {}).unpack(tx))) if args else {}
-                self.items.update(new)
+                if args:
+                    other = args[0]
+                    keys = [k.as_python_constant() for k in other.call_method(tx, "keys", [], {}).unpack(tx)]
+                    self.items.update(zip(keys, other.call_method(tx, "values", [], {}).unpack(tx)))
                 self.items.update(kwargs)
                 return ConstantVariable(None)
             if name == "clear" and not args:
@@ -273,6 +270,60 @@ class DictVariable(VariableTracker):
 
     def __repr__(self) -> str:
         return f"DictVariable({self.items!r})"
+
+
+class DictViewVariable(VariableTracker):
+    """`d.keys()`, `d.values()`, `d.items()`: live views, as Python's are. They read the dict's
+    tracker on every use, so a key added after the view was made is in it."""
+
+    _TYPES = {"keys": type({}.keys()), "values": type({}.values()), "items": type({}.items())}
+
+    def __init__(self, dict_var: DictVariable, kind: str):
+        super().__init__()
+        self.dict_var, self.kind = dict_var, kind
+
+    @property
+    def items(self) -> list[VariableTracker]:
+        entries = self.dict_var.items
+        if self.kind == "keys":
+            return [ConstantVariable(k) for k in entries]
+        if self.kind == "values":
+            return list(entries.values())
+        return [TupleVariable([ConstantVariable(k), v]) for k, v in entries.items()]
+
+    def python_type(self) -> type:
+        return self._TYPES[self.kind]
+
+    def as_python_constant(self) -> Any:
+        # A view of a snapshot: compares (keys views as sets) and combines as the real view would.
+        return getattr(self.dict_var.as_python_constant(), self.kind)()
+
+    def truth(self) -> bool:
+        return bool(self.dict_var.items)
+
+    def unpack(self, tx) -> list[VariableTracker]:
+        return self.items
+
+    def var_getattr(self, tx, name: str) -> VariableTracker:
+        if callable(getattr(self.python_type(), name, None)):
+            return BoundMethodVariable(self, name)
+        raise Unsupported(f"attribute {name!r} of a dict view")
+
+    def call_method(self, tx, name, args, kwargs) -> VariableTracker:
+        if name == "__contains__" and len(args) == 1 and self.kind == "keys":
+            return ConstantVariable(_index(args[0]) in self.dict_var.items)
+        if name == "__len__" and not args:
+            return ConstantVariable(len(self.dict_var.items))
+        pargs, pkwargs = constant_args(args, kwargs, f"dict_{self.kind}.{name}()")
+        return ConstantVariable(getattr(self.as_python_constant(), name)(*pargs, **pkwargs))
+
+    def reconstruct(self, cg) -> None:
+        self.dict_var.reconstruct(cg)
+        cg.emit("LOAD_METHOD", self.kind)
+        cg.call(0)
+
+    def __repr__(self) -> str:
+        return f"DictViewVariable({self.dict_var!r}.{self.kind}())"
 
 
 class SetVariable(VariableTracker):
