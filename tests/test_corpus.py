@@ -11,6 +11,7 @@ functions. The harness tests at the bottom run whatever state pyframe is in.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import pytest
@@ -129,6 +130,12 @@ def test_dynamo_reference_on_the_seed_examples() -> None:
     assert_same_result(toy.result, eager.result)
 
 
+@dataclasses.dataclass
+class _Out:
+    logits: torch.Tensor
+    n: int
+
+
 @pytest.mark.parametrize(
     "actual, expected",
     [
@@ -139,11 +146,19 @@ def test_dynamo_reference_on_the_seed_examples() -> None:
         (torch.float32, torch.float64),
         (torch.ones(2, dtype=torch.float64), torch.ones(2)),
         ([torch.ones(2)], [torch.ones(2), torch.ones(2)]),
+        ({"a": torch.ones(1)}.values(), {"a": torch.zeros(1)}.values()),
+        (_Out(torch.ones(2), 1), _Out(torch.ones(2), 2)),
+        (_Out(torch.ones(2), 1), _Out(torch.zeros(2), 1)),
     ],
 )
 def test_assert_same_result_catches_differences(actual, expected) -> None:
     with pytest.raises(AssertionError):
         assert_same_result(actual, expected)
+
+
+def test_assert_same_result_compares_dict_views_and_dataclasses_item_by_item() -> None:
+    assert_same_result({"a": torch.ones(2)}.items(), {"a": torch.ones(2)}.items())
+    assert_same_result(_Out(torch.ones(2), 1), _Out(torch.ones(2), 1))
 
 
 def test_graphs_mismatch_reports_count_and_ops() -> None:

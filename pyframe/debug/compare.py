@@ -342,7 +342,7 @@ def compare_case(case: Case, engines: Iterable[str] = ENGINES, *, timing: bool =
 
 def assert_same_result(actual: Any, expected: Any, path: str = "result") -> None:
     """Assert two results are equal: tensors and numbers with ``torch.testing.assert_close``,
-    containers (tuple, list, dict and its views, named tuples, torch.Size) item by item with the same type, anything
+    containers (tuple, list, dict and its views, named tuples, torch.Size, dataclasses) item by item with the same type, anything
     else (dtypes, strings, None) with ``==``. ``path`` names the item in the failure message."""
     if isinstance(expected, torch.Tensor):
         if not isinstance(actual, torch.Tensor):
@@ -364,6 +364,9 @@ def assert_same_result(actual: Any, expected: Any, path: str = "result") -> None
             raise AssertionError(f"{path}: length {len(actual)} != expected {len(expected)}")
         for i, (a, e) in enumerate(zip(actual, expected)):
             assert_same_result(a, e, f"{path}[{i}]")
+    elif dataclasses.is_dataclass(expected):  # field by field (their __eq__ would compare tensors)
+        for field in dataclasses.fields(expected):
+            assert_same_result(getattr(actual, field.name), getattr(expected, field.name), f"{path}.{field.name}")
     elif isinstance(expected, (bool, int, float, complex)):
         torch.testing.assert_close(actual, expected, msg=lambda m: f"{path}: {m}")
     elif actual != expected:
