@@ -19,6 +19,7 @@ STRAIGHT_LINE = [
     "tests.cases.constants",
     "tests.cases.modules",
     "tests.cases.models",
+    "tests.cases.model_zoo",
     "tests.cases.inlining",
     "tests.cases.containers",
     "tests.cases.control_flow",
