@@ -87,3 +87,15 @@ def min_max_with_key_and_default(x):
     best = max(layers, key=lambda pair: pair[0])
     worst = min(layers, key=lambda pair: pair[0])
     return x * best[0] + len(best[1] + worst[1]) + min([], default=4) + max(2, 5, key=lambda v: -v)
+
+
+class _CallableInstance:
+    def __call__(self, x):
+        return x
+
+
+@case(inputs=lambda: torch.randn(4))
+def callable_of_every_kind(x):
+    """callable() asks the value's type, not its metaclass: a list is not callable, the list type is."""
+    kinds = [lambda v: v, torch.abs, sum, _CallableInstance(), _CallableInstance, [1], (1,), "s", 3, x, list]
+    return [x + i for i, kind in enumerate(kinds) if callable(kind)]

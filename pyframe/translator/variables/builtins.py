@@ -206,6 +206,12 @@ def _len(tx, obj: VariableTracker) -> VariableTracker | None:
     return None
 
 
+def _callable(tx, obj: VariableTracker) -> VariableTracker:
+    """callable(x): whether type(x) (not its metaclass: `list` has a __call__, lists do not)
+    defines __call__, as CPython's tp_call slot says."""
+    return ConstantVariable(any("__call__" in vars(k) for k in obj.python_type().__mro__))
+
+
 def _isinstance(tx, obj: VariableTracker, classinfo: VariableTracker) -> VariableTracker:
     cls = classinfo.as_python_constant()
     kinds = cls if isinstance(cls, tuple) else (cls,)
@@ -608,7 +614,7 @@ _ITERTOOLS = (itertools.chain, itertools.chain.from_iterable, itertools.product,
               *_ITERTOOLS_ONE_ITERABLE)
 
 _HANDLERS: dict[Callable, Callable] = {
-    len: _len, isinstance: _isinstance, getattr: _getattr, hasattr: _hasattr, setattr: _setattr, type: _type,
+    len: _len, callable: _callable, isinstance: _isinstance, getattr: _getattr, hasattr: _hasattr, setattr: _setattr, type: _type,
     list: _sequence(list), tuple: _sequence(tuple), enumerate: _enumerate, zip: _zip, reversed: _reversed,
     map: _map, filter: _filter, iter: _iter, next: _next,
     operator.is_: _identity(False), operator.is_not: _identity(True), operator.contains: _contains,
