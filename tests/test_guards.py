@@ -268,3 +268,41 @@ def test_graph_inputs_come_from_the_guards_exports():
             p.mul_(0.5)
     torch.testing.assert_close(opt(x), model(x))
     assert [e.hits for e in _C.get_cache_entries(type(model).forward.__code__)] == [1]
+
+
+ALLOWED = {"relu", "tanh"}
+
+
+def activation_if_allowed(x, name):
+    if name in ALLOWED:
+        return getattr(torch, name)(x)
+    return x * 0
+
+
+def test_a_global_set_is_guarded_by_its_contents(monkeypatch):
+    counter = Counter()
+    opt = pyframe.optimize(counter)(activation_if_allowed)
+    x = torch.randn(4)
+    torch.testing.assert_close(opt(x, "relu"), torch.relu(x))
+    opt(x, "relu")
+    assert counter.compiles == 1
+    ALLOWED.discard("relu")
+    try:
+        torch.testing.assert_close(opt(x, "relu"), x * 0)
+        assert counter.compiles == 2
+    finally:
+        ALLOWED.add("relu")
+
+
+def add_to_global_set(x):
+    ALLOWED.add("sigmoid")
+    return x + len(ALLOWED)
+
+
+def test_mutating_a_global_set_is_left_to_python():
+    try:
+        out = pyframe.optimize("eager")(add_to_global_set)(torch.zeros(2))
+        assert "sigmoid" in ALLOWED
+        torch.testing.assert_close(out, torch.full((2,), 3.0))
+    finally:
+        ALLOWED.discard("sigmoid")

@@ -134,3 +134,16 @@ def dict_argument(params):
 def list_argument_reversed_sorted(xs):
     order = sorted(range(len(xs)), reverse=True)
     return sum(xs[i] * i for i in order) + list(reversed(xs))[0]
+
+
+@case(inputs=lambda: (torch.randn(6), torch.randn(6)))
+def dict_update_from_pairs_copy_and_fromkeys(x, y):
+    d = {"a": x, "b": y}
+    d.update([("b", y + 1), ["c", x * 2]])
+    d.update(zip("ab", [x + 3, y - 2]))
+    snapshot = d.copy()
+    d["a"] = x * 10  # the copy keeps the old value
+    empty = dict.fromkeys(["p", "q"])
+    ordered = collections.OrderedDict.fromkeys(("p", "q"), y)
+    counts = collections.defaultdict.fromkeys("pq", 0)
+    return d["a"] + snapshot["a"] + d["c"] + ordered["q"], empty["p"] is None, counts["q"], type(ordered) is dict

@@ -89,8 +89,11 @@ def wrap(tx: "InstructionTranslator", value: Any, source: Source | None, guard: 
         items = {k: wrap(tx, v, ItemSource(source, k) if source is not None else None, guard)
                  for k, v in value.items()}
         return _mutable(tx, source, value, DictVariable(items, source, type(value), factory))
-    if type(value) is set and source is None and is_constant_value(frozenset(value)):
-        return SetVariable(set(value))  # computed while tracing: `{1, 2} | {3}`
+    if type(value) is set and is_constant_value(frozenset(value)):
+        if source is None:
+            return SetVariable(set(value))  # computed while tracing: `{1, 2} | {3}`
+        add(GuardKind.EQUALS_MATCH, set(value))  # read from the frame: its contents, guarded
+        return SetVariable(set(value), source)
     if isinstance(value, (slice, range, frozenset)) and is_constant_value(value):
         add(GuardKind.EQUALS_MATCH, value)
         return ConstantVariable(value, source)
@@ -110,7 +113,9 @@ def wrap(tx: "InstructionTranslator", value: Any, source: Source | None, guard: 
         add(GuardKind.ID_MATCH, value)
         return TorchFunctionVariable(value, source)
     if _is_builtin(value):
-        add(GuardKind.ID_MATCH, value)
+        # `OrderedDict.fromkeys` is a new bound method at each read: equal, never the same object
+        bound_to_class = isinstance(value, types.BuiltinMethodType) and isinstance(value.__self__, type)
+        add(GuardKind.EQUALS_MATCH if bound_to_class else GuardKind.ID_MATCH, value)
         return BuiltinVariable(value, source)
     if isinstance(value, types.FunctionType):
         if value.__closure__ is None:

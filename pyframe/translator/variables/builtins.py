@@ -456,6 +456,18 @@ def _dict(tx, *args: VariableTracker, **kwargs: VariableTracker) -> VariableTrac
     return build_dict(tx, dict, args, kwargs)
 
 
+def _fromkeys(dict_type: type) -> Callable:
+    """dict.fromkeys(keys, value=None) (and OrderedDict's, defaultdict's): one value, every key."""
+    def handler(tx, keys: VariableTracker, value: VariableTracker | None = None) -> VariableTracker:
+        value = value if value is not None else ConstantVariable(None)
+        factory = ConstantVariable(None) if dict_type is collections.defaultdict else None
+        return DictVariable({_constant_key(k): value for k in iterate(tx, keys)}, None, dict_type, factory)
+    return handler
+
+
+_DICT_TYPES = (dict, collections.OrderedDict, collections.defaultdict)
+
+
 def _set(tx, obj: VariableTracker | None = None) -> VariableTracker:
     return SetVariable.of(obj.unpack(tx) if obj is not None else [])
 
@@ -621,10 +633,11 @@ _HANDLERS: dict[Callable, Callable] = {
     operator.getitem: _getitem, operator.not_: _not, super: _super, sum: _sum, functools.reduce: _reduce,
     set: _set, dict: _dict, id: _id, itertools.repeat: _repeat, **{fn: _itertools(fn) for fn in _ITERTOOLS},
     operator.itemgetter: _getter(operator.itemgetter), operator.attrgetter: _getter(operator.attrgetter),
-    functools.partial: _partial,
+    functools.partial: _partial, **{t.fromkeys: _fromkeys(t) for t in _DICT_TYPES},
     min: _minmax(min), max: _minmax(max), any: _any_all(any), all: _any_all(all), bool: lambda tx, obj: ConstantVariable(obj.truth()),
     **{fn: _binary(fn) for fn in (operator.add, operator.iadd, operator.mul, operator.imul)},
 }
 
-BUILTIN_FUNCTIONS = {v for v in vars(builtins).values() if callable(v)} | {functools.reduce, functools.partial,
+BUILTIN_FUNCTIONS = {v for v in vars(builtins).values() if callable(v)} | {t.fromkeys for t in _DICT_TYPES} | {
+    functools.reduce, functools.partial,
                                                                              *_ITERTOOLS, itertools.repeat}

@@ -223,6 +223,8 @@ class DictVariable(VariableTracker):
             return DictViewVariable(self, name)
         if name == "__contains__" and len(args) == 1:
             return ConstantVariable(_index(args[0]) in self.items)
+        if name == "copy" and not args:  # shallow: the same values under the same keys
+            return DictVariable(self.items, None, self.dict_type, self.default_factory)
         if name in ("__setitem__", "update", "pop", "setdefault", "clear"):
             tx.side_effects.mutate(self)
             if name == "__setitem__" and len(args) == 2:
@@ -237,10 +239,12 @@ class DictVariable(VariableTracker):
             if name == "setdefault" and 1 <= len(args) <= 2:
                 return self.items.setdefault(_index(args[0]), args[1] if len(args) == 2 else ConstantVariable(None))
             if name == "update" and len(args) <= 1:
-                if args:
-                    other = args[0]
-                    keys = [k.as_python_constant() for k in other.call_method(tx, "keys", [], {}).unpack(tx)]
-                    self.items.update(zip(keys, other.call_method(tx, "values", [], {}).unpack(tx)))
+                if args and isinstance(args[0], DictVariable):
+                    self.items.update(args[0].items)
+                elif args:  # an iterable of (key, value) pairs
+                    for pair in args[0].unpack(tx):
+                        key, value = pair.unpack(tx)
+                        self.items[_index(key)] = value
                 self.items.update(kwargs)
                 return ConstantVariable(None)
             if name == "clear" and not args:
@@ -330,9 +334,9 @@ class SetVariable(VariableTracker):
     """A set of constants (ints, strings, ...) built in the frame: a real set, so iteration has
     Python's own order."""
 
-    def __init__(self, values: set):
-        super().__init__()
-        self.values = values
+    def __init__(self, values: set, source: Source | None = None):
+        super().__init__(source)
+        self.values = values  # a copy, when read from the frame (with `source`): never mutated
 
     @classmethod
     def of(cls, items: list[VariableTracker]) -> "SetVariable":
@@ -364,6 +368,8 @@ class SetVariable(VariableTracker):
     def call_method(self, tx, name, args, kwargs) -> VariableTracker:
         if name in ("add", "discard", "remove", "update", "clear", "difference_update",
                     "intersection_update"):
+            if self.source is not None:
+                raise Unsupported(f"set.{name}() on a set that outlives the frame")
             others = [SetVariable.of(a.unpack(tx)).values if name.endswith("update") else a.as_python_constant()
                       for a in args]
             getattr(self.values, name)(*others)
@@ -373,6 +379,10 @@ class SetVariable(VariableTracker):
         return SetVariable(result) if isinstance(result, set) else ConstantVariable(result)
 
     def reconstruct(self, cg) -> None:
+        if self.source is not None:
+            cg.load_source(self.source)
+            return
+
         def build() -> None:
             for value in self.values:
                 cg.load_const(value)
