@@ -38,6 +38,7 @@ class Unsupported(PyframeError):
         self.reason = reason
         self.location = location
         self.break_index: int | None = None  # set by the root translator: where a break can go
+        self.deferred_method_at: int | None = None  # a root LOAD_METHOD whose lookup the call should do
         super().__init__(self._message())
 
     def _message(self) -> str:

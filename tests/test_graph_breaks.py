@@ -191,3 +191,36 @@ def test_a_numpy_array_in_the_frame_is_an_opaque_value_not_an_internal_error(cap
     assert not [r for r in caplog.records if "internal error" in r.getMessage()]
     record = pyframe.convert_frame.records_for(numpy_in_locals.__code__)[-1]
     assert record.status == "compiled" and record.error is not None  # a graph break, not a skip
+
+
+class _GetattrModule(torch.nn.Module):
+    """A module with its own __getattr__ (as wrappers write them): pyframe does not trace it."""
+
+    def __init__(self):
+        super().__init__()
+        self.inner = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.inner(x)
+
+    def __getattr__(self, name):
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            return lambda t: t * 2
+
+
+def call_through_getattr(m, x):
+    y = x.sin()
+    z = m.doubled(y)  # LOAD_METHOD pyframe cannot look up: the CALL that follows is the break
+    return z.cos() + 1
+
+
+def test_a_method_lookup_that_cannot_be_traced_breaks_at_its_call():
+    rec = Recorder()
+    m, x = _GetattrModule(), torch.randn(2, 4)
+    torch.testing.assert_close(pyframe.optimize(rec)(call_through_getattr)(m, x), call_through_getattr(m, x))
+    assert rec.op_sequences() == [("sin",), ("mul",), ("cos", "add")]
+    record = pyframe.convert_frame.records_for(call_through_getattr.__code__)[0]
+    assert record.status == "compiled"
+    assert "defines its own __getattr__" in str(record.error)

@@ -49,7 +49,7 @@ class InstructionTranslator(LoadStoreOps, CallOps, StackOps, JumpOps, ExceptionO
     def __init__(self, code: types.CodeType, f_globals: dict, f_builtins: dict, closure: tuple | None,
                  output: OutputGraph, *, frame_values: dict[str, Any] | None = None,
                  parent: "InstructionTranslator | None" = None, fn_source: Source | None = None,
-                 break_at: int | None = None):
+                 break_at: int | None = None, deferred_methods: dict[int, str] | None = None):
         self.code = code
         self.f_globals = f_globals
         self.f_builtins = f_builtins
@@ -70,6 +70,7 @@ class InstructionTranslator(LoadStoreOps, CallOps, StackOps, JumpOps, ExceptionO
         self.return_value: VariableTracker | None = None
         self.steps = 0
         self.break_at = break_at  # root frame: stop before this instruction (a graph break)
+        self.deferred_methods = deferred_methods or {}  # root frame: LOAD_METHOD index -> why
         self.is_generator = False  # an inlined generator function (see run_call)
         self.suspended = False     # stopped at a yield, whose value is `yielded_value`
         self.yielded_value: VariableTracker | None = None

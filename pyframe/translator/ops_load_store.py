@@ -7,6 +7,7 @@ from bytecode import FreeVar, Instr
 
 from ..exc import Unsupported
 from .variables import NullVariable, TensorVariable
+from .variables.base import DeferredMethodVariable
 from .variables.functions import CellReference
 from .variables.torch import PythonModuleVariable
 
@@ -63,7 +64,17 @@ class LoadStoreOps:
     def LOAD_METHOD(self, inst: Instr) -> None:
         obj = self.pop()
         self.push(NullVariable())
-        self.push(obj.var_getattr(self, inst.arg))
+        index = self.ip - 1
+        deferred = self.deferred_methods.get(index) if self.parent is None else None
+        if deferred is not None:  # this trace leaves the lookup to the call
+            self.push(DeferredMethodVariable(obj, inst.arg, deferred))
+            return
+        try:
+            self.push(obj.var_getattr(self, inst.arg))
+        except Unsupported as e:
+            if self.parent is None:
+                e.deferred_method_at = index  # trace again, deferring it (see translate_frame)
+            raise
 
     def STORE_ATTR(self, inst: Instr) -> None:
         obj, value = self.pop(), self.pop()

@@ -343,9 +343,11 @@ def translate_frame(code: types.CodeType, f_locals: dict[str, Any], f_globals: d
     """
     break_at: int | None = None
     reason: Unsupported | None = None
+    deferred_methods: dict[int, str] = {}  # LOAD_METHODs whose lookup failed: left to their call
     while True:
         tx = InstructionTranslator(code, f_globals, f_builtins, closure, make_output(),
-                                   frame_values=dict(f_locals), break_at=break_at)
+                                   frame_values=dict(f_locals), break_at=break_at,
+                                   deferred_methods=deferred_methods)
         try:
             value = tx.run()
             if value is None:
@@ -354,4 +356,7 @@ def translate_frame(code: types.CodeType, f_locals: dict[str, Any], f_globals: d
         except Unsupported as e:
             if fullgraph or break_at is not None or e.break_index is None:
                 raise
+            if e.deferred_method_at is not None and e.deferred_method_at not in deferred_methods:
+                deferred_methods[e.deferred_method_at] = e.reason  # the call will break instead
+                continue
             break_at, reason = e.break_index, e

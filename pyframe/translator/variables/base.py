@@ -89,6 +89,26 @@ class NullVariable(VariableTracker):
         return "NULL"
 
 
+class DeferredMethodVariable(VariableTracker):
+    """`obj.name` for a LOAD_METHOD whose lookup cannot be traced: left to the CALL that follows,
+    where a graph break can go (a break cannot be placed at LOAD_METHOD itself). Any use fails
+    with the lookup's own reason; at the break, the transformed code reads the attribute."""
+
+    def __init__(self, obj: VariableTracker, name: str, reason: str):
+        super().__init__()
+        self.obj, self.name, self.reason = obj, name, reason
+
+    def call(self, tx, args, kwargs) -> VariableTracker:
+        raise Unsupported(self.reason)
+
+    def reconstruct(self, cg: Any) -> None:
+        self.obj.reconstruct(cg)
+        cg.emit("LOAD_ATTR", self.name)
+
+    def __repr__(self) -> str:
+        return f"DeferredMethodVariable({self.obj!r}.{self.name})"
+
+
 class BoundMethodVariable(VariableTracker):
     """`obj.name` where the attribute is a method: calling it asks `obj.call_method`.
 

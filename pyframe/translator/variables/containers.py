@@ -7,6 +7,7 @@ the transformed code to replay (side_effects.py).
 """
 from __future__ import annotations
 
+import collections
 import types
 from typing import Any, Iterator
 
@@ -210,9 +211,9 @@ class DictVariable(VariableTracker):
         return self.items[k]
 
     def var_getattr(self, tx, name: str) -> VariableTracker:
-        if callable(getattr(dict, name, None)):
+        if callable(getattr(self.dict_type, name, None)):
             return BoundMethodVariable(self, name)
-        raise Unsupported(f"attribute {name!r} of a dict")
+        raise Unsupported(f"attribute {name!r} of a {self.dict_type.__name__}")
 
     def call_method(self, tx, name, args, kwargs) -> VariableTracker:
         if name == "__getitem__" and len(args) == 1:
@@ -225,7 +226,7 @@ class DictVariable(VariableTracker):
             return ConstantVariable(_index(args[0]) in self.items)
         if name == "copy" and not args:  # shallow: the same values under the same keys
             return DictVariable(self.items, None, self.dict_type, self.default_factory)
-        if name in ("__setitem__", "update", "pop", "setdefault", "clear"):
+        if name in ("__setitem__", "update", "pop", "setdefault", "clear", "popitem", "move_to_end"):
             tx.side_effects.mutate(self)
             if name == "__setitem__" and len(args) == 2:
                 self.items[_index(args[0])] = args[1]
@@ -249,6 +250,20 @@ class DictVariable(VariableTracker):
                 return ConstantVariable(None)
             if name == "clear" and not args:
                 self.items.clear()
+                return ConstantVariable(None)
+            if name == "popitem" and self.items and (not args or self.dict_type is collections.OrderedDict):
+                last = args[0].as_python_constant() if args else True  # OrderedDict.popitem(last=False)
+                key = next(reversed(self.items)) if last else next(iter(self.items))
+                return TupleVariable([ConstantVariable(key), self.items.pop(key)])
+            if name == "move_to_end" and self.dict_type is collections.OrderedDict and 1 <= len(args) <= 2:
+                key = _index(args[0])
+                if key not in self.items:
+                    raise_symbolic(KeyError, key)
+                value = self.items.pop(key)
+                if len(args) == 1 or args[1].as_python_constant():
+                    self.items[key] = value
+                else:
+                    self.items = {key: value, **self.items}
                 return ConstantVariable(None)
         raise Unsupported(f"dict.{name}() with these arguments")
 
