@@ -141,3 +141,28 @@ class ForwardHooksInlined(nn.Module):
 
     def forward(self, x):
         return self.lin(x).relu()
+
+
+@case(
+    inputs=lambda: torch.randn(2, 4),
+    difference=(
+        "torch._dynamo puts a torch._C._log_api_usage_once call in the graph for each container the "
+        "slices construct (nn.Module.__init__ logs its API use); pyframe records only the tensor ops, "
+        "which are the same"
+    ),
+)
+class SequentialAndModuleListSlices(nn.Module):
+    """`self.layers[1:3]` iterated and `self.head[:2](x)` called: slices are new containers of the
+    same type in Python (a slice of an nn.Sequential is callable)."""
+
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.ModuleList([nn.Linear(4, 4) for _ in range(4)])
+        self.head = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 4))
+
+    def forward(self, x):
+        for layer in self.layers[1:3]:
+            x = layer(x)
+        x = self.layers[-1](x)
+        assert isinstance(self.head[:2], nn.Sequential) and len(self.layers[::2]) == 2
+        return self.head[:2](x) + self.head[-1](x)

@@ -18,7 +18,7 @@ from ...guards import GuardKind
 from ...source import AttrSource, ItemSource, Source
 from .base import BoundMethodVariable, VariableTracker
 from .constant import ConstantVariable
-from .containers import ListIteratorVariable, ListVariable, TupleVariable
+from .containers import BaseListVariable, ListIteratorVariable, ListVariable, TupleVariable
 
 _TREE_PARAMETERS = {
     "children": (), "named_children": (), "modules": (), "named_modules": ("memo", "prefix", "remove_duplicate"),
@@ -156,7 +156,7 @@ class NNModuleVariable(VariableTracker):
             self._guard_len(tx)
             keys = list(self.module._modules)
             if isinstance(index, slice):  # `self.layers[::-1]`: the modules it selects, in order
-                return ListVariable([self.var_getattr(tx, key) for key in keys[index]])
+                return ModuleSliceVariable(self, index, [self.var_getattr(tx, key) for key in keys[index]])
             return self.var_getattr(tx, keys[index])
         raise Unsupported(f"{type(self.module).__name__}[{index!r}]")
 
@@ -216,3 +216,47 @@ class NNModuleVariable(VariableTracker):
 
     def __repr__(self) -> str:
         return f"NNModuleVariable({type(self.module).__name__})"
+
+
+class ModuleSliceVariable(BaseListVariable):
+    """`self.layers[1:3]` of an nn.Sequential or nn.ModuleList: in Python a new container of the same
+    type. Traced as the modules it selects (iteration, len, indexing; calling a Sequential's slice
+    runs them in turn, as Sequential.forward does); in the transformed code it is the real slice,
+    taken again from the container."""
+
+    def __init__(self, container: NNModuleVariable, index: slice, items: list[VariableTracker]):
+        super().__init__(items)
+        self.container, self.index = container, index
+
+    def python_type(self) -> type:
+        return type(self.container.module)
+
+    def as_python_constant(self) -> Any:
+        raise Unsupported(f"{self} is not a Python constant")
+
+    def getitem(self, tx, key: VariableTracker) -> VariableTracker:
+        index = key.as_python_constant()
+        if not isinstance(index, int):
+            raise Unsupported(f"a slice of a slice of {type(self.container.module).__name__}")
+        return self.items[index]
+
+    def call(self, tx, args, kwargs) -> VariableTracker:
+        if not issubclass(self.python_type(), torch.nn.Sequential) or len(args) != 1 or kwargs:
+            raise Unsupported(f"call of a slice of {self.python_type().__name__}")
+        value = args[0]
+        for module in self.items:
+            value = module.call(tx, [value], {})
+        return value
+
+    def call_method(self, tx, name, args, kwargs) -> VariableTracker:
+        if name == "forward":
+            return self.call(tx, args, kwargs)
+        return super().call_method(tx, name, args, kwargs)
+
+    def reconstruct(self, cg) -> None:
+        self.container.reconstruct(cg)
+        cg.load_const(self.index)
+        cg.emit("BINARY_SUBSCR")
+
+    def __repr__(self) -> str:
+        return f"ModuleSliceVariable({self.container!r}[{self.index!r}])"
