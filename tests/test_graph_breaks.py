@@ -224,3 +224,36 @@ def test_a_method_lookup_that_cannot_be_traced_breaks_at_its_call():
     record = pyframe.convert_frame.records_for(call_through_getattr.__code__)[0]
     assert record.status == "compiled"
     assert "defines its own __getattr__" in str(record.error)
+
+
+@torch._dynamo.disable
+def _dynamo_disabled(x):
+    return x * 10
+
+
+@torch.compiler.disable
+def _compiler_disabled(x):
+    return x * 20
+
+
+def asks_for_a_break(x):
+    y = x.sin()
+    torch._dynamo.graph_break()
+    return y.cos()
+
+
+def calls_disabled_functions(x):
+    return _compiler_disabled(_dynamo_disabled(x.sin())).cos()
+
+
+@pytest.mark.parametrize("fn", [asks_for_a_break, calls_disabled_functions])
+def test_dynamo_hints_break_the_graph_as_in_dynamo(fn):
+    """torch._dynamo.graph_break() breaks; functions under torch._dynamo.disable or
+    torch.compiler.disable run uncompiled (nothing inside them is compiled), as torch._dynamo does."""
+    ours, theirs = Recorder(), Recorder()
+    x = torch.randn(3)
+    torch.testing.assert_close(pyframe.optimize(ours)(fn)(x), fn(x))
+    torch._dynamo.reset()
+    torch.compile(fn, backend=theirs)(x)
+    assert ours.op_sequences() == theirs.op_sequences() == [("sin",), ("cos",)]
+    assert not pyframe.convert_frame.records_for(_dynamo_disabled.__wrapped__.__code__)

@@ -10,6 +10,7 @@ import collections
 import enum
 import functools
 import types
+import weakref
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -25,7 +26,7 @@ from .containers import DictVariable, ListVariable, NamedTupleVariable, SetVaria
 from .functions import PartialVariable, UserFunctionVariable
 from .misc import GRAD_MODE_CLASSES, GradModeClassVariable, InlinedMethodVariable
 from .nn_module import NNModuleVariable
-from .objects import DisabledFunctionVariable, PythonObjectVariable, UserObjectVariable
+from .objects import DisabledFunctionVariable, GraphBreakFunctionVariable, PythonObjectVariable, UserObjectVariable
 from .tensor import TensorVariable
 from .torch import PythonModuleVariable, TorchFunctionVariable, is_torch_op
 
@@ -97,6 +98,12 @@ def wrap(tx: "InstructionTranslator", value: Any, source: Source | None, guard: 
     if isinstance(value, (slice, range, frozenset)) and is_constant_value(value):
         add(GuardKind.EQUALS_MATCH, value)
         return ConstantVariable(value, source)
+    if isinstance(value, types.FunctionType) and _is_dynamo_hint(value):
+        add(GuardKind.ID_MATCH, value)
+        if value.__name__ == "graph_break":
+            return GraphBreakFunctionVariable(value, source)
+        # torch._dynamo.disable / torch.compiler.disable: honoured as pyframe.disable is
+        return DisabledFunctionVariable(_disabled_twin(value), None)
     if isinstance(value, _C.CallbackScope):  # a function wrapped by pyframe.optimize/disable/run
         add(GuardKind.ID_MATCH, value)
         if value.callback is None:
@@ -160,6 +167,26 @@ def _mutable(tx: "InstructionTranslator", source: Source | None, value: Any,
              tracker: VariableTracker) -> VariableTracker:
     """A tracker of a list, dict or object that the trace may mutate: one per source."""
     return tx.side_effects.track(source, value, tracker) if source is not None else tracker
+
+
+_DISABLED_TWINS: "weakref.WeakKeyDictionary[types.FunctionType, Any]" = weakref.WeakKeyDictionary()
+
+
+def _is_dynamo_hint(fn: types.FunctionType) -> bool:
+    """torch._dynamo.graph_break, or a function torch._dynamo.disable / torch.compiler.disable wrapped."""
+    if fn.__name__ == "graph_break" and fn.__module__ == "torch._dynamo.decorators":
+        return True
+    return fn.__dict__.get("_torchdynamo_disable") is True
+
+
+def _disabled_twin(fn: types.FunctionType) -> Any:
+    """pyframe.disable(fn), one per function: the transformed code calls it as a constant."""
+    twin = _DISABLED_TWINS.get(fn)
+    if twin is None:
+        from ...eval_frame import disable  # (eval_frame imports the translator)
+
+        twin = _DISABLED_TWINS[fn] = disable(fn)
+    return twin
 
 
 def _is_builtin(value: Any) -> bool:

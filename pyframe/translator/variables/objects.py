@@ -102,6 +102,15 @@ class DisabledFunctionVariable(PythonObjectVariable):
         raise Unsupported(f"call to a pyframe.disable()-wrapped function ({self.value.fn!r})")
 
 
+class GraphBreakFunctionVariable(PythonObjectVariable):
+    """torch._dynamo.graph_break: a break where the user asks for one, as torch._dynamo makes it."""
+
+    def call(self, tx, args, kwargs) -> VariableTracker:
+        message = args[0] if args else kwargs.get("msg")
+        text = message.as_python_constant() if message is not None and message.is_python_constant() else ""
+        raise Unsupported(f"torch._dynamo.graph_break() called{': ' + text if text else ''}")
+
+
 class UserObjectVariable(VariableTracker):
     """An instance of a user class, read from the frame (guarded by its type)."""
 
