@@ -257,3 +257,24 @@ def test_dynamo_hints_break_the_graph_as_in_dynamo(fn):
     torch.compile(fn, backend=theirs)(x)
     assert ours.op_sequences() == theirs.op_sequences() == [("sin",), ("cos",)]
     assert not pyframe.convert_frame.records_for(_dynamo_disabled.__wrapped__.__code__)
+
+
+def _scaled_cos(x):
+    return x.cos() * 2
+
+
+torch.compiler.allow_in_graph(_scaled_cos)
+
+
+def calls_a_function_allowed_in_graph(x):
+    return _scaled_cos(x.sin()) + 1
+
+
+def test_a_function_allowed_in_graph_is_one_node_as_in_dynamo():
+    ours, theirs = Recorder(), Recorder()
+    x = torch.randn(3)
+    torch.testing.assert_close(pyframe.optimize(ours)(calls_a_function_allowed_in_graph)(x),
+                               calls_a_function_allowed_in_graph(x))
+    torch._dynamo.reset()
+    torch.compile(calls_a_function_allowed_in_graph, backend=theirs)(x)
+    assert ours.op_sequences() == theirs.op_sequences() == [("sin", "_scaled_cos", "add")]

@@ -6,6 +6,7 @@ report state or metadata (`torch.is_tensor`, `torch.is_floating_point`) fold to 
 """
 from __future__ import annotations
 
+import sys
 import types
 from typing import Any
 
@@ -70,7 +71,14 @@ def is_torch_op(value: Any) -> bool:
         return True
     if isinstance(value, types.MethodDescriptorType):
         return getattr(value, "__objclass__", None) is torch._C.TensorBase
-    return getattr(value, "__module__", None) in _TORCH_OP_MODULES
+    return getattr(value, "__module__", None) in _TORCH_OP_MODULES or _allowed_in_graph(value)
+
+
+def _allowed_in_graph(fn: Any) -> bool:
+    """Registered with torch._dynamo.allow_in_graph / torch.compiler.allow_in_graph: recorded as one
+    node of the graph (run on FakeTensors while tracing), not inlined."""
+    rules = sys.modules.get("torch._dynamo.trace_rules")  # (nothing is registered before it loads)
+    return rules is not None and id(fn) in rules._allowed_callable_ids
 
 
 def is_trusted_module(module: types.ModuleType) -> bool:
