@@ -58,12 +58,13 @@ class PropagationMemo:
         self._entries: dict[tuple, _Output] = {}
         self.hits = self.misses = 0
 
-    def key(self, op: str, target: Any, args: tuple, kwargs: dict, grad_enabled: bool) -> Optional[tuple]:
-        """The memo key of one call, or None when it cannot be memoized."""
+    def key(self, op: str, target: Any, args: tuple, kwargs: dict, modes: tuple) -> Optional[tuple]:
+        """The memo key of one call, or None when it cannot be memoized. `modes`: the trace's own
+        grad mode and autocast regions (the global state is read here)."""
         if torch._C._is_torch_function_mode_enabled() or torch.is_inference_mode_enabled():
             return None  # a user's mode sees (and may change) every call; inference tensors have no versions
         try:
-            return (op, target, _key_of(args), _key_of(kwargs), grad_enabled, torch.get_default_dtype(),
+            return (op, target, _key_of(args), _key_of(kwargs), modes, torch.get_default_dtype(),
                     _autocast_state("cpu"), _autocast_state("cuda"))
         except (_Unkeyable, TypeError):  # TypeError: an unhashable target
             return None

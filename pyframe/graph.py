@@ -8,6 +8,7 @@ with the real example inputs, to the backend. This module knows nothing of bytec
 """
 from __future__ import annotations
 
+import contextlib
 import itertools
 import operator
 from dataclasses import dataclass
@@ -59,6 +60,7 @@ class OutputGraph:
         self.inputs: dict[Source, GraphInput] = {}
         self.guards = GuardSet()
         self.grad_enabled = torch.is_grad_enabled()  # as traced: `with torch.no_grad()` changes it
+        self.autocast_stack: list[tuple] = []  # the traced `with torch.autocast(...)` regions we are in
         self._last_placeholder: torch.fx.Node | None = None
         self.fake_mode = fake_mode()
         self.memo = propagation_memo()
@@ -87,8 +89,8 @@ class OutputGraph:
 
     def create_node(self, op: str, target: Any, args: tuple, kwargs: dict) -> torch.fx.Node:
         """Record a call and propagate FakeTensors through it (`op` is call_function/call_method)."""
-        memo_key = self.memo.key(op, target, args, kwargs, self.grad_enabled) if config.memoize_fake_propagation \
-            else None
+        modes = (self.grad_enabled, *self.autocast_stack)
+        memo_key = self.memo.key(op, target, args, kwargs, modes) if config.memoize_fake_propagation else None
         example = self.memo.lookup(memo_key) if memo_key is not None else None
         if example is None:
             example = self._propagate(op, target, args, kwargs, memo_key)
@@ -107,7 +109,7 @@ class OutputGraph:
             fake_inputs = tensor_inputs(fake_args, fake_kwargs)
             versions = [t._version for t in fake_inputs]
         try:
-            with self.fake_mode, torch.set_grad_enabled(self.grad_enabled):
+            with self.fake_mode, torch.set_grad_enabled(self.grad_enabled), self._autocast_regions():
                 if op == "call_method":
                     example = getattr(fake_args[0], target)(*fake_args[1:], **fake_kwargs)
                 else:
@@ -119,6 +121,14 @@ class OutputGraph:
         if memo_key is not None:
             self.memo.remember(memo_key, fake_inputs, versions, example)
         return example
+
+    def _autocast_regions(self) -> contextlib.AbstractContextManager:
+        if not self.autocast_stack:
+            return contextlib.nullcontext()
+        regions = contextlib.ExitStack()
+        for device, dtype, enabled, cache_enabled in self.autocast_stack:
+            regions.enter_context(torch.autocast(device, dtype, enabled, cache_enabled))
+        return regions
 
     def record_effect(self, target: Any, args: tuple) -> torch.fx.Node:
         """A call made for its effect on global state (`torch._C._set_grad_enabled`): not run now."""
@@ -178,7 +188,7 @@ def drop_unused_bookkeeping(graph: torch.fx.Graph) -> None:
             graph.erase_node(node)
 
 
-_MUTATING_FUNCTIONS = {torch._C._set_grad_enabled, operator.setitem, operator.delitem, operator.iadd, operator.isub, operator.imul,
+_MUTATING_FUNCTIONS = {torch._C._set_grad_enabled, torch.amp._enter_autocast, torch.amp._exit_autocast, operator.setitem, operator.delitem, operator.iadd, operator.isub, operator.imul,
                        operator.itruediv, operator.ifloordiv, operator.imod, operator.ipow, operator.imatmul,
                        operator.iand, operator.ior, operator.ixor, operator.ilshift, operator.irshift}
 

@@ -129,9 +129,9 @@ def test_views_in_place_ops_and_grad_outputs_are_not_remembered():
 
 def test_unkeyable_arguments_are_not_memoized():
     memo = propagation_memo()
-    assert memo.key("call_function", torch.add, (object(),), {}, True) is None
-    assert memo.key("call_function", torch.add, (1, 2.0, (3, None), slice(1, 2)), {"alpha": 2}, True) is not None
-    assert memo.key("call_function", torch.mul, (1,), {}, True) != memo.key("call_function", torch.mul, (1.0,), {}, True)
+    assert memo.key("call_function", torch.add, (object(),), {}, (True,)) is None
+    assert memo.key("call_function", torch.add, (1, 2.0, (3, None), slice(1, 2)), {"alpha": 2}, (True,)) is not None
+    assert memo.key("call_function", torch.mul, (1,), {}, (True,)) != memo.key("call_function", torch.mul, (1.0,), {}, (True,))
 
 
 def _fake_meta(f):
@@ -195,6 +195,6 @@ def test_inference_mode_and_inference_tensors_take_the_real_paths():
 
     with torch.inference_mode():
         x = torch.randn(3)
-        assert memo.key("call_function", torch.sin, (1,), {}, False) is None
+        assert memo.key("call_function", torch.sin, (1,), {}, (False,)) is None
         torch.testing.assert_close(pyframe.optimize("eager")(f)(x), f(x))
     torch.testing.assert_close(pyframe.optimize("eager")(f)(x), f(x))  # an inference tensor, outside

@@ -4,6 +4,7 @@ from __future__ import annotations
 import contextlib
 import operator
 
+import torch
 from bytecode import BinaryOp, Compare, Instr
 
 from ..exc import Unsupported
@@ -11,7 +12,7 @@ from .variables import (
     BuiltinVariable, ConstantVariable, DictVariable, ListVariable, TensorVariable, TupleVariable,
 )
 from .variables.containers import SetVariable
-from .variables.misc import GeneratorContextVariable, GradModeVariable
+from .variables.misc import AutocastVariable, GeneratorContextVariable, GradModeVariable
 from .variables.objects import NewObjectVariable
 from .variables.tensor import call_in_graph
 
@@ -173,7 +174,9 @@ class StackOps:
         """Push the manager's bound __exit__, then what its __enter__ returns. The normal way out
         of the block calls that __exit__ with three Nones; a break inside the block is refused."""
         context = self.pop()
-        if isinstance(context, (GradModeVariable, GeneratorContextVariable)):
+        if isinstance(context.real_object(), torch.autocast):
+            context = AutocastVariable(context.real_object())
+        if isinstance(context, (GradModeVariable, GeneratorContextVariable, AutocastVariable)):
             self.push(context.exit_callable())
             self.push(context.enter(self))
             return

@@ -46,3 +46,16 @@ def embedding_and_pad(idx, table):
 def dropout_not_training(x):
     """Dropout with training=False: deterministic, and the op stays in the graph."""
     return F.dropout(x, p=0.3, training=False) * 2
+
+
+@case(inputs=lambda: (torch.randn(8, 8), torch.randn(8, 8)))
+def autocast_regions(a, b):
+    """`with torch.autocast(...)` in the traced code: recorded as _enter_autocast / _exit_autocast
+    around the ops it covers (which propagate in bfloat16), a nested disabled region, and
+    is_autocast_enabled answered for the region the code is in."""
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        low = a @ b
+        with torch.autocast("cpu", enabled=False):
+            full = a @ b
+        scale = 2.0 if torch.is_autocast_enabled("cpu") else 3.0
+    return low.float() * scale, full, low.dtype == torch.bfloat16, torch.is_autocast_enabled("cpu")

@@ -1,8 +1,10 @@
-"""Grad-mode context managers and super().
+"""Grad-mode and autocast context managers, and super().
 
 `with torch.no_grad():` is recorded as torch._dynamo 2.13 records it: a call
 `torch._C._set_grad_enabled(False)` on entry and one restoring the previous mode on exit, and the
-nodes in between are traced (their FakeTensors propagated) under that mode.
+nodes in between are traced (their FakeTensors propagated) under that mode. `with torch.autocast(...)`
+likewise: `torch.amp._enter_autocast(device, dtype, enabled, cache_enabled)` on entry, whose result
+`torch.amp._exit_autocast` takes on exit, and the nodes in between propagated under autocast.
 """
 from __future__ import annotations
 
@@ -101,6 +103,36 @@ class _GeneratorContextExit(VariableTracker):
         if self.generator.next() is not None:
             raise Unsupported("a @contextmanager generator that yields twice")
         return ConstantVariable(False)
+
+
+class AutocastVariable(VariableTracker):
+    """A torch.autocast (or torch.cpu.amp.autocast) made while tracing, about to be entered."""
+
+    def __init__(self, manager: torch.autocast):
+        super().__init__()
+        self.state = (manager.device, manager.fast_dtype, manager._enabled, manager._cache_enabled)
+
+    def enter(self, tx) -> VariableTracker:
+        self.node = tx.output.record_effect(torch.amp._enter_autocast, self.state)
+        tx.output.autocast_stack.append(self.state)
+        return ConstantVariable(None)
+
+    def exit_callable(self) -> VariableTracker:
+        return AutocastExitVariable(self)
+
+
+class AutocastExitVariable(VariableTracker):
+    def __init__(self, context: AutocastVariable):
+        super().__init__()
+        self.context = context
+
+    def call(self, tx, args, kwargs) -> VariableTracker:
+        stack = tx.output.autocast_stack
+        if not stack or stack[-1] != self.context.state:
+            raise Unsupported("autocast regions exited out of order")
+        tx.output.record_effect(torch.amp._exit_autocast, (self.context.node,))
+        stack.pop()
+        return ConstantVariable(None)
 
 
 class GradModeExitVariable(VariableTracker):

@@ -108,6 +108,11 @@ class TorchFunctionVariable(VariableTracker):
             return ConstantVariable(_TRACING_QUERIES[self.fn])
         if self.fn is torch.is_grad_enabled:  # the mode as traced (`with torch.no_grad()` changes it)
             return ConstantVariable(tx.output.grad_enabled)
+        if self.fn is torch.is_autocast_enabled and args and tx.output.autocast_stack:
+            device = args[0].as_python_constant()  # inside a traced autocast region: the innermost
+            for region_device, _, enabled, _ in reversed(tx.output.autocast_stack):  # for that device
+                if region_device == device:
+                    return ConstantVariable(bool(enabled))
         if self.fn in _FOLDABLE:
             values = [a.example if isinstance(a, TensorVariable) else a.as_python_constant() for a in args]
             kw = {k: v.as_python_constant() for k, v in kwargs.items()}
