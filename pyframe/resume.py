@@ -38,6 +38,7 @@ class ResumeInfo:
     stack: tuple[bool, ...]      # for each stack slot it rebuilds: True for a NULL
     args: tuple[str, ...]        # its positional parameters, in order
     added: int                   # real instructions its prologue has beyond the original's
+    traced: bool = True          # False: it continues inside a with block and runs as plain Python
 
 
 def instruction_offsets(code: types.CodeType) -> list[int]:
@@ -56,9 +57,14 @@ def stack_arg_names(stack: tuple[bool, ...]) -> list[str]:
     return [f"___stack_{i}" for i, is_null in enumerate(stack) if not is_null]
 
 
-def resume_code(code: types.CodeType, target: int, stack: tuple[bool, ...], live: tuple[str, ...]) -> types.CodeType:
-    """The resume function's code: continue `code` at `Bytecode.from_code(code)[target]`."""
-    key = (target, stack, live)
+def resume_code(code: types.CodeType, target: int, stack: tuple[bool, ...], live: tuple[str, ...],
+                traced: bool = True) -> types.CodeType:
+    """The resume function's code: continue `code` at `Bytecode.from_code(code)[target]`.
+
+    `traced=False` makes one the hook never compiles: it starts at the very instruction a graph
+    broke on inside a with block, so that this instruction, the rest of the block and the block's
+    exit (normal or by an exception) run as the original code runs them."""
+    key = (target, stack, live, traced)
     per_code = _cache.setdefault(code, {})
     if key in per_code:
         return per_code[key]
@@ -104,7 +110,7 @@ def resume_code(code: types.CodeType, target: int, stack: tuple[bool, ...], live
     new_code = bc.to_code()
     per_code[key] = new_code
     added = len(stack) + 1 - len(passed_cells & _made_cells(code))
-    origins[new_code] = ResumeInfo(code, offset, stack, tuple(args), added)
+    origins[new_code] = ResumeInfo(code, offset, stack, tuple(args), added, traced)
     return new_code
 
 

@@ -278,3 +278,47 @@ def test_a_function_allowed_in_graph_is_one_node_as_in_dynamo():
     torch._dynamo.reset()
     torch.compile(calls_a_function_allowed_in_graph, backend=theirs)(x)
     assert ours.op_sequences() == theirs.op_sequences() == [("sin", "_scaled_cos", "add")]
+
+
+def branch_inside_no_grad(x):
+    with torch.no_grad():
+        z = x.sin()
+        if z.sum() > 0:  # a graph break inside the block
+            z = z * 2
+        w = z.cos()
+    return w + x, torch.is_grad_enabled(), w.requires_grad
+
+
+def raise_inside_no_grad(x):
+    with torch.no_grad():
+        z = x.sin()
+        if z.sum() > 0:
+            raise ValueError("positive")
+    return z
+
+
+def test_a_break_inside_a_no_grad_block_runs_the_rest_of_the_block_as_python():
+    """The graph so far runs compiled; the breaking instruction, the rest of the block and its exit
+    run in a resume function that is never compiled (its exception table restores grad mode)."""
+    rec = Recorder()
+    opt = pyframe.optimize(rec)(branch_inside_no_grad)
+    for sign in (1, -1):
+        x = (torch.rand(4) + 0.5) * sign
+        x.requires_grad_()
+        got, expected = opt(x), branch_inside_no_grad(x)
+        torch.testing.assert_close(got[0], expected[0])
+        assert got[1:] == expected[1:] and torch.is_grad_enabled()
+    assert rec.op_sequences()[0] == ("_set_grad_enabled", "sin", "sum", "gt")
+    (resume_fn,) = pyframe.convert_frame.records_for(branch_inside_no_grad.__code__)[0].resume_codes
+    assert not pyframe.resume.origins[resume_fn].traced  # it starts at the jump, inside the block
+    assert pyframe.convert_frame.skip_reason(resume_fn).startswith("resumes inside a with block")
+
+
+def test_an_exception_after_a_break_inside_a_no_grad_block_restores_grad_mode():
+    opt = pyframe.optimize(Recorder())(raise_inside_no_grad)
+    with pytest.raises(ValueError, match="positive"):
+        opt(torch.rand(4) + 0.5)
+    assert torch.is_grad_enabled()
+    negative = -torch.rand(4) - 0.5
+    torch.testing.assert_close(opt(negative), raise_inside_no_grad(negative))
+    assert torch.is_grad_enabled()

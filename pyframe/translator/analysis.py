@@ -39,6 +39,19 @@ def enclosing_handlers(instructions: list[Any]) -> list[tuple[Label, ...]]:
     return result
 
 
+def enclosing_entries(instructions: list[Any]) -> list[tuple[TryBegin, ...]]:
+    """For each position, the try ranges (TryBegin entries) that cover it, innermost last."""
+    active: list[TryBegin] = []
+    result = []
+    for inst in instructions:
+        if isinstance(inst, TryBegin):
+            active.append(inst)
+        elif isinstance(inst, TryEnd) and inst.entry in active:
+            active.remove(inst.entry)
+        result.append(tuple(active))
+    return result
+
+
 def innermost_handlers(instructions: list[Any]) -> list[TryBegin | None]:
     """For each position, the try range whose handler catches an exception raised there."""
     active: list[TryBegin] = []

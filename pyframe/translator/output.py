@@ -31,13 +31,14 @@ from ..codegen import PyCodegen, make_code
 from ..exc import Unsupported
 from ..resume import first_real, original_position, resume_code
 from ..source import CellContentsSource, LocalSource, Source
-from .analysis import enclosing_handlers, live_locals
+from .analysis import enclosing_entries, enclosing_handlers, live_locals
 from .instructions import InstructionTranslator
 from .variables.containers import ListIteratorVariable
 from .variables import BoundMethodVariable, NullVariable, VariableTracker
 from .variables.containers import BaseListVariable, DictVariable
 from .variables.exceptions import ExceptionVariable
 from .variables.functions import NestedFunctionVariable, PartialVariable
+from .variables.misc import GradModeExitVariable
 from .variables.objects import NewObjectVariable
 from .variables.builtins import INPLACE_OPERATORS
 from .variables.tensor import TensorVariable, is_inplace_method
@@ -229,8 +230,14 @@ def finish_break(tx: InstructionTranslator, index: int, reason: Unsupported,
     handlers = enclosing_handlers(tx.instructions)
     inst: Instr = tx.instructions[index]
     consumed, exits = break_shape(tx, index)
-    if handlers[index] or any(handlers[first_real(tx.instructions, target)] for target, _ in exits):
-        raise Unsupported(f"graph break inside a try or with block ({reason.reason})")
+    # Inside a with block the instruction runs in the resume function itself (see resume_code,
+    # traced=False), under the block's exception table: a break point there needs an exit callable
+    # the transformed code can rebuild. Other try and with blocks send the frame to Python.
+    in_block = bool(handlers[index] or any(handlers[first_real(tx.instructions, target)] for target, _ in exits))
+    if in_block:
+        if not _inside_grad_mode_blocks_only(tx, index):
+            raise Unsupported(f"graph break inside a try or with block ({reason.reason})")
+        consumed, exits = 0, [(index, 0)]
     if consumed > len(tx.stack):
         raise Unsupported(f"graph break at {inst.name} with a stack the translator does not model")
     split = len(tx.stack) - consumed
@@ -258,7 +265,9 @@ def finish_break(tx: InstructionTranslator, index: int, reason: Unsupported,
         value.reconstruct(cg)
 
     exit_labels = [Label() for _ in exits]
-    if inst.name == "CALL":
+    if in_block:
+        pass  # the resume function starts with the instruction
+    elif inst.name == "CALL":
         if tx.kw_names:
             cg.emit("KW_NAMES", tx.kw_names)
         cg.call(inst.arg)
@@ -275,11 +284,20 @@ def finish_break(tx: InstructionTranslator, index: int, reason: Unsupported,
         cg.instructions.append(label)
         cg.rebuilt = dict(built_before_branch)  # each exit is its own path at run time
         stack_shape = tuple(isinstance(v, NullVariable) for v in lower) + (False,) * results
-        code = resume_code(original, target, stack_shape, live)
+        code = resume_code(original, target, stack_shape, live, traced=not in_block)
         resumes.append(code)
         _emit_resume_call(tx, cg, code, [v for v in lower if not isinstance(v, NullVariable)], results, live)
     return TranslationResult(make_code(tx.code, tx.prologue(), cg.instructions), graphs, reason, resumes,
                              cg.exported_inputs)
+
+
+def _inside_grad_mode_blocks_only(tx: InstructionTranslator, index: int) -> bool:
+    """Every try range covering instruction `index` is the body of a `with` on a grad-mode context
+    (its handler keeps the stack up to the block's __exit__, which the trace knows)."""
+    entries = [entry for entry in enclosing_entries(tx.instructions)[index]]
+    return bool(entries) and all(
+        0 < entry.stack_depth <= len(tx.stack) and isinstance(tx.stack[entry.stack_depth - 1], GradModeExitVariable)
+        for entry in entries)
 
 
 def _emit_resume_call(tx: InstructionTranslator, cg: PyCodegen, code: types.CodeType,

@@ -146,6 +146,27 @@ class GradModeExitVariable(VariableTracker):
         set_grad_mode(tx, self.context.previous)
         return ConstantVariable(None)
 
+    def reconstruct(self, cg) -> None:
+        # At a graph break inside the block: an __exit__ that restores the mode found on entry.
+        cg.load_const(_RESTORE_GRAD_MODE[self.context.previous])
+
+
+class _GradModeRestore:
+    """The __exit__ of a grad-mode block entered while tracing: puts back the mode found on entry
+    (and lets an exception through, as torch.no_grad's __exit__ does)."""
+
+    def __init__(self, mode: bool):
+        self.mode = mode
+
+    def __call__(self, exc_type=None, exc=None, tb=None) -> None:
+        torch._C._set_grad_enabled(self.mode)
+
+    def __repr__(self) -> str:
+        return f"<restore grad mode {self.mode}>"
+
+
+_RESTORE_GRAD_MODE = {True: _GradModeRestore(True), False: _GradModeRestore(False)}
+
 
 class SuperVariable(VariableTracker):
     """`super()` inside a method: attribute reads start after `cls` in type(obj)'s MRO."""
