@@ -4,6 +4,7 @@ Compared with eager (results) and torch._dynamo (one graph, the same ops).
 """
 from __future__ import annotations
 
+import collections
 import itertools
 
 import pytest
@@ -54,3 +55,31 @@ def test_a_set_of_tensors_is_left_to_python():
     reasons = [r.reason for r in pyframe.explain(fn)(x).break_reasons]
     assert any("set of values unknown" in r for r in reasons), reasons
     assert pyframe.optimize(CountingBackend())(fn)(x) == 2
+
+
+def deque_made_in_the_frame(a, b):
+    d = collections.deque([a, b])
+    d.append(a + 1)
+    d.appendleft(b * 2)
+    last = d.pop()
+    d.extend([last, a])
+    d.rotate(1)
+    first = d.popleft()
+    window = collections.deque(maxlen=2)
+    for i in range(4):
+        window.append(a * i)
+    d.extendleft([b, b + 1])
+    return list(d), first, len(window), window[0], window.maxlen, d
+
+
+def test_a_deque_made_in_the_frame_is_traced_into_one_graph():
+    """torch._dynamo 2.13 breaks this one in two; pyframe traces every deque method used here
+    (maxlen drops items as Python does) and returns a real deque."""
+    counter = CountingBackend()
+    a, b = torch.randn(3), torch.randn(3)
+    got, expected = pyframe.optimize(counter)(deque_made_in_the_frame)(a, b), deque_made_in_the_frame(a, b)
+    assert type(got[-1]) is collections.deque and got[-1].maxlen is None
+    for g, e in zip([*got[0], got[1], got[3], *got[-1]], [*expected[0], expected[1], expected[3], *expected[-1]]):
+        torch.testing.assert_close(g, e)
+    assert got[2] == expected[2] == 2 and got[4] == expected[4] == 2
+    assert len(counter.graphs) == 1

@@ -177,6 +177,71 @@ class ListVariable(BaseListVariable):
         return ConstantVariable(None)
 
 
+class DequeVariable(ListVariable):
+    """A collections.deque made while tracing (its maxlen drops items from the other end)."""
+
+    container_type = collections.deque
+
+    def __init__(self, items: list[VariableTracker], maxlen: int | None = None):
+        super().__init__(items if maxlen is None else items[len(items) - maxlen:] if maxlen else [])
+        self.maxlen = maxlen
+
+    def as_python_constant(self) -> Any:
+        return collections.deque((v.as_python_constant() for v in self.items), self.maxlen)
+
+    def getitem(self, tx, key: VariableTracker) -> VariableTracker:
+        if not isinstance(_index(key), int):
+            raise Unsupported("deque index that is not an int")
+        return super().getitem(tx, key)
+
+    def var_getattr(self, tx, name: str) -> VariableTracker:
+        if name == "maxlen":
+            return ConstantVariable(self.maxlen)
+        return super().var_getattr(tx, name)
+
+    def call_method(self, tx, name, args, kwargs) -> VariableTracker:
+        ends = {"appendleft", "popleft", "extendleft", "rotate"}
+        if name in ("append", "extend") and len(args) == 1 and not kwargs:
+            tx.side_effects.mutate(self)
+            for item in ([args[0]] if name == "append" else args[0].unpack(tx)):
+                self.items.append(item)
+                if self.maxlen is not None and len(self.items) > self.maxlen:
+                    self.items.pop(0)
+            return ConstantVariable(None)
+        if name not in ends:
+            if name in ("pop", "insert") and (args or not self.items):
+                raise Unsupported(f"deque.{name}() with these arguments")
+            return super().call_method(tx, name, args, kwargs)
+        tx.side_effects.mutate(self)
+        if name in ("appendleft", "extendleft") and len(args) == 1:
+            for item in ([args[0]] if name == "appendleft" else args[0].unpack(tx)):
+                self.items.insert(0, item)
+                if self.maxlen is not None and len(self.items) > self.maxlen:
+                    self.items.pop()
+            return ConstantVariable(None)
+        if name == "popleft" and not args and self.items:
+            return self.items.pop(0)
+        if name == "rotate" and len(args) <= 1:
+            n = _index(args[0]) if args else 1
+            if self.items:
+                n %= len(self.items)
+                self.items[:] = self.items[-n:] + self.items[:-n] if n else self.items
+            return ConstantVariable(None)
+        raise Unsupported(f"deque.{name}() with these arguments")
+
+    def reconstruct(self, cg) -> None:
+        def build() -> None:
+            cg.push_null()
+            cg.load_const(collections.deque)
+            for item in self.items:
+                item.reconstruct(cg)
+            cg.build(list, len(self.items))
+            cg.load_const(self.maxlen)
+            cg.call(2)
+
+        cg.rebuild_once(self, build)
+
+
 class DictVariable(VariableTracker):
     """A dict with constant keys (str, int, ...) and symbolic values, in insertion order."""
 

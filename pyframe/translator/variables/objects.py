@@ -20,9 +20,9 @@ import torch
 from ...exc import Unsupported
 from ...source import AttrSource, ItemSource, Source
 from .base import BoundMethodVariable, VariableTracker, constant_args
-from .builtins import build_dict
+from .builtins import build_dict, iterate
 from .constant import ConstantVariable
-from .containers import NamedTupleVariable
+from .containers import DequeVariable, NamedTupleVariable
 from .exceptions import ExceptionVariable, is_exception_class
 
 
@@ -71,6 +71,11 @@ class PythonObjectVariable(VariableTracker):
             return ExceptionVariable.make(cls, list(args), kwargs)
         if cls in (collections.OrderedDict, collections.defaultdict):
             return build_dict(tx, cls, args, kwargs)
+        if cls is collections.deque and len(args) <= 2 and set(kwargs) <= {"iterable", "maxlen"}:
+            iterable = args[0] if args else kwargs.get("iterable")
+            maxlen = args[1] if len(args) == 2 else kwargs.get("maxlen")
+            return DequeVariable(list(iterate(tx, iterable)) if iterable is not None else [],
+                                 maxlen.as_python_constant() if maxlen is not None else None)
         if issubclass(cls, tuple) and hasattr(cls, "_fields") and hasattr(cls, "_make"):
             return _new_namedtuple(tx, cls, args, kwargs)
         if _is_plain_class(cls):
