@@ -68,7 +68,7 @@ def resume_code(code: types.CodeType, target: int, stack: tuple[bool, ...], live
     per_code = _cache.setdefault(code, {})
     if key in per_code:
         return per_code[key]
-    original = Bytecode.from_code(code)
+    original = Bytecode.from_code(code, conserve_exception_block_stackdepth=True)
     instructions = list(original)
     offset = offset_of(code, instructions, target)
     entry = instructions[target]
@@ -107,7 +107,13 @@ def resume_code(code: types.CodeType, target: int, stack: tuple[bool, ...], live
     bc.argnames = args
     bc.cellvars = list(code.co_cellvars)
     bc.freevars = list(code.co_freevars)
-    new_code = bc.to_code()
+    if traced:
+        new_code = bc.to_code()
+    else:
+        # It enters a try range past its TryBegin, which the `bytecode` library's stack analysis
+        # cannot follow. Every path from the target is a path of the original with the same stack
+        # below it, so the original's depths (kept in each TryBegin) and stack size hold.
+        new_code = bc.to_code(stacksize=code.co_stacksize + len(stack), compute_exception_stack_depths=False)
     per_code[key] = new_code
     added = len(stack) + 1 - len(passed_cells & _made_cells(code))
     origins[new_code] = ResumeInfo(code, offset, stack, tuple(args), added, traced)

@@ -319,6 +319,43 @@ def test_an_exception_after_a_break_inside_a_no_grad_block_restores_grad_mode():
     with pytest.raises(ValueError, match="positive"):
         opt(torch.rand(4) + 0.5)
     assert torch.is_grad_enabled()
+    assert [r.status for r in pyframe.convert_frame.records_for(raise_inside_no_grad.__code__)] == ["compiled"]
     negative = -torch.rand(4) - 0.5
     torch.testing.assert_close(opt(negative), raise_inside_no_grad(negative))
     assert torch.is_grad_enabled()
+
+
+def branch_inside_autocast(x):
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = x @ x
+        if y.sum() > 0:  # a graph break inside the region
+            y = y * 2
+        z = y @ x
+    return z, torch.is_autocast_enabled("cpu")
+
+
+def raise_inside_autocast(x):
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = x @ x
+        if y.sum() > 0:
+            raise ValueError("positive")
+    return y
+
+
+def test_a_break_inside_an_autocast_region_leaves_the_region_as_autocast_does():
+    rec = Recorder()
+    for sign in (1, -1):
+        x = torch.rand(4, 4) * sign
+        got, expected = pyframe.optimize(rec)(branch_inside_autocast)(x), branch_inside_autocast(x)
+        torch.testing.assert_close(got[0], expected[0])
+        assert got[0].dtype == torch.bfloat16 and got[1] is expected[1] is False
+        assert not torch.is_autocast_enabled("cpu")
+    with torch.autocast("cpu", dtype=torch.float16):  # inside an outer region: back to it after
+        x = torch.rand(4, 4)
+        torch.testing.assert_close(pyframe.optimize(rec)(branch_inside_autocast)(x)[0], branch_inside_autocast(x)[0])
+        assert torch.is_autocast_enabled("cpu") and torch.get_autocast_dtype("cpu") == torch.float16
+    assert rec.op_sequences()[0] == ("_enter_autocast", "matmul", "sum", "gt")
+    with pytest.raises(ValueError, match="positive"):
+        pyframe.optimize(rec)(raise_inside_autocast)(torch.rand(4, 4))
+    assert not torch.is_autocast_enabled("cpu") and torch.get_autocast_dtype("cpu") == torch.bfloat16
+    assert [r.status for r in pyframe.convert_frame.records_for(raise_inside_autocast.__code__)] == ["compiled"]

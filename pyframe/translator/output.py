@@ -38,7 +38,7 @@ from .variables import BoundMethodVariable, NullVariable, VariableTracker
 from .variables.containers import BaseListVariable, DictVariable
 from .variables.exceptions import ExceptionVariable
 from .variables.functions import NestedFunctionVariable, PartialVariable
-from .variables.misc import GradModeExitVariable
+from .variables.misc import AutocastExitVariable, GradModeExitVariable
 from .variables.objects import NewObjectVariable
 from .variables.builtins import INPLACE_OPERATORS
 from .variables.tensor import TensorVariable, is_inplace_method
@@ -232,10 +232,10 @@ def finish_break(tx: InstructionTranslator, index: int, reason: Unsupported,
     consumed, exits = break_shape(tx, index)
     # Inside a with block the instruction runs in the resume function itself (see resume_code,
     # traced=False), under the block's exception table: a break point there needs an exit callable
-    # the transformed code can rebuild. Other try and with blocks send the frame to Python.
+    # the transformed code can rebuild (grad mode, autocast). Other blocks send the frame to Python.
     in_block = bool(handlers[index] or any(handlers[first_real(tx.instructions, target)] for target, _ in exits))
     if in_block:
-        if not _inside_grad_mode_blocks_only(tx, index):
+        if not _inside_traced_blocks_only(tx, index):
             raise Unsupported(f"graph break inside a try or with block ({reason.reason})")
         consumed, exits = 0, [(index, 0)]
     if consumed > len(tx.stack):
@@ -291,12 +291,14 @@ def finish_break(tx: InstructionTranslator, index: int, reason: Unsupported,
                              cg.exported_inputs)
 
 
-def _inside_grad_mode_blocks_only(tx: InstructionTranslator, index: int) -> bool:
-    """Every try range covering instruction `index` is the body of a `with` on a grad-mode context
-    (its handler keeps the stack up to the block's __exit__, which the trace knows)."""
-    entries = [entry for entry in enclosing_entries(tx.instructions)[index]]
+def _inside_traced_blocks_only(tx: InstructionTranslator, index: int) -> bool:
+    """Every try range covering instruction `index` is the body of a `with` on a grad-mode or
+    autocast context (its handler keeps the stack up to the block's __exit__, which the trace
+    knows and the transformed code can rebuild)."""
+    entries = enclosing_entries(tx.instructions)[index]
     return bool(entries) and all(
-        0 < entry.stack_depth <= len(tx.stack) and isinstance(tx.stack[entry.stack_depth - 1], GradModeExitVariable)
+        0 < entry.stack_depth <= len(tx.stack)
+        and isinstance(tx.stack[entry.stack_depth - 1], (GradModeExitVariable, AutocastExitVariable))
         for entry in entries)
 
 

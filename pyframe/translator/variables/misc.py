@@ -113,6 +113,14 @@ class AutocastVariable(VariableTracker):
         self.state = (manager.device, manager.fast_dtype, manager._enabled, manager._cache_enabled)
 
     def enter(self, tx) -> VariableTracker:
+        device = self.state[0]
+        outer = [s for s in tx.output.autocast_stack if s[0] == device]
+        if outer:  # what this region's exit puts back: the enclosing traced region's settings
+            _, dtype, enabled, cache_enabled = outer[-1]
+            self.previous = (device, bool(enabled), dtype, bool(cache_enabled))
+        else:  # or the state the call was made in (guarded: the autocast state of each device)
+            self.previous = (device, torch.is_autocast_enabled(device), torch.get_autocast_dtype(device),
+                             torch.is_autocast_cache_enabled())
         self.node = tx.output.record_effect(torch.amp._enter_autocast, self.state)
         tx.output.autocast_stack.append(self.state)
         return ConstantVariable(None)
@@ -133,6 +141,28 @@ class AutocastExitVariable(VariableTracker):
         tx.output.record_effect(torch.amp._exit_autocast, (self.context.node,))
         stack.pop()
         return ConstantVariable(None)
+
+    def reconstruct(self, cg) -> None:
+        # At a graph break inside the region (the graph entered it): an __exit__ that leaves it.
+        cg.load_const(_AutocastRestore(*self.context.previous))
+
+
+class _AutocastRestore:
+    """The __exit__ of an autocast region entered by a graph: what torch.autocast.__exit__ does,
+    with the settings it would have saved on entry."""
+
+    def __init__(self, device: str, enabled: bool, dtype: torch.dtype, cache_enabled: bool):
+        self.device, self.enabled, self.dtype, self.cache_enabled = device, enabled, dtype, cache_enabled
+
+    def __call__(self, exc_type=None, exc=None, tb=None) -> None:
+        if torch.autocast_decrement_nesting() == 0:
+            torch.clear_autocast_cache()
+        torch.set_autocast_enabled(self.device, self.enabled)
+        torch.set_autocast_dtype(self.device, self.dtype)
+        torch.set_autocast_cache_enabled(self.cache_enabled)
+
+    def __repr__(self) -> str:
+        return f"<leave autocast on {self.device}: back to enabled={self.enabled}, {self.dtype}>"
 
 
 class GradModeExitVariable(VariableTracker):
