@@ -359,3 +359,25 @@ def test_a_break_inside_an_autocast_region_leaves_the_region_as_autocast_does():
         pyframe.optimize(rec)(raise_inside_autocast)(torch.rand(4, 4))
     assert not torch.is_autocast_enabled("cpu") and torch.get_autocast_dtype("cpu") == torch.bfloat16
     assert [r.status for r in pyframe.convert_frame.records_for(raise_inside_autocast.__code__)] == ["compiled"]
+
+
+def _untraceable_with_keywords(v, scale=1, *, shift=0):
+    print(end="")  # pyframe does not trace print: the call breaks the graph
+    return v * scale + shift
+
+
+def keyword_call_breaks_inside_no_grad(x):
+    with torch.no_grad():
+        y = x.sin()
+        z = _untraceable_with_keywords(y, scale=3, shift=1)
+    return z
+
+
+def test_a_keyword_call_that_breaks_inside_a_block_keeps_its_keywords():
+    """The resume function starts at the call's KW_NAMES (CALL alone would read no keyword
+    names and pass them as positional arguments: a TypeError eager does not raise)."""
+    x = torch.randn(3)
+    torch.testing.assert_close(pyframe.optimize(Recorder())(keyword_call_breaks_inside_no_grad)(x),
+                               keyword_call_breaks_inside_no_grad(x))
+    assert [r.status for r in pyframe.convert_frame.records_for(keyword_call_breaks_inside_no_grad.__code__)] \
+        == ["compiled"]

@@ -237,7 +237,10 @@ def finish_break(tx: InstructionTranslator, index: int, reason: Unsupported,
     if in_block:
         if not _inside_traced_blocks_only(tx, index):
             raise Unsupported(f"graph break inside a try or with block ({reason.reason})")
-        consumed, exits = 0, [(index, 0)]
+        start = index  # a call starts at its KW_NAMES / PRECALL (they set what CALL reads)
+        while start > 0 and getattr(tx.instructions[start - 1], "name", None) in ("KW_NAMES", "PRECALL"):
+            start -= 1
+        consumed, exits = 0, [(start, 0)]
     if consumed > len(tx.stack):
         raise Unsupported(f"graph break at {inst.name} with a stack the translator does not model")
     split = len(tx.stack) - consumed
