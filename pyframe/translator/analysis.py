@@ -26,19 +26,6 @@ def _local_name(inst: Instr) -> str | None:
     return None
 
 
-def enclosing_handlers(instructions: list[Any]) -> list[tuple[Label, ...]]:
-    """For each position, the handler labels of the try ranges that cover it (innermost last)."""
-    active: list[TryBegin] = []
-    result = []
-    for inst in instructions:
-        if isinstance(inst, TryBegin):
-            active.append(inst)
-        elif isinstance(inst, TryEnd) and inst.entry in active:
-            active.remove(inst.entry)
-        result.append(tuple(t.target for t in active))
-    return result
-
-
 def enclosing_entries(instructions: list[Any]) -> list[tuple[TryBegin, ...]]:
     """For each position, the try ranges (TryBegin entries) that cover it, innermost last."""
     active: list[TryBegin] = []
@@ -52,17 +39,14 @@ def enclosing_entries(instructions: list[Any]) -> list[tuple[TryBegin, ...]]:
     return result
 
 
+def enclosing_handlers(instructions: list[Any]) -> list[tuple[Label, ...]]:
+    """For each position, the handler labels of the try ranges that cover it (innermost last)."""
+    return [tuple(entry.target for entry in entries) for entries in enclosing_entries(instructions)]
+
+
 def innermost_handlers(instructions: list[Any]) -> list[TryBegin | None]:
     """For each position, the try range whose handler catches an exception raised there."""
-    active: list[TryBegin] = []
-    result: list[TryBegin | None] = []
-    for inst in instructions:
-        if isinstance(inst, TryBegin):
-            active.append(inst)
-        elif isinstance(inst, TryEnd) and inst.entry in active:
-            active.remove(inst.entry)
-        result.append(active[-1] if active else None)
-    return result
+    return [entries[-1] if entries else None for entries in enclosing_entries(instructions)]
 
 
 def live_locals(instructions: list[Any], index: int) -> set[str]:
