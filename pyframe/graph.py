@@ -188,7 +188,8 @@ def drop_unused_bookkeeping(graph: torch.fx.Graph) -> None:
             graph.erase_node(node)
 
 
-_MUTATING_FUNCTIONS = {torch._C._set_grad_enabled, torch.amp._enter_autocast, torch.amp._exit_autocast, operator.setitem, operator.delitem, operator.iadd, operator.isub, operator.imul,
+_MUTATING_FUNCTIONS = {torch._C._set_grad_enabled, torch.amp._enter_autocast, torch.amp._exit_autocast,
+                       operator.setitem, operator.delitem, operator.iadd, operator.isub, operator.imul,
                        operator.itruediv, operator.ifloordiv, operator.imod, operator.ipow, operator.imatmul,
                        operator.iand, operator.ior, operator.ixor, operator.ilshift, operator.irshift}
 

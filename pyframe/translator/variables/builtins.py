@@ -626,7 +626,8 @@ _ITERTOOLS = (itertools.chain, itertools.chain.from_iterable, itertools.product,
               *_ITERTOOLS_ONE_ITERABLE)
 
 _HANDLERS: dict[Callable, Callable] = {
-    len: _len, callable: _callable, isinstance: _isinstance, getattr: _getattr, hasattr: _hasattr, setattr: _setattr, type: _type,
+    len: _len, callable: _callable, isinstance: _isinstance, getattr: _getattr, hasattr: _hasattr, setattr: _setattr,
+    type: _type,
     list: _sequence(list), tuple: _sequence(tuple), enumerate: _enumerate, zip: _zip, reversed: _reversed,
     map: _map, filter: _filter, iter: _iter, next: _next,
     operator.is_: _identity(False), operator.is_not: _identity(True), operator.contains: _contains,
