@@ -184,7 +184,7 @@ def test_one_tensor_under_two_sources_is_one_fake_tensor():
     m, x = Tied(), torch.randn(2, 3)
     torch.testing.assert_close(pyframe.optimize(backend)(m)(x), m(x))
     weights = [v for name, v in seen[0].items() if name.endswith("weight_")]
-    assert len(weights) == 2 and weights[0] is weights[1]  # two placeholders (as torch._dynamo), one tensor
+    assert len(weights) == 2 and weights[0] is weights[1]  # two placeholders, one FakeTensor
 
 
 def test_inference_mode_and_inference_tensors_take_the_real_paths():
