@@ -18,7 +18,7 @@ from ...guards import GuardKind
 from ...source import AttrSource, ItemSource, Source
 from .base import BoundMethodVariable, VariableTracker
 from .constant import ConstantVariable
-from .containers import BaseListVariable, ListIteratorVariable, ListVariable, TupleVariable
+from .containers import BaseListVariable, ListIteratorVariable, TupleVariable
 
 _TREE_PARAMETERS = {
     "children": (), "named_children": (), "modules": (), "named_modules": ("memo", "prefix", "remove_duplicate"),
