@@ -24,7 +24,7 @@ from typing import Any, Callable
 
 import torch
 
-from . import _C, config, logs, resume
+from . import _C, config, logs
 from .backends import CompiledGraph
 from .exc import BackendCompilerFailed, Unsupported
 from .graph import OutputGraph
@@ -80,9 +80,6 @@ def skip_reason(code: types.CodeType) -> str | None:
         return "module or class body"
     if code in force_trace:
         return None
-    resumed = resume.origins.get(code)
-    if resumed is not None and not resumed.traced:
-        return "resumes inside a with block after a graph break (runs as plain Python)"
     filename = code.co_filename
     if filename.startswith("<") and filename != "<stdin>" and not filename.startswith("<ipython"):
         return f"generated code {filename}"

@@ -59,7 +59,8 @@ class OutputGraph:
         self.graph = torch.fx.Graph()
         self.inputs: dict[Source, GraphInput] = {}
         self.guards = GuardSet()
-        self.grad_enabled = torch.is_grad_enabled()  # as traced: `with torch.no_grad()` changes it
+        self.initial_grad_enabled = torch.is_grad_enabled()
+        self.grad_enabled = self.initial_grad_enabled  # as traced: `with torch.no_grad()` changes it
         self.autocast_stack: list[tuple] = []  # the traced `with torch.autocast(...)` regions we are in
         self._last_placeholder: torch.fx.Node | None = None
         self.fake_mode = fake_mode()
@@ -156,6 +157,7 @@ class OutputGraph:
         """
         self.graph.output(tuple(outputs))
         drop_unused_bookkeeping(self.graph)
+        drop_cancelling_grad_mode_pairs(self.graph, self.initial_grad_enabled)
         for source, inp in list(self.inputs.items()):  # read for their metadata only (x.shape)
             if not inp.node.users:
                 self.graph.erase_node(inp.node)
@@ -186,6 +188,27 @@ def drop_unused_bookkeeping(graph: torch.fx.Graph) -> None:
             continue
         if node.target is operator.getitem or not _holds_tensor(node.meta.get("example_value")):
             graph.erase_node(node)
+
+
+def drop_cancelling_grad_mode_pairs(graph: torch.fx.Graph, grad_enabled: bool) -> None:
+    """Drop `_set_grad_enabled(not m); _set_grad_enabled(m)` pairs of adjacent nodes (m the mode
+    so far, from the mode the graph starts in), as torch._dynamo 2.13 cleans its graphs: left when
+    a graph break leaves a block and its resume function enters it again, or blocks are nested."""
+    nodes = list(graph.nodes)
+    erased: set[torch.fx.Node] = set()
+    for first, second in zip(nodes, nodes[1:]):
+        if first in erased or not _sets_grad_mode(first, not grad_enabled):
+            continue
+        grad_enabled = not grad_enabled
+        if _sets_grad_mode(second, not grad_enabled):
+            grad_enabled = not grad_enabled
+            erased.update((first, second))
+    for node in erased:
+        graph.erase_node(node)
+
+
+def _sets_grad_mode(node: torch.fx.Node, mode: bool) -> bool:
+    return node.target is torch._C._set_grad_enabled and tuple(node.args) == (mode,)
 
 
 _MUTATING_FUNCTIONS = {torch._C._set_grad_enabled, torch.amp._enter_autocast, torch.amp._exit_autocast,

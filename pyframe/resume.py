@@ -4,7 +4,8 @@
 values below the break point's stack and the live locals as positional arguments:
 
     <prologue>                     COPY_FREE_VARS / MAKE_CELL (not for cells passed in) / RESUME
-    PUSH_NULL | LOAD_FAST ___stack_0 ...   rebuild the value stack (NULL slots re-created)
+    PUSH_NULL | LOAD_FAST ___stack_0 ...   rebuild the value stack (NULL slots re-created, with
+                                   blocks entered again: see Reentry)
     JUMP_FORWARD <target>          into the original instructions, kept whole so every jump works
     <the original instructions>
 
@@ -20,6 +21,7 @@ import itertools
 import types
 import weakref
 from dataclasses import dataclass
+from typing import Any, Union
 
 from bytecode import Bytecode, Instr, Label
 
@@ -32,13 +34,34 @@ origins: "weakref.WeakKeyDictionary[types.CodeType, ResumeInfo]" = weakref.WeakK
 
 
 @dataclass(frozen=True)
+class Reentry:
+    """A stack slot holding the __exit__ of a with block the break point lies in. The resume
+    function's prologue enters the block again, `with factory(*args):` as BEFORE_WITH does it, so
+    the rest of the block runs inside the context and leaves it (normally, or through the block's
+    exception handler) as the original code does."""
+
+    factory: Any
+    args: tuple
+
+    def instructions(self) -> list[Instr]:
+        return [Instr("PUSH_NULL"), Instr("LOAD_CONST", self.factory),
+                *(Instr("LOAD_CONST", a) for a in self.args),
+                Instr("PRECALL", len(self.args)), Instr("CALL", len(self.args)),
+                Instr("BEFORE_WITH"), Instr("POP_TOP")]
+
+
+# What a resume function puts in one slot of the value stack: True a NULL, False the value passed
+# in its argument `___stack_<i>`, a Reentry the __exit__ of a block it enters again.
+Slot = Union[bool, Reentry]
+
+
+@dataclass(frozen=True)
 class ResumeInfo:
     original: types.CodeType
     offset: int                  # bytecode offset in the original where it continues
-    stack: tuple[bool, ...]      # for each stack slot it rebuilds: True for a NULL
+    stack: tuple[Slot, ...]      # each stack slot it rebuilds
     args: tuple[str, ...]        # its positional parameters, in order
     added: int                   # real instructions its prologue has beyond the original's
-    traced: bool = True          # False: it continues inside a with block and runs as plain Python
 
 
 def instruction_offsets(code: types.CodeType) -> list[int]:
@@ -53,18 +76,21 @@ def offset_of(code: types.CodeType, instructions: list, index: int) -> int:
     return offsets[count] if count < len(offsets) else offsets[-1] + 2
 
 
-def stack_arg_names(stack: tuple[bool, ...]) -> list[str]:
-    return [f"___stack_{i}" for i, is_null in enumerate(stack) if not is_null]
+def stack_arg_names(stack: tuple[Slot, ...]) -> list[str]:
+    return [f"___stack_{i}" for i, slot in enumerate(stack) if slot is False]
 
 
-def resume_code(code: types.CodeType, target: int, stack: tuple[bool, ...], live: tuple[str, ...],
-                traced: bool = True) -> types.CodeType:
-    """The resume function's code: continue `code` at `Bytecode.from_code(code)[target]`.
+def _slot_instructions(i: int, slot: Slot) -> list[Instr]:
+    if slot is True:
+        return [Instr("PUSH_NULL")]
+    if slot is False:
+        return [Instr("LOAD_FAST", f"___stack_{i}")]
+    return slot.instructions()
 
-    `traced=False` makes one the hook never compiles: it starts at the very instruction a graph
-    broke on inside a with block, so that this instruction, the rest of the block and the block's
-    exit (normal or by an exception) run as the original code runs them."""
-    key = (target, stack, live, traced)
+
+def resume_code(code: types.CodeType, target: int, stack: tuple[Slot, ...], live: tuple[str, ...]) -> types.CodeType:
+    """The resume function's code: continue `code` at `Bytecode.from_code(code)[target]`."""
+    key = (target, stack, live)
     per_code = _cache.setdefault(code, {})
     if key in per_code:
         return per_code[key]
@@ -81,6 +107,7 @@ def resume_code(code: types.CodeType, target: int, stack: tuple[bool, ...], live
     passed_cells = {name for name in live if name in code.co_cellvars}
     body: list = []
     in_prologue = True
+    added = 1 - len(passed_cells & _made_cells(code))  # its JUMP_FORWARD, less the MAKE_CELLs left out
     for inst in instructions:
         if in_prologue and isinstance(inst, Instr):
             if inst.name == "MAKE_CELL" and inst.arg.name in passed_cells:
@@ -88,8 +115,10 @@ def resume_code(code: types.CodeType, target: int, stack: tuple[bool, ...], live
             body.append(inst)
             if inst.name == "RESUME":
                 in_prologue = False
-                for i, is_null in enumerate(stack):
-                    body.append(Instr("PUSH_NULL") if is_null else Instr("LOAD_FAST", f"___stack_{i}"))
+                for i, slot in enumerate(stack):
+                    rebuild = _slot_instructions(i, slot)
+                    body.extend(rebuild)
+                    added += len(rebuild)
                 body.append(Instr("JUMP_FORWARD", label))
             continue
         body.append(inst)
@@ -107,16 +136,19 @@ def resume_code(code: types.CodeType, target: int, stack: tuple[bool, ...], live
     bc.argnames = args
     bc.cellvars = list(code.co_cellvars)
     bc.freevars = list(code.co_freevars)
-    if traced:
+    reentries = [slot for slot in stack if isinstance(slot, Reentry)]
+    if not reentries:
         new_code = bc.to_code()
     else:
         # It enters a try range past its TryBegin, which the `bytecode` library's stack analysis
         # cannot follow. Every path from the target is a path of the original with the same stack
-        # below it, so the original's depths (kept in each TryBegin) and stack size hold.
-        new_code = bc.to_code(stacksize=code.co_stacksize + len(stack), compute_exception_stack_depths=False)
+        # below it, so the original's depths (kept in each TryBegin) and stack size hold; the
+        # prologue needs at most a context's factory, its arguments and a NULL on top of its slots.
+        prologue_depth = len(stack) + 2 + max(len(r.args) for r in reentries)
+        new_code = bc.to_code(stacksize=max(code.co_stacksize, prologue_depth) + len(stack),
+                              compute_exception_stack_depths=False)
     per_code[key] = new_code
-    added = len(stack) + 1 - len(passed_cells & _made_cells(code))
-    origins[new_code] = ResumeInfo(code, offset, stack, tuple(args), added, traced)
+    origins[new_code] = ResumeInfo(code, offset, stack, tuple(args), added)
     return new_code
 
 

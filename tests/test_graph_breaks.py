@@ -1,6 +1,8 @@
 """Graph breaks: results, graph counts and op sequences against eager and torch._dynamo."""
 from __future__ import annotations
 
+import traceback
+
 import pytest
 import torch
 import torch._dynamo
@@ -297,21 +299,45 @@ def raise_inside_no_grad(x):
     return z
 
 
-def test_a_break_inside_a_no_grad_block_runs_the_rest_of_the_block_as_python():
-    """The graph so far runs compiled; the breaking instruction, the rest of the block and its exit
-    run in a resume function that is never compiled (its exception table restores grad mode)."""
+def dynamo_op_sequences(fn, *inputs) -> list[tuple[str, ...]]:
+    theirs = Recorder()
+    torch._dynamo.reset()
+    compiled = torch.compile(fn, backend=theirs, dynamic=False)
+    for args in inputs:
+        compiled(*args)
+    torch._dynamo.reset()
+    return theirs.op_sequences()
+
+
+def all_compiled(fn) -> bool:
+    """Every frame pyframe met for `fn`, resume functions included, was compiled."""
+    records = pyframe.convert_frame.records_for(fn.__code__)
+    codes = [code for r in records for code in r.resume_codes]
+    while codes:
+        code = codes.pop()
+        more = pyframe.convert_frame.records.get(code, [])
+        records += more
+        codes += [c for r in more for c in r.resume_codes]
+    return bool(records) and all(r.status == "compiled" for r in records)
+
+
+def test_a_break_inside_a_no_grad_block_compiles_the_rest_of_the_block():
+    """The graph so far leaves the block; the breaking instruction runs in the block entered again
+    by the transformed code; the resume functions enter it once more and are compiled, each graph
+    as torch._dynamo records it."""
     rec = Recorder()
     opt = pyframe.optimize(rec)(branch_inside_no_grad)
+    inputs = []
     for sign in (1, -1):
         x = (torch.rand(4) + 0.5) * sign
         x.requires_grad_()
         got, expected = opt(x), branch_inside_no_grad(x)
         torch.testing.assert_close(got[0], expected[0])
         assert got[1:] == expected[1:] and torch.is_grad_enabled()
-    assert rec.op_sequences()[0] == ("_set_grad_enabled", "sin", "sum", "gt")
-    (resume_fn,) = pyframe.convert_frame.records_for(branch_inside_no_grad.__code__)[0].resume_codes
-    assert not pyframe.resume.origins[resume_fn].traced  # it starts at the jump, inside the block
-    assert pyframe.convert_frame.skip_reason(resume_fn).startswith("resumes inside a with block")
+        inputs.append((x,))
+    assert rec.op_sequences() == dynamo_op_sequences(branch_inside_no_grad, *inputs)
+    assert rec.op_sequences()[0] == ("_set_grad_enabled", "sin", "sum", "gt", "_set_grad_enabled")
+    assert all_compiled(branch_inside_no_grad)
 
 
 def test_an_exception_after_a_break_inside_a_no_grad_block_restores_grad_mode():
@@ -319,10 +345,62 @@ def test_an_exception_after_a_break_inside_a_no_grad_block_restores_grad_mode():
     with pytest.raises(ValueError, match="positive"):
         opt(torch.rand(4) + 0.5)
     assert torch.is_grad_enabled()
-    assert [r.status for r in pyframe.convert_frame.records_for(raise_inside_no_grad.__code__)] == ["compiled"]
     negative = -torch.rand(4) - 0.5
     torch.testing.assert_close(opt(negative), raise_inside_no_grad(negative))
     assert torch.is_grad_enabled()
+    # (the resume function that raises runs as Python: an exception leaving the frame stops a
+    # trace, in torch._dynamo as here)
+    assert [r.status for r in pyframe.convert_frame.records_for(raise_inside_no_grad.__code__)] == ["compiled"]
+
+
+def _fails(v):
+    print(end="")  # not traced: the call breaks the graph
+    raise KeyError("from the breaking call")
+
+
+def breaking_call_raises_inside_nested_blocks(x):
+    with torch.no_grad():
+        y = x * 2
+        with torch.enable_grad():
+            z = y + 1
+            _fails(z)
+    return z
+
+
+def test_an_exception_from_the_breaking_call_leaves_every_block():
+    """The breaking call runs in the blocks entered again: when it raises, each block's exit runs
+    (innermost first) and the exception reaches the caller with its traceback at the call."""
+    x = torch.randn(3, requires_grad=True)
+    with pytest.raises(KeyError, match="from the breaking call") as info:
+        pyframe.optimize(Recorder())(breaking_call_raises_inside_nested_blocks)(x)
+    assert torch.is_grad_enabled()
+    lines = [frame.lineno for frame in traceback.extract_tb(info.tb)]
+    assert breaking_call_raises_inside_nested_blocks.__code__.co_firstlineno + 5 in lines
+    with torch.no_grad():  # the blocks put back the mode they found, whatever it was
+        with pytest.raises(KeyError):
+            pyframe.optimize(Recorder())(breaking_call_raises_inside_nested_blocks)(x)
+        assert not torch.is_grad_enabled()
+
+
+def nested_blocks_break(x):
+    with torch.no_grad():
+        y = x * 2
+        with torch.enable_grad():
+            z = y.sin()
+            print(end="")
+            z = z + y
+        w = z.cos()
+    return w, z.requires_grad, w.requires_grad, torch.is_grad_enabled()
+
+
+def test_a_break_inside_nested_blocks_matches_dynamo():
+    x = torch.randn(3, requires_grad=True)
+    rec = Recorder()
+    got, expected = pyframe.optimize(rec)(nested_blocks_break)(x), nested_blocks_break(x)
+    torch.testing.assert_close(got[0], expected[0])
+    assert got[1:] == expected[1:]
+    assert rec.op_sequences() == dynamo_op_sequences(nested_blocks_break, (x,))
+    assert all_compiled(nested_blocks_break)
 
 
 def branch_inside_autocast(x):
@@ -354,7 +432,8 @@ def test_a_break_inside_an_autocast_region_leaves_the_region_as_autocast_does():
         x = torch.rand(4, 4)
         torch.testing.assert_close(pyframe.optimize(rec)(branch_inside_autocast)(x)[0], branch_inside_autocast(x)[0])
         assert torch.is_autocast_enabled("cpu") and torch.get_autocast_dtype("cpu") == torch.float16
-    assert rec.op_sequences()[0] == ("_enter_autocast", "matmul", "sum", "gt")
+    assert rec.op_sequences()[:2] == dynamo_op_sequences(branch_inside_autocast, (x,))
+    assert all_compiled(branch_inside_autocast)
     with pytest.raises(ValueError, match="positive"):
         pyframe.optimize(rec)(raise_inside_autocast)(torch.rand(4, 4))
     assert not torch.is_autocast_enabled("cpu") and torch.get_autocast_dtype("cpu") == torch.bfloat16

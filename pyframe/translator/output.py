@@ -24,12 +24,12 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import torch.fx
-from bytecode import BinaryOp, CellVar, FreeVar, Instr, Label
+from bytecode import BinaryOp, CellVar, FreeVar, Instr, Label, TryBegin, TryEnd
 
 from ..backends import CompiledGraph
 from ..codegen import PyCodegen, make_code
 from ..exc import Unsupported
-from ..resume import first_real, original_position, resume_code
+from ..resume import Slot, first_real, original_position, resume_code
 from ..source import CellContentsSource, LocalSource, Source
 from .analysis import enclosing_entries, enclosing_handlers, live_locals
 from .instructions import InstructionTranslator
@@ -230,21 +230,19 @@ def finish_break(tx: InstructionTranslator, index: int, reason: Unsupported,
     handlers = enclosing_handlers(tx.instructions)
     inst: Instr = tx.instructions[index]
     consumed, exits = break_shape(tx, index)
-    # Inside a with block the instruction runs in the resume function itself (see resume_code,
-    # traced=False), under the block's exception table: a break point there needs an exit callable
-    # the transformed code can rebuild (grad mode, autocast). Other blocks send the frame to Python.
+    # Inside a with block on grad mode or autocast the graph leaves the block, the instruction runs
+    # in the block entered again (see _emit_in_blocks) and the resume functions enter it once more
+    # (resume.Reentry). Other blocks (try, a user's context manager) send the frame to Python.
     in_block = bool(handlers[index] or any(handlers[first_real(tx.instructions, target)] for target, _ in exits))
-    if in_block:
-        if not _inside_traced_blocks_only(tx, index):
-            raise Unsupported(f"graph break inside a try or with block ({reason.reason})")
-        start = index  # a call starts at its KW_NAMES / PRECALL (they set what CALL reads)
-        while start > 0 and getattr(tx.instructions[start - 1], "name", None) in ("KW_NAMES", "PRECALL"):
-            start -= 1
-        consumed, exits = 0, [(start, 0)]
+    if in_block and not _inside_traced_blocks_only(tx, index):
+        raise Unsupported(f"graph break inside a try or with block ({reason.reason})")
     if consumed > len(tx.stack):
         raise Unsupported(f"graph break at {inst.name} with a stack the translator does not model")
     split = len(tx.stack) - consumed
     lower, operands = tx.stack[:split], tx.stack[split:]
+    blocks = [v for v in lower if isinstance(v, _BLOCK_EXITS)]  # outermost first
+    for block in reversed(blocks):  # the graph leaves them, as the blocks' exits would
+        block.call(tx, [], {})
     bound = {n for n in tx.code.co_varnames + tx.code.co_cellvars if n in tx.locals or n in tx.frame_values}
     # Closures read cells without a LOAD_DEREF in this code: every bound cell counts as live.
     cells = bound & set(tx.code.co_cellvars)
@@ -264,13 +262,12 @@ def finish_break(tx: InstructionTranslator, index: int, reason: Unsupported,
     pin_changed_sources(tx, cg, [*lower, *operands, *live_values, *_changed_cells(tx).values()])
     tx.side_effects.codegen(cg)  # before the unsupported step: it may read what the trace mutated
     store_locals(cg, _changed_cells(tx))
+    handler = _enter_blocks(cg, blocks) if blocks else None
     for value in operands:
         value.reconstruct(cg)
 
     exit_labels = [Label() for _ in exits]
-    if in_block:
-        pass  # the resume function starts with the instruction
-    elif inst.name == "CALL":
+    if inst.name == "CALL":
         if tx.kw_names:
             cg.emit("KW_NAMES", tx.kw_names)
         cg.call(inst.arg)
@@ -281,17 +278,80 @@ def finish_break(tx: InstructionTranslator, index: int, reason: Unsupported,
     else:
         cg.instructions.append(Instr(inst.name, inst.arg, lineno=cg.lineno))
 
+    if handler is not None:
+        cg.instructions.append(TryEnd(handler))
+
     resumes = []
     built_before_branch = dict(cg.rebuilt)
     for (_, results), (original, _, target), live, label in zip(exits, targets, lives, exit_labels):
         cg.instructions.append(label)
         cg.rebuilt = dict(built_before_branch)  # each exit is its own path at run time
-        stack_shape = tuple(isinstance(v, NullVariable) for v in lower) + (False,) * results
-        code = resume_code(original, target, stack_shape, live, traced=not in_block)
+        if blocks:
+            _leave_blocks(cg, len(blocks), results)
+        stack_shape = tuple(_slot(v) for v in lower) + (False,) * results
+        code = resume_code(original, target, stack_shape, live)
         resumes.append(code)
-        _emit_resume_call(tx, cg, code, [v for v in lower if not isinstance(v, NullVariable)], results, live)
+        passed = [v for v in lower if _slot(v) is False]
+        _emit_resume_call(tx, cg, code, passed, results, live, packed=bool(blocks))
+    if handler is not None:
+        _emit_block_handler(cg, handler, len(blocks))
     return TranslationResult(make_code(tx.code, tx.prologue(), cg.instructions), graphs, reason, resumes,
                              cg.exported_inputs)
+
+
+_BLOCK_EXITS = (GradModeExitVariable, AutocastExitVariable)
+
+
+def _slot(value: VariableTracker) -> Slot:
+    """What a resume function puts in the stack slot of `value` (resume.Slot)."""
+    if isinstance(value, _BLOCK_EXITS):
+        return value.reentry()
+    return isinstance(value, NullVariable)
+
+
+def _enter_blocks(cg: PyCodegen, blocks: list[VariableTracker]) -> TryBegin:
+    """`with <block 1>: with <block 2>: ...` around the breaking instruction, as resume functions
+    enter them (their __exit__ methods stay on the stack, outermost lowest). Returns the protected
+    range's start: an exception in it runs every exit on its way out (_emit_block_handler)."""
+    for block in blocks:
+        cg.instructions.extend(block.reentry().instructions())
+    start = TryBegin(Label(), push_lasti=True, stack_depth=len(blocks))
+    cg.instructions.append(start)
+    return start
+
+
+def _leave_blocks(cg: PyCodegen, n: int, results: int) -> None:
+    """The blocks' normal exit after the instruction: the `results` it left on top are packed into
+    one tuple, which each `__exit__(None, None, None)` call (innermost first) is swapped under."""
+    cg.emit("BUILD_TUPLE", results)
+    for _ in range(n):
+        cg.emit("SWAP", 2)
+        for _ in range(3):
+            cg.load_const(None)
+        cg.call(2)  # [__exit__, None, None, None]: CALL takes __exit__ as a method bound to None
+        cg.emit("POP_TOP")
+
+
+def _emit_block_handler(cg: PyCodegen, start: TryBegin, n: int) -> None:
+    """An exception in the protected range leaves the blocks, innermost first, and propagates:
+    the exceptional path of a `with` whose __exit__ never suppresses (grad mode and autocast)."""
+    cleanup = Label()
+    cg.instructions.append(start.target)                     # [exits..., lasti, exc]
+    cleanup_range = TryBegin(cleanup, push_lasti=True, stack_depth=n + 2)
+    cg.instructions.append(cleanup_range)
+    cg.emit("PUSH_EXC_INFO")                                 # [exits..., lasti, previous exc, exc]
+    for depth in range(4, 4 + n):                            # the innermost __exit__ is 4th from the top
+        cg.emit("COPY", depth)
+        for _ in range(3):
+            cg.load_const(None)
+        cg.call(2)
+        cg.emit("POP_TOP")
+    cg.emit("RERAISE", 2)                                    # at the instruction that raised (lasti)
+    cg.instructions.append(TryEnd(cleanup_range))
+    cg.instructions.append(cleanup)                          # [..., previous exc, lasti, exc]
+    cg.emit("COPY", 3)
+    cg.emit("POP_EXCEPT")
+    cg.emit("RERAISE", 1)
 
 
 def _inside_traced_blocks_only(tx: InstructionTranslator, index: int) -> bool:
@@ -306,10 +366,15 @@ def _inside_traced_blocks_only(tx: InstructionTranslator, index: int) -> bool:
 
 
 def _emit_resume_call(tx: InstructionTranslator, cg: PyCodegen, code: types.CodeType,
-                      lower: list[VariableTracker], results: int, live: tuple[str, ...]) -> None:
-    """`return resume(*lower, *results, *live)` with the `results` already on the stack."""
+                      lower: list[VariableTracker], results: int, live: tuple[str, ...],
+                      packed: bool = False) -> None:
+    """`return resume(*lower, *results, *live)` with the `results` already on the stack (`packed`:
+    as one tuple)."""
+    if packed and not results:
+        cg.emit("POP_TOP")
     if results:
-        cg.emit("BUILD_TUPLE", results)
+        if not packed:
+            cg.emit("BUILD_TUPLE", results)
         cg.push_null()
         cg.emit("SWAP", 2)
         _load_function(tx, cg, code)

@@ -142,3 +142,30 @@ def set_algebra_on_constants(x):
     s = {1, 2, 3} | {4}
     s.discard(1)
     return x * len(s) + (2 in s) + len({1, 2} & {2, 3})
+
+
+@case(inputs=lambda: torch.randn(4, requires_grad=True))
+def grad_mode_blocks_that_change_nothing(x):
+    """Blocks that set the mode already in force record nothing (torch._dynamo coalesces them)."""
+    with torch.enable_grad():
+        y = x * 3
+    with torch.no_grad():
+        z = x + 1
+        with torch.no_grad():
+            z = z * 2
+        with torch.set_grad_enabled(False):
+            z = z - 1
+    return y, z, y.requires_grad, z.requires_grad
+
+
+@case(inputs=lambda: torch.randn(4, requires_grad=True))
+def grad_mode_blocks_back_to_back(x):
+    """Leaving one block and entering the next with the same mode: the two switches cancel."""
+    with torch.no_grad():
+        a = x + 1
+    with torch.no_grad():
+        b = a * 2
+    c = b + x
+    with torch.enable_grad():
+        d = c.sin()
+    return d, d.requires_grad

@@ -554,15 +554,7 @@ def inplace_on_inputs_across_break(x, y):
     return x + y
 
 
-@case(
-    inputs=lambda: torch.randn(4, 6, requires_grad=True),
-    tags={"break"},
-    difference=(
-        "pyframe does not resume inside a with block (DESIGN.md section 4): a break there makes "
-        "the frame run normally; torch._dynamo breaks inside the block and sets the grad mode "
-        "around its graphs and its resume function"
-    ),
-)
+@case(inputs=lambda: torch.randn(4, 6, requires_grad=True), tags={"break"})
 def break_inside_no_grad(x):
     """A print under `with torch.no_grad()`: the grad mode must hold on both sides of the break."""
     y = x * 2
@@ -590,3 +582,28 @@ class GatedModule(nn.Module):
             h = h.tanh()
         print("pyframe corpus: GatedModule")
         return h * self.scale
+
+
+@case(inputs=lambda: torch.randn(4, requires_grad=True), tags={"break"})
+def break_inside_nested_grad_mode_blocks(x):
+    """A call break two blocks deep: the graph leaves both, the call runs inside both entered
+    again, and the resume function enters both once more."""
+    with torch.no_grad():
+        y = x * 2
+        with torch.enable_grad():
+            z = y.sin() + x
+            print("pyframe corpus: break_inside_nested_grad_mode_blocks")
+            z = z * y
+        w = z.cos()
+    return w + x, z.requires_grad, w.requires_grad
+
+
+@case(inputs=lambda: torch.randn(4, 4), tags={"break"})
+def branch_inside_autocast_region(x):
+    """A data-dependent branch inside an autocast region: both ways on run in the region."""
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = x @ x
+        if y.sum() > 0:
+            y = y * 2
+        z = y @ x
+    return z.float()

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from ...exc import Unsupported
+from ...resume import Reentry
 from ...source import AttrSource
 from .base import VariableTracker
 from .constant import ConstantVariable
@@ -23,8 +24,10 @@ GRAD_MODE_CLASSES = (torch.no_grad, torch.enable_grad, torch.set_grad_enabled)
 
 
 def set_grad_mode(tx, enabled: bool) -> None:
-    tx.output.record_effect(torch._C._set_grad_enabled, (enabled,))
-    tx.output.grad_enabled = enabled
+    """Recorded only when it changes the mode, as torch._dynamo coalesces them."""
+    if tx.output.grad_enabled != enabled:
+        tx.output.record_effect(torch._C._set_grad_enabled, (enabled,))
+        tx.output.grad_enabled = enabled
 
 
 class GradModeClassVariable(VariableTracker):
@@ -44,19 +47,21 @@ class GradModeClassVariable(VariableTracker):
                 raise Unsupported("torch.set_grad_enabled() takes one argument")
             enabled = bool(args[0].as_python_constant())
             set_grad_mode(tx, enabled)  # the mode changes when the object is made
-            return GradModeVariable(previous, None)
+            return GradModeVariable(previous, None, inside=enabled)
         if args or kwargs:
             raise Unsupported(f"{self.cls.__name__}() with arguments")
         return GradModeVariable(previous, self.cls is torch.enable_grad)
 
 
 class GradModeVariable(VariableTracker):
-    """A grad-mode context manager: `enter_mode` on __enter__ (None: already set), restore on exit."""
+    """A grad-mode context manager: `enter_mode` on __enter__ (None: already set), restore on exit.
+    `inside`: the mode in its block."""
 
-    def __init__(self, previous: bool, enter_mode: bool | None):
+    def __init__(self, previous: bool, enter_mode: bool | None, inside: bool | None = None):
         super().__init__()
         self.previous = previous
         self.enter_mode = enter_mode
+        self.inside = enter_mode if inside is None else inside
 
     def enter(self, tx) -> VariableTracker:
         if self.enter_mode is not None:  # (set_grad_enabled changed the mode when it was made:
@@ -146,6 +151,10 @@ class AutocastExitVariable(VariableTracker):
         # At a graph break inside the region (the graph entered it): an __exit__ that leaves it.
         cg.load_const(_AutocastRestore(*self.context.previous))
 
+    def reentry(self) -> Reentry:
+        """How the code after a graph break in the region enters it again: a new torch.autocast."""
+        return Reentry(torch.autocast, self.context.state)
+
 
 class _AutocastRestore:
     """The __exit__ of an autocast region entered by a graph: what torch.autocast.__exit__ does,
@@ -179,6 +188,11 @@ class GradModeExitVariable(VariableTracker):
     def reconstruct(self, cg) -> None:
         # At a graph break inside the block: an __exit__ that restores the mode found on entry.
         cg.load_const(_RESTORE_GRAD_MODE[self.context.previous])
+
+    def reentry(self) -> Reentry:
+        """How the code after a graph break in the block enters it again: `torch.set_grad_enabled`
+        with the block's mode (it restores, on exit, the mode it found)."""
+        return Reentry(torch.set_grad_enabled, (self.context.inside,))
 
 
 class _GradModeRestore:
