@@ -1,15 +1,18 @@
 """Opcode handlers: loads and stores of locals, cells, globals, attributes and constants."""
 from __future__ import annotations
 
+import inspect
 import sys
 
 from bytecode import FreeVar, Instr
 
 from ..exc import Unsupported
-from .variables import NullVariable, TensorVariable
+from .variables import NullVariable, TensorVariable, VariableTracker
 from .variables.base import DeferredMethodVariable
 from .variables.functions import CellReference
 from .variables.torch import PythonModuleVariable
+
+_OBJECT_CLASS = object.__dict__["__class__"]
 
 
 class LoadStoreOps:
@@ -59,7 +62,18 @@ class LoadStoreOps:
 
     def LOAD_ATTR(self, inst: Instr) -> None:
         obj = self.pop()
-        self.push(obj.var_getattr(self, inst.arg))
+        self.push(self.load_attr(obj, inst.arg))
+
+    def load_attr(self, obj: VariableTracker, name: str) -> VariableTracker:
+        """`obj.name`; `obj.__class__` is type(obj) (unless a class overrides `__class__`)."""
+        if name == "__class__":
+            try:
+                cls = obj.python_type()
+            except Unsupported:
+                cls = None
+            if cls is not None and inspect.getattr_static(cls, "__class__", None) is _OBJECT_CLASS:
+                return self.wrap(cls, None, guard=False)
+        return obj.var_getattr(self, name)
 
     def LOAD_METHOD(self, inst: Instr) -> None:
         obj = self.pop()
@@ -70,7 +84,7 @@ class LoadStoreOps:
             self.push(DeferredMethodVariable(obj, inst.arg, deferred))
             return
         try:
-            self.push(obj.var_getattr(self, inst.arg))
+            self.push(self.load_attr(obj, inst.arg))
         except Unsupported as e:
             if self.parent is None:
                 e.deferred_method_at = index  # trace again, deferring it (see translate_frame)

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from ..instructions import InstructionTranslator
 
 _EQUALS_TYPES = (bool, int, float, complex, str, bytes, torch.device)
+_CONTAINER_TYPES = (list, dict, collections.OrderedDict, collections.defaultdict)
 
 
 def wrap(tx: "InstructionTranslator", value: Any, source: Source | None, guard: bool = True) -> VariableTracker:
@@ -124,6 +125,14 @@ def wrap(tx: "InstructionTranslator", value: Any, source: Source | None, guard: 
         bound_to_class = isinstance(value, types.BuiltinMethodType) and isinstance(value.__self__, type)
         add(GuardKind.EQUALS_MATCH if bound_to_class else GuardKind.ID_MATCH, value)
         return BuiltinVariable(value, source)
+    if isinstance(value, types.BuiltinMethodType) and type(value.__self__) in _CONTAINER_TYPES:
+        # `out.append` held on the stack across a graph break (`out.append(f(x))` with f breaking):
+        # the method of the container it is bound to, read through it.
+        add(GuardKind.TYPE_MATCH, types.BuiltinMethodType)
+        if guards is not None:
+            guards.add(AttrSource(source, "__name__"), GuardKind.EQUALS_MATCH, value.__name__)
+        obj = wrap(tx, value.__self__, AttrSource(source, "__self__") if source is not None else None, guard)
+        return obj.var_getattr(tx, value.__name__)
     if isinstance(value, types.FunctionType):
         if value.__closure__ is None:
             add(GuardKind.ID_MATCH, value)

@@ -115,6 +115,8 @@ class BuiltinVariable(VariableTracker):
         attr = getattr(self.fn, name, None)  # `itertools.chain.from_iterable`, `dict.fromkeys`...
         if isinstance(attr, types.BuiltinFunctionType) and (attr in BUILTIN_FUNCTIONS or attr in PURE_FUNCTIONS):
             return BuiltinVariable(attr, AttrSource(self.source, name) if self.source is not None else None)
+        if name in ("__name__", "__qualname__", "__module__", "__doc__") and isinstance(attr, (str, type(None))):
+            return ConstantVariable(attr)  # fixed for a builtin (`type(x).__name__` of a tuple)
         return super().var_getattr(tx, name)
 
     def __repr__(self) -> str:
