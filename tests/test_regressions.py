@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import inspect
 import itertools
 import threading
 
 import torch
 
 import pyframe
-from pyframe.debug.compare import CountingBackend
+from pyframe.debug.compare import CountingBackend, assert_same_result
 
 
 def run_both(fn, *args, seed=0):
@@ -286,3 +287,86 @@ def test_a_partly_consumed_generator_with_side_effects_is_not_run_ahead():
     torch.testing.assert_close(pyframe.optimize(CountingBackend())(fn)(torch.ones(2), log),
                                fn(torch.ones(2), expected_log))
     assert log == expected_log == [0, 1]
+
+
+def test_a_tensors_class_is_its_type():
+    """`x.__class__` was a bound method of the tensor, so `x.__class__ is torch.Tensor` was False."""
+    def fn(x, items):
+        same = x.__class__ is torch.Tensor, x.__class__ is not torch.Tensor, x.__class__ == torch.Tensor
+        named = f"{x.__class__.__name__} {items.__class__.__name__} {(1, 2).__class__.__name__}"
+        return x.__class__(x) + 1 if x.__class__ is torch.Tensor else x - 1, same, named, [1].__class__ is list
+
+    for x in (torch.zeros(2), torch.nn.Parameter(torch.zeros(2))):
+        eager, compiled, backend = run_both(fn, x, [x])
+        assert_same_result(compiled, eager)
+        assert compiled[1] == (x.__class__ is torch.Tensor, x.__class__ is not torch.Tensor,
+                               x.__class__ is torch.Tensor)
+        assert len(backend.graphs) == 1
+
+
+def test_a_closure_made_before_a_break_sees_what_is_assigned_after_it():
+    """A cell still empty at the break was made anew by the resume function: the closure made
+    before the break kept the old one, and reading it raised NameError."""
+    def fn(x):
+        def get():
+            return y
+        print(end="")  # a graph break with `y` unassigned
+        y = x + 1
+        return get()
+
+    eager, compiled, backend = run_both(fn, torch.ones(2))
+    torch.testing.assert_close(compiled, eager)
+    assert len(backend.graphs) == 1
+
+
+class _AcceptsAnything(type):
+    def __instancecheck__(cls, instance):
+        return True
+
+
+class _Anything(metaclass=_AcceptsAnything):
+    pass
+
+
+def test_isinstance_asks_a_metaclass_with_its_own_instancecheck():
+    """isinstance() was answered from the object's type alone: False for a class whose metaclass
+    accepts other objects (torch's legacy storage classes do)."""
+    marker = object()
+
+    def fn(x, obj):
+        return x + 1, isinstance(obj, _Anything), isinstance(3, _Anything), isinstance(x, torch.nn.Parameter)
+
+    eager, compiled, _ = run_both(fn, torch.zeros(2), marker)
+    assert compiled[1:] == eager[1:] == (True, True, False)
+    storage = torch.UntypedStorage(2)
+    assert pyframe.optimize(CountingBackend())(lambda x, s: (x + 1, isinstance(s, torch.UntypedStorage)))(
+        torch.zeros(1), storage)[1] is True
+
+
+def test_stride_is_a_tuple_and_size_a_size():
+    def fn(x):
+        return x.stride(), x[::2].stride(), x.size(), x.stride(0)
+
+    eager, compiled, _ = run_both(fn, torch.randn(4, 4))
+    assert compiled == eager
+    assert [type(v) for v in compiled] == [tuple, tuple, torch.Size, int]
+
+
+def _with_signature(*args, **kwargs):
+    return args[0] + len(kwargs)
+
+
+_with_signature.__signature__ = inspect.Signature([
+    inspect.Parameter("a", inspect.Parameter.POSITIONAL_OR_KEYWORD),
+    inspect.Parameter("out", inspect.Parameter.KEYWORD_ONLY, default=None)])
+
+
+def test_a_function_advertising_another_signature_is_inlined_by_its_code():
+    """A `__signature__` (torch._refs set them) described other parameters than the code takes:
+    binding the call to it was an internal error and the frame ran as plain Python."""
+    def fn(x):
+        return _with_signature(x * 2) + 1
+
+    eager, compiled, backend = run_both(fn, torch.ones(2))
+    torch.testing.assert_close(compiled, eager)
+    assert backend.graphs[0].ops == ("mul", "add", "add")

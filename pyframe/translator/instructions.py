@@ -312,7 +312,7 @@ class InstructionTranslator(LoadStoreOps, CallOps, StackOps, JumpOps, ExceptionO
 
     def bind_arguments(self, fn: types.FunctionType, args: list[VariableTracker],
                        kwargs: dict[str, VariableTracker], fn_source: Source | None = None) -> dict[str, VariableTracker]:
-        signature = inspect.signature(fn, follow_wrapped=False)
+        signature = _code_signature(fn)
         try:
             bound = signature.bind(*args, **kwargs)
         except TypeError as e:
@@ -333,6 +333,16 @@ class InstructionTranslator(LoadStoreOps, CallOps, StackOps, JumpOps, ExceptionO
             result[name] = value
         return result
 
+
+
+def _code_signature(fn: types.FunctionType) -> inspect.Signature:
+    """The parameters `fn`'s code takes, whatever signature it advertises: a `__signature__` set
+    on it (torch._refs do) describes its callers' view, not the frame its code makes."""
+    if "__signature__" not in fn.__dict__:
+        return inspect.signature(fn, follow_wrapped=False)
+    plain = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
+    plain.__kwdefaults__ = fn.__kwdefaults__
+    return inspect.signature(plain, follow_wrapped=False)
 
 
 _decoded: "weakref.WeakKeyDictionary[types.CodeType, tuple[list[Any], dict[Label, int]]]" = \

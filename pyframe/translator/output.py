@@ -244,8 +244,9 @@ def finish_break(tx: InstructionTranslator, index: int, reason: Unsupported,
     for block in reversed(blocks):  # the graph leaves them, as the blocks' exits would
         block.call(tx, [], {})
     bound = {n for n in tx.code.co_varnames + tx.code.co_cellvars if n in tx.locals or n in tx.frame_values}
-    # Closures read cells without a LOAD_DEREF in this code: every bound cell counts as live.
-    cells = bound & set(tx.code.co_cellvars)
+    # Closures read cells without a LOAD_DEREF in this code: every cell counts as live, an empty
+    # one too (a closure made before the break sees what the code after it assigns).
+    cells = set(tx.code.co_cellvars)
     # Resume the original code (not a resume function of it): each place gets one resume function.
     targets = [original_position(tx.code, tx.instructions, first_real(tx.instructions, target))
                for target, _ in exits]

@@ -5,6 +5,7 @@ so the rules for what an operator does with tensors, containers and constants li
 """
 from __future__ import annotations
 
+import abc
 import builtins
 import collections
 import functools
@@ -221,7 +222,35 @@ def _isinstance(tx, obj: VariableTracker, classinfo: VariableTracker) -> Variabl
         # torch.FloatTensor and the like match a tensor by its dtype and device (static here)
         return ConstantVariable(any(isinstance(obj.example, k) if _is_legacy_tensor_type(k)
                                     else issubclass(obj.python_type(), k) for k in kinds))
+    if not all(_checks_by_type(k) for k in _flatten_classinfo(kinds)):
+        # A metaclass's own __instancecheck__ (torch's legacy storages, a user's) may look at the
+        # object itself: asked of the real object, which the guards keep the same one.
+        known = obj.real_object()
+        if known is UNKNOWN_OBJECT or (obj.source is None and not isinstance(obj, ConstantVariable)):
+            raise Unsupported(f"isinstance() against a class with its own __instancecheck__ ({cls!r})")
+        if obj.source is not None and not isinstance(obj, ConstantVariable):
+            tx.output.guards.add(obj.source, GuardKind.ID_MATCH, known)
+        return ConstantVariable(isinstance(known, cls))
     return ConstantVariable(issubclass(obj.python_type(), cls))
+
+
+# Metaclass instance checks that decide by the object's type alone, as issubclass(type(obj), cls)
+# does (nn.Parameter's also accepts a tensor marked `_is_param`: what pyframe's tensors carry as
+# their class).
+_TYPE_BASED_INSTANCECHECKS = (type.__instancecheck__, abc.ABCMeta.__instancecheck__,
+                              torch.nn.parameter._ParameterMeta.__instancecheck__)
+
+
+def _checks_by_type(cls: Any) -> bool:
+    return getattr(type(cls), "__instancecheck__", None) in _TYPE_BASED_INSTANCECHECKS
+
+
+def _flatten_classinfo(kinds: tuple) -> Iterator[Any]:
+    for k in kinds:
+        if isinstance(k, tuple):
+            yield from _flatten_classinfo(k)
+        else:
+            yield k
 
 
 def _is_legacy_tensor_type(cls: Any) -> bool:

@@ -78,7 +78,10 @@ class TensorVariable(VariableTracker):
             pargs = [a.as_python_constant() for a in args]
             pkwargs = {k: v.as_python_constant() for k, v in kwargs.items()}
             value = getattr(self.example, name)(*pargs, **pkwargs)
-            return SizeVariable([ConstantVariable(d) for d in value]) if isinstance(value, tuple) else ConstantVariable(value)
+            if isinstance(value, tuple):  # x.size(): a torch.Size; x.stride(): a plain tuple
+                items = [ConstantVariable(d) for d in value]
+                return SizeVariable(items) if isinstance(value, torch.Size) else TupleVariable(items)
+            return ConstantVariable(value)
         if name == "__len__":
             return ConstantVariable(len(self.example))
         if name == "type" and not args and not kwargs:
