@@ -4,9 +4,13 @@ Change them as attributes: `pyframe.config.recompile_limit = 4`.
 """
 from __future__ import annotations
 
-# Most cache entries one code object may hold (torch._dynamo's default is 8). Past the limit the
-# frame runs eagerly, with one warning that names the guard that failed.
+# Most cache entries one code object may hold for the same objects (torch._dynamo's default is 8):
+# entries made for other objects the trace guarded by identity (another instance of a module
+# whose forward this is, say) do not count, up to `accumulated_recompile_limit` entries in all
+# (torch._dynamo's 256). Past either limit the code runs eagerly (its entries still hit), with
+# one warning that names the guard that failed.
 recompile_limit: int = 8
+accumulated_recompile_limit: int = 256
 
 # When a backend fails: True warns and runs the graph eagerly; False raises BackendCompilerFailed.
 suppress_errors: bool = True

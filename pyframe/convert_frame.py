@@ -57,6 +57,9 @@ class FrameRecord:
     compile_seconds: float = 0.0
     error: Unsupported | None = None              # the graph break (compiled) or the cause (skipped)
     resume_codes: list[types.CodeType] = field(default_factory=list)
+    # The frame's arguments its guards pin by identity (`self` of a module's forward), by id: the
+    # recompile limit counts the entries made for the objects a call brings.
+    pinned_locals: dict[str, int] = field(default_factory=dict)
 
 
 # The records of each code object, dropped with the code object (a record holds its graphs).
@@ -109,8 +112,11 @@ class Compiler:
         failures = [e.guards.first_failure(frame.f_locals, frame.f_globals, frame.f_builtins, frame.closure)
                     for e in entries]
         why = "first compile" if not entries else "guard failed: " + "; ".join(str(f) for f in failures)
-        if len(entries) >= config.recompile_limit:
-            return self._over_limit(code, why)
+        same_objects = sum(1 for e in entries if _pins_match(e.info, frame.f_locals))
+        if same_objects >= config.recompile_limit:
+            return self._over_limit(code, why, "recompile_limit", config.recompile_limit)
+        if len(entries) >= config.accumulated_recompile_limit:
+            return self._over_limit(code, why, "accumulated_recompile_limit", config.accumulated_recompile_limit)
         start = time.perf_counter()
         try:
             outputs: list[OutputGraph] = []
@@ -133,7 +139,8 @@ class Compiler:
             log.warning("pyframe: internal error compiling %s, running it normally", code.co_name, exc_info=True)
             return self._give_up(code, entries, None, f"internal error: {type(e).__name__}: {e}")
         record = FrameRecord(describe(code), "compiled", why, result.graphs, guards.texts(), result.code,
-                             time.perf_counter() - start, result.break_reason, result.resume_codes)
+                             time.perf_counter() - start, result.break_reason, result.resume_codes,
+                             guards.pinned_locals())
         self._record(code, record)
         if entries:
             log.debug("recompiling %s: %s", code.co_name, why)
@@ -155,16 +162,21 @@ class Compiler:
         # Keep entries made for other inputs; a code that never compiled is not tried again.
         return _C.RUN_ONLY if entries else _C.SKIP
 
-    def _over_limit(self, code: types.CodeType, why: str) -> Any:
+    def _over_limit(self, code: types.CodeType, why: str, setting: str, limit: int) -> Any:
         if code not in self._limit_warned:
             self._limit_warned.add(code)
-            warnings.warn(f"pyframe: {describe(code)} hit "
-                          f"config.recompile_limit ({config.recompile_limit}); running it eagerly from now "
-                          f"on. Last recompile reason: {why}", stacklevel=2)
+            warnings.warn(f"pyframe: {describe(code)} hit config.{setting} ({limit}); running it eagerly "
+                          f"from now on. Last recompile reason: {why}", stacklevel=2)
             if logs.enabled:
-                logs.recompile_limit(describe(code), config.recompile_limit, why)
+                logs.recompile_limit(describe(code), limit, why)
         self._record(code, FrameRecord(describe(code), "run_only", f"recompile limit: {why}"))
         return _C.RUN_ONLY
+
+
+def _pins_match(record: Any, f_locals: dict[str, Any]) -> bool:
+    """The entry was made for the objects the frame's arguments hold now (or pins none)."""
+    pinned = getattr(record, "pinned_locals", None) or {}
+    return all(id(f_locals.get(name)) == object_id for name, object_id in pinned.items())
 
 
 def disable_wrap(fn: Callable) -> Callable:

@@ -133,6 +133,11 @@ class GuardSet:
     def __len__(self) -> int:
         return len(self._guards)
 
+    def pinned_locals(self) -> dict[str, int]:
+        """The arguments guarded by identity: name -> id of the object."""
+        return {g.source.local_name: id(g.value) for g in self
+                if g.kind is GuardKind.ID_MATCH and isinstance(g.source, LocalSource)}
+
     def texts(self) -> list[str]:
         return [g.text() for g in self.global_state] + [g.text() for g in self]
 

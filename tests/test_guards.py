@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import gc
+import warnings
 import weakref
 
 import pytest
@@ -159,6 +160,40 @@ def test_recompile_limit_runs_eagerly_with_one_warning(monkeypatch):
     assert _C.get_code_state(scaled.__code__) == "run_only"
     opt(x, 1)  # an earlier entry still hits
     assert sum(hits(scaled)) == 1
+
+
+class _PrintingBlock(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        x = self.lin(x)
+        print(end="")  # a graph break in every block: each block's forward is a frame of its own
+        return x.relu()
+
+
+def test_the_recompile_limit_counts_entries_for_the_same_module(monkeypatch):
+    """Each block's forward is guarded on its `self`: a deep stack of blocks makes one entry per
+    block, which must not count against the limit of any one block (torch._dynamo counts entries
+    with the same identity-guarded objects): all twelve compile, none runs eagerly."""
+    monkeypatch.setattr(pyframe.config, "recompile_limit", 3)
+    net = torch.nn.Sequential(*[_PrintingBlock() for _ in range(12)])
+    counter = Counter()
+    x = torch.randn(2, 4)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.testing.assert_close(pyframe.optimize(counter)(net)(x), net(x))
+    assert not [w for w in caught if "recompile_limit" in str(w.message)]
+    code = _PrintingBlock.forward.__code__
+    assert len(_C.get_cache_entries(code)) == 12
+    assert _C.get_code_state(code) != "run_only"
+    # The limit still holds for one block: new shapes for block 0 alone stop at 3 entries.
+    first = pyframe.optimize(counter)(net[0])
+    with pytest.warns(UserWarning, match="recompile_limit"):
+        for n in range(1, 6):
+            first(torch.randn(n, 4))
+    assert sum(1 for e in _C.get_cache_entries(code) if e.info.pinned_locals["self"] == id(net[0])) == 3
 
 
 def test_death_of_a_function_frees_its_entries():
