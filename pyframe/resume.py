@@ -1,7 +1,7 @@
 """Resume functions: the rest of a frame's code after a graph break, as a function of its own.
 
 `resume_code(code, target, stack, live)` makes a code object from the original that takes the
-values below the break point's stack and the live locals as positional arguments:
+live locals and the values below the break point's stack as positional arguments:
 
     <prologue>                     COPY_FREE_VARS / MAKE_CELL (not for cells passed in) / RESUME
     PUSH_NULL | LOAD_FAST ___stack_0 ...   rebuild the value stack (NULL slots re-created, with
@@ -123,7 +123,7 @@ def resume_code(code: types.CodeType, target: int, stack: tuple[Slot, ...], live
             continue
         body.append(inst)
 
-    args = [*stack_arg_names(stack), *live]
+    args = [*live, *stack_arg_names(stack)]  # the first live local first: zero-argument super() reads it
     bc = Bytecode(body)
     name = f"__resume_at_{offset}_{next(_counter)}"
     bc.name = bc.qualname = name

@@ -370,3 +370,24 @@ def test_a_function_advertising_another_signature_is_inlined_by_its_code():
     eager, compiled, backend = run_both(fn, torch.ones(2))
     torch.testing.assert_close(compiled, eager)
     assert backend.graphs[0].ops == ("mul", "add", "add")
+
+
+class _Base:
+    def scale(self, x):
+        return x * 2
+
+
+class _Child(_Base):
+    def scale(self, x):
+        y = x + 1
+        print(end="")  # a graph break: the rest runs in a resume function
+        return super().scale(y)
+
+
+def test_zero_argument_super_after_a_break():
+    """super() reads the frame's first local; the resume function took the stack values first and
+    super() raised TypeError ("obj must be an instance or subtype of type")."""
+    child = _Child()
+    eager, compiled, backend = run_both(child.scale, torch.ones(2))
+    torch.testing.assert_close(compiled, eager)
+    assert [g.ops for g in backend.graphs] == [("add",), ("mul",)]

@@ -19,16 +19,17 @@ def index_of(code, opname, nth=0):
     return found[nth]
 
 
-def test_resume_code_takes_stack_and_live_locals_and_continues_there():
+def test_resume_code_takes_live_locals_and_stack_and_continues_there():
     code = original.__code__
     target = index_of(code, "STORE_FAST", 1)  # `y = ...` with x * b on the stack
     new = resume_code(code, target, (False,), ("a",))
-    assert new.co_argcount == 2 and new.co_varnames[:2] == ("___stack_0", "a")
+    # live locals first (zero-argument super() reads the first one), then the stack
+    assert new.co_argcount == 2 and new.co_varnames[:2] == ("a", "___stack_0")
     offset = offset_of(code, list(Bytecode.from_code(code)), target)
     assert new.co_name == f"__resume_at_{offset}_{new.co_name.rsplit('_', 1)[1]}"
     assert list(dis.get_instructions(new))  # well-formed for dis
     fn = type(original)(new, globals())
-    assert fn(12, 5) == (12 - 5)  # y = 12, then y - a
+    assert fn(5, 12) == (12 - 5)  # a = 5, y = 12, then y - a
 
 
 def test_resume_code_recreates_null_slots():

@@ -14,7 +14,7 @@ A frame that breaks at instruction i becomes
     <side effects replayed>
     <live locals stored back>                   so the real instruction sees the frame's state
     <operands of i rebuilt>; <i itself>         the unsupported step, run by Python
-    return __resume_at_<offset>(<rest of the stack>, <results of i>, <live locals>)
+    return __resume_at_<offset>(<live locals>, <rest of the stack>, <results of i>)
                                                 (one such call per way out of i)
 """
 from __future__ import annotations
@@ -250,7 +250,9 @@ def finish_break(tx: InstructionTranslator, index: int, reason: Unsupported,
     # Resume the original code (not a resume function of it): each place gets one resume function.
     targets = [original_position(tx.code, tx.instructions, first_real(tx.instructions, target))
                for target, _ in exits]
-    lives = [tuple(sorted((live_locals(instrs, target) & bound) | cells)) for _, instrs, target in targets]
+    # A zero-argument super() reads the frame's first local: `self` goes first, used or not.
+    lives = [_in_frame_order(original, (live_locals(instrs, target) & bound) | cells | _implicit(original, bound))
+             for original, instrs, target in targets]
     # Plain locals are passed to the resume function rebuilt from their traced values (their slots
     # keep the entry values every Source reads). Cells are synced first: closures see them.
     live_values = [tx.locals[n] for n in sorted(set().union(*lives)) if n in tx.locals]
@@ -355,6 +357,19 @@ def _emit_block_handler(cg: PyCodegen, start: TryBegin, n: int) -> None:
     cg.emit("RERAISE", 1)
 
 
+def _implicit(code: types.CodeType, bound: set[str]) -> set[str]:
+    """Locals the code reads without naming them: zero-argument super() reads the first argument."""
+    if "__class__" in code.co_freevars and code.co_argcount > 0:
+        return {code.co_varnames[0]} & bound
+    return set()
+
+
+def _in_frame_order(code: types.CodeType, names: set[str]) -> tuple[str, ...]:
+    """Locals in the order of the frame's slots (its first argument first, as super() needs)."""
+    slots = {name: i for i, name in enumerate(code.co_varnames + code.co_cellvars)}
+    return tuple(sorted(names, key=lambda n: (slots.get(n, len(slots)), n)))
+
+
 def _inside_traced_blocks_only(tx: InstructionTranslator, index: int) -> bool:
     """Every try range covering instruction `index` is the body of a `with` on a grad-mode or
     autocast context (its handler keeps the stack up to the block's __exit__, which the trace
@@ -369,7 +384,7 @@ def _inside_traced_blocks_only(tx: InstructionTranslator, index: int) -> bool:
 def _emit_resume_call(tx: InstructionTranslator, cg: PyCodegen, code: types.CodeType,
                       lower: list[VariableTracker], results: int, live: tuple[str, ...],
                       packed: bool = False) -> None:
-    """`return resume(*lower, *results, *live)` with the `results` already on the stack (`packed`:
+    """`return resume(*live, *lower, *results)` with the `results` already on the stack (`packed`:
     as one tuple)."""
     if packed and not results:
         cg.emit("POP_TOP")
@@ -379,24 +394,25 @@ def _emit_resume_call(tx: InstructionTranslator, cg: PyCodegen, code: types.Code
         cg.push_null()
         cg.emit("SWAP", 2)
         _load_function(tx, cg, code)
-        cg.emit("SWAP", 2)
-        for value in lower:
-            value.reconstruct(cg)
-        cg.emit("BUILD_TUPLE", len(lower))
-        cg.emit("SWAP", 2)
-        cg.emit("BINARY_OP", BinaryOp.ADD)
+        cg.emit("SWAP", 2)                 # NULL, resume, results
         for name in live:
             _load_live(tx, cg, name)
         cg.emit("BUILD_TUPLE", len(live))
+        cg.emit("SWAP", 2)                 # NULL, resume, live, results
+        for value in lower:
+            value.reconstruct(cg)
+        cg.emit("BUILD_TUPLE", len(lower))
+        cg.emit("SWAP", 2)                 # NULL, resume, live, lower, results
+        cg.emit("BINARY_OP", BinaryOp.ADD)
         cg.emit("BINARY_OP", BinaryOp.ADD)
         cg.emit("CALL_FUNCTION_EX", 0)
     else:
         cg.push_null()
         _load_function(tx, cg, code)
-        for value in lower:
-            value.reconstruct(cg)
         for name in live:
             _load_live(tx, cg, name)
+        for value in lower:
+            value.reconstruct(cg)
         cg.call(len(lower) + len(live))
     cg.emit("RETURN_VALUE")
 
