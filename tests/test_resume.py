@@ -47,4 +47,4 @@ def test_resume_codes_are_cached_and_remember_their_origin():
     first = resume_code(code, target, (False,), ("a",))
     assert resume_code(code, target, (False,), ("a",)) is first
     info = origins[first]
-    assert info.original is code and info.args == ("___stack_0", "a")
+    assert info.original is code and info.args == ("a", "___stack_0")
