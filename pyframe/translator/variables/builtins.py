@@ -271,12 +271,16 @@ def _has_attr(tx, obj: VariableTracker, attr: str) -> bool | None:
         cls = obj.python_type()
         if any(attr in vars(klass) for klass in cls.__mro__):
             return True
-        if cls.__dictoffset__ == 0 and _plain_getattr(cls):
+        if cls.__dictoffset__ == 0 and plain_getattr(cls):
             return False
+        return None
+    from .objects import NewObjectVariable, UserObjectVariable, object_has_attr  # (objects.py imports this module)
+    if isinstance(obj, (UserObjectVariable, NewObjectVariable)):
+        return object_has_attr(tx, obj, attr)
     return None
 
 
-def _plain_getattr(cls: type) -> bool:
+def plain_getattr(cls: type) -> bool:
     """Attribute reads on instances of cls run no Python code when the attribute is missing: no
     Python __getattribute__ or __getattr__."""
     return not isinstance(inspect.getattr_static(cls, "__getattribute__"), types.FunctionType) \

@@ -18,9 +18,10 @@ from typing import Any
 import torch
 
 from ...exc import Unsupported
+from ...guards import GuardKind
 from ...source import AttrSource, ItemSource, Source
 from .base import BoundMethodVariable, VariableTracker, constant_args
-from .builtins import build_dict, iterate
+from .builtins import build_dict, iterate, plain_getattr
 from .constant import ConstantVariable
 from .containers import DequeVariable, NamedTupleVariable
 from .exceptions import ExceptionVariable, is_exception_class
@@ -176,6 +177,37 @@ class UserObjectVariable(VariableTracker):
         tx.side_effects.store_attr(self, name, value)
 
 
+def object_has_attr(tx, obj: "UserObjectVariable | NewObjectVariable", name: str) -> bool | None:
+    """hasattr(obj, name) for an instance of a user class, when it runs no user code: no
+    `__getattr__`, no Python `__getattribute__`, and the attribute (if the class defines it) is
+    not a property or a descriptor written in Python. None when that cannot be decided.
+
+    An instance read from the frame gets a HASATTR guard: the answer holds while its class and
+    its instance dict do not gain or lose the attribute."""
+    if isinstance(obj, UserObjectVariable):
+        assigned = tx.side_effects.load_attr(obj, name) is not None
+    else:
+        assigned = name in obj.attrs
+    if assigned:  # earlier in this trace
+        return True
+    cls = obj.python_type()
+    if not plain_getattr(cls):
+        return None
+    if isinstance(obj, NewObjectVariable):  # made in the trace: its attributes are all in `attrs`
+        static = next((vars(klass)[name] for klass in cls.__mro__ if name in vars(klass)), _MISSING)
+        answer = static is not _MISSING
+    else:
+        static = inspect.getattr_static(obj.value, name, _MISSING)
+        answer = None
+    if static is not _MISSING and hasattr(type(static), "__get__") and not isinstance(static, _PLAIN_DESCRIPTORS):
+        return None  # a property or a descriptor may raise AttributeError
+    if answer is None:
+        answer = hasattr(obj.value, name)  # (a slot, or a builtin descriptor: C code only)
+        if obj.source is not None:
+            tx.output.guards.add(AttrSource(obj.source, name), GuardKind.HASATTR_MATCH, answer)
+    return answer
+
+
 def check_plain_store(cls: type, name: str) -> None:
     """Unsupported unless `obj.name = value` only puts value in the instance's __dict__."""
     if type(cls).__setattr__ is not type.__setattr__ or cls.__setattr__ is not object.__setattr__:
@@ -272,6 +304,8 @@ def _new_namedtuple(tx, cls: type, args, kwargs) -> VariableTracker:
              for value in bound.arguments.values()]
     return NamedTupleVariable(items, cls)
 
+
+_MISSING = object()
 
 # Descriptors whose __get__ runs no Python code: reading through them is safe while tracing.
 _PLAIN_DESCRIPTORS = (types.FunctionType, staticmethod, classmethod, types.BuiltinFunctionType,
