@@ -263,17 +263,18 @@ def _has_attr(tx, obj: VariableTracker, attr: str) -> bool | None:
     """hasattr, when it is decidable without running user code; None when it is not."""
     if isinstance(obj, TensorVariable):
         return hasattr(obj.example, attr)
-    if obj.is_python_constant():
-        return hasattr(obj.as_python_constant(), attr)
     if isinstance(obj, (BaseListVariable, DictVariable, SetVariable, DictViewVariable)):
         # Instances of these types (namedtuples included) take their attributes from the class;
-        # one whose instances have a __dict__ (a namedtuple's subclass) may hold more.
+        # one whose instances have a __dict__ (a namedtuple's subclass) may hold more. (Not from
+        # as_python_constant(): that is a new container, without what the instance dict holds.)
         cls = obj.python_type()
         if any(attr in vars(klass) for klass in cls.__mro__):
             return True
         if cls.__dictoffset__ == 0 and plain_getattr(cls):
             return False
         return None
+    if obj.is_python_constant():
+        return hasattr(obj.as_python_constant(), attr)
     from .objects import NewObjectVariable, UserObjectVariable, object_has_attr  # (objects.py imports this module)
     if isinstance(obj, (UserObjectVariable, NewObjectVariable)):
         return object_has_attr(tx, obj, attr)
@@ -454,9 +455,6 @@ def _contains(tx, container: VariableTracker, item: VariableTracker) -> Variable
 def _getitem(tx, obj: VariableTracker, key: VariableTracker) -> VariableTracker | None:
     if _is_tensor(obj):
         return None
-    found = _python_method(obj, "__getitem__")
-    if found is not None:  # a user class's __getitem__ (a Sequence or Mapping subclass), inlined
-        return tx.inline_call(found[0], [obj, key], {}, fn_source=found[1])
     getitem = getattr(obj, "getitem", None)
     if getitem is not None:
         return getitem(tx, key)

@@ -157,10 +157,13 @@ class UserObjectVariable(VariableTracker):
         raise Unsupported(f"method {type(self.value).__name__}.{name}")
 
     def getitem(self, tx, key: VariableTracker) -> VariableTracker:
-        """`obj[key]` on an instance of a dict subclass that keeps dict's own __getitem__, or on a
-        typing construct (`typing.List[int]` in an annotation)."""
+        """`obj[key]` on a typing construct (`typing.List[int]` in an annotation), through a
+        user class's __getitem__ (inlined: a Sequence or Mapping subclass), or on an instance of a
+        dict subclass that keeps dict's own __getitem__."""
         if type(self.value).__module__ == "typing" and key.is_python_constant():
             return PythonObjectVariable(self.value[key.as_python_constant()])
+        if isinstance(inspect.getattr_static(type(self.value), "__getitem__", None), types.FunctionType):
+            return self.call_method(tx, "__getitem__", [key], {})
         if not isinstance(self.value, dict) or \
                 inspect.getattr_static(type(self.value), "__getitem__") is not dict.__getitem__:
             raise Unsupported(f"subscript of a {type(self.value).__name__}")
@@ -251,6 +254,12 @@ class NewObjectVariable(VariableTracker):
 
     def call(self, tx, args, kwargs) -> VariableTracker:
         return self.call_method(tx, "__call__", args, kwargs)
+
+    def getitem(self, tx, key: VariableTracker) -> VariableTracker:
+        """`obj[key]`: the class's __getitem__, inlined."""
+        if not isinstance(inspect.getattr_static(self.cls, "__getitem__", None), types.FunctionType):
+            raise Unsupported(f"subscript of a {self.cls.__qualname__}")
+        return self.call_method(tx, "__getitem__", [key], {})
 
     def store_attr(self, tx, name: str, value: VariableTracker) -> None:
         check_plain_store(self.cls, name)
