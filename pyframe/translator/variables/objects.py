@@ -198,6 +198,8 @@ def object_has_attr(tx, obj: "UserObjectVariable | NewObjectVariable", name: str
         return None
     if isinstance(obj, NewObjectVariable):  # made in the trace: its attributes are all in `attrs`
         static = next((vars(klass)[name] for klass in cls.__mro__ if name in vars(klass)), _MISSING)
+        if isinstance(static, types.MemberDescriptorType):
+            return None  # a base class's slot (not modelled: it may be unset)
         answer = static is not _MISSING
     else:
         static = inspect.getattr_static(obj.value, name, _MISSING)
