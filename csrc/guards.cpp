@@ -218,6 +218,12 @@ public:
         }
         add(make_dict_keys_match(std::move(keys), std::move(text)));
     }
+    void add_hasattr_match(py::str name, bool expected, std::string text) {
+        if (text.empty()) {
+            text = std::string(expected ? "" : "not ") + "hasattr(" + source_ + ", " + repr_of(name) + ")";
+        }
+        add(make_hasattr_match(std::move(name), expected, std::move(text)));
+    }
     void add_tensor_match(py::object tp, py::object dtype, py::object device,
                           std::vector<int64_t> sizes, std::vector<int64_t> strides,
                           bool requires_grad, std::string text) {
@@ -342,6 +348,7 @@ public:
 
     // What the checks of this node (its leaves, and the fetches of its children) rely on.
     void record_facts(PyObject *v, Snapshot &s) const {
+        bool reads_attrs = has_attr_children_;
         for (const auto &leaf : leaves_) {
             switch (leaf->kind()) {
                 case LeafKind::Value:
@@ -356,12 +363,15 @@ public:
                         s.type_of(v);  // __class__ can be reassigned
                     }
                     break;
+                case LeafKind::Attribute:
+                    reads_attrs = true;  // what it finds depends on the type and the instance dict
+                    break;
                 case LeafKind::Identity:
                 case LeafKind::Tensor:
                     break;
             }
         }
-        if (has_attr_children_) {
+        if (reads_attrs) {
             PyObject **slot = pf_instance_dict_slot(v);
             PyObject *dict = slot != nullptr ? *slot : nullptr;
             PyTypeObject *tp = Py_TYPE(v);
@@ -707,6 +717,8 @@ void bind_guards(py::module_ &m) {
         .def("add_len_match", &GuardManager::add_len_match, py::arg("n"), py::arg("text") = "")
         .def("add_dict_keys_match", &GuardManager::add_dict_keys_match, py::arg("keys"),
              py::arg("text") = "")
+        .def("add_hasattr_match", &GuardManager::add_hasattr_match, py::arg("name"),
+             py::arg("expected"), py::arg("text") = "")
         .def("add_tensor_match", &GuardManager::add_tensor_match, py::arg("tp"), py::arg("dtype"),
              py::arg("device"), py::arg("sizes"), py::arg("strides"), py::arg("requires_grad"),
              py::arg("text") = "")

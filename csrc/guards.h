@@ -26,7 +26,8 @@ namespace py = pybind11;
 //   Type      its type (TYPE_MATCH)
 //   Tensor    a tensor's metadata (TENSOR_MATCH)
 //   Value     its value (EQUALS_MATCH, LEN, NONE, DICT_KEYS, global state)
-enum class LeafKind : uint8_t { Identity, Type, Tensor, Value };
+//   Attribute whether it has an attribute (HASATTR): its type and its instance dict
+enum class LeafKind : uint8_t { Identity, Type, Tensor, Value, Attribute };
 
 // One check on one value. Leaves hold their Python objects as py::object (destroyed with the
 // tree, under the GIL) and use the raw CPython API in check(): it runs on every cached call.
@@ -56,6 +57,7 @@ LeafPtr make_equals_match(py::object value, std::string text);
 LeafPtr make_none_match(bool want_none, std::string text);
 LeafPtr make_len_match(Py_ssize_t n, std::string text);
 LeafPtr make_dict_keys_match(py::tuple keys, std::string text);
+LeafPtr make_hasattr_match(py::str name, bool expected, std::string text);
 LeafPtr make_call_match(py::object fn, py::object expected, std::string text);
 LeafPtr make_tensor_match(py::object tp, py::object dtype, py::object device,
                           std::vector<int64_t> sizes, std::vector<int64_t> strides,

@@ -133,6 +133,26 @@ private:
     py::tuple keys_;
 };
 
+// hasattr(v, name) == expected: an attribute the trace found missing (getattr with a default, a
+// class pattern's keyword) or present without reading it. The translator adds it only on values
+// whose attribute lookup runs no Python code (no __getattr__, no Python __getattribute__).
+class HasAttrMatch final : public Leaf {
+public:
+    HasAttrMatch(py::str name, bool expected, std::string text)
+        : Leaf(std::move(text)), name_(std::move(name)), expected_(expected) {}
+    bool check(PyObject *v) override {
+        PyObject *attr = nullptr;
+        int found = _PyObject_LookupAttr(v, name_.ptr(), &attr);  // no AttributeError to clear
+        Py_XDECREF(attr);
+        return found >= 0 && (found == 1) == expected_;
+    }
+    LeafKind kind() const override { return LeafKind::Attribute; }
+
+private:
+    py::str name_;
+    bool expected_;
+};
+
 // fn() == expected, for global state (torch.is_grad_enabled, torch.get_default_dtype).
 class CallMatch final : public Leaf {
 public:
@@ -171,6 +191,9 @@ LeafPtr make_len_match(Py_ssize_t n, std::string text) {
 }
 LeafPtr make_dict_keys_match(py::tuple keys, std::string text) {
     return std::make_unique<DictKeysMatch>(std::move(keys), std::move(text));
+}
+LeafPtr make_hasattr_match(py::str name, bool expected, std::string text) {
+    return std::make_unique<HasAttrMatch>(std::move(name), expected, std::move(text));
 }
 LeafPtr make_call_match(py::object fn, py::object expected, std::string text) {
     return std::make_unique<CallMatch>(std::move(fn), std::move(expected), std::move(text));

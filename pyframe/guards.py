@@ -32,6 +32,8 @@ class GuardKind(enum.IntEnum):
     LEN_MATCH = 5
     DICT_KEYS_MATCH = 6
     TENSOR_MATCH = 7
+    # hasattr(base, attr) == value, for source `base.attr` (an attribute found missing is never read)
+    HASATTR_MATCH = 8
 
 
 @dataclass(frozen=True)
@@ -76,6 +78,8 @@ class Guard:
             return f"len({name}) == {value}"
         if kind is GuardKind.DICT_KEYS_MATCH:
             return f"list({name}.keys()) == {list(value)!r}"
+        if kind is GuardKind.HASATTR_MATCH:
+            return f"{'' if value else 'not '}hasattr({self.source.base.name()}, {self.source.attr!r})"
         m: TensorMeta = value
         return (f"check_tensor({name}, {_type_name(m.type)}, {m.dtype}, device={str(m.device)!r}, "
                 f"size={list(m.sizes)}, stride={list(m.strides)}, requires_grad={m.requires_grad})")
@@ -149,7 +153,9 @@ class GuardSet:
             root.add_torch_state_match(g.state, g.expected, g.text())
         nodes: dict[Source, Any] = {}
         for guard in sorted(self, key=lambda g: g.kind):  # stable: cheap kinds first
-            _add_leaf(_node_for(guard.source, root, nodes, code), guard)
+            # (HASATTR_MATCH is checked on the object: the attribute itself may not exist)
+            source = guard.source.base if guard.kind is GuardKind.HASATTR_MATCH else guard.source
+            _add_leaf(_node_for(source, root, nodes, code), guard)
         for i, source in enumerate(exports):
             if root.export(_node_for(source, root, nodes, code)) != i:
                 raise ValueError(f"graph input {source.name()} is exported twice")
@@ -197,6 +203,8 @@ def _add_leaf(node: Any, guard: Guard) -> None:
         node.add_len_match(value, text)
     elif kind is GuardKind.DICT_KEYS_MATCH:
         node.add_dict_keys_match(tuple(value), text)
+    elif kind is GuardKind.HASATTR_MATCH:
+        node.add_hasattr_match(guard.source.attr, value, text)
     else:
         m: TensorMeta = value
         node.add_tensor_match(m.type, m.dtype, m.device, m.sizes, m.strides, m.requires_grad, text)

@@ -86,6 +86,21 @@ def test_dict_keys_match_in_order():
     assert not check(root, {"x": {"a": 1}}) and not check(root, {"x": [("a", 1), ("b", 2)]})
 
 
+def test_hasattr_match_present_and_absent():
+    class Plain:
+        pass
+
+    present = one_leaf("x", lambda n: n.add_hasattr_match("a", True))
+    absent = one_leaf("x", lambda n: n.add_hasattr_match("a", False))
+    obj = Plain()
+    assert not check(present, {"x": obj}) and check(absent, {"x": obj})
+    assert absent.texts() == ["not hasattr(L['x'], 'a')"]
+    obj.a = 1
+    assert check(present, {"x": obj}) and not check(absent, {"x": obj})
+    Plain.b = 2  # a class attribute counts, as in hasattr()
+    assert one_leaf("x", lambda n: n.add_hasattr_match("b", True)).check({"x": Plain()}, G, B)
+
+
 def test_call_match_on_global_state():
     root = _C.RootGuardManager()
     root.add_call_match(torch.is_grad_enabled, True, "grad mode on")
@@ -521,6 +536,24 @@ def test_type_changes_are_seen():
     assert check(root, {"o": obj})
     inner.__class__ = B
     assert not check(root, {"o": obj})
+
+
+def test_hasattr_below_a_pinned_node_is_rechecked_when_the_attribute_appears():
+    class Cfg:
+        pass
+
+    inner = Cfg()
+    obj = Holder(cfg=inner)
+    root = pinned_root(obj, lambda n: n.attr("cfg").add_hasattr_match("shift", False, "not hasattr(cfg, 'shift')"))
+    assert check(root, {"o": obj}) and check(root, {"o": obj})
+    inner.shift = 1.0  # the instance dict gains it
+    assert not check(root, {"o": obj})
+    del inner.shift
+    assert check(root, {"o": obj})
+    Cfg.shift = 0.0    # the class does: its version tag changes
+    assert not check(root, {"o": obj})
+    del Cfg.shift
+    assert check(root, {"o": obj})
 
 
 def test_parameter_metadata_changed_in_place_is_the_documented_assumption():

@@ -151,3 +151,30 @@ def test_functions_wrapped_by_pyframe_are_inlined_or_break():
     assert [g.ops for g in backend.graphs] == [("add",), ("add",)]
     with pytest.raises(pyframe.exc.Unsupported, match="disable"):
         pyframe.optimize(CountingBackend(), fullgraph=True)(with_disabled)(x)
+
+
+@functools.lru_cache(maxsize=8)
+def _inverse(n):
+    return 1.0 / n
+
+
+@functools.cache
+def _affine(x, k):
+    return x * k + 1
+
+
+def lru_cached_helpers(x, y):
+    return _affine(x, _inverse(x.shape[0])) + y * _inverse.__wrapped__(2)
+
+
+def test_lru_cache_wrapped_functions_are_traced_through_with_a_warning():
+    """As torch._dynamo does: the wrapped function is inlined and its cache ignored (a warning says so)."""
+    _affine.cache_clear()
+    with pytest.warns(UserWarning) as record:
+        pyframe.optimize(CountingBackend())(lru_cached_helpers)(torch.randn(4), torch.randn(4))
+    messages = [str(w.message) for w in record]
+    for name in ("_affine", "_inverse"):
+        assert any(f"{name}, a functools.lru_cache-wrapped function, at " in m and "test_calls.py" in m for m in messages)
+    assert _affine.cache_info().currsize == 0  # the traced call did not go through the cache
+    with pytest.warns(UserWarning):
+        test_inlined_like_torch_dynamo(lru_cached_helpers)

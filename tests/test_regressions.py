@@ -391,3 +391,34 @@ def test_zero_argument_super_after_a_break():
     eager, compiled, backend = run_both(child.scale, torch.ones(2))
     torch.testing.assert_close(compiled, eager)
     assert [g.ops for g in backend.graphs] == [("add",), ("mul",)]
+
+
+def test_a_break_at_an_instruction_adding_to_a_container_deep_in_the_stack():
+    """A mapping pattern's `**rest` copies the subject with DICT_UPDATE 2 (the dict two items
+    down): a break there rebuilt only one operand, and DICT_UPDATE updated the wrong object
+    (SystemError). The container and what lies above it are the instruction's operands."""
+    import collections.abc
+
+    class Settings(collections.abc.Mapping):
+        def __init__(self, **values):
+            self.values = values
+
+        def __getitem__(self, key):
+            return self.values[key]
+
+        def __len__(self):
+            return len(self.values)
+
+        def __iter__(self):
+            return iter(self.values)
+
+    def fn(x, settings):
+        x = x + 1
+        match settings:
+            case {"scale": scale, **rest}:
+                return x * scale, rest
+        return x, {}
+
+    eager, compiled, backend = run_both(fn, torch.ones(2), Settings(scale=2.0, bias=1.0))
+    torch.testing.assert_close(compiled, eager)
+    assert len(backend.graphs) == 2  # the break at DICT_UPDATE (a user Mapping is not copied while tracing)

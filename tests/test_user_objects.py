@@ -140,3 +140,79 @@ def test_class_with_its_own_setattr_is_left_to_python():
     explanation = pyframe.explain(fn)(x)
     assert any("__setattr__" in reason.reason for reason in explanation.break_reasons)
     torch.testing.assert_close(pyframe.optimize(CountingBackend())(fn)(x), fn(x))
+
+
+class Config:
+    depth = 2
+
+    def __init__(self, **values):
+        self.__dict__.update(values)
+
+
+class Fallback:
+    def __getattr__(self, name):
+        if name == "known":
+            return 4.0
+        raise AttributeError(name)
+
+    @property
+    def broken(self):
+        raise AttributeError("broken")
+
+
+class Intercepting:
+    def __getattribute__(self, name):
+        return 1.0 if name == "seen" else object.__getattribute__(self, name)
+
+
+class PairWithDict(Pair):  # no __slots__: its instances have a __dict__ and may hold more
+    pass
+
+
+def test_getattr_default_for_a_missing_attribute_is_guarded():
+    def fn(x, cfg):
+        return x * getattr(cfg, "scale", 1.0) + getattr(cfg, "depth", 0)
+
+    backend = CountingBackend()
+    compiled = pyframe.optimize(backend)(fn)
+    x = torch.randn(3)
+    cfg = Config()
+    _same(compiled(x, cfg), x + 2)
+    assert len(backend.graphs) == 1
+    cfg.scale = 3.0  # now it has one: the HASATTR guard fails and the frame is traced again
+    _same(compiled(x, cfg), x * 3 + 2)
+    Config.depth = 5
+    try:
+        _same(compiled(x, Config(scale=3.0)), x * 3 + 5)
+    finally:
+        Config.depth = 2
+    assert len(backend.graphs) == 3
+
+
+def test_getattr_default_after_an_attribute_error_raised_while_tracing():
+    def fn(x, obj):
+        return x * getattr(obj, "known", 0.0) + getattr(obj, "unknown", 1.0) + getattr(obj, "broken", 2.0)
+
+    x = torch.randn(3)
+    backend = CountingBackend()
+    _same(pyframe.optimize(backend)(fn)(x, Fallback()), fn(x, Fallback()))
+    assert len(backend.graphs) == 1
+    assert not pyframe.explain(fn)(x, Fallback()).break_reasons
+
+
+def test_hasattr_on_namedtuples_and_what_cannot_be_decided():
+    def fn(x, pair, obj):
+        if hasattr(pair, "first") and not hasattr(pair, "third"):
+            x = x + pair.first
+        return x * getattr(obj, "seen", 2.0) + getattr(obj, "other", 3.0)
+
+    x = torch.randn(3)
+    backend = CountingBackend()
+    _same(pyframe.optimize(backend)(fn)(x, Pair(1.0, 2.0), Config()), fn(x, Pair(1.0, 2.0), Config()))
+    assert len(backend.graphs) == 1
+    extended = PairWithDict(1.0, 2.0)
+    extended.third = 3.0
+    for args in ((x, extended, Config()), (x, Pair(1.0, 2.0), Intercepting())):
+        reasons = pyframe.explain(fn)(*args).break_reasons
+        assert reasons  # a Python __getattribute__, an instance dict on a namedtuple: left to Python
+        _same(pyframe.optimize(CountingBackend())(fn)(*args), fn(*args))

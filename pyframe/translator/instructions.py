@@ -3,7 +3,7 @@
 The translator walks the frame's instructions (read with the `bytecode` library) keeping a stack
 and locals of VariableTrackers. Each opcode has a handler named like the opcode, found with
 `getattr(self, inst.name)`; the handlers live in mixins by family (loads and stores, calls, stack
-and operators, jumps and loops). An opcode without a handler, or any operation a value does not
+and operators, jumps and loops, pattern matching). An opcode without a handler, or any operation a value does not
 support, raises Unsupported. Calls to Python functions are inlined by running a child translator
 over the callee's code with the same OutputGraph.
 """
@@ -30,6 +30,7 @@ from .ops_calls import CallOps
 from .ops_exceptions import ExceptionOps
 from .ops_jumps import JumpOps
 from .ops_load_store import LoadStoreOps
+from .ops_match import MatchOps
 from .ops_stack import StackOps
 from .side_effects import SideEffects
 from .variables import VariableTracker, wrap
@@ -45,7 +46,7 @@ _MAX_STEPS = 1_000_000  # a `while True` whose exit is never reached while traci
 _TORCH_DIR = os.path.dirname(torch.__file__)
 
 
-class InstructionTranslator(LoadStoreOps, CallOps, StackOps, JumpOps, ExceptionOps):
+class InstructionTranslator(LoadStoreOps, CallOps, StackOps, JumpOps, ExceptionOps, MatchOps):
     def __init__(self, code: types.CodeType, f_globals: dict, f_builtins: dict, closure: tuple | None,
                  output: OutputGraph, *, frame_values: dict[str, Any] | None = None,
                  parent: "InstructionTranslator | None" = None, fn_source: Source | None = None,

@@ -104,6 +104,14 @@ class StackOps:
         else:
             raise Unsupported(f"item assignment on {obj}")
 
+    def DELETE_SUBSCR(self, inst: Instr) -> None:
+        """`del obj[key]` on a dict or list (a mapping pattern's `**rest` deletes the matched keys
+        from its copy of the subject)."""
+        key, obj = self.pop(), self.pop()
+        if not (isinstance(obj, DictVariable) or type(obj) is ListVariable):
+            raise Unsupported(f"item deletion on {obj}")
+        obj.call_method(self, "__delitem__", [key], {})
+
     def BUILD_SLICE(self, inst: Instr) -> None:
         parts = self.popn(inst.arg)
         self._apply(slice, *parts)

@@ -194,6 +194,11 @@ _CONDITIONAL = {"POP_JUMP_FORWARD_IF_TRUE", "POP_JUMP_FORWARD_IF_FALSE", "POP_JU
                 "POP_JUMP_FORWARD_IF_NOT_NONE", "POP_JUMP_BACKWARD_IF_TRUE", "POP_JUMP_BACKWARD_IF_FALSE",
                 "POP_JUMP_BACKWARD_IF_NONE", "POP_JUMP_BACKWARD_IF_NOT_NONE"}
 _OR_POP = {"JUMP_IF_TRUE_OR_POP", "JUMP_IF_FALSE_OR_POP"}
+# Opcodes that add to a container `arg` items below what they pop (a mapping pattern's `**rest`
+# is DICT_UPDATE 2), by how many they pop. The `bytecode` library reports a fixed depth for some
+# of them: the break takes the container and everything above it as operands.
+_ADD_TO_CONTAINER = {"LIST_APPEND": 1, "SET_ADD": 1, "LIST_EXTEND": 1, "SET_UPDATE": 1, "DICT_UPDATE": 1,
+                     "DICT_MERGE": 1, "MAP_ADD": 2}
 # Opcodes a break cannot be placed at: their results may be NULL, or they transfer control.
 _UNBREAKABLE = {"LOAD_METHOD", "FOR_ITER", "SEND", "YIELD_VALUE", "RETURN_VALUE", "RERAISE", "RAISE_VARARGS",
                 "PUSH_EXC_INFO", "POP_EXCEPT", "CHECK_EXC_MATCH", "JUMP_FORWARD", "JUMP_BACKWARD",
@@ -217,6 +222,8 @@ def break_shape(tx: InstructionTranslator, index: int) -> tuple[int, list[tuple[
         return 1, [(index + 1, 0), (tx.label_index[inst.arg], 1)]
     if name in _UNBREAKABLE or isinstance(inst.arg, Label):
         raise Unsupported(f"cannot resume after a graph break at {name}")
+    if name in _ADD_TO_CONTAINER:
+        return inst.arg + _ADD_TO_CONTAINER[name], [(index + 1, inst.arg)]
     pre, post = inst.pre_and_post_stack_effect()  # `bytecode` reports a pure push as (+1, 0)
     if pre + post != inst.stack_effect(jump=False):
         raise Unsupported(f"cannot resume after a graph break at {name} (its stack effect is not known)")

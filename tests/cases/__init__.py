@@ -27,6 +27,7 @@ STRAIGHT_LINE = [
     "tests.cases.side_effects",
     "tests.cases.iterators",
     "tests.cases.python_objects",
+    "tests.cases.pattern_matching",
 ]
 GRAPH_BREAKS = ["tests.cases.graph_breaks"]
 ALL = STRAIGHT_LINE + GRAPH_BREAKS

@@ -1,5 +1,5 @@
 """Corpus: builtins, math, operator and string formatting on constants, feeding tensor work; globals
-and module attributes; torch.compiler.is_compiling()."""
+and module attributes; torch.compiler.is_compiling() and fx's is_fx_tracing()."""
 
 import math
 import operator
@@ -99,3 +99,13 @@ def callable_of_every_kind(x):
     """callable() asks the value's type, not its metaclass: a list is not callable, the list type is."""
     kinds = [lambda v: v, torch.abs, sum, _CallableInstance(), _CallableInstance, [1], (1,), "s", 3, x, list]
     return [x + i for i, kind in enumerate(kinds) if callable(kind)]
+
+
+@case(inputs=lambda: torch.randn(4))
+def fx_tracing_queries(x):
+    """torch.fx's queries are False while compiling (library code picks its eager path)."""
+    from torch.fx._symbolic_trace import is_fx_symbolic_tracing, is_fx_tracing
+
+    if is_fx_tracing() or torch.fx._symbolic_trace.is_fx_symbolic_tracing() or is_fx_symbolic_tracing():
+        return x - 1
+    return x + 1

@@ -2,6 +2,9 @@
 __getattr__ fallbacks, dict subclasses used as configs, closures that keep state between calls,
 annotations evaluated at def time, exceptions raised and caught."""
 
+import collections
+import dataclasses
+import types
 import typing
 
 import torch
@@ -144,4 +147,26 @@ def default_equality_is_identity(x):
         x = x.sin()
     if _MARKER == _MARKER and fresh != _MARKER and not (fresh == 3):
         x = x + 1
+    return x
+
+
+@dataclasses.dataclass
+class _Settings:
+    """A config object: fields, and a class-level default (not a field)."""
+
+    scale: float = 1.0
+    dropout = 0.0
+
+
+_Scaled = collections.namedtuple("_Scaled", "value scale")
+
+
+@case(inputs=lambda: (torch.randn(4), _Settings(scale=2.0), types.SimpleNamespace(bias=1.0),
+                      _Scaled(torch.randn(4), 3.0)))
+def getattr_default_and_hasattr(x, settings, ns, scaled):
+    """An attribute the object does not have gives getattr's default (guarded: hasattr is False)."""
+    x = x * getattr(settings, "scale", 1.0) + getattr(settings, "shift", 0.5) + getattr(settings, "dropout", 1.0)
+    x = x + getattr(ns, "bias", 0.0) - getattr(ns, "gain", 2.0)
+    if hasattr(scaled, "value") and not hasattr(scaled, "offset"):
+        x = x + scaled.value * scaled.scale
     return x

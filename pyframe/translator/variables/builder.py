@@ -9,6 +9,7 @@ from __future__ import annotations
 import collections
 import enum
 import functools
+import inspect
 import types
 import weakref
 from typing import TYPE_CHECKING, Any
@@ -23,7 +24,7 @@ from .base import VariableTracker
 from .builtins import BUILTIN_FUNCTIONS, PURE_FUNCTIONS, BuiltinVariable
 from .constant import ConstantVariable, is_constant_value
 from .containers import DictVariable, ListVariable, NamedTupleVariable, SetVariable, SizeVariable, TupleVariable
-from .functions import PartialVariable, UserFunctionVariable
+from .functions import LruCacheWrapperVariable, PartialVariable, UserFunctionVariable
 from .misc import GRAD_MODE_CLASSES, GradModeClassVariable, InlinedMethodVariable
 from .nn_module import NNModuleVariable
 from .objects import DisabledFunctionVariable, GraphBreakFunctionVariable, PythonObjectVariable, UserObjectVariable
@@ -150,6 +151,11 @@ def wrap(tx: "InstructionTranslator", value: Any, source: Source | None, guard: 
             guards.add(func_source, GuardKind.ID_MATCH, value.__func__)
         obj = wrap(tx, value.__self__, AttrSource(source, "__self__") if source is not None else None, guard)
         return InlinedMethodVariable(value.__func__, obj, source)
+    if isinstance(value, functools._lru_cache_wrapper) and \
+            isinstance(inspect.getattr_static(value, "__wrapped__", None), types.FunctionType):
+        add(GuardKind.TYPE_MATCH, type(value))  # and the wrapped function, by its own guard
+        wrapped = wrap(tx, value.__wrapped__, AttrSource(source, "__wrapped__") if source is not None else None, guard)
+        return LruCacheWrapperVariable(value, wrapped, source)
     if type(value) is functools.partial:
         add(GuardKind.TYPE_MATCH, functools.partial)
         at = (lambda name: AttrSource(source, name)) if source is not None else (lambda name: None)

@@ -26,7 +26,7 @@ from .constant import ConstantVariable
 from .containers import (
     BaseListVariable, DictVariable, DictViewVariable, ListIteratorVariable, ListVariable, SetVariable, TupleVariable,
 )
-from .exceptions import ExceptionVariable, is_exception_class, raise_symbolic
+from .exceptions import ExceptionVariable, RaisedException, is_exception_class, raise_symbolic
 from .functions import PartialVariable
 from .misc import SuperVariable, zero_arg_super
 from .tensor import TensorVariable, call_in_graph
@@ -206,6 +206,13 @@ def _len(tx, obj: VariableTracker) -> VariableTracker | None:
         return obj.call_method(tx, "__len__", [], {})
     if isinstance(obj, (BaseListVariable, DictVariable, SetVariable, DictViewVariable)):
         return ConstantVariable(len(obj.items))
+    found = _python_method(obj, "__len__")
+    if found is not None:  # a user class's __len__, inlined; len() insists on an int >= 0
+        result = tx.inline_call(found[0], [obj], {}, fn_source=found[1])
+        value = result.as_python_constant() if result.is_python_constant() else None
+        if type(value) is not int or value < 0:
+            raise Unsupported(f"len() of a {obj.python_type().__name__} whose __len__ returns {result}")
+        return ConstantVariable(value)
     return None
 
 
@@ -260,22 +267,54 @@ def _is_legacy_tensor_type(cls: Any) -> bool:
 def _getattr(tx, obj: VariableTracker, name: VariableTracker, *default: VariableTracker) -> VariableTracker:
     attr = name.as_python_constant()
     if default:
-        try:
-            return obj.var_getattr(tx, attr)
-        except Unsupported:
-            if _has_attr(tx, obj, attr) is False:
-                return default[0]
-            raise
-    return obj.var_getattr(tx, attr)
+        found = lookup_attr(tx, obj, attr)
+        return default[0] if found is None else found
+    return tx.load_attr(obj, attr)
+
+
+def lookup_attr(tx, obj: VariableTracker, name: str) -> VariableTracker | None:
+    """`obj.name`, or None where Python's lookup raises AttributeError (getattr with a default,
+    a class pattern's attributes). A read that cannot be traced is Unsupported, unless the
+    attribute is known to be absent."""
+    try:
+        return tx.load_attr(obj, name)
+    except RaisedException as raised:  # from an inlined __getattr__ or property
+        if issubclass(raised.value.exc_type, AttributeError):
+            return None
+        raise
+    except Unsupported:
+        if _has_attr(tx, obj, name) is False:
+            return None
+        raise
 
 
 def _has_attr(tx, obj: VariableTracker, attr: str) -> bool | None:
     """hasattr, when it is decidable without running user code; None when it is not."""
-    if obj.is_python_constant():
-        return hasattr(obj.as_python_constant(), attr)
     if isinstance(obj, TensorVariable):
         return hasattr(obj.example, attr)
+    if isinstance(obj, (BaseListVariable, DictVariable, SetVariable, DictViewVariable)):
+        # Instances of these types (namedtuples included) take their attributes from the class;
+        # one whose instances have a __dict__ (a namedtuple's subclass) may hold more. (Not from
+        # as_python_constant(): that is a new container, without what the instance dict holds.)
+        cls = obj.python_type()
+        if any(attr in vars(klass) for klass in cls.__mro__):
+            return True
+        if cls.__dictoffset__ == 0 and plain_getattr(cls):
+            return False
+        return None
+    if obj.is_python_constant():
+        return hasattr(obj.as_python_constant(), attr)
+    from .objects import NewObjectVariable, UserObjectVariable, object_has_attr  # (objects.py imports this module)
+    if isinstance(obj, (UserObjectVariable, NewObjectVariable)):
+        return object_has_attr(tx, obj, attr)
     return None
+
+
+def plain_getattr(cls: type) -> bool:
+    """Attribute reads on instances of cls run no Python code when the attribute is missing: no
+    Python __getattribute__ or __getattr__."""
+    return not isinstance(inspect.getattr_static(cls, "__getattribute__"), types.FunctionType) \
+        and inspect.getattr_static(cls, "__getattr__", None) is None
 
 
 def _hasattr(tx, obj: VariableTracker, name: VariableTracker) -> VariableTracker:

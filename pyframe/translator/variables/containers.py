@@ -156,9 +156,16 @@ class ListVariable(BaseListVariable):
     container_type = list
 
     def call_method(self, tx, name, args, kwargs) -> VariableTracker:
-        mutating = {"append", "extend", "insert", "pop", "clear", "reverse", "remove", "sort"}
+        mutating = {"append", "extend", "insert", "pop", "clear", "reverse", "remove", "sort", "__delitem__"}
         if name not in mutating:
             return super().call_method(tx, name, args, kwargs)
+        if name == "__delitem__" and len(args) == 1 and isinstance(_index(args[0]), (int, slice)):
+            index = _index(args[0])
+            if isinstance(index, int) and not -len(self.items) <= index < len(self.items):
+                raise_symbolic(IndexError, "list assignment index out of range")
+            tx.side_effects.mutate(self)
+            del self.items[index]
+            return ConstantVariable(None)
         tx.side_effects.mutate(self)
         if name == "append" and len(args) == 1:
             self.items.append(args[0])
@@ -291,10 +298,16 @@ class DictVariable(VariableTracker):
             return ConstantVariable(_index(args[0]) in self.items)
         if name == "copy" and not args:  # shallow: the same values under the same keys
             return DictVariable(self.items, None, self.dict_type, self.default_factory)
-        if name in ("__setitem__", "update", "pop", "setdefault", "clear", "popitem", "move_to_end"):
+        if name in ("__setitem__", "__delitem__", "update", "pop", "setdefault", "clear", "popitem", "move_to_end"):
             tx.side_effects.mutate(self)
             if name == "__setitem__" and len(args) == 2:
                 self.items[_index(args[0])] = args[1]
+                return ConstantVariable(None)
+            if name == "__delitem__" and len(args) == 1:
+                k = _index(args[0])
+                if k not in self.items:
+                    raise_symbolic(KeyError, k)
+                del self.items[k]
                 return ConstantVariable(None)
             if name == "pop" and 1 <= len(args) <= 2:
                 k = _index(args[0])

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import types
+import warnings
 from typing import Any
 
 from ...exc import Unsupported
@@ -152,6 +153,39 @@ class NestedFunctionVariable(VariableTracker):
 
     def __repr__(self) -> str:
         return f"NestedFunctionVariable({self.code.co_qualname})"
+
+
+class LruCacheWrapperVariable(VariableTracker):
+    """A function wrapped by functools.lru_cache or functools.cache: a call traces the wrapped
+    function (`__wrapped__`) and ignores the cache, as torch._dynamo does. A cached result is what
+    a new call would compute unless the function is impure, so the first call at each place warns
+    (not for torch's own cached helpers)."""
+
+    def __init__(self, wrapper: Any, wrapped: VariableTracker, source: Source | None = None):
+        super().__init__(source)
+        self.wrapper, self.wrapped = wrapper, wrapped
+
+    def real_object(self) -> Any:
+        return self.wrapper
+
+    def python_type(self) -> type:
+        return type(self.wrapper)
+
+    def call(self, tx, args, kwargs) -> VariableTracker:
+        if not (self.wrapper.__wrapped__.__module__ or "").startswith("torch"):
+            where = tx.location()
+            warnings.warn(f"pyframe: the call to {self.wrapper.__wrapped__.__qualname__}, a functools.lru_cache-"
+                          f"wrapped function, at {where.filename}:{where.lineno} is traced through the "
+                          f"wrapped function: its cache is ignored", stacklevel=1)
+        return self.wrapped.call(tx, args, kwargs)
+
+    def var_getattr(self, tx, name: str) -> VariableTracker:
+        if name == "__wrapped__":
+            return self.wrapped
+        return self.wrapped.var_getattr(tx, name) if name in _FUNCTION_NAME_ATTRS else super().var_getattr(tx, name)
+
+    def __repr__(self) -> str:
+        return f"LruCacheWrapperVariable({self.wrapped!r})"
 
 
 class PartialVariable(VariableTracker):

@@ -18,9 +18,10 @@ from typing import Any
 import torch
 
 from ...exc import Unsupported
+from ...guards import GuardKind
 from ...source import AttrSource, ItemSource, Source
 from .base import BoundMethodVariable, VariableTracker, constant_args
-from .builtins import build_dict, iterate
+from .builtins import build_dict, iterate, plain_getattr
 from .constant import ConstantVariable
 from .containers import DequeVariable, NamedTupleVariable
 from .exceptions import ExceptionVariable, is_exception_class
@@ -156,10 +157,13 @@ class UserObjectVariable(VariableTracker):
         raise Unsupported(f"method {type(self.value).__name__}.{name}")
 
     def getitem(self, tx, key: VariableTracker) -> VariableTracker:
-        """`obj[key]` on an instance of a dict subclass that keeps dict's own __getitem__, or on a
-        typing construct (`typing.List[int]` in an annotation)."""
+        """`obj[key]` on a typing construct (`typing.List[int]` in an annotation), through a
+        user class's __getitem__ (inlined: a Sequence or Mapping subclass), or on an instance of a
+        dict subclass that keeps dict's own __getitem__."""
         if type(self.value).__module__ == "typing" and key.is_python_constant():
             return PythonObjectVariable(self.value[key.as_python_constant()])
+        if isinstance(inspect.getattr_static(type(self.value), "__getitem__", None), types.FunctionType):
+            return self.call_method(tx, "__getitem__", [key], {})
         if not isinstance(self.value, dict) or \
                 inspect.getattr_static(type(self.value), "__getitem__") is not dict.__getitem__:
             raise Unsupported(f"subscript of a {type(self.value).__name__}")
@@ -174,6 +178,39 @@ class UserObjectVariable(VariableTracker):
     def store_attr(self, tx, name: str, value: VariableTracker) -> None:
         check_plain_store(type(self.value), name)
         tx.side_effects.store_attr(self, name, value)
+
+
+def object_has_attr(tx, obj: "UserObjectVariable | NewObjectVariable", name: str) -> bool | None:
+    """hasattr(obj, name) for an instance of a user class, when it runs no user code: no
+    `__getattr__`, no Python `__getattribute__`, and the attribute (if the class defines it) is
+    not a property or a descriptor written in Python. None when that cannot be decided.
+
+    An instance read from the frame gets a HASATTR guard: the answer holds while its class and
+    its instance dict do not gain or lose the attribute."""
+    if isinstance(obj, UserObjectVariable):
+        assigned = tx.side_effects.load_attr(obj, name) is not None
+    else:
+        assigned = name in obj.attrs
+    if assigned:  # earlier in this trace
+        return True
+    cls = obj.python_type()
+    if not plain_getattr(cls):
+        return None
+    if isinstance(obj, NewObjectVariable):  # made in the trace: its attributes are all in `attrs`
+        static = next((vars(klass)[name] for klass in cls.__mro__ if name in vars(klass)), _MISSING)
+        if isinstance(static, types.MemberDescriptorType):
+            return None  # a base class's slot (not modelled: it may be unset)
+        answer = static is not _MISSING
+    else:
+        static = inspect.getattr_static(obj.value, name, _MISSING)
+        answer = None
+    if static is not _MISSING and hasattr(type(static), "__get__") and not isinstance(static, _PLAIN_DESCRIPTORS):
+        return None  # a property or a descriptor may raise AttributeError
+    if answer is None:
+        answer = hasattr(obj.value, name)  # (a slot, or a builtin descriptor: C code only)
+        if obj.source is not None:
+            tx.output.guards.add(AttrSource(obj.source, name), GuardKind.HASATTR_MATCH, answer)
+    return answer
 
 
 def check_plain_store(cls: type, name: str) -> None:
@@ -219,6 +256,12 @@ class NewObjectVariable(VariableTracker):
 
     def call(self, tx, args, kwargs) -> VariableTracker:
         return self.call_method(tx, "__call__", args, kwargs)
+
+    def getitem(self, tx, key: VariableTracker) -> VariableTracker:
+        """`obj[key]`: the class's __getitem__, inlined."""
+        if not isinstance(inspect.getattr_static(self.cls, "__getitem__", None), types.FunctionType):
+            raise Unsupported(f"subscript of a {self.cls.__qualname__}")
+        return self.call_method(tx, "__getitem__", [key], {})
 
     def store_attr(self, tx, name: str, value: VariableTracker) -> None:
         check_plain_store(self.cls, name)
@@ -272,6 +315,8 @@ def _new_namedtuple(tx, cls: type, args, kwargs) -> VariableTracker:
              for value in bound.arguments.values()]
     return NamedTupleVariable(items, cls)
 
+
+_MISSING = object()
 
 # Descriptors whose __get__ runs no Python code: reading through them is safe while tracing.
 _PLAIN_DESCRIPTORS = (types.FunctionType, staticmethod, classmethod, types.BuiltinFunctionType,

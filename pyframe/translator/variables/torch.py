@@ -29,9 +29,11 @@ _FOLDABLE = {torch.is_tensor, torch.is_floating_point, torch.is_complex, torch.n
 
 
 # Asked by library code to choose a path (torch.jit.script_if_tracing's wrapper, ...): pyframe is
-# neither TorchScript nor the JIT tracer, so the answer is a constant.
+# neither TorchScript, the JIT tracer nor fx.symbolic_trace, so the answer is a constant (as
+# torch._dynamo folds them; is_fx_tracing's deprecation warning is not given).
 _TRACING_QUERIES = {torch._C._is_tracing: False, torch.jit.is_tracing: False, torch.jit.is_scripting: False,
-                    torch._C._get_tracing_state: None}
+                    torch._C._get_tracing_state: None, torch.fx._symbolic_trace.is_fx_tracing: False,
+                    torch.fx._symbolic_trace.is_fx_symbolic_tracing: False}
 
 
 def _is_compiling_query(fn: Any) -> bool:
