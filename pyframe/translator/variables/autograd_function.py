@@ -26,15 +26,20 @@ backward, as traced. The two graphs are wired like this:
   `ctx.attr`, or an extra input); bwd_body receives them after the gradients.
 - bwd_body takes one gradient per tensor output (a non-tensor output's gradient is None) and
   returns one gradient per fwd_body input.
+- `ctx.mark_non_differentiable` and `ctx.mark_dirty` become the op's `non_differentiable_idx` and
+  `dirty_idx` (positions among the tensor outputs), which the run-time Function applies to its ctx;
+  `saved_for_backward_idx` says which saved tensors came from `ctx.save_for_backward`.
 
 Each graph is traced by a SubgraphTracer: an OutputGraph of its own that lifts a tensor of the
 enclosing graph to one of its placeholders the first time it is used. Guards, the fake mode and
 graph inputs (read from the frame in forward or backward) are the frame's.
 
-What is not traced breaks the graph at the `apply` call, which then runs eagerly: mark_dirty,
-save_for_forward, set_materialize_grads(False), a custom jvp or vjp, keyword-only forward
-arguments, the same tensor passed twice (torch._dynamo breaks there too), non-tensor outputs that
-are not constants, and a backward that mutates objects outside itself.
+What is not traced breaks the graph at the `apply` call, which then runs eagerly (and its forward
+is compiled as a frame of its own): ctx.save_for_forward, ctx.set_materialize_grads(False), a
+custom jvp or vjp, keyword-only forward arguments, the same tensor passed twice (torch._dynamo
+breaks there too), outputs that are neither tensors nor constants, a tensor made by forward and
+stored outside it, a backward that mutates objects outside itself or raises, and whatever the
+translator cannot trace in forward or backward.
 """
 from __future__ import annotations
 
@@ -51,10 +56,11 @@ from ...graph import OutputGraph
 from ...source import AttrSource, Source
 from .base import BoundMethodVariable, VariableTracker
 from .constant import ConstantVariable
+from .exceptions import RaisedException
 from .containers import BaseListVariable, DictVariable, TupleVariable
 from .functions import UserFunctionVariable
 from .nn_module import NNModuleVariable
-from .objects import PythonObjectVariable
+from .objects import NewObjectVariable, PythonObjectVariable
 from .tensor import TensorVariable, wrap_node
 
 _Function = torch.autograd.Function
@@ -112,7 +118,7 @@ class AutogradApplyVariable(VariableTracker):
 
 # What the ctx of a traced apply refuses (a graph break at the apply call): features whose effect
 # the traced graphs cannot reproduce.
-_UNSUPPORTED_CTX_METHODS = {"mark_dirty", "save_for_forward", "mark_shared_storage"}
+_UNSUPPORTED_CTX_METHODS = {"save_for_forward", "mark_shared_storage"}
 
 
 class AutogradContextVariable(VariableTracker):
@@ -126,6 +132,7 @@ class AutogradContextVariable(VariableTracker):
         self.needs_input_grad = needs_input_grad
         self.saved: list[VariableTracker] | None = None  # ctx.save_for_backward(...)
         self.non_differentiable: list[TensorVariable] = []  # ctx.mark_non_differentiable(...)
+        self.dirty: list[TensorVariable] = []  # ctx.mark_dirty(...): inputs forward changed in place
         self.attrs: dict[str, VariableTracker] = {}
         self.in_backward = False
 
@@ -141,7 +148,7 @@ class AutogradContextVariable(VariableTracker):
             if not self.in_backward:
                 raise Unsupported(f"ctx.{name} read outside backward")
             return TupleVariable(list(self.saved or ()))
-        if name in ("save_for_backward", "mark_non_differentiable", "set_materialize_grads") \
+        if name in ("save_for_backward", "mark_non_differentiable", "mark_dirty", "set_materialize_grads") \
                 or name in _UNSUPPORTED_CTX_METHODS:
             return BoundMethodVariable(self, name)
         raise Unsupported(f"attribute {name!r} of the ctx of {self.fn_cls.__qualname__}")
@@ -155,10 +162,10 @@ class AutogradContextVariable(VariableTracker):
                 raise Unsupported(f"{what} of a value that is not a tensor or None")  # eager: TypeError
             self.saved = list(args)
             return ConstantVariable(None)
-        if name == "mark_non_differentiable":
+        if name in ("mark_non_differentiable", "mark_dirty"):
             if not all(isinstance(a, TensorVariable) for a in args):
                 raise Unsupported(f"{what} of a value that is not a tensor")
-            self.non_differentiable.extend(args)
+            (self.dirty if name == "mark_dirty" else self.non_differentiable).extend(args)
             return ConstantVariable(None)
         if name == "set_materialize_grads":
             # True is the default; False would hand backward None for unused outputs' gradients,
@@ -319,6 +326,11 @@ class _HigherOrderApply:
         saved_by_ctx = {fwd.lift(vt.node) for vt in self.ctx.saved or () if isinstance(vt, TensorVariable)}
         kwargs = {"non_differentiable_idx": [i for i, n in enumerate(out_nodes) if n in marked],
                   "saved_for_backward_idx": [i for i, n in enumerate(saved) if n in saved_by_ctx]}
+        dirty = {fwd.lift(vt.node) for vt in self.ctx.dirty}
+        if dirty:  # inputs changed in place by forward: autograd rebases their history on apply's
+            if not dirty <= set(out_nodes):  # as torch._dynamo 2.13, which breaks there too
+                raise Unsupported(f"forward of {self.name} marks dirty an input it does not return")
+            kwargs["dirty_idx"] = [i for i, n in enumerate(out_nodes) if n in dirty]
         main = tx.output
         fwd_attr = main.install_subgraph("fwd_body", torch.fx.GraphModule(torch.nn.Module(), fwd.graph))
         bwd_attr = main.install_subgraph("bwd_body", torch.fx.GraphModule(torch.nn.Module(), bwd.graph))
@@ -326,6 +338,18 @@ class _HigherOrderApply:
                                 (fwd_attr, bwd_attr, *fwd.lifted), kwargs)
         results = iter(wrap_node(tx, node).unpack(tx))
         items = [next(results) if isinstance(vt, TensorVariable) else vt for vt in out_items]
+        if dirty:
+            # A dirty output is the input itself (eager returns that very object, its history
+            # rebased): the input's tracker now stands for the op's output, so `y is x` holds and
+            # later uses of x read it after apply.
+            arg_of = {fwd.lifted[vt.node]: vt for vt in self.inputs if isinstance(vt, TensorVariable)}
+            tensor_items = [i for i, vt in enumerate(out_items) if isinstance(vt, TensorVariable)]
+            for index in kwargs["dirty_idx"]:
+                arg = arg_of.get(out_nodes[index])
+                if arg is not None:
+                    position = tensor_items[index]
+                    arg.node = items[position].node
+                    items[position] = arg
         return items[0] if single else TupleVariable(items)
 
     def trace_forward(self, fwd: "SubgraphTracer") -> tuple[list[VariableTracker], bool]:
@@ -350,8 +374,9 @@ class _HigherOrderApply:
         if not all(isinstance(vt, (TensorVariable, ConstantVariable)) for vt in items):
             raise Unsupported(f"forward of {self.name} returns a value that is neither a tensor nor a constant")
         # Forward's mutations of the frame's objects are replayed after the graph, as for any inlined
-        # call; a tensor of fwd_body among them could not be.
-        if _holds_subgraph_tensor(side_effects.live_values(), self.tx.output.graph):
+        # call; a tensor of fwd_body among them (or stored on an argument) could not be. (Elsewhere,
+        # the frame's graph refuses it when it is compiled: graph.check_own_nodes.)
+        if _holds_subgraph_tensor([*side_effects.live_values(), *self.inputs], self.tx.output.graph):
             raise Unsupported(f"forward of {self.name} stores a tensor it made outside the function")
         return items, single
 
@@ -373,12 +398,19 @@ class _HigherOrderApply:
         before = _side_effect_state(tx.side_effects)
         try:
             result = tx.inline_call(fn, [self.ctx, *grads], {}, fn_source=backward.source, output=bwd)
+        except RaisedException as raised:  # eager raises it in .backward(), not at the apply call
+            raise Unsupported(f"backward of {self.name} raises {raised.value.exc_type.__name__}") from None
         finally:
             self.ctx.in_backward = False
         if _side_effect_state(tx.side_effects) != before:  # they would happen at each backward, not here
             raise Unsupported(f"backward of {self.name} mutates objects outside it")
 
-        returned = result.unpack(tx) if isinstance(result, BaseListVariable) else [result]
+        if type(result) is TupleVariable:
+            returned = list(result.items)
+        elif isinstance(result, TensorVariable) or _is_none(result):
+            returned = [result]
+        else:  # eager raises, at backward time ("expected Variable or None")
+            raise Unsupported(f"backward of {self.name} returns a {result!r} (a tensor, None or a tuple of them)")
         expected = len(self.inputs)
         if len(returned) > expected and all(_is_none(vt) for vt in returned[expected:]):
             returned = returned[:expected]  # autograd ignores trailing Nones
@@ -423,6 +455,8 @@ def _holds_subgraph_tensor(values: list[VariableTracker], graph: torch.fx.Graph)
         if isinstance(vt, TensorVariable) and vt.node.graph is not graph:
             return True
         stack.extend(_items(vt))
+        if isinstance(vt, NewObjectVariable):
+            stack.extend(vt.attrs.values())
     return False
 
 
