@@ -226,16 +226,14 @@ def _resolve_inputs(tx, forward: VariableTracker, args, kwargs, with_setup_conte
     fn = forward.as_python_constant()
     signature = inspect.signature(fn)
     parameters = list(signature.parameters.values())[0 if with_setup_context else 1:]
-    if any(p.kind in (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.VAR_KEYWORD) for p in parameters):
-        raise Unsupported(f"autograd.Function forward {fn.__qualname__} takes keyword-only arguments")
     try:
         bound = signature.replace(parameters=parameters).bind(*args, **kwargs)
     except TypeError as e:  # eager raises it again
         raise Unsupported(f"{fn.__qualname__}: {e}") from e
     if with_setup_context:
         bound.apply_defaults()
-    if bound.kwargs:  # a keyword after a skipped positional with a default: eager's apply refuses it
-        raise Unsupported(f"{fn.__qualname__}: arguments that cannot be passed by position")
+    if bound.kwargs:  # keyword-only, or after a skipped positional with a default
+        raise Unsupported(f"autograd.Function forward {fn.__qualname__} with arguments passed by keyword only")
     return [v if isinstance(v, VariableTracker) else tx.wrap_constant(v) for v in bound.args]
 
 
@@ -272,21 +270,35 @@ def _call_forward(tx, fn_var, forward: VariableTracker, ctx: AutogradContextVari
 
 
 def _inline_forward(tx, fn_var, forward, ctx, inputs, with_setup_context) -> VariableTracker:
-    """No input needs a gradient: autograd runs forward (under no_grad) and nothing else, so it is
-    inlined where apply is called, as torch._dynamo does (grad mode untouched, no ops added)."""
-    graph = tx.output.graph
-    last = next(reversed(graph.nodes), None)
-    out = _call_forward(tx, fn_var, forward, ctx, inputs, with_setup_context)
-    # Eager runs forward under no_grad; inlined with grad mode on, an op on a tensor that requires
-    # grad (a parameter read by forward) would make an output that requires grad where eager's does not.
-    for node in reversed(graph.nodes):
+    """No input needs a gradient: autograd runs forward and nothing else, so it is inlined where
+    apply is called, as torch._dynamo does (no grad-mode node recorded around it)."""
+    output = tx.output
+    if not output.grad_enabled:
+        return _call_forward(tx, fn_var, forward, ctx, inputs, with_setup_context)
+    # Eager runs forward under no_grad: forward sees grad mode off (torch.is_grad_enabled()) and
+    # its ops run on FakeTensors under it, while the graph runs them with grad on. The two agree
+    # as long as no op takes a tensor that requires grad (a parameter forward reads) and forward
+    # does not switch grad mode itself; otherwise the apply runs eagerly.
+    last = next(reversed(output.graph.nodes), None)
+    output.grad_enabled = False
+    try:
+        out = _call_forward(tx, fn_var, forward, ctx, inputs, with_setup_context)
+    finally:
+        output.grad_enabled = True
+    for node in reversed(output.graph.nodes):
         if node is last:
             break
-        example = node.meta.get("example_value")
-        if node.op != "placeholder" and isinstance(example, torch.Tensor) and example.requires_grad:
-            raise Unsupported(f"forward of {fn_var.value.__qualname__} computes with tensors that require "
-                              f"grad while no input does")
+        if node.target is torch._C._set_grad_enabled:  # (every change of mode records one)
+            raise Unsupported(f"forward of {fn_var.value.__qualname__} changes grad mode")
+        if node.op != "placeholder" and any(_requires_grad_node(arg) for arg in node.all_input_nodes):
+            raise Unsupported(f"forward of {fn_var.value.__qualname__} computes with tensors that "
+                              f"require grad while no input does")
     return out
+
+
+def _requires_grad_node(node: torch.fx.Node) -> bool:
+    example = node.meta.get("example_value")
+    return isinstance(example, torch.Tensor) and example.requires_grad
 
 
 class _HigherOrderApply:
