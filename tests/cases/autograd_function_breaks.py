@@ -121,9 +121,10 @@ def custom_jvp(x):
     inputs=lambda: _leaf(5),
     tags={"break"},
     difference=(
-        "torch._dynamo traces ctx.set_materialize_grads(False) and drops it: its backward graph "
-        "gets zero tensors where eager passes None, which a backward testing `is None` (as here) "
-        "would see differently; pyframe breaks at the apply and runs it eagerly"
+        "torch._dynamo traces ctx.set_materialize_grads(False) and drops it: its backward is "
+        "traced with gradient tensors (zeros at run time) where eager passes None, so a backward "
+        "testing `is None` (as this one) is traced down the other branch; pyframe breaks at the "
+        "apply and runs it eagerly"
     ),
 )
 def set_materialize_grads_false(x):
