@@ -25,7 +25,8 @@ backward, as traced. The two graphs are wired like this:
   made or read by forward that backward uses (saved with `ctx.save_for_backward`, stored as
   `ctx.attr`, or an extra input); bwd_body receives them after the gradients.
 - bwd_body takes one gradient per tensor output (a non-tensor output's gradient is None) and
-  returns one gradient per fwd_body input.
+  returns one gradient per fwd_body input. Unlike torch._dynamo's, it does not switch grad mode
+  off: it runs in the mode autograd gives backward (on under `create_graph=True`), as eager does.
 - `ctx.mark_non_differentiable` and `ctx.mark_dirty` become the op's `non_differentiable_idx` and
   `dirty_idx` (positions among the tensor outputs), which the run-time Function applies to its ctx;
   `saved_for_backward_idx` says which saved tensors came from `ctx.save_for_backward`.
@@ -327,7 +328,6 @@ class _HigherOrderApply:
         # or backward from elsewhere in the frame, and get none.
         arg_count = sum(isinstance(vt, TensorVariable) for vt in self.inputs)
         grads += [None] * (len(fwd.lifted) - arg_count)
-        _leave_no_grad(bwd)
         bwd.graph.output(tuple(grads))
         # fwd_body: its outputs, then what bwd_body reads of it (bwd_body's inputs after the grads).
         out_nodes = [fwd.lift(vt.node) for vt in out_items if isinstance(vt, TensorVariable)]
@@ -371,7 +371,7 @@ class _HigherOrderApply:
             if isinstance(vt, TensorVariable):
                 vt = TensorVariable(fwd.lift(vt.node), class_type=vt.class_type)
             args.append(vt)
-        _enter_no_grad(fwd)  # autograd runs forward under no_grad
+        _enter_no_grad(fwd)
         side_effects = self.tx.side_effects
         out = _call_forward(self.tx, self.fn_var, self.forward, self.ctx, args, self.with_setup_context, fwd)
         _leave_no_grad(fwd)
@@ -405,7 +405,12 @@ class _HigherOrderApply:
                 grads.append(TensorVariable(bwd.placeholder(name, _fake_like(tx.output.fake_mode, vt.example))))
             else:
                 grads.append(ConstantVariable(None))
-        _enter_no_grad(bwd)  # the engine runs backward under no_grad (no create_graph)
+        # The engine runs backward under no_grad, unless `.backward(create_graph=True)` asks for
+        # a graph of the backward itself (a gradient penalty differentiates the gradient). So
+        # bwd_body is traced under no_grad but records no grad-mode switch, unlike torch._dynamo's
+        # (whose `_set_grad_enabled(False)` silently drops that second-order path): it runs in
+        # the mode autograd gives it, as eager's backward does.
+        bwd.grad_enabled = False
         self.ctx.in_backward = True
         before = _side_effect_state(tx.side_effects)
         try:
@@ -440,19 +445,19 @@ class _HigherOrderApply:
         return nodes
 
 
-def _enter_no_grad(sub: "SubgraphTracer") -> None:
-    """Record the switch to no_grad at the top of a forward or backward graph, as torch._dynamo does
-    (their FakeTensors are propagated under it too)."""
-    sub.initial_mode = sub.grad_enabled
-    if sub.grad_enabled:
-        sub.record_effect(torch._C._set_grad_enabled, (False,))
-        sub.grad_enabled = False
+def _enter_no_grad(fwd: "SubgraphTracer") -> None:
+    """Autograd runs forward under no_grad: the switch is recorded at the top of fwd_body, as
+    torch._dynamo records it (and forward's FakeTensors are propagated under it)."""
+    if fwd.grad_enabled:
+        fwd.record_effect(torch._C._set_grad_enabled, (False,))
+        fwd.grad_enabled = False
 
 
-def _leave_no_grad(sub: "SubgraphTracer") -> None:
-    if sub.grad_enabled != sub.initial_mode:
-        sub.record_effect(torch._C._set_grad_enabled, (sub.initial_mode,))
-        sub.grad_enabled = sub.initial_mode
+def _leave_no_grad(fwd: "SubgraphTracer") -> None:
+    """...and back to the caller's mode at its end."""
+    if fwd.grad_enabled != fwd.initial_grad_enabled:
+        fwd.record_effect(torch._C._set_grad_enabled, (fwd.initial_grad_enabled,))
+        fwd.grad_enabled = fwd.initial_grad_enabled
 
 
 def _fake_like(mode, example: torch.Tensor) -> torch.Tensor:
@@ -496,7 +501,6 @@ class SubgraphTracer(OutputGraph):
         self.parent = parent
         self.guards = parent.guards
         self.initial_grad_enabled = self.grad_enabled = parent.grad_enabled
-        self.initial_mode = self.grad_enabled
         self.autocast_stack = list(parent.autocast_stack)
         self.lifted: dict[torch.fx.Node, torch.fx.Node] = {}
 
