@@ -206,6 +206,36 @@ def test_a_module_parameter_gets_the_custom_gradient() -> None:
     torch.testing.assert_close(linear.bias.grad, torch.full((2,), 12.0))  # 3 * 4 rows
 
 
+class FromAList(torch.autograd.Function):
+    """Saves and returns tensors passed inside a list (not inputs autograd sees), and returns one
+    more gradient than inputs (a trailing None, which autograd ignores)."""
+
+    @staticmethod
+    def forward(ctx, x, tensors):
+        ctx.save_for_backward(tensors[0])
+        return x * 2, tensors[1]
+
+    @staticmethod
+    def backward(ctx, grad, grad_passed):
+        (w,) = ctx.saved_tensors
+        return grad * w, None, None
+
+
+def _from_a_list(x):
+    doubled, passed = FromAList.apply(x, [x.cos(), x.sin()])
+    return doubled + passed
+
+
+def test_tensors_in_a_list_argument_are_extra_inputs_without_gradient() -> None:
+    x = torch.randn(4, requires_grad=True)
+    expected, (expected_grad,) = _result_and_grads(_from_a_list, (x,))
+    backend = CountingBackend()
+    result, (grad,) = _result_and_grads(_from_a_list, (x.detach().clone().requires_grad_(),), "pyframe", backend)
+    torch.testing.assert_close(result, expected)
+    torch.testing.assert_close(grad, expected_grad)
+    assert backend.graphs[0].ops == ("cos", "sin", "autograd_function_apply", "getitem", "getitem", "add")
+
+
 # -- guards and recompiles ---------------------------------------------------------------------------
 
 def test_requires_grad_decides_between_the_op_and_the_inlined_forward() -> None:

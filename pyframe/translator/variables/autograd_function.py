@@ -321,24 +321,28 @@ class _HigherOrderApply:
                 seen.add(vt.node)
         fwd = SubgraphTracer(tx.output)
         out_items, single = self.trace_forward(fwd)
+        # (an output forward did not compute, an argument or a global, is an input of fwd_body)
+        out_nodes = [fwd.lift(vt.node) for vt in out_items if isinstance(vt, TensorVariable)]
         bwd = SubgraphTracer(fwd)
         grads = self.trace_backward(bwd, out_items)
 
         # bwd_body: one gradient per fwd_body input; those after the arguments were read by forward
-        # or backward from elsewhere in the frame, and get none.
+        # or backward from elsewhere in the frame, and get none. (Nothing is lifted into fwd_body
+        # after this.)
         arg_count = sum(isinstance(vt, TensorVariable) for vt in self.inputs)
         grads += [None] * (len(fwd.lifted) - arg_count)
         bwd.graph.output(tuple(grads))
         # fwd_body: its outputs, then what bwd_body reads of it (bwd_body's inputs after the grads).
-        out_nodes = [fwd.lift(vt.node) for vt in out_items if isinstance(vt, TensorVariable)]
         saved = list(bwd.lifted)
         fwd.graph.output((tuple(out_nodes), tuple(saved)))
 
-        marked = {fwd.lift(vt.node) for vt in self.ctx.non_differentiable}
-        saved_by_ctx = {fwd.lift(vt.node) for vt in self.ctx.saved or () if isinstance(vt, TensorVariable)}
+        def fwd_nodes(values: list[VariableTracker]) -> set[torch.fx.Node]:
+            return {fwd.lifted.get(vt.node, vt.node) for vt in values if isinstance(vt, TensorVariable)}
+
+        marked, saved_by_ctx = fwd_nodes(self.ctx.non_differentiable), fwd_nodes(self.ctx.saved or [])
         kwargs = {"non_differentiable_idx": [i for i, n in enumerate(out_nodes) if n in marked],
                   "saved_for_backward_idx": [i for i, n in enumerate(saved) if n in saved_by_ctx]}
-        dirty = {fwd.lift(vt.node) for vt in self.ctx.dirty}
+        dirty = fwd_nodes(self.ctx.dirty)
         if dirty:  # inputs changed in place by forward: autograd rebases their history on apply's
             if not dirty <= set(out_nodes):  # as torch._dynamo 2.13, which breaks there too
                 raise Unsupported(f"forward of {self.name} marks dirty an input it does not return")
