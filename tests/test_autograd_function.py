@@ -7,8 +7,8 @@ the custom backward (not the derivative of forward's ops) is the one autograd ra
 """
 from __future__ import annotations
 
-import io
 import contextlib
+import io
 
 import pytest
 import torch
