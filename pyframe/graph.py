@@ -66,6 +66,9 @@ class OutputGraph:
         self.fake_mode = fake_mode()
         self.memo = propagation_memo()
         self._fake_inputs: dict[int, torch.Tensor] = {}  # id of a real input -> its FakeTensor
+        # Graphs called by higher-order ops (an autograd.Function's `fwd_body_0`, `bwd_body_0`),
+        # by the name of the get_attr node that reads each: attributes of the compiled GraphModule.
+        self.subgraphs: dict[str, torch.fx.GraphModule] = {}
     # -- building -----------------------------------------------------------------------------
     def add_input(self, source: Source, value: torch.Tensor) -> torch.fx.Node:
         """The placeholder for a tensor read from the frame (one per source)."""
@@ -137,6 +140,17 @@ class OutputGraph:
         node.meta["example_value"] = None
         return node
 
+    def install_subgraph(self, prefix: str, gm: torch.fx.GraphModule) -> torch.fx.Node:
+        """Make `gm` an attribute of the graph's module (`fwd_body_0`, numbered per prefix as
+        torch._dynamo numbers them) and return the get_attr node that reads it; its example value
+        is the GraphModule itself, so a higher-order op taking it propagates FakeTensors through it."""
+        index = sum(1 for name in self.subgraphs if name.rsplit("_", 1)[0] == prefix)
+        name = f"{prefix}_{index}"
+        self.subgraphs[name] = gm
+        node = self.graph.get_attr(name)
+        node.meta["example_value"] = gm
+        return node
+
     def getitem(self, node: torch.fx.Node, index: int) -> torch.fx.Node:
         """One element of a node whose value is a tuple (torch.split, max with dim, ...)."""
         item = self.graph.call_function(operator.getitem, (node, index))
@@ -164,8 +178,11 @@ class OutputGraph:
                 del self.inputs[source]
         if self.op_count == 0:
             return None
+        if self.subgraphs:
+            check_own_nodes(self.graph)
         name = _next_graph_name()
-        gm = torch.fx.GraphModule(torch.nn.Module(), self.graph, class_name="GraphModule")
+        root = dict(self.subgraphs) if self.subgraphs else torch.nn.Module()
+        gm = torch.fx.GraphModule(root, self.graph, class_name="GraphModule")
         gm.meta["pyframe_name"] = name
         examples = [inp.example for inp in self.inputs.values()]
         return compile_with_backend(self.backend, self.backend_name, gm, examples, name)
@@ -177,6 +194,17 @@ _graph_counter = itertools.count(1)
 def _next_graph_name() -> str:
     """`__compiled_fn_N`, numbered across the process as torch._dynamo numbers its graphs."""
     return f"__compiled_fn_{next(_graph_counter)}"
+
+
+def check_own_nodes(graph: torch.fx.Graph) -> None:
+    """Unsupported if a node reads a node of another graph: a tensor made inside an
+    autograd.Function's traced forward or backward that escaped it (stored somewhere the trace
+    could not see when the function returned), which the frame's graph cannot compute."""
+    for node in graph.nodes:
+        for arg in node.all_input_nodes:
+            if arg.graph is not graph:
+                raise Unsupported(f"a tensor computed inside a traced autograd.Function ({arg.name}) "
+                                  f"is used outside it")
 
 
 def drop_unused_bookkeeping(graph: torch.fx.Graph) -> None:

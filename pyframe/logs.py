@@ -99,6 +99,17 @@ def bytecode_text(code: types.CodeType) -> str:
 # -- what convert_frame.Compiler reports (records are duck-typed: this module imports no pyframe code)
 
 
+def graph_code(gm: object) -> str:
+    """A GraphModule's FX code, then that of the graphs it calls (the `fwd_body_0`, `bwd_body_0`
+    of an autograd.Function), each under its attribute name."""
+    parts = [gm.code.strip()]  # type: ignore[attr-defined]
+    for name, child in gm.named_children():  # type: ignore[attr-defined]
+        code = getattr(child, "code", None)
+        if isinstance(code, str):
+            parts.append(f"# self.{name}:\n{code.strip()}")
+    return "\n".join(parts)
+
+
 def frame_compiled(code: types.CodeType, record: object, recompile: bool) -> None:
     """A new cache entry for `code`; `record` is its convert_frame.FrameRecord."""
     where = record.name  # type: ignore[attr-defined]
@@ -107,7 +118,7 @@ def frame_compiled(code: types.CodeType, record: object, recompile: bool) -> Non
     if "graph" in enabled:
         for graph in record.graphs:  # type: ignore[attr-defined]
             log("graph", "%s of %s (backend %r):\n%s", graph.name, where, graph.backend_name,
-                graph.gm.code.strip())
+                graph_code(graph.gm))
     if "guards" in enabled:
         guards = record.guards  # type: ignore[attr-defined]
         log("guards", "%d guard(s) of the new entry of %s:\n%s", len(guards), where,

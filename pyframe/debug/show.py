@@ -18,6 +18,7 @@ import types
 from typing import Any
 
 from .. import _C
+from ..logs import graph_code
 from .entries import CacheEntryInfo, code_of, describe_code, entries_of, resume_codes_of
 
 __all__ = ["show", "format_show", "bytecode_lines", "side_by_side", "decompile"]
@@ -109,7 +110,7 @@ def _show_code(code: types.CodeType, entries: list[CacheEntryInfo], out: list[st
                                 ("original bytecode", "transformed bytecode")))
         for graph in entry.compiled:
             out.append(f"\n{graph.name} (gm.code):")
-            out.append(graph.gm.code.strip())
+            out.append(graph_code(graph.gm))
         if depyf:
             text = decompile(entry.transformed, names)
             if text is not None:

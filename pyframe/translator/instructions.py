@@ -275,13 +275,15 @@ class InstructionTranslator(LoadStoreOps, CallOps, StackOps, JumpOps, ExceptionO
 
     # -- inlining ------------------------------------------------------------------------------
     def inline_call(self, fn: types.FunctionType, args: list[VariableTracker],
-                    kwargs: dict[str, VariableTracker], fn_source: Source | None = None) -> VariableTracker:
-        """Trace a call to a Python function into this frame's graph."""
+                    kwargs: dict[str, VariableTracker], fn_source: Source | None = None,
+                    output: OutputGraph | None = None) -> VariableTracker:
+        """Trace a call to a Python function into this frame's graph (or into `output`, a graph of
+        its own: an autograd.Function's forward or backward, and every call made from it)."""
         if self.depth >= config.inline_depth_limit:
             raise Unsupported(f"inlining deeper than {config.inline_depth_limit} calls ({fn.__qualname__})")
         check_inlinable(fn.__code__)
         child = InstructionTranslator(fn.__code__, fn.__globals__, self.f_builtins, fn.__closure__,
-                                      self.output, parent=self, fn_source=fn_source)
+                                      output or self.output, parent=self, fn_source=fn_source)
         child.locals = self.bind_arguments(fn, args, kwargs, fn_source)
         return child.run_call()
 

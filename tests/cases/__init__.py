@@ -28,6 +28,7 @@ STRAIGHT_LINE = [
     "tests.cases.iterators",
     "tests.cases.python_objects",
     "tests.cases.pattern_matching",
+    "tests.cases.autograd_functions",
 ]
-GRAPH_BREAKS = ["tests.cases.graph_breaks"]
+GRAPH_BREAKS = ["tests.cases.graph_breaks", "tests.cases.autograd_function_breaks"]
 ALL = STRAIGHT_LINE + GRAPH_BREAKS

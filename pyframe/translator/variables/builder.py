@@ -20,6 +20,7 @@ from ... import _C
 from ...exc import Unsupported
 from ...guards import GuardKind, TensorMeta
 from ...source import AttrSource, ItemSource, Source
+from .autograd_function import AutogradFunctionVariable, is_autograd_function, is_bound_apply
 from .base import VariableTracker
 from .builtins import BUILTIN_FUNCTIONS, PURE_FUNCTIONS, BuiltinVariable
 from .constant import ConstantVariable, is_constant_value
@@ -142,6 +143,12 @@ def wrap(tx: "InstructionTranslator", value: Any, source: Source | None, guard: 
             if source is not None and guards is not None:
                 guards.add(AttrSource(source, "__code__"), GuardKind.ID_MATCH, value.__code__)
         return UserFunctionVariable(value, source)
+    if is_bound_apply(value):  # `MyFn.apply` held as a value: read through the class it binds
+        add(GuardKind.TYPE_MATCH, types.MethodType)
+        if guards is not None:
+            guards.add(AttrSource(source, "__func__"), GuardKind.ID_MATCH, value.__func__)
+        cls = wrap(tx, value.__self__, AttrSource(source, "__self__") if source is not None else None, guard)
+        return cls.var_getattr(tx, "apply")
     if isinstance(value, types.MethodType) and isinstance(value.__func__, types.FunctionType):
         # A bound method (a context manager's `clone`, a callback): its function inlined, `self`
         # read through it. Made anew by each attribute read, so guarded by what it binds.
@@ -171,6 +178,9 @@ def wrap(tx: "InstructionTranslator", value: Any, source: Source | None, guard: 
     if isinstance(value, type) and value in GRAD_MODE_CLASSES:
         add(GuardKind.ID_MATCH, value)
         return GradModeClassVariable(value, source)
+    if is_autograd_function(value):  # its apply is traced (autograd_function.py)
+        add(GuardKind.ID_MATCH, value)
+        return AutogradFunctionVariable(value, source)
     if isinstance(value, (type, types.CodeType)):
         add(GuardKind.ID_MATCH, value)
         return PythonObjectVariable(value, source)
