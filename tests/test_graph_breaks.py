@@ -460,3 +460,47 @@ def test_a_keyword_call_that_breaks_inside_a_block_keeps_its_keywords():
                                keyword_call_breaks_inside_no_grad(x))
     assert [r.status for r in pyframe.convert_frame.records_for(keyword_call_breaks_inside_no_grad.__code__)] \
         == ["compiled"]
+
+
+def _breaks_then(value):
+    print(end="")  # not traced: a graph break
+    return value
+
+
+def calls_a_function_of_a_module_imported_in_the_frame(x):
+    import os.path
+    y = x * 2
+    name = os.path.join("a", _breaks_then("b"))  # os.path.join is on the stack at the break
+    return y + len(name)
+
+
+class _Scaler:
+    def scale(self, x, n):
+        return x * n
+
+
+class _ShiftThenScale(_Scaler):
+    def scale(self, x, n):
+        y = x + 1
+        return super().scale(y, _breaks_then(n))  # super().scale is on the stack at the break
+
+
+class _HoldsSuper(_Scaler):
+    def scale(self, x, n):
+        y = x + 1
+        parent = super()
+        _breaks_then(None)  # a super object is live across the break
+        return parent.scale(y, n)
+
+
+def test_functions_methods_and_super_objects_live_across_a_break_are_rebuilt():
+    """A function reached through a module imported in the frame, a method found by super() and a
+    super object itself were "cannot rebuild" at a break: the whole frame ran as plain Python."""
+    x = torch.randn(3)
+    for fn, args in ((calls_a_function_of_a_module_imported_in_the_frame, (x,)),
+                     (_ShiftThenScale().scale, (x, 3)), (_HoldsSuper().scale, (x, 3))):
+        rec = Recorder()
+        torch.testing.assert_close(pyframe.optimize(rec)(fn)(*args), fn(*args))
+        code = getattr(fn, "__func__", fn)
+        assert [r.status for r in pyframe.convert_frame.records_for(code.__code__)] == ["compiled"]
+        assert rec.op_sequences() == dynamo_op_sequences(fn, args)

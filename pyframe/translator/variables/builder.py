@@ -26,7 +26,7 @@ from .builtins import BUILTIN_FUNCTIONS, PURE_FUNCTIONS, BuiltinVariable
 from .constant import ConstantVariable, is_constant_value
 from .containers import DictVariable, ListVariable, NamedTupleVariable, SetVariable, SizeVariable, TupleVariable
 from .functions import LruCacheWrapperVariable, PartialVariable, UserFunctionVariable
-from .misc import GRAD_MODE_CLASSES, GradModeClassVariable, InlinedMethodVariable
+from .misc import GRAD_MODE_CLASSES, GradModeClassVariable, InlinedMethodVariable, SuperVariable
 from .nn_module import NNModuleVariable
 from .objects import DisabledFunctionVariable, GraphBreakFunctionVariable, PythonObjectVariable, UserObjectVariable
 from .tensor import TensorVariable
@@ -135,6 +135,13 @@ def wrap(tx: "InstructionTranslator", value: Any, source: Source | None, guard: 
             guards.add(AttrSource(source, "__name__"), GuardKind.EQUALS_MATCH, value.__name__)
         obj = wrap(tx, value.__self__, AttrSource(source, "__self__") if source is not None else None, guard)
         return obj.var_getattr(tx, value.__name__)
+    if type(value) is super and value.__self__ is not None:
+        # a super() object held across a graph break (`s = super(); <break>; s.method()`)
+        add(GuardKind.TYPE_MATCH, super)
+        if guards is not None:
+            guards.add(AttrSource(source, "__thisclass__"), GuardKind.ID_MATCH, value.__thisclass__)
+        obj = wrap(tx, value.__self__, AttrSource(source, "__self__") if source is not None else None, guard)
+        return SuperVariable(value.__thisclass__, obj)
     if isinstance(value, types.FunctionType):
         if value.__closure__ is None:
             add(GuardKind.ID_MATCH, value)

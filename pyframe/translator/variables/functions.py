@@ -44,6 +44,14 @@ class UserFunctionVariable(VariableTracker):
                 return ConstantVariable(value)
         return super().var_getattr(tx, name)
 
+    def reconstruct(self, cg) -> None:
+        # A function that exists outside the trace (found through a module imported in the frame,
+        # say): the same object, as a constant of the transformed code.
+        if self.source is not None:
+            cg.load_source(self.source)
+        else:
+            cg.load_const(self.fn)
+
     def __repr__(self) -> str:
         return f"UserFunctionVariable({self.fn.__qualname__})"
 

@@ -243,6 +243,14 @@ class SuperVariable(VariableTracker):
                 raise Unsupported(f"super().{name} is a {type(attr).__name__}")
         raise Unsupported(f"super() has no attribute {name!r}")
 
+    def reconstruct(self, cg) -> None:
+        # live across a graph break (`super().method(<a call that breaks>)`): super(cls, obj)
+        cg.push_null()
+        cg.load_const(super)
+        cg.load_const(self.cls)
+        self.obj.reconstruct(cg)
+        cg.call(2)
+
 
 class InlinedMethodVariable(VariableTracker):
     """A Python function bound to a symbolic `self` (a super() attribute, or a bound method read
@@ -258,6 +266,16 @@ class InlinedMethodVariable(VariableTracker):
     def call(self, tx, args, kwargs) -> VariableTracker:
         fn_source = AttrSource(self.source, "__func__") if self.source is not None else None
         return tx.inline_call(self.fn, [self.obj, *args], kwargs, fn_source=fn_source)
+
+    def reconstruct(self, cg) -> None:
+        if self.source is not None:
+            cg.load_source(self.source)
+            return
+        cg.push_null()  # types.MethodType(fn, obj): the method a super() lookup found, bound again
+        cg.load_const(types.MethodType)
+        cg.load_const(self.fn)
+        self.obj.reconstruct(cg)
+        cg.call(2)
 
 
 def zero_arg_super(tx) -> SuperVariable:

@@ -161,6 +161,12 @@ class PythonModuleVariable(VariableTracker):
             return tx.wrap(value, source, guard=False)
         return tx.wrap(value, source)
 
+    def reconstruct(self, cg) -> None:
+        if self.source is not None:
+            cg.load_source(self.source)
+        else:  # imported in the frame (IMPORT_NAME): the module object itself
+            cg.load_const(self.module)
+
     def __repr__(self) -> str:
         return f"PythonModuleVariable({self.module.__name__})"
 
