@@ -1,6 +1,7 @@
 """Opcode handlers: loads and stores of locals, cells, globals, attributes and constants."""
 from __future__ import annotations
 
+import importlib.util
 import inspect
 import sys
 
@@ -40,9 +41,16 @@ class LoadStoreOps:
         tracing (importing may run arbitrary code), the module object is looked up."""
         fromlist, level = self.pop(), self.pop()
         level, fromlist = level.as_python_constant(), fromlist.as_python_constant()
-        if level != 0 or inst.arg not in sys.modules:
-            raise Unsupported(f"import of {inst.arg!r} (not imported yet, or relative)")
-        module = sys.modules[inst.arg] if fromlist else sys.modules[inst.arg.partition(".")[0]]
+        name = inst.arg
+        if level:  # `from . import x` / `from ..a import b`: relative to the frame's package
+            package = self.f_globals.get("__package__")
+            try:
+                name = importlib.util.resolve_name("." * level + name, package)
+            except (ImportError, ValueError, TypeError) as e:
+                raise Unsupported(f"relative import of {inst.arg!r}: {e}") from e
+        if name not in sys.modules:
+            raise Unsupported(f"import of {name!r} (not imported yet)")
+        module = sys.modules[name] if fromlist or level else sys.modules[name.partition(".")[0]]
         self.push(PythonModuleVariable(module))
 
     def IMPORT_FROM(self, inst: Instr) -> None:

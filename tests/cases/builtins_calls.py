@@ -109,3 +109,13 @@ def fx_tracing_queries(x):
     if is_fx_tracing() or torch.fx._symbolic_trace.is_fx_symbolic_tracing() or is_fx_symbolic_tracing():
         return x - 1
     return x + 1
+
+
+@case(inputs=lambda: torch.randn(4))
+def relative_imports_in_the_frame(x):
+    """`from . import m` / `from .m import f` inside a function: resolved against the frame's
+    package, the modules already imported."""
+    from . import inlining
+    from .inlining import _affine
+
+    return _affine(x) + inlining._affine(x, shift=0.5)
