@@ -28,6 +28,7 @@ from . import _C, config, logs
 from .backends import CompiledGraph
 from .exc import BackendCompilerFailed, Unsupported
 from .graph import OutputGraph
+from .guards import PinnedObject
 from .translator.output import translate_frame
 
 log = logging.getLogger("pyframe")
@@ -57,9 +58,9 @@ class FrameRecord:
     compile_seconds: float = 0.0
     error: Unsupported | None = None              # the graph break (compiled) or the cause (skipped)
     resume_codes: list[types.CodeType] = field(default_factory=list)
-    # The frame's arguments its guards pin by identity (`self` of a module's forward), by id: the
+    # The frame's arguments its guards pin by identity (`self` of a module's forward): the
     # recompile limit counts the entries made for the objects a call brings.
-    pinned_locals: dict[str, int] = field(default_factory=dict)
+    pinned_locals: dict[str, PinnedObject] = field(default_factory=dict)
 
 
 # The records of each code object, dropped with the code object (a record holds its graphs).
@@ -174,9 +175,14 @@ class Compiler:
 
 
 def _pins_match(record: Any, f_locals: dict[str, Any]) -> bool:
-    """The entry was made for the objects the frame's arguments hold now (or pins none)."""
+    """The entry counts against the recompile limit of this call's objects: it was made for the
+    objects the frame's arguments hold now (or pins none), or for one that has died since, which
+    it can never serve again (a new module made for every call recompiles at each: it stops at
+    the limit, as it would for one object)."""
     pinned = getattr(record, "pinned_locals", None) or {}
-    return all(id(f_locals.get(name)) == object_id for name, object_id in pinned.items())
+    if any(p.is_dead() for p in pinned.values()):
+        return True
+    return all(p.is_(f_locals.get(name)) for name, p in pinned.items())
 
 
 def disable_wrap(fn: Callable) -> Callable:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import enum
 import functools
 import types
+import weakref
 from dataclasses import dataclass
 from typing import Any, Iterator, Optional
 
@@ -121,6 +122,27 @@ def global_state_guards() -> list[GlobalStateGuard]:
     ]
 
 
+@dataclass(frozen=True)
+class PinnedObject:
+    """An object an ID_MATCH guard pins, held weakly when it can be (as the C++ leaf holds it)."""
+
+    object_id: int
+    ref: Optional[weakref.ref] = None
+
+    @classmethod
+    def of(cls, obj: Any) -> "PinnedObject":
+        try:
+            return cls(id(obj), weakref.ref(obj))
+        except TypeError:  # no weak references to it (a dtype, say): lives as long as its module
+            return cls(id(obj))
+
+    def is_dead(self) -> bool:
+        return self.ref is not None and self.ref() is None
+
+    def is_(self, obj: Any) -> bool:
+        return not self.is_dead() and id(obj) == self.object_id
+
+
 class GuardSet:
     """The guards of one trace, deduplicated, in the order they were added."""
 
@@ -137,9 +159,9 @@ class GuardSet:
     def __len__(self) -> int:
         return len(self._guards)
 
-    def pinned_locals(self) -> dict[str, int]:
-        """The arguments guarded by identity: name -> id of the object."""
-        return {g.source.local_name: id(g.value) for g in self
+    def pinned_locals(self) -> dict[str, "PinnedObject"]:
+        """The arguments guarded by identity, by name."""
+        return {g.source.local_name: PinnedObject.of(g.value) for g in self
                 if g.kind is GuardKind.ID_MATCH and isinstance(g.source, LocalSource)}
 
     def texts(self) -> list[str]:

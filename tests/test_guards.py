@@ -193,7 +193,26 @@ def test_the_recompile_limit_counts_entries_for_the_same_module(monkeypatch):
     with pytest.warns(UserWarning, match="recompile_limit"):
         for n in range(1, 6):
             first(torch.randn(n, 4))
-    assert sum(1 for e in _C.get_cache_entries(code) if e.info.pinned_locals["self"] == id(net[0])) == 3
+    assert sum(1 for e in _C.get_cache_entries(code) if e.info.pinned_locals["self"].is_(net[0])) == 3
+
+
+def test_a_new_module_for_every_call_still_stops_at_the_recompile_limit(monkeypatch):
+    """Entries made for a module that has died since can never hit again: they count, so a
+    function given a fresh module on each call stops compiling at the limit (not at 256)."""
+    monkeypatch.setattr(pyframe.config, "recompile_limit", 3)
+    counter = Counter()
+
+    def apply(m, x):
+        return m(x).relu()
+
+    opt = pyframe.optimize(counter)(apply)
+    x = torch.randn(2, 4)
+    with pytest.warns(UserWarning, match="recompile_limit"):
+        for _ in range(6):
+            m = torch.nn.Linear(4, 4)
+            torch.testing.assert_close(opt(m, x), apply(m, x))
+            del m
+    assert counter.compiles == 3
 
 
 def test_death_of_a_function_frees_its_entries():
