@@ -240,8 +240,28 @@ class SuperVariable(VariableTracker):
                     return InlinedMethodVariable(attr, self.obj)
                 if isinstance(attr, property) and attr.fget is not None and not of_class:
                     return tx.inline_call(attr.fget, [self.obj], {})
+                if attr is object.__init__ and not of_class:  # `super().__init__()` at the top
+                    return _ObjectInitVariable()
                 raise Unsupported(f"super().{name} is a {type(attr).__name__}")
         raise Unsupported(f"super() has no attribute {name!r}")
+
+    def reconstruct(self, cg) -> None:
+        """`super(cls, obj)` (at a graph break with it on the stack)."""
+        cg.push_null()
+        cg.load_const(super)
+        cg.load_const(self.cls)
+        self.obj.reconstruct(cg)
+        cg.call(2)
+
+
+class _ObjectInitVariable(VariableTracker):
+    """object.__init__ bound to an instance, reached through super(): does nothing when called
+    without arguments (with some, Python raises TypeError: left to it)."""
+
+    def call(self, tx, args, kwargs) -> VariableTracker:
+        if args or kwargs:
+            raise Unsupported("object.__init__() called with arguments")
+        return ConstantVariable(None)
 
 
 class InlinedMethodVariable(VariableTracker):
@@ -258,6 +278,16 @@ class InlinedMethodVariable(VariableTracker):
     def call(self, tx, args, kwargs) -> VariableTracker:
         fn_source = AttrSource(self.source, "__func__") if self.source is not None else None
         return tx.inline_call(self.fn, [self.obj, *args], kwargs, fn_source=fn_source)
+
+    def reconstruct(self, cg) -> None:
+        if self.source is not None:
+            cg.load_source(self.source)
+            return
+        cg.push_null()  # types.MethodType(fn, obj): the method bound again
+        cg.load_const(types.MethodType)
+        cg.load_const(self.fn)
+        self.obj.reconstruct(cg)
+        cg.call(2)
 
 
 def zero_arg_super(tx) -> SuperVariable:
