@@ -23,7 +23,8 @@ from .. import config
 from ..exc import Unsupported, UserLocation
 from ..graph import OutputGraph
 from ..source import (
-    AttrSource, BuiltinSource, CellContentsSource, ClosureSource, GlobalSource, ItemSource, LocalSource, Source,
+    AttrSource, BuiltinSource, CellContentsSource, ClosureSource, FreeCellSource, GlobalSource, ItemSource, LocalSource,
+    Source,
 )
 from .analysis import innermost_handlers
 from .ops_calls import CallOps
@@ -223,31 +224,55 @@ class InstructionTranslator(LoadStoreOps, CallOps, StackOps, JumpOps, ExceptionO
             return self.closure_refs[name].load()
         index = self.code.co_freevars.index(name)
         cell = self.closure[index]
+        if self.parent is not None:
+            shared = self.root.passed_cell_name(cell)
+            if shared is not None:  # the root frame's own cell: its traced value, not the entry one
+                return self.root.read_local(shared)
+            root_name = self.root.free_var_of(cell)
+            if root_name is not None:  # one of the root's free variables: read as the root reads it
+                return self.root.read_free_var(root_name)
+        tracker = self.side_effects.known_cell(cell)
+        stored = self.side_effects.load_attr(tracker, "cell_contents") if tracker is not None else None
+        if stored is not None:  # assigned earlier in this trace (`nonlocal x; x = ...`), by any function
+            return stored
         try:
             value = cell.cell_contents
         except ValueError as e:
             raise Unsupported(f"free variable {name!r} read before assignment") from e
         if self.parent is None:
             return self.wrap(value, ClosureSource(name, index))
-        shared = self.root.passed_cell_name(cell)
-        if shared is not None:  # the root frame's own cell: its traced value, not the entry one
-            return self.root.read_local(shared)
         if self.trusted or (name == "__class__" and isinstance(value, type)):
             # (`__class__` is the cell super() reads: set when the class is made, never rebound)
             return self.wrap(value, None, guard=False)
         if self.fn_source is not None:
-            stored = self.side_effects.load_attr(self._cell_tracker(index), "cell_contents")
-            if stored is not None:  # assigned earlier in this trace (`nonlocal x; x = ...`)
-                return stored
             closure = ItemSource(AttrSource(self.fn_source, "__closure__"), index)
             return self.wrap(value, AttrSource(closure, "cell_contents"))
         raise Unsupported(f"free variable {name!r} of an inlined function reached without a source")
 
-    def _cell_tracker(self, index: int) -> VariableTracker:
-        """The tracker of this inlined function's closure cell `index` (read through its source)."""
-        source = ItemSource(AttrSource(self.fn_source, "__closure__"), index)
-        known = self.side_effects.known(source)
-        return known if known is not None else self.side_effects.track(source, self.closure[index], CellVariable(source))
+    def free_var_of(self, cell: Any) -> str | None:
+        """The name of this frame's free variable whose closure cell is `cell`."""
+        for name, own in zip(self.code.co_freevars, self.closure):
+            if own is cell:
+                return name
+        return None
+
+    def closure_cell(self, name: str) -> VariableTracker:
+        """The tracker of this function's real closure cell for free variable `name`, through which
+        stores to it are replayed after the graph: the root frame's own cell (LOAD_CLOSURE), or an
+        inlined function's `fn.__closure__[i]`. One tracker per cell, whichever function reached it."""
+        index = self.code.co_freevars.index(name)
+        cell = self.closure[index]
+        known = self.side_effects.known_cell(cell)
+        if known is not None:
+            return known
+        root_name = self.root.free_var_of(cell)
+        if root_name is not None:
+            source = FreeCellSource(root_name, self.root.code.co_freevars.index(root_name))
+        elif self.fn_source is not None:
+            source = ItemSource(AttrSource(self.fn_source, "__closure__"), index)
+        else:
+            raise Unsupported(f"assignment to free variable {name!r} of a function reached without a source")
+        return self.side_effects.track_cell(cell, CellVariable(source))
 
     def passed_cell_name(self, cell: Any) -> str | None:
         """The local name under which this frame received `cell` itself (resume functions)."""
@@ -257,21 +282,18 @@ class InstructionTranslator(LoadStoreOps, CallOps, StackOps, JumpOps, ExceptionO
         return None
 
     def store_free_var(self, name: str, value: VariableTracker) -> None:
-        if name not in self.closure_refs and self.parent is not None and self.closure:
-            shared = self.root.passed_cell_name(self.closure[self.code.co_freevars.index(name)])
-            if shared is not None:
-                self.root.locals[shared] = value
-                return
         if name in self.closure_refs:
             self.closure_refs[name].store(value)
             return
-        index = self.code.co_freevars.index(name)
-        if self.parent is None or self.fn_source is None or \
-                any(self.closure[index] is cell for cell in self.root.closure or ()):
-            raise Unsupported(f"assignment to free variable {name!r} (a cell that outlives the frame)")
-        # A cell of an inlined closure that outlives the frame (a counter made elsewhere): the
-        # store is replayed after the graph, as `fn.__closure__[i].cell_contents = value`.
-        self.side_effects.store_attr(self._cell_tracker(index), "cell_contents", value)
+        cell = self.closure[self.code.co_freevars.index(name)]
+        if self.parent is not None:
+            shared = self.root.passed_cell_name(cell)
+            if shared is not None:
+                self.root.locals[shared] = value
+                return
+        # A cell that outlives the frame (the compiled closure's own, a counter made elsewhere): the
+        # store is replayed after the graph, as `<cell>.cell_contents = value`.
+        self.side_effects.store_attr(self.closure_cell(name), "cell_contents", value)
 
     # -- inlining ------------------------------------------------------------------------------
     def inline_call(self, fn: types.FunctionType, args: list[VariableTracker],

@@ -71,8 +71,9 @@ class CellReference(VariableTracker):
 
 
 class CellVariable(VariableTracker):
-    """A closure cell of an inlined function that outlives the frame, as the target of the stores
-    the trace makes to it (replayed after the graph as side effects)."""
+    """A real closure cell that outlives the frame (the compiled function's own, or one of an inlined
+    function made elsewhere), as the target of the stores the trace makes to it (replayed after
+    the graph as side effects). Its source loads the cell object itself."""
 
     def python_type(self) -> type:
         return types.CellType
