@@ -38,7 +38,7 @@ from .variables import VariableTracker, wrap
 from .variables.constant import ConstantVariable
 from .variables.containers import DictVariable, GeneratorVariable, TupleVariable
 from .variables.exceptions import ExceptionVariable, RaisedException
-from .variables.functions import CellVariable, NestedFunctionVariable
+from .variables.functions import CellReference, CellVariable, NestedFunctionVariable
 
 # Code flags of generators, coroutines and async generators (their frames are never traced).
 _GENERATOR_FLAGS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ITERABLE_COROUTINE | \
@@ -77,6 +77,7 @@ class InstructionTranslator(LoadStoreOps, CallOps, StackOps, JumpOps, ExceptionO
         self.suspended = False     # stopped at a yield, whose value is `yielded_value`
         self.yielded_value: VariableTracker | None = None
         self.closure_refs: dict[str, Any] = {}  # free variables of a function made while tracing
+        self.cell_references: dict[tuple[str, bool], CellReference] = {}  # what LOAD_CLOSURE pushed
         self.exception_stack: list[VariableTracker] = []  # exceptions being handled (PUSH_EXC_INFO)
         self._handlers: list | None = None  # innermost try range at each position, when first needed
         # Cell variables whose MAKE_CELL the prologue skips: resume functions receive the cell.
@@ -273,6 +274,13 @@ class InstructionTranslator(LoadStoreOps, CallOps, StackOps, JumpOps, ExceptionO
         else:
             raise Unsupported(f"assignment to free variable {name!r} of a function reached without a source")
         return self.side_effects.track_cell(cell, CellVariable(source))
+
+    def cell_reference(self, name: str, free: bool) -> CellReference:
+        """The reference to this frame's cell (or free) variable `name` that closures hold."""
+        key = (name, free)
+        if key not in self.cell_references:
+            self.cell_references[key] = CellReference(self, name, free)
+        return self.cell_references[key]
 
     def passed_cell_name(self, cell: Any) -> str | None:
         """The local name under which this frame received `cell` itself (resume functions)."""

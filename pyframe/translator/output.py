@@ -65,8 +65,8 @@ def _children(vt: VariableTracker) -> list[VariableTracker]:
         return list(vt.attrs.values())
     if isinstance(vt, ListIteratorVariable):
         return vt.remaining()
-    if isinstance(vt, NestedFunctionVariable):  # a function made here keeps its defaults
-        return [*(vt.defaults or ()), *(vt.kwdefaults or {}).values()]
+    if isinstance(vt, NestedFunctionVariable):  # a function made here keeps its defaults and cells
+        return [*(vt.defaults or ()), *(vt.kwdefaults or {}).values(), *vt.escaping_values()]
     if isinstance(vt, PartialVariable):
         return [vt.func, *vt.args, *vt.keywords.values()]
     if isinstance(vt, ExceptionVariable):
