@@ -26,7 +26,7 @@ from .builtins import BUILTIN_FUNCTIONS, PURE_FUNCTIONS, BuiltinVariable
 from .constant import ConstantVariable, is_constant_value
 from .containers import DictVariable, ListVariable, NamedTupleVariable, SetVariable, SizeVariable, TupleVariable
 from .functions import LruCacheWrapperVariable, PartialVariable, UserFunctionVariable
-from .misc import GRAD_MODE_CLASSES, GradModeClassVariable, InlinedMethodVariable
+from .misc import GRAD_MODE_CLASSES, GradModeClassVariable, InlinedMethodVariable, SuperVariable
 from .nn_module import NNModuleVariable
 from .objects import DisabledFunctionVariable, GraphBreakFunctionVariable, PythonObjectVariable, UserObjectVariable
 from .tensor import TensorVariable
@@ -175,6 +175,12 @@ def wrap(tx: "InstructionTranslator", value: Any, source: Source | None, guard: 
         keywords = {k: wrap(tx, v, ItemSource(at("keywords"), k) if source is not None else None, guard)
                     for k, v in value.keywords.items()}
         return PartialVariable(func, args, keywords, source)
+    if type(value) is super:  # a super() object kept in a local (across a graph break)
+        add(GuardKind.TYPE_MATCH, super)
+        if guards is not None:
+            guards.add(AttrSource(source, "__thisclass__"), GuardKind.ID_MATCH, value.__thisclass__)
+        obj = wrap(tx, value.__self__, AttrSource(source, "__self__") if source is not None else None, guard)
+        return SuperVariable(value.__thisclass__, obj)
     if isinstance(value, type) and value in GRAD_MODE_CLASSES:
         add(GuardKind.ID_MATCH, value)
         return GradModeClassVariable(value, source)
