@@ -129,6 +129,25 @@ def test_functions_sharing_a_cell_see_each_others_stores():
     assert len(backend.graphs) == 1
 
 
+PUT, GET = make_slot()
+
+
+def put_then_get(x):
+    PUT(x + 1)
+    return GET() * 2
+
+
+def test_a_cell_shared_by_two_functions_is_guarded_by_identity(monkeypatch):
+    compiled = pyframe.optimize(CountingBackend())(put_then_get)
+    x = torch.randn(4)
+    torch.testing.assert_close(compiled(x), (x + 1).sin() * 2)
+    other_put, other_get = make_slot()  # a getter of another cell: GET() no longer sees PUT's store
+    other_put(torch.zeros(4))
+    monkeypatch.setattr(__import__(__name__), "GET", other_get)
+    torch.testing.assert_close(compiled(x), put_then_get(x))
+    torch.testing.assert_close(compiled(x), torch.zeros(4))
+
+
 def test_an_inlined_sibling_assigns_the_compiled_closures_cell():
     def make():
         best = None
@@ -186,6 +205,25 @@ def test_nested_inlined_functions_assign_each_others_cells():
     x = torch.randn(4)
     assert_same(compiled(x), eager(x))
     torch.testing.assert_close(traced.__closure__[1].cell_contents, eager.__closure__[1].cell_contents)
+
+
+def test_cell_contents_read_and_written_through_closure():
+    bump, peek = make_bumper(torch.zeros(4))
+
+    def fn(x):
+        cell = peek.__closure__[0]
+        before = cell.cell_contents
+        cell.cell_contents = before + x
+        return before, peek() * 2, bump.__closure__[0].cell_contents
+
+    compiled, backend = compile_full(fn)
+    x = torch.randn(4)
+    before, doubled, seen = compiled(x)
+    torch.testing.assert_close(before, torch.zeros(4))
+    torch.testing.assert_close(doubled, x * 2)
+    torch.testing.assert_close(seen, x)
+    torch.testing.assert_close(peek(), x)
+    assert len(backend.graphs) == 1
 
 
 def test_store_then_graph_break_the_resume_function_reads_the_new_value():

@@ -21,6 +21,7 @@ from bytecode import Bytecode, Instr, Label
 
 from .. import config
 from ..exc import Unsupported, UserLocation
+from ..guards import GuardKind
 from ..graph import OutputGraph
 from ..source import (
     AttrSource, BuiltinSource, CellContentsSource, ClosureSource, FreeCellSource, GlobalSource, ItemSource, LocalSource,
@@ -229,12 +230,10 @@ class InstructionTranslator(LoadStoreOps, CallOps, StackOps, JumpOps, ExceptionO
             shared = self.root.passed_cell_name(cell)
             if shared is not None:  # the root frame's own cell: its traced value, not the entry one
                 return self.root.read_local(shared)
-            root_name = self.root.free_var_of(cell)
-            if root_name is not None:  # one of the root's free variables: read as the root reads it
-                return self.root.read_free_var(root_name)
         tracker = self.side_effects.known_cell(cell)
         stored = self.side_effects.load_attr(tracker, "cell_contents") if tracker is not None else None
         if stored is not None:  # assigned earlier in this trace (`nonlocal x; x = ...`), by any function
+            self._same_cell(tracker, self._cell_source(index), cell)
             return stored
         try:
             value = cell.cell_contents
@@ -245,35 +244,76 @@ class InstructionTranslator(LoadStoreOps, CallOps, StackOps, JumpOps, ExceptionO
         if self.trusted or (name == "__class__" and isinstance(value, type)):
             # (`__class__` is the cell super() reads: set when the class is made, never rebound)
             return self.wrap(value, None, guard=False)
-        if self.fn_source is not None:
-            closure = ItemSource(AttrSource(self.fn_source, "__closure__"), index)
-            return self.wrap(value, AttrSource(closure, "cell_contents"))
+        source = self._cell_source(index)
+        if source is not None:
+            return self.wrap(value, AttrSource(source, "cell_contents"))
         raise Unsupported(f"free variable {name!r} of an inlined function reached without a source")
 
-    def free_var_of(self, cell: Any) -> str | None:
-        """The name of this frame's free variable whose closure cell is `cell`."""
-        for name, own in zip(self.code.co_freevars, self.closure):
-            if own is cell:
-                return name
+    def _cell_source(self, index: int) -> Source | None:
+        """Where the transformed code finds this function's closure cell `index` (the cell object):
+        the root frame's own (LOAD_CLOSURE), or an inlined function's `fn.__closure__[i]`."""
+        if self.parent is None:
+            return FreeCellSource(self.code.co_freevars[index], index)
+        if self.fn_source is not None:
+            return ItemSource(AttrSource(self.fn_source, "__closure__"), index)
         return None
 
-    def closure_cell(self, name: str) -> VariableTracker:
-        """The tracker of this function's real closure cell for free variable `name`, through which
-        stores to it are replayed after the graph: the root frame's own cell (LOAD_CLOSURE), or an
-        inlined function's `fn.__closure__[i]`. One tracker per cell, whichever function reached it."""
-        index = self.code.co_freevars.index(name)
-        cell = self.closure[index]
+    def _same_cell(self, tracker: VariableTracker, source: Source | None, cell: Any) -> None:
+        """The trace relies on the cell found at `source` being the cell `tracker` stands for,
+        reached before another way (a setter and a getter made by one call share it): both ways
+        are guarded by the cell's identity. (The root frame's own cells cannot be read by a guard;
+        the other functions' are.)"""
+        if source == tracker.source:
+            return
+        if source is None:
+            raise Unsupported(f"closure cell of {self.code.co_name}, shared with another function, reached "
+                              f"without a source")
+        for way in (tracker.source, source):
+            if not isinstance(way, FreeCellSource):
+                self.output.guards.add(way, GuardKind.ID_MATCH, cell)
+
+    def cell_tracker(self, cell: Any, source: Source | None) -> CellVariable:
+        """The one tracker of the real closure cell `cell`, reached now at `source` (the cell
+        object: `fn.__closure__[i]`), whichever function reached it first."""
         known = self.side_effects.known_cell(cell)
         if known is not None:
+            self._same_cell(known, source, cell)
             return known
-        root_name = self.root.free_var_of(cell)
-        if root_name is not None:
-            source = FreeCellSource(root_name, self.root.code.co_freevars.index(root_name))
-        elif self.fn_source is not None:
-            source = ItemSource(AttrSource(self.fn_source, "__closure__"), index)
-        else:
-            raise Unsupported(f"assignment to free variable {name!r} of a function reached without a source")
-        return self.side_effects.track_cell(cell, CellVariable(source))
+        if source is None:
+            raise Unsupported("a closure cell reached without a source")
+        return self.side_effects.track_cell(cell, CellVariable(cell, source))
+
+    def closure_cell(self, name: str) -> CellVariable:
+        """The tracker of this function's real closure cell for free variable `name`, through which
+        stores to it are replayed after the graph."""
+        index = self.code.co_freevars.index(name)
+        return self.cell_tracker(self.closure[index], self._cell_source(index))
+
+    def read_cell(self, tracker: CellVariable) -> VariableTracker:
+        """`cell.cell_contents` (a cell read as `fn.__closure__[i]`): what the trace stored, or
+        the contents, guarded."""
+        shared = self.root.passed_cell_name(tracker.cell)
+        if shared is not None:
+            return self.root.read_local(shared)
+        stored = self.side_effects.load_attr(tracker, "cell_contents")
+        if stored is not None:
+            return stored
+        try:
+            value = tracker.cell.cell_contents
+        except ValueError as e:
+            raise Unsupported("cell_contents of an empty cell") from e
+        source = tracker.source
+        return self.wrap(value, source.contents() if isinstance(source, FreeCellSource)
+                         else AttrSource(source, "cell_contents"))
+
+    def store_cell(self, tracker: CellVariable, value: VariableTracker) -> None:
+        """`cell.cell_contents = value` for a cell that outlives the frame: replayed after the graph
+        (a cell the root frame received as a resume function's argument is one of its locals)."""
+        shared = self.root.passed_cell_name(tracker.cell)
+        if shared is not None:
+            self.root.locals[shared] = value
+            return
+        self.side_effects.store_attr(tracker, "cell_contents", value)
 
     def cell_reference(self, name: str, free: bool) -> CellReference:
         """The reference to this frame's cell (or free) variable `name` that closures hold."""
@@ -301,7 +341,7 @@ class InstructionTranslator(LoadStoreOps, CallOps, StackOps, JumpOps, ExceptionO
                 return
         # A cell that outlives the frame (the compiled closure's own, a counter made elsewhere): the
         # store is replayed after the graph, as `<cell>.cell_contents = value`.
-        self.side_effects.store_attr(self.closure_cell(name), "cell_contents", value)
+        self.store_cell(self.closure_cell(name), value)
 
     # -- inlining ------------------------------------------------------------------------------
     def inline_call(self, fn: types.FunctionType, args: list[VariableTracker],

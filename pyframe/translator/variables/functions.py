@@ -13,9 +13,10 @@ import warnings
 from typing import Any
 
 from ...exc import Unsupported
-from ...source import Source
+from ...source import AttrSource, ItemSource, Source
 from .base import VariableTracker
 from .constant import ConstantVariable, is_constant_value
+from .containers import TupleVariable
 
 
 class UserFunctionVariable(VariableTracker):
@@ -42,6 +43,12 @@ class UserFunctionVariable(VariableTracker):
             value = getattr(self.fn, name)
             if is_constant_value(value):
                 return ConstantVariable(value)
+        if name == "__closure__" and self.source is not None:  # (its length is its code's: guarded)
+            if self.fn.__closure__ is None:
+                return ConstantVariable(None)
+            closure = AttrSource(self.source, "__closure__")
+            return TupleVariable([tx.cell_tracker(cell, ItemSource(closure, i))
+                                  for i, cell in enumerate(self.fn.__closure__)])
         return super().var_getattr(tx, name)
 
     def __repr__(self) -> str:
@@ -110,11 +117,29 @@ class CellReference(VariableTracker):
 
 class CellVariable(VariableTracker):
     """A real closure cell that outlives the frame (the compiled function's own, or one of an inlined
-    function made elsewhere), as the target of the stores the trace makes to it (replayed after
-    the graph as side effects). Its source loads the cell object itself."""
+    function made elsewhere): what `fn.__closure__[i]` gives, and the target of the stores the
+    trace makes to it (replayed after the graph as side effects). Its source loads the cell object
+    itself."""
+
+    def __init__(self, cell: types.CellType, source: Source | None):
+        super().__init__(source)
+        self.cell = cell
+
+    def real_object(self) -> Any:
+        return self.cell
 
     def python_type(self) -> type:
         return types.CellType
+
+    def var_getattr(self, tx, name: str) -> VariableTracker:
+        if name == "cell_contents":
+            return tx.read_cell(self)
+        return super().var_getattr(tx, name)
+
+    def store_attr(self, tx, name: str, value: VariableTracker) -> None:
+        if name != "cell_contents":
+            raise Unsupported(f"assignment to attribute {name!r} of a cell")
+        tx.store_cell(self, value)
 
     def reconstruct(self, cg) -> None:
         cg.load_source(self.source)
