@@ -16,7 +16,8 @@ from bytecode import Bytecode, CellVar, FreeVar, Instr, Label
 
 from . import _C
 from .source import (
-    AttrSource, BuiltinSource, CellContentsSource, ClosureSource, GlobalSource, ItemSource, LocalSource, Source,
+    AttrSource, BuiltinSource, CellContentsSource, ClosureSource, FreeCellSource, GlobalSource, ItemSource, LocalSource,
+    Source,
 )
 
 _BUILD = {tuple: "BUILD_TUPLE", list: "BUILD_LIST"}
@@ -91,6 +92,8 @@ class PyCodegen:
             self.emit("LOAD_GLOBAL", (False, name))
         elif isinstance(source, ClosureSource):
             self.emit("LOAD_DEREF", FreeVar(source.var_name))
+        elif isinstance(source, FreeCellSource):
+            self.emit("LOAD_CLOSURE", FreeVar(source.var_name))
         elif isinstance(source, AttrSource):
             self.load_source(source.base)
             self.emit("LOAD_ATTR", source.attr)

@@ -80,6 +80,22 @@ class ClosureSource(Source):
 
 
 @dataclass(frozen=True)
+class FreeCellSource(Source):
+    """The frame's own closure cell for a free variable: the cell object itself (LOAD_CLOSURE),
+    whose contents are ClosureSource. Only code reads it (a store replayed into the cell), never
+    a guard."""
+
+    var_name: str
+    index: int
+
+    def name(self) -> str:
+        return f"<cell of L[{self.var_name!r}]>"
+
+    def contents(self) -> ClosureSource:
+        return ClosureSource(self.var_name, self.index)
+
+
+@dataclass(frozen=True)
 class ChildSource(Source):
     base: Source
 

@@ -360,3 +360,40 @@ def test_mutating_a_global_set_is_left_to_python():
         torch.testing.assert_close(out, torch.full((2,), 3.0))
     finally:
         ALLOWED.discard("sigmoid")
+
+
+def test_a_numpy_scalar_is_a_constant_guarded_by_value_and_type():
+    import numpy as np
+
+    counter = Counter()
+    compiled = pyframe.optimize(counter, fullgraph=True)(scaled)
+    x = torch.ones(3, dtype=torch.float16)
+    for k in (np.float32(0.5), np.float32(0.5), np.float32(2.0), np.int64(2), np.int32(2)):
+        out = compiled(x, k)
+        expected = scaled(x, k)
+        assert out.dtype == expected.dtype
+        torch.testing.assert_close(out, expected)
+    assert counter.compiles == 4  # every new value, and 2 of another NumPy type, recompiles
+    guards = [guard for entry in pyframe.debug.cache_entries(scaled) for guard in entry.guards]
+    assert "L['k'] == np.float32(0.5)" in guards and "L['k'] == np.int32(2)" in guards
+
+
+def test_numpy_scalars_fold_with_numpy_rules_and_break_where_torch_reads_their_dtype():
+    import numpy as np
+
+    def fn(x, n):
+        return x * (n // 3), n + 1
+
+    counter = Counter()
+    out, m = pyframe.optimize(counter, fullgraph=True)(fn)(torch.ones(2), np.int64(8))
+    torch.testing.assert_close(out, torch.full((2,), 2.0))
+    assert type(m) is np.int64 and m == 9
+
+    def full(x, n, flag):
+        return torch.full((2,), n) + x, x + flag  # the fill's dtype is n's; np.bool_ is a float to torch
+
+    x = torch.ones(2, dtype=torch.int32)
+    args = (np.float64(0.5), np.bool_(True))
+    for actual, expected in zip(pyframe.optimize(Counter())(full)(x, *args), full(x, *args)):
+        assert actual.dtype == expected.dtype
+        torch.testing.assert_close(actual, expected)

@@ -21,9 +21,11 @@ from bytecode import Bytecode, Instr, Label
 
 from .. import config
 from ..exc import Unsupported, UserLocation
+from ..guards import GuardKind
 from ..graph import OutputGraph
 from ..source import (
-    AttrSource, BuiltinSource, CellContentsSource, ClosureSource, GlobalSource, ItemSource, LocalSource, Source,
+    AttrSource, BuiltinSource, CellContentsSource, ClosureSource, FreeCellSource, GlobalSource, ItemSource, LocalSource,
+    Source,
 )
 from .analysis import innermost_handlers
 from .ops_calls import CallOps
@@ -37,7 +39,7 @@ from .variables import VariableTracker, wrap
 from .variables.constant import ConstantVariable
 from .variables.containers import DictVariable, GeneratorVariable, TupleVariable
 from .variables.exceptions import ExceptionVariable, RaisedException
-from .variables.functions import CellVariable, NestedFunctionVariable
+from .variables.functions import CellReference, CellVariable, NestedFunctionVariable
 
 # Code flags of generators, coroutines and async generators (their frames are never traced).
 _GENERATOR_FLAGS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ITERABLE_COROUTINE | \
@@ -76,6 +78,7 @@ class InstructionTranslator(LoadStoreOps, CallOps, StackOps, JumpOps, ExceptionO
         self.suspended = False     # stopped at a yield, whose value is `yielded_value`
         self.yielded_value: VariableTracker | None = None
         self.closure_refs: dict[str, Any] = {}  # free variables of a function made while tracing
+        self.cell_references: dict[tuple[str, bool], CellReference] = {}  # what LOAD_CLOSURE pushed
         self.exception_stack: list[VariableTracker] = []  # exceptions being handled (PUSH_EXC_INFO)
         self._handlers: list | None = None  # innermost try range at each position, when first needed
         # Cell variables whose MAKE_CELL the prologue skips: resume functions receive the cell.
@@ -223,31 +226,101 @@ class InstructionTranslator(LoadStoreOps, CallOps, StackOps, JumpOps, ExceptionO
             return self.closure_refs[name].load()
         index = self.code.co_freevars.index(name)
         cell = self.closure[index]
+        if self.parent is not None:
+            shared = self.root.passed_cell_name(cell)
+            if shared is not None:  # the root frame's own cell: its traced value, not the entry one
+                return self.root.read_local(shared)
+        tracker = self.side_effects.known_cell(cell)
+        stored = self.side_effects.load_attr(tracker, "cell_contents") if tracker is not None else None
+        if stored is not None:  # assigned earlier in this trace (`nonlocal x; x = ...`), by any function
+            self._same_cell(tracker, self._cell_source(index), cell)
+            return stored
         try:
             value = cell.cell_contents
         except ValueError as e:
             raise Unsupported(f"free variable {name!r} read before assignment") from e
         if self.parent is None:
             return self.wrap(value, ClosureSource(name, index))
-        shared = self.root.passed_cell_name(cell)
-        if shared is not None:  # the root frame's own cell: its traced value, not the entry one
-            return self.root.read_local(shared)
         if self.trusted or (name == "__class__" and isinstance(value, type)):
             # (`__class__` is the cell super() reads: set when the class is made, never rebound)
             return self.wrap(value, None, guard=False)
-        if self.fn_source is not None:
-            stored = self.side_effects.load_attr(self._cell_tracker(index), "cell_contents")
-            if stored is not None:  # assigned earlier in this trace (`nonlocal x; x = ...`)
-                return stored
-            closure = ItemSource(AttrSource(self.fn_source, "__closure__"), index)
-            return self.wrap(value, AttrSource(closure, "cell_contents"))
+        source = self._cell_source(index)
+        if source is not None:
+            return self.wrap(value, AttrSource(source, "cell_contents"))
         raise Unsupported(f"free variable {name!r} of an inlined function reached without a source")
 
-    def _cell_tracker(self, index: int) -> VariableTracker:
-        """The tracker of this inlined function's closure cell `index` (read through its source)."""
-        source = ItemSource(AttrSource(self.fn_source, "__closure__"), index)
-        known = self.side_effects.known(source)
-        return known if known is not None else self.side_effects.track(source, self.closure[index], CellVariable(source))
+    def _cell_source(self, index: int) -> Source | None:
+        """Where the transformed code finds this function's closure cell `index` (the cell object):
+        the root frame's own (LOAD_CLOSURE), or an inlined function's `fn.__closure__[i]`."""
+        if self.parent is None:
+            return FreeCellSource(self.code.co_freevars[index], index)
+        if self.fn_source is not None:
+            return ItemSource(AttrSource(self.fn_source, "__closure__"), index)
+        return None
+
+    def _same_cell(self, tracker: VariableTracker, source: Source | None, cell: Any) -> None:
+        """The trace relies on the cell found at `source` being the cell `tracker` stands for,
+        reached before another way (a setter and a getter made by one call share it): both ways
+        are guarded by the cell's identity. (The root frame's own cells cannot be read by a guard;
+        the other functions' are.)"""
+        if source == tracker.source:
+            return
+        if source is None:
+            raise Unsupported(f"closure cell of {self.code.co_name}, shared with another function, reached "
+                              f"without a source")
+        for way in (tracker.source, source):
+            if not isinstance(way, FreeCellSource):
+                self.output.guards.add(way, GuardKind.ID_MATCH, cell)
+
+    def cell_tracker(self, cell: Any, source: Source | None) -> CellVariable:
+        """The one tracker of the real closure cell `cell`, reached now at `source` (the cell
+        object: `fn.__closure__[i]`), whichever function reached it first."""
+        known = self.side_effects.known_cell(cell)
+        if known is not None:
+            self._same_cell(known, source, cell)
+            return known
+        if source is None:
+            raise Unsupported("a closure cell reached without a source")
+        return self.side_effects.track_cell(cell, CellVariable(cell, source))
+
+    def closure_cell(self, name: str) -> CellVariable:
+        """The tracker of this function's real closure cell for free variable `name`, through which
+        stores to it are replayed after the graph."""
+        index = self.code.co_freevars.index(name)
+        return self.cell_tracker(self.closure[index], self._cell_source(index))
+
+    def read_cell(self, tracker: CellVariable) -> VariableTracker:
+        """`cell.cell_contents` (a cell read as `fn.__closure__[i]`): what the trace stored, or
+        the contents, guarded."""
+        shared = self.root.passed_cell_name(tracker.cell)
+        if shared is not None:
+            return self.root.read_local(shared)
+        stored = self.side_effects.load_attr(tracker, "cell_contents")
+        if stored is not None:
+            return stored
+        try:
+            value = tracker.cell.cell_contents
+        except ValueError as e:
+            raise Unsupported("cell_contents of an empty cell") from e
+        source = tracker.source
+        return self.wrap(value, source.contents() if isinstance(source, FreeCellSource)
+                         else AttrSource(source, "cell_contents"))
+
+    def store_cell(self, tracker: CellVariable, value: VariableTracker) -> None:
+        """`cell.cell_contents = value` for a cell that outlives the frame: replayed after the graph
+        (a cell the root frame received as a resume function's argument is one of its locals)."""
+        shared = self.root.passed_cell_name(tracker.cell)
+        if shared is not None:
+            self.root.locals[shared] = value
+            return
+        self.side_effects.store_attr(tracker, "cell_contents", value)
+
+    def cell_reference(self, name: str, free: bool) -> CellReference:
+        """The reference to this frame's cell (or free) variable `name` that closures hold."""
+        key = (name, free)
+        if key not in self.cell_references:
+            self.cell_references[key] = CellReference(self, name, free)
+        return self.cell_references[key]
 
     def passed_cell_name(self, cell: Any) -> str | None:
         """The local name under which this frame received `cell` itself (resume functions)."""
@@ -257,21 +330,18 @@ class InstructionTranslator(LoadStoreOps, CallOps, StackOps, JumpOps, ExceptionO
         return None
 
     def store_free_var(self, name: str, value: VariableTracker) -> None:
-        if name not in self.closure_refs and self.parent is not None and self.closure:
-            shared = self.root.passed_cell_name(self.closure[self.code.co_freevars.index(name)])
-            if shared is not None:
-                self.root.locals[shared] = value
-                return
         if name in self.closure_refs:
             self.closure_refs[name].store(value)
             return
-        index = self.code.co_freevars.index(name)
-        if self.parent is None or self.fn_source is None or \
-                any(self.closure[index] is cell for cell in self.root.closure or ()):
-            raise Unsupported(f"assignment to free variable {name!r} (a cell that outlives the frame)")
-        # A cell of an inlined closure that outlives the frame (a counter made elsewhere): the
-        # store is replayed after the graph, as `fn.__closure__[i].cell_contents = value`.
-        self.side_effects.store_attr(self._cell_tracker(index), "cell_contents", value)
+        cell = self.closure[self.code.co_freevars.index(name)]
+        if self.parent is not None:
+            shared = self.root.passed_cell_name(cell)
+            if shared is not None:
+                self.root.locals[shared] = value
+                return
+        # A cell that outlives the frame (the compiled closure's own, a counter made elsewhere): the
+        # store is replayed after the graph, as `<cell>.cell_contents = value`.
+        self.store_cell(self.closure_cell(name), value)
 
     # -- inlining ------------------------------------------------------------------------------
     def inline_call(self, fn: types.FunctionType, args: list[VariableTracker],

@@ -10,7 +10,6 @@ from bytecode import FreeVar, Instr
 from ..exc import Unsupported
 from .variables import NullVariable, TensorVariable, VariableTracker
 from .variables.base import DeferredMethodVariable
-from .variables.functions import CellReference
 from .variables.torch import PythonModuleVariable
 
 _OBJECT_CLASS = object.__dict__["__class__"]
@@ -129,4 +128,4 @@ class LoadStoreOps:
         self.frame_values.pop(var.name, None)
 
     def LOAD_CLOSURE(self, inst: Instr) -> None:
-        self.push(CellReference(self, inst.arg.name, free=isinstance(inst.arg, FreeVar)))
+        self.push(self.cell_reference(inst.arg.name, free=isinstance(inst.arg, FreeVar)))

@@ -65,8 +65,8 @@ def _children(vt: VariableTracker) -> list[VariableTracker]:
         return list(vt.attrs.values())
     if isinstance(vt, ListIteratorVariable):
         return vt.remaining()
-    if isinstance(vt, NestedFunctionVariable):  # a function made here keeps its defaults
-        return [*(vt.defaults or ()), *(vt.kwdefaults or {}).values()]
+    if isinstance(vt, NestedFunctionVariable):  # a function made here keeps its defaults and cells
+        return [*(vt.defaults or ()), *(vt.kwdefaults or {}).values(), *vt.escaping_values()]
     if isinstance(vt, PartialVariable):
         return [vt.func, *vt.args, *vt.keywords.values()]
     if isinstance(vt, ExceptionVariable):
@@ -128,16 +128,17 @@ def pin_changed_sources(tx: InstructionTranslator, cg: PyCodegen, values: list[V
     makes x the frame's `lst[1]`; `t = obj.t; obj.t = None`) are loaded before the replay, into
     temporaries that every later load of them uses."""
     changed = tx.side_effects.changed_sources()
-    if not changed:
+    replaced = tx.side_effects.replaced_sources()  # `old = out` before `nonlocal out; out = y`
+    if not changed and not replaced:
         return
     for vt in walk(values):
         source = vt.source
         if source is None or source in cg.source_slots:
             continue
         base = getattr(source, "base", None)
-        while base is not None and base not in changed:
+        while base is not None and base not in changed and base not in replaced:
             base = getattr(base, "base", None)
-        if base is not None:
+        if base is not None or source in replaced:
             cg.load_source(source)
             slot = cg.source_slots[source] = cg.new_temp("___pinned")
             cg.store_local(slot)

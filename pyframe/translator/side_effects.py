@@ -12,7 +12,12 @@ performs all of them for real, after the graph call, in one go:
     results[:] = ___effect_0                   a list keeps its identity, its items are replaced
     cache.clear(); cache.update(___effect_1)   so does a dict
     self.calls = ___effect_2                   an attribute store
+    <cell>.cell_contents = ___effect_3         a closure cell assigned (`nonlocal out; out = y`)
     <return, or the unsupported step and the resume call>
+
+A closure cell is one tracker per cell object, however many functions share it (a setter and a
+getter made by the same call): a store through one is what a read through any other sees. The
+frame's own free variables are cells too (`FreeCellSource`, loaded with LOAD_CLOSURE).
 
 One real object reachable from two sources in the same trace (a list passed in and also a global)
 would have two trackers that disagree once either is mutated: such a mutation is Unsupported.
@@ -24,7 +29,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..exc import Unsupported
-from ..source import Source
+from ..source import FreeCellSource, Source
 from .variables.base import VariableTracker
 
 if TYPE_CHECKING:
@@ -39,6 +44,7 @@ class SideEffects:
         self._object_of: dict[int, Any] = {}            # id of a tracker -> its real object
         self.mutated: dict[int, VariableTracker] = {}   # containers whose items changed, by tracker id
         self.stores: dict[int, tuple[VariableTracker, dict[str, VariableTracker]]] = {}  # attributes set
+        self._cells: dict[int, VariableTracker] = {}    # id of a closure cell -> its one tracker
         self.effects = 0  # mutations traced so far, of any object (made here or not): see `note`
 
     # -- reading ----------------------------------------------------------------------------------
@@ -56,6 +62,16 @@ class SideEffects:
         sources.append(source)
         self._objects.append(value)
         self._object_of[id(tracker)] = value
+        return tracker
+
+    def known_cell(self, cell: Any) -> VariableTracker | None:
+        """The tracker of the closure cell `cell`, if the trace reached it before (by any function)."""
+        return self._cells.get(id(cell))
+
+    def track_cell(self, cell: Any, tracker: VariableTracker) -> VariableTracker:
+        """Remember the tracker of a closure cell (`tracker.source` loads the cell object itself)."""
+        self._cells[id(cell)] = tracker
+        self._objects.append(cell)
         return tracker
 
     def load_attr(self, obj: VariableTracker, name: str) -> VariableTracker | None:
@@ -93,6 +109,13 @@ class SideEffects:
     def changed_sources(self) -> set[Source]:
         """Where the objects the replay changes are read from."""
         return {c.source for c in self.mutated.values()} | {obj.source for obj, _ in self.stores.values()}
+
+    def replaced_sources(self) -> set[Source]:
+        """Sources whose value the replay replaces without changing an object read through them:
+        the contents of the frame's own closure cells (ClosureSource reads the cell, not a child
+        of FreeCellSource)."""
+        return {obj.source.contents() for obj, attrs in self.stores.values()
+                if isinstance(obj.source, FreeCellSource) and "cell_contents" in attrs}
 
     # -- replaying ----------------------------------------------------------------------------------
     def live_values(self) -> list[VariableTracker]:

@@ -5,6 +5,7 @@ Cases tagged ``"nograph"`` compute only with constants and metadata: torch._dyna
 
 import math
 
+import numpy as np
 import torch
 
 from pyframe.debug.cases import case
@@ -22,6 +23,17 @@ def constant_arithmetic(x):
 @case(inputs=lambda: torch.randn(5))
 def global_constants(x):
     return x * SCALE + OFFSETS[1]
+
+
+STEPS = np.int64(8)
+RATE = np.float32(0.5)
+
+
+@case(inputs=lambda: torch.randn(5))
+def numpy_scalar_constants(x):
+    """NumPy numbers are constants guarded by value, operands of tensor operators as Python numbers
+    (torch._dynamo makes them graph inputs, 0-d tensors: the ops are the same)."""
+    return x + STEPS, x * RATE, RATE * x - STEPS
 
 
 @case(inputs=lambda: torch.randn(3, 4), tags={"nograph"})

@@ -10,7 +10,7 @@ The cases are grouped by what causes the break and by what must survive it:
 - several breaks in one frame, breaks in inlined helpers (one and two calls deep), breaks inside
   unrolled ``for`` loops;
 - state live across the break: containers half built on the value stack, cells and free
-  variables, ``*args`` / ``**kwargs`` / defaults / keyword-only parameters, in-place tensor updates,
+  variables (a free variable assigned before the break, a closure over an inlined call's variable), ``*args`` / ``**kwargs`` / defaults / keyword-only parameters, in-place tensor updates,
   names and stack slots that alias one tensor (``y = x`` then ``x`` rebound), lists mutated after
   the break (a local one, and the caller's), a ``torch.return_types`` value, a ``no_grad`` block.
 
@@ -506,6 +506,41 @@ def _make_free_var_case():
 
 
 free_vars_across_break = case(inputs=lambda: torch.randn(4), tags={"break"})(_make_free_var_case())
+
+
+def _make_cos_keeper():
+    kept = None
+
+    def nonlocal_store_before_break(x):
+        """The compiled closure assigns its own cell, then breaks: the store is replayed before
+        the break, and the resume function reads the new value through the same cell."""
+        nonlocal kept
+        kept = x.cos()
+        torch._dynamo.graph_break()
+        return kept + 1
+
+    return nonlocal_store_before_break
+
+
+nonlocal_store_before_break = case(inputs=lambda: torch.randn(4), tags={"break"})(_make_cos_keeper())
+
+
+def _make_scaler(x):
+    y = x + 1
+
+    def scaled():
+        return y * 2
+
+    return scaled
+
+
+@case(inputs=lambda: torch.randn(4), tags={"break"})
+def closure_over_inlined_call_across_break(x):
+    """`scaled` closes over a variable of an inlined call and is live at the break: the resume
+    function receives it with a real cell holding the traced value."""
+    scaled = _make_scaler(x)
+    torch._dynamo.graph_break()
+    return scaled() + 1
 
 
 @case(inputs=lambda: Inputs((torch.randn(5),), {"shift": 0.25}), tags={"break"})

@@ -1,5 +1,6 @@
 """Corpus: calls to user Python code, inlined into the caller's graph (functions, closures,
-methods, properties, super(), decorators, partials, recursion)."""
+methods, properties, super(), decorators, partials, recursion, closures over an inlined call's
+variables that escape the frame)."""
 
 import functools
 
@@ -120,3 +121,119 @@ def _ema(average, x, decay=0.9):
 @case(inputs=lambda: (torch.randn(4, requires_grad=True), torch.randn(4)))
 def no_grad_decorated_helper(x, y):
     return _ema(x.relu(), y) + x
+
+
+def _accumulate(x):
+    total = x
+    scale = 1.0
+
+    def add(v):
+        nonlocal total
+        total = total + v * scale
+
+    def rescale(k):
+        nonlocal scale
+        scale = k
+        add(x)
+
+    add(x.sin())
+    rescale(2.0)
+    add(x.cos())
+    return total
+
+
+@case(inputs=lambda: torch.randn(4))
+def nested_functions_assign_each_others_cells(x):
+    return _accumulate(x) * 2
+
+
+class _Calls:
+    """A result holding functions: equal to another when calling them gives equal values."""
+
+    def __init__(self, *fns):
+        self.fns = fns
+
+    def __eq__(self, other):
+        return isinstance(other, _Calls) and len(self.fns) == len(other.fns) and \
+            all(torch.allclose(a(), b()) for a, b in zip(self.fns, other.fns))
+
+
+def _make_scaler(x):
+    y = x + 1
+
+    def scaled():
+        return y * 2
+
+    return scaled
+
+
+@case(inputs=lambda: torch.randn(4))
+def closure_over_inlined_call_returned(x):
+    """`scaled` closes over `y`, a variable of the inlined `_make_scaler`: returned, it gets a real cell."""
+    scaled = _make_scaler(x)
+    return scaled() + 1, _Calls(scaled)
+
+
+class _Box:
+    fn = None
+
+    def __eq__(self, other):
+        if not isinstance(other, _Box) or (self.fn is None) != (other.fn is None):
+            return False
+        return self.fn is None or torch.allclose(self.fn(), other.fn())
+
+
+@case(inputs=lambda: (torch.randn(4), [], {}, _Box()))
+def closures_over_inlined_calls_stored(x, fns, table, box):
+    first = _make_scaler(x)
+    fns.append(first)
+    table["second"] = _make_scaler(x * 2)
+    box.fn = first
+    return x.cos(), _Calls(*fns, *table.values()), box
+
+
+def _make_bumper(start):
+    count = start
+
+    def bump():
+        nonlocal count
+        count = count + 1
+        return count
+
+    def peek():
+        return count
+
+    return bump, peek
+
+
+@case(inputs=lambda: torch.randn(4))
+def escaping_closures_share_a_made_cell(x):
+    """`bump` (traced) changes the cell `peek` returns with: the cell made for it holds the new value."""
+    bump, peek = _make_bumper(x)
+    bump()
+    return peek() * 2, _Calls(peek)
+
+
+class _Base:
+    def __init__(self, t):
+        super().__init__()
+        self.t = t
+
+
+class _Derived(_Base):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.k = 2.0
+
+
+class _Explicit:
+    def __init__(self, v):
+        super(_Explicit, self).__init__()
+        self.v = v
+
+
+@case(inputs=lambda: torch.randn(4))
+def super_init_reaches_object(x):
+    """`super().__init__()` of a class deriving from object is object.__init__: nothing to trace."""
+    a, b, c = _Base(x), _Derived(x * 2), _Explicit(3.0)
+    return a.t + b.t * b.k + c.v

@@ -170,3 +170,19 @@ def getattr_default_and_hasattr(x, settings, ns, scaled):
     if hasattr(scaled, "value") and not hasattr(scaled, "offset"):
         x = x + scaled.value * scaled.scale
     return x
+
+
+class _Rows:
+    def __init__(self, t):
+        super().__init__()
+        self.t = t
+
+    def __len__(self):
+        return self.t.shape[0]
+
+
+@case(inputs=lambda: torch.randn(3, 4))
+def len_of_user_class_from_tensor_metadata(x):
+    """`__len__` returns a size from the tensor's metadata: a constant under static shapes."""
+    rows = _Rows(x)
+    return x * len(rows) + len(_Rows(x[0]))

@@ -23,7 +23,7 @@ from ...source import AttrSource, ItemSource, Source
 from .autograd_function import AutogradFunctionVariable, is_autograd_function, is_bound_apply
 from .base import VariableTracker
 from .builtins import BUILTIN_FUNCTIONS, PURE_FUNCTIONS, BuiltinVariable
-from .constant import ConstantVariable, is_constant_value
+from .constant import ConstantVariable, is_constant_value, is_numpy_scalar
 from .containers import DictVariable, ListVariable, NamedTupleVariable, SetVariable, SizeVariable, TupleVariable
 from .functions import LruCacheWrapperVariable, PartialVariable, UserFunctionVariable
 from .misc import GRAD_MODE_CLASSES, GradModeClassVariable, InlinedMethodVariable, SuperVariable
@@ -61,7 +61,7 @@ def wrap(tx: "InstructionTranslator", value: Any, source: Source | None, guard: 
     if value is None:
         add(GuardKind.NONE_MATCH)
         return ConstantVariable(None, source)
-    if type(value) in _EQUALS_TYPES:
+    if type(value) in _EQUALS_TYPES or is_numpy_scalar(value):
         add(GuardKind.EQUALS_MATCH, value)
         return ConstantVariable(value, source)
     if isinstance(value, (torch.dtype, torch.layout, torch.memory_format, enum.Enum)) or value is Ellipsis:

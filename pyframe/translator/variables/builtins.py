@@ -22,7 +22,7 @@ from ...exc import Unsupported
 from ...guards import GuardKind
 from ...source import AttrSource, Source
 from .base import UNKNOWN_OBJECT, VariableTracker, constant_args
-from .constant import ConstantVariable
+from .constant import ConstantVariable, python_scalar
 from .containers import (
     BaseListVariable, DictVariable, DictViewVariable, ListIteratorVariable, ListVariable, SetVariable, TupleVariable,
 )
@@ -94,7 +94,8 @@ class BuiltinVariable(VariableTracker):
             if result is not None:
                 return result
         if fn in _TENSOR_OPERATORS and any(_is_tensor(a) for a in args) and not kwargs:
-            result = call_in_graph(tx, "call_function", fn, args, {})
+            # (`x + np.int64(8)`: the NumPy number is an operand as a Python number would be)
+            result = call_in_graph(tx, "call_function", fn, [python_scalar(a) for a in args], {})
             if fn in _INPLACE_TO_BINARY and _is_tensor(args[0]):
                 return args[0]  # `x += y` on a tensor mutates x and leaves the same object
             return result

@@ -5,6 +5,7 @@ guarded when the constant was read from the frame.
 """
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import torch
@@ -22,6 +23,21 @@ def is_constant_value(value: Any) -> bool:
     if isinstance(value, (tuple, frozenset)):
         return all(is_constant_value(v) for v in value)
     return isinstance(value, CONSTANT_TYPES)
+
+
+def is_numpy_scalar(value: Any) -> bool:
+    """A NumPy number (np.int64(8), np.float32(0.5)): a constant guarded by its value and exact
+    type. Not np.bool_, which torch's operators read as a float where they read a bool as a bool."""
+    numpy = sys.modules.get("numpy")  # (a value cannot be one unless numpy is imported)
+    return numpy is not None and isinstance(value, numpy.number)
+
+
+def python_scalar(vt: VariableTracker) -> VariableTracker:
+    """A NumPy number as the Python number torch's argument parser reads it as (an operand of a
+    tensor operator); any other value as it is."""
+    if isinstance(vt, ConstantVariable) and is_numpy_scalar(vt.value):
+        return ConstantVariable(vt.value.item())
+    return vt
 
 
 class ConstantVariable(VariableTracker):

@@ -13,9 +13,10 @@ import warnings
 from typing import Any
 
 from ...exc import Unsupported
-from ...source import Source
+from ...source import AttrSource, ItemSource, Source
 from .base import VariableTracker
 from .constant import ConstantVariable, is_constant_value
+from .containers import TupleVariable
 
 
 class UserFunctionVariable(VariableTracker):
@@ -42,6 +43,12 @@ class UserFunctionVariable(VariableTracker):
             value = getattr(self.fn, name)
             if is_constant_value(value):
                 return ConstantVariable(value)
+        if name == "__closure__" and self.source is not None:  # (its length is its code's: guarded)
+            if self.fn.__closure__ is None:
+                return ConstantVariable(None)
+            closure = AttrSource(self.source, "__closure__")
+            return TupleVariable([tx.cell_tracker(cell, ItemSource(closure, i))
+                                  for i, cell in enumerate(self.fn.__closure__)])
         return super().var_getattr(tx, name)
 
     def reconstruct(self, cg) -> None:
@@ -60,7 +67,8 @@ _FUNCTION_NAME_ATTRS = ("__name__", "__qualname__", "__module__", "__doc__")
 
 
 class CellReference(VariableTracker):
-    """What LOAD_CLOSURE pushes: a cell variable of translator `owner` (or a free variable of it)."""
+    """What LOAD_CLOSURE pushes: a cell variable of translator `owner` (or a free variable of it).
+    One per (owner, name): a new function rebuilt from two closures shares their cells."""
 
     def __init__(self, owner: Any, name: str, free: bool):
         super().__init__()
@@ -77,13 +85,69 @@ class CellReference(VariableTracker):
             self.owner.locals[self.name] = value
             self.owner.frame_values.pop(self.name, None)
 
+    def target(self) -> "CellReference":
+        """The reference to the variable itself: a free variable of a function made while tracing
+        is the cell variable (or the free variable) of the function that made it."""
+        ref = self
+        while ref.free and ref.owner.parent is not None and ref.name in ref.owner.closure_refs:
+            ref = ref.owner.closure_refs[ref.name]
+        return ref
+
+    def is_inlined_variable(self) -> bool:
+        """A local of an inlined call: no real cell holds it, one is made if a closure escapes."""
+        ref = self.target()
+        return ref.owner.parent is not None and not ref.free
+
+    def escaping_value(self) -> VariableTracker | None:
+        """What the cell made for an inlined call's variable holds (None: never bound)."""
+        ref = self.target()
+        return ref.owner.locals.get(ref.name) if self.is_inlined_variable() else None
+
+    def load_cell(self, cg, made: list["CellReference"]) -> None:
+        """The real cell on the stack: the root frame's own (LOAD_CLOSURE), an inlined function's
+        closure cell (read through its source), or a new empty cell for a variable of an inlined
+        call, made once per transformed code and appended to `made` (the caller fills it once the
+        function holding it exists: the variable may hold that very function)."""
+        ref = self.target()
+        if ref.owner.parent is None:
+            cg.load_closure(ref.name, ref.free)
+        elif ref.free:
+            ref.owner.closure_cell(ref.name).reconstruct(cg)
+        else:
+            def new_cell() -> None:
+                cg.push_null()
+                cg.load_const(types.CellType)
+                cg.call(0)
+                made.append(ref)
+
+            cg.rebuild_once(ref, new_cell)
+
 
 class CellVariable(VariableTracker):
-    """A closure cell of an inlined function that outlives the frame, as the target of the stores
-    the trace makes to it (replayed after the graph as side effects)."""
+    """A real closure cell that outlives the frame (the compiled function's own, or one of an inlined
+    function made elsewhere): what `fn.__closure__[i]` gives, and the target of the stores the
+    trace makes to it (replayed after the graph as side effects). Its source loads the cell object
+    itself."""
+
+    def __init__(self, cell: types.CellType, source: Source | None):
+        super().__init__(source)
+        self.cell = cell
+
+    def real_object(self) -> Any:
+        return self.cell
 
     def python_type(self) -> type:
         return types.CellType
+
+    def var_getattr(self, tx, name: str) -> VariableTracker:
+        if name == "cell_contents":
+            return tx.read_cell(self)
+        return super().var_getattr(tx, name)
+
+    def store_attr(self, tx, name: str, value: VariableTracker) -> None:
+        if name != "cell_contents":
+            raise Unsupported(f"assignment to attribute {name!r} of a cell")
+        tx.store_cell(self, value)
 
     def reconstruct(self, cg) -> None:
         cg.load_source(self.source)
@@ -128,9 +192,9 @@ class NestedFunctionVariable(VariableTracker):
         return tx.inline_nested(self, list(args), kwargs)
 
     def reconstruct(self, cg) -> None:
-        """MAKE_FUNCTION again, for real: its cells are the frame's own, holding the traced values."""
-        if any(ref.owner.parent is not None for ref in self.closure):
-            raise Unsupported(f"function {self.code.co_name} closes over cells of an inlined call")
+        """MAKE_FUNCTION again, for real: its cells are the frame's own, holding the traced values,
+        and new cells for the variables of inlined calls, filled once the function is made."""
+        made: list[CellReference] = []
 
         def build() -> None:
             flags = 0
@@ -147,7 +211,7 @@ class NestedFunctionVariable(VariableTracker):
                 flags |= 0x02
             if self.closure:
                 for ref in self.closure:
-                    cg.load_closure(ref.name, ref.free)
+                    ref.load_cell(cg, made)
                 cg.emit("BUILD_TUPLE", len(self.closure))
                 flags |= 0x08
             cg.load_const(self.code)
@@ -158,6 +222,17 @@ class NestedFunctionVariable(VariableTracker):
                 cg.emit("STORE_ATTR", name)
 
         cg.rebuild_once(self, build)
+        for ref in made:
+            value = ref.escaping_value()
+            if value is not None:
+                value.reconstruct(cg)
+                ref.load_cell(cg, made)
+                cg.emit("STORE_ATTR", "cell_contents")
+
+    def escaping_values(self) -> list[VariableTracker]:
+        """The values of inlined calls it closes over: cells holding them are made if it escapes."""
+        values = (ref.escaping_value() for ref in self.closure)
+        return [value for value in values if value is not None]
 
     def __repr__(self) -> str:
         return f"NestedFunctionVariable({self.code.co_qualname})"

@@ -240,16 +240,28 @@ class SuperVariable(VariableTracker):
                     return InlinedMethodVariable(attr, self.obj)
                 if isinstance(attr, property) and attr.fget is not None and not of_class:
                     return tx.inline_call(attr.fget, [self.obj], {})
+                if attr is object.__init__ and not of_class:  # `super().__init__()` at the top
+                    return _ObjectInitVariable()
                 raise Unsupported(f"super().{name} is a {type(attr).__name__}")
         raise Unsupported(f"super() has no attribute {name!r}")
 
     def reconstruct(self, cg) -> None:
-        # live across a graph break (`super().method(<a call that breaks>)`): super(cls, obj)
+        """`super(cls, obj)` (at a graph break with it on the stack)."""
         cg.push_null()
         cg.load_const(super)
         cg.load_const(self.cls)
         self.obj.reconstruct(cg)
         cg.call(2)
+
+
+class _ObjectInitVariable(VariableTracker):
+    """object.__init__ bound to an instance, reached through super(): does nothing when called
+    without arguments (with some, Python raises TypeError: left to it)."""
+
+    def call(self, tx, args, kwargs) -> VariableTracker:
+        if args or kwargs:
+            raise Unsupported("object.__init__() called with arguments")
+        return ConstantVariable(None)
 
 
 class InlinedMethodVariable(VariableTracker):

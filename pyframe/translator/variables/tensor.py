@@ -17,7 +17,7 @@ import torch.fx
 from ...exc import Unsupported
 from ...source import Source
 from .base import BoundMethodVariable, VariableTracker
-from .constant import ConstantVariable, is_constant_value
+from .constant import ConstantVariable, is_constant_value, is_numpy_scalar
 from .containers import (
     BaseListVariable, DictVariable, ListVariable, NamedTupleVariable, SizeVariable, TupleVariable,
 )
@@ -132,6 +132,8 @@ def as_node_arg(vt: VariableTracker) -> Any:
         return {k: as_node_arg(v) for k, v in vt.items.items()}
     if vt.is_python_constant():
         value = vt.as_python_constant()
+        if is_numpy_scalar(value):  # an fx graph's code cannot name it; torch functions may
+            raise Unsupported(f"a NumPy scalar ({value!r}) passed to a tensor operation")  # read its dtype
         if is_constant_value(value) or isinstance(value, (list, dict)):
             return value
     raise Unsupported(f"a {vt!r} passed to a tensor operation")
