@@ -118,6 +118,10 @@ class BuiltinVariable(VariableTracker):
             return BuiltinVariable(attr, AttrSource(self.source, name) if self.source is not None else None)
         if name in ("__name__", "__qualname__", "__module__", "__doc__") and isinstance(attr, (str, type(None))):
             return ConstantVariable(attr)  # fixed for a builtin (`type(x).__name__` of a tuple)
+        from .dict_subclass import builtin_method_descriptor  # (it imports this module)
+        if builtin_method_descriptor(attr):  # `dict.__setitem__`, `object.__setattr__`
+            return tx.wrap(attr, AttrSource(self.source, name) if self.source is not None else None,
+                           guard=self.source is not None)
         return super().var_getattr(tx, name)
 
     def __repr__(self) -> str:
@@ -213,6 +217,9 @@ def _len(tx, obj: VariableTracker) -> VariableTracker | None:
         if type(value) is not int or value < 0:
             raise Unsupported(f"len() of a {obj.python_type().__name__} whose __len__ returns {result}")
         return ConstantVariable(value)
+    from .dict_subclass import DictSubclassMixin  # (it imports this module)
+    if isinstance(obj, DictSubclassMixin):  # a dict subclass keeping dict's __len__
+        return obj.call_special(tx, "__len__", [])
     return None
 
 
@@ -464,6 +471,10 @@ def _id(tx, obj: VariableTracker) -> VariableTracker:
 
 
 def _contains(tx, container: VariableTracker, item: VariableTracker) -> VariableTracker | None:
+    from .dict_subclass import DictSubclassMixin  # (it imports this module)
+    if isinstance(container, DictSubclassMixin):  # its __contains__, inlined, or dict's
+        result = container.call_special(tx, "__contains__", [item])
+        return ConstantVariable(result.truth())  # `in` makes a bool of what __contains__ returns
     if isinstance(container, DictVariable):
         return ConstantVariable(item.as_python_constant() in container.items)
     if isinstance(container, SetVariable):
@@ -506,8 +517,12 @@ def build_dict(tx, dict_type: type, args: Sequence[VariableTracker], kwargs: dic
     items: dict[Any, VariableTracker] = {}
     if args:
         source = args[0]
+        from .dict_subclass import DictSubclassMixin  # (it imports this module)
         if isinstance(source, DictVariable):
             items.update(source.items)
+        elif isinstance(source, DictSubclassMixin):
+            # dict() and defaultdict() merge as dict.update does; OrderedDict() as MutableMapping's
+            items.update(source.mapping_pairs(tx, dict_merge=dict_type is not collections.OrderedDict))
         else:
             for pair in iterate(tx, source):
                 key, value = pair.unpack(tx)

@@ -240,8 +240,21 @@ class SuperVariable(VariableTracker):
                     return InlinedMethodVariable(attr, self.obj)
                 if isinstance(attr, property) and attr.fget is not None and not of_class:
                     return tx.inline_call(attr.fget, [self.obj], {})
+                from .dict_subclass import BuiltinMethodOfVariable, DictSubclassMixin  # (imports this module)
+                if isinstance(self.obj, DictSubclassMixin) and isinstance(attr, (types.MethodDescriptorType,
+                                                                                 types.WrapperDescriptorType)):
+                    # `super().__setitem__(k, v)` in a dict subclass: dict's (or object's) own method
+                    return BuiltinMethodOfVariable(klass, name, self.obj)
                 raise Unsupported(f"super().{name} is a {type(attr).__name__}")
         raise Unsupported(f"super() has no attribute {name!r}")
+
+    def reconstruct(self, cg) -> None:
+        # `super(cls, obj)` (at a graph break with a method of it about to be looked up or called)
+        cg.push_null()
+        cg.load_const(super)
+        cg.load_const(self.cls)
+        self.obj.reconstruct(cg)
+        cg.call(2)
 
 
 class InlinedMethodVariable(VariableTracker):

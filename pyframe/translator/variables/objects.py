@@ -79,6 +79,9 @@ class PythonObjectVariable(VariableTracker):
                                  maxlen.as_python_constant() if maxlen is not None else None)
         if issubclass(cls, tuple) and hasattr(cls, "_fields") and hasattr(cls, "_make"):
             return _new_namedtuple(tx, cls, args, kwargs)
+        from .dict_subclass import NewDictObjectVariable, is_constructible  # (it imports this module)
+        if is_constructible(cls):  # `class Out(OrderedDict)`: a user object with a dict inside
+            return NewDictObjectVariable.make(tx, cls, self.source, args, kwargs)
         if _is_plain_class(cls):
             obj = NewObjectVariable(cls, self.source)
             init = inspect.getattr_static(cls, "__init__")
