@@ -325,9 +325,12 @@ def plain_getattr(cls: type) -> bool:
 
 
 def _hasattr(tx, obj: VariableTracker, name: VariableTracker) -> VariableTracker:
-    answer = _has_attr(tx, obj, name.as_python_constant())
+    attr = name.as_python_constant()
+    answer = _has_attr(tx, obj, attr)
     if answer is None:
-        raise Unsupported(f"hasattr() on {obj}")
+        # What hasattr itself does: the attribute read (a __getattr__ or a property inlined),
+        # an AttributeError meaning False (a read that cannot be traced stays Unsupported).
+        answer = lookup_attr(tx, obj, attr) is not None
     return ConstantVariable(answer)
 
 
