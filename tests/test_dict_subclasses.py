@@ -310,3 +310,12 @@ def test_assert_same_result_compares_attributes_of_dict_subclasses():
     object.__setattr__(a, "hidden_states", x)  # an attribute only: the items are equal
     with pytest.raises(AssertionError, match="__dict__"):
         assert_same_result(a, b)
+
+
+def test_instance_containing_itself_is_left_to_python():
+    def fn(d, x):
+        return d["x"] + x
+
+    d = Bag(x=torch.ones(2))
+    d["self"] = d
+    _same(pyframe.optimize(CountingBackend())(fn)(d, torch.ones(2)), fn(d, torch.ones(2)))

@@ -97,10 +97,16 @@ def wrap(tx: "InstructionTranslator", value: Any, source: Source | None, guard: 
     if isinstance(value, dict) and (entries := _dict_subclass_entries(value)) is not None:
         # An instance of a dict subclass (a ModelOutput, a config): a user object with a dict inside.
         # Its items are read from its storage, not through the subclass's __getitem__.
+        if id(value) in _WRAPPING:
+            raise Unsupported(f"a {type(value).__qualname__} that contains itself")
         add(GuardKind.TYPE_MATCH, type(value))
         add(GuardKind.DICT_KEYS_MATCH, tuple(k for k, _ in entries))
-        items = {k: wrap(tx, v, DictItemSource(source, k) if source is not None else None, guard)
-                 for k, v in entries}
+        _WRAPPING.add(id(value))
+        try:
+            items = {k: wrap(tx, v, DictItemSource(source, k) if source is not None else None, guard)
+                     for k, v in entries}
+        finally:
+            _WRAPPING.discard(id(value))
         return _mutable(tx, source, value, UserDictObjectVariable(value, items, source))
     if builtin_method_descriptor(value):  # `dict.__setitem__`, `object.__setattr__`, read from the class
         add(GuardKind.ID_MATCH, value)
@@ -198,6 +204,9 @@ def wrap(tx: "InstructionTranslator", value: Any, source: Source | None, guard: 
         return PythonObjectVariable(value, source)
     add(GuardKind.TYPE_MATCH, type(value))
     return _mutable(tx, source, value, UserObjectVariable(value, source))
+
+
+_WRAPPING: set[int] = set()  # dict-subclass instances whose items are being wrapped (one inside itself)
 
 
 def _dict_subclass_entries(value: dict) -> list[tuple[Any, Any]] | None:

@@ -382,6 +382,9 @@ def _filter(tx, fn: VariableTracker, obj: VariableTracker) -> VariableTracker:
 def _reversed(tx, obj: VariableTracker) -> VariableTracker:
     if isinstance(obj, ListIteratorVariable):
         raise Unsupported(f"reversed() of an iterator ({obj.python_type().__name__})")
+    from .dict_subclass import DictSubclassMixin  # (it imports this module)
+    if isinstance(obj, DictSubclassMixin):  # its __reversed__ (dict's, or its own), not its __iter__
+        return obj.call_special(tx, "__reversed__", [])
     return ListIteratorVariable(list(reversed(obj.unpack(tx))), type(reversed([])))
 
 

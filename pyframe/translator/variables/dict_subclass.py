@@ -290,6 +290,11 @@ class UserDictObjectVariable(DictSubclassMixin, UserObjectVariable):
     def _store_raw(self, tx, name: str, value: VariableTracker) -> None:
         tx.side_effects.store_attr(self, name, value)
 
+    def _mutate(self, tx) -> None:
+        if self.source is None:  # (a real object the replay could not reach)
+            raise Unsupported(f"mutation of a {type(self.value).__qualname__} that has no source")
+        tx.side_effects.mutate(self)
+
     def __repr__(self) -> str:
         where = f" from {self.source.name()}" if self.source is not None else ""
         return f"UserDictObjectVariable({type(self.value).__qualname__}{where})"
