@@ -437,3 +437,18 @@ def test_instance_dict_of_an_object_made_while_tracing():
 
     eager, compiled, _ = run_both(fn, torch.ones(2))
     assert_same_result(compiled, eager)
+
+
+def test_ordered_dict_methods_with_keyword_arguments():
+    """`od.move_to_end(k, last=False)` and `od.popitem(last=False)` once ignored their keyword."""
+    import collections
+
+    def fn(x):
+        d = collections.OrderedDict(a=x, b=x + 1, c=x + 2)
+        d.move_to_end("b", last=False)
+        order = list(d)
+        key, value = d.popitem(last=False)
+        return key, value, order, list(d), d.pop(key="a"), d.setdefault("z", default=x)
+
+    eager, compiled, _ = run_both(fn, torch.ones(2))
+    assert_same_result(compiled, eager)

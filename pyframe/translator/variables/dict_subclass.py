@@ -36,7 +36,7 @@ from ...source import AttrSource, Source
 from .base import BoundMethodVariable, VariableTracker
 from .builtins import iterate
 from .constant import ConstantVariable
-from .containers import BaseListVariable, DictVariable, DictViewVariable, ListIteratorVariable
+from .containers import BaseListVariable, DictVariable, DictViewVariable, ListIteratorVariable, positional_args
 from .exceptions import raise_symbolic
 from .objects import NewObjectVariable, PythonObjectVariable, UserObjectVariable
 
@@ -199,8 +199,7 @@ class DictSubclassMixin:
         if name in ("__init__", "update") and len(args) <= 1:
             self._update(tx, args, kwargs, through_setitem=owner is collections.OrderedDict)
             return ConstantVariable(None)
-        if kwargs:
-            raise Unsupported(f"{what} with keyword arguments")
+        args, kwargs = positional_args(owner, name, args, kwargs)  # (OrderedDict's take keywords)
         if name in ("keys", "values", "items") and not args:
             return DictViewVariable(self.dict_var, name)
         if name in ("__iter__", "__reversed__") and not args:
