@@ -111,7 +111,6 @@ class ItemSource(ChildSource):
         return f"{self.base.name()}[{self.key!r}]"
 
 
-
 @dataclass(frozen=True)
 class DictItemSource(ItemSource):
     """`dict.__getitem__(base, key)`: an item of a dict subclass read from its storage, without

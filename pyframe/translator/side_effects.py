@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from ..exc import Unsupported
 from ..source import Source
 from .variables.base import VariableTracker
-from .variables.dict_subclass import refill
+from .variables.dict_subclass import DictSubclassMixin, refill
 
 if TYPE_CHECKING:
     from ..codegen import PyCodegen
@@ -118,7 +118,7 @@ class SideEffects:
                 value.reconstruct(cg)
                 cg.store_local(effects[-1][0])
         for temp, target in effects:
-            if isinstance(target, tuple) and getattr(target[0], "raw_attr_stores", False):
+            if isinstance(target, tuple) and isinstance(target[0], DictSubclassMixin):
                 # object.__setattr__(obj, "name", temp): what the trace recorded is the store
                 # itself, the class's own __setattr__ having run (inlined) already
                 obj, name = target
@@ -134,7 +134,7 @@ class SideEffects:
                 cg.load_local(temp)
                 cg.load_source(obj.source)
                 cg.emit("STORE_ATTR", name)
-            elif hasattr(target, "dict_var"):  # an instance of a dict subclass: refill(target, temp)
+            elif isinstance(target, DictSubclassMixin):  # refill(target, temp), not its own methods
                 cg.push_null()
                 cg.load_const(refill)
                 cg.load_source(target.source)
@@ -169,7 +169,7 @@ def _contents(value: VariableTracker) -> list[VariableTracker]:
 
 def _build_contents(cg: "PyCodegen", container: VariableTracker) -> None:
     """A new list or dict holding the tracker's items (not the frame's object: that is the target)."""
-    items = container.dict_var.items if hasattr(container, "dict_var") else container.items  # (a dict subclass's)
+    items = container.dict_var.items if isinstance(container, DictSubclassMixin) else container.items
     if isinstance(items, dict):
         for key, value in items.items():
             cg.load_const(key)

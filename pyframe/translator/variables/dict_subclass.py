@@ -97,10 +97,9 @@ class _DictPart(DictVariable):
 class DictSubclassMixin:
     """What instances of dict subclasses add to user objects (mixed into the two classes below)."""
 
-    dict_var: _DictPart
     # Attribute stores recorded for replay are `object.__setattr__` itself (the class's own
     # `__setattr__`, if any, was inlined and ended there): side_effects.py replays them so.
-    raw_attr_stores = True
+    dict_var: _DictPart
 
     def _init_dict_part(self, items: dict[Any, VariableTracker]) -> None:
         self.base = dict_base(self.python_type())
