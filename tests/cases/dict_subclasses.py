@@ -128,9 +128,11 @@ def model_output_argument(out, x):
 
 @case(inputs=lambda: (_classifier_output(), torch.randn(4)))
 def model_output_argument_mutated(out, x):
-    """Made outside and mutated: a new item (and attribute), an attribute set over an item; both are
-    replayed after the graph, and the caller sees the object changed."""
+    """Made outside and mutated: new items (and attributes), a field's and a key of its own, an
+    attribute set over an item; all are replayed after the graph, and the caller sees the object
+    changed."""
     out["attentions"] = x * 3
+    out["extra"] = x - 1
     out.logits = out.logits + 1
     return out, out.to_tuple()[-1]
 
