@@ -16,8 +16,8 @@ from bytecode import Bytecode, CellVar, FreeVar, Instr, Label
 
 from . import _C
 from .source import (
-    AttrSource, BuiltinSource, CellContentsSource, ClosureSource, FreeCellSource, GlobalSource, ItemSource, LocalSource,
-    Source,
+    AttrSource, BuiltinSource, CellContentsSource, ClosureSource, DictItemSource, FreeCellSource, GlobalSource,
+    ItemSource, LocalSource, Source,
 )
 
 _BUILD = {tuple: "BUILD_TUPLE", list: "BUILD_LIST"}
@@ -97,6 +97,12 @@ class PyCodegen:
         elif isinstance(source, AttrSource):
             self.load_source(source.base)
             self.emit("LOAD_ATTR", source.attr)
+        elif isinstance(source, DictItemSource):  # dict.__getitem__(base, key)
+            self.push_null()
+            self.load_const(dict.__getitem__)
+            self.load_source(source.base)
+            self.load_const(source.key)
+            self.call(2)
         elif isinstance(source, ItemSource):
             self.load_source(source.base)
             self.load_const(source.key)

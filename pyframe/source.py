@@ -126,3 +126,8 @@ class ItemSource(ChildSource):
     def _name(self) -> str:
         return f"{self.base.name()}[{self.key!r}]"
 
+
+@dataclass(frozen=True)
+class DictItemSource(ItemSource):
+    """`dict.__getitem__(base, key)`: an item of a dict subclass read from its storage, without
+    calling the subclass's own __getitem__ (guards read dicts so already: see guards.cpp)."""

@@ -422,3 +422,33 @@ def test_a_break_at_an_instruction_adding_to_a_container_deep_in_the_stack():
     eager, compiled, backend = run_both(fn, torch.ones(2), Settings(scale=2.0, bias=1.0))
     torch.testing.assert_close(compiled, eager)
     assert len(backend.graphs) == 2  # the break at DICT_UPDATE (a user Mapping is not copied while tracing)
+
+
+def test_instance_dict_of_an_object_made_while_tracing():
+    """`obj.__dict__` of an instance made while tracing once gave its class's namespace (the
+    descriptor was read from the class): a data descriptor of the instances is not read so."""
+    class Plain:
+        pass
+
+    def fn(x):
+        p = Plain()
+        p.a = x + 1
+        return p.__dict__
+
+    eager, compiled, _ = run_both(fn, torch.ones(2))
+    assert_same_result(compiled, eager)
+
+
+def test_ordered_dict_methods_with_keyword_arguments():
+    """`od.move_to_end(k, last=False)` and `od.popitem(last=False)` once ignored their keyword."""
+    import collections
+
+    def fn(x):
+        d = collections.OrderedDict(a=x, b=x + 1, c=x + 2)
+        d.move_to_end("b", last=False)
+        order = list(d)
+        key, value = d.popitem(last=False)
+        return key, value, order, list(d), d.pop(key="a"), d.setdefault("z", default=x)
+
+    eager, compiled, _ = run_both(fn, torch.ones(2))
+    assert_same_result(compiled, eager)

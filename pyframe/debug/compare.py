@@ -342,7 +342,8 @@ def compare_case(case: Case, engines: Iterable[str] = ENGINES, *, timing: bool =
 
 def assert_same_result(actual: Any, expected: Any, path: str = "result") -> None:
     """Assert two results are equal: tensors and numbers with ``torch.testing.assert_close``,
-    containers (tuple, list, dict and its views, named tuples, torch.Size, dataclasses) item by item with the same type, anything
+    containers (tuple, list, dict and its views, named tuples, torch.Size, dataclasses) item by item with the same type
+    (an instance of a dict subclass: its attributes too), anything
     else (dtypes, strings, None) with ``==``. ``path`` names the item in the failure message."""
     if isinstance(expected, torch.Tensor):
         if not isinstance(actual, torch.Tensor):
@@ -358,6 +359,8 @@ def assert_same_result(actual: Any, expected: Any, path: str = "result") -> None
             raise AssertionError(f"{path}: keys {list(actual)} != expected {list(expected)}")
         for key in expected:
             assert_same_result(actual[key], expected[key], f"{path}[{key!r}]")
+        if isinstance(expected, dict) and hasattr(expected, "__dict__"):  # a dict subclass's attributes
+            assert_same_result(vars(actual), vars(expected), f"{path}.__dict__")
     elif isinstance(expected, (tuple, list, MappingView)):  # dict views: item by item, in order
         actual, expected = (list(actual), list(expected)) if isinstance(expected, MappingView) else (actual, expected)
         if len(actual) != len(expected):

@@ -12,6 +12,7 @@ from .variables import (
     BuiltinVariable, ConstantVariable, DictVariable, ListVariable, TensorVariable, TupleVariable,
 )
 from .variables.containers import SetVariable
+from .variables.dict_subclass import DictSubclassMixin, mapping_or_pairs
 from .variables.misc import AutocastVariable, GeneratorContextVariable, GradModeVariable
 from .variables.objects import NewObjectVariable
 from .variables.tensor import call_in_graph
@@ -97,6 +98,8 @@ class StackOps:
             call_in_graph(self, "call_function", operator.setitem, [obj, key, value], {})
         elif isinstance(obj, DictVariable):
             obj.call_method(self, "__setitem__", [key, value], {})
+        elif isinstance(obj, DictSubclassMixin):  # its __setitem__, inlined, or dict's
+            obj.call_special(self, "__setitem__", [key, value])
         elif isinstance(obj, ListVariable) and isinstance(key.as_python_constant(), (int, slice)):
             index = key.as_python_constant()
             self.side_effects.mutate(obj)
@@ -108,6 +111,9 @@ class StackOps:
         """`del obj[key]` on a dict or list (a mapping pattern's `**rest` deletes the matched keys
         from its copy of the subject)."""
         key, obj = self.pop(), self.pop()
+        if isinstance(obj, DictSubclassMixin):
+            obj.call_special(self, "__delitem__", [key])
+            return
         if not (isinstance(obj, DictVariable) or type(obj) is ListVariable):
             raise Unsupported(f"item deletion on {obj}")
         obj.call_method(self, "__delitem__", [key], {})
@@ -159,6 +165,9 @@ class StackOps:
 
     def DICT_UPDATE(self, inst: Instr) -> None:
         other = self.pop()
+        if isinstance(other, DictSubclassMixin):  # `{**obj}`, `f(**obj)`: read as dict.update reads it
+            self.stack[-inst.arg].items.update(mapping_or_pairs(self, other, dict_merge=True))
+            return
         if not isinstance(other, DictVariable):
             raise Unsupported(f"dict update from {other}")
         self.stack[-inst.arg].items.update(other.items)

@@ -36,6 +36,7 @@ from .instructions import InstructionTranslator
 from .variables.containers import ListIteratorVariable
 from .variables import BoundMethodVariable, NullVariable, VariableTracker
 from .variables.containers import BaseListVariable, DictVariable
+from .variables.dict_subclass import DictSubclassMixin
 from .variables.exceptions import ExceptionVariable
 from .variables.functions import NestedFunctionVariable, PartialVariable
 from .variables.misc import AutocastExitVariable, GradModeExitVariable
@@ -61,6 +62,8 @@ def _children(vt: VariableTracker) -> list[VariableTracker]:
         return list(vt.items.values())
     if isinstance(vt, BoundMethodVariable):
         return [vt.obj]
+    if isinstance(vt, DictSubclassMixin):  # its items, and (made here) its attributes
+        return [*vt.dict_var.items.values(), *getattr(vt, "attrs", {}).values()]
     if isinstance(vt, NewObjectVariable):
         return list(vt.attrs.values())
     if isinstance(vt, ListIteratorVariable):

@@ -10,8 +10,10 @@ performs all of them for real, after the graph call, in one go:
     ___effect_0 = [<new items>]; ...           every new value is built first (an item may be read
                                                from another mutated object: it must be the old one)
     results[:] = ___effect_0                   a list keeps its identity, its items are replaced
-    cache.clear(); cache.update(___effect_1)   so does a dict
-    self.calls = ___effect_2                   an attribute store
+    cache.clear(); cache.update(___effect_1)   so does a dict (a dict subclass's instance: through
+                                               its base's own methods, dict_subclass.refill)
+    self.calls = ___effect_2                   an attribute store (object.__setattr__, where the
+                                               class's own __setattr__ was inlined)
     <cell>.cell_contents = ___effect_3         a closure cell assigned (`nonlocal out; out = y`)
     <return, or the unsupported step and the resume call>
 
@@ -31,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 from ..exc import Unsupported
 from ..source import FreeCellSource, Source
 from .variables.base import VariableTracker
+from .variables.dict_subclass import DictSubclassMixin, refill
 
 if TYPE_CHECKING:
     from ..codegen import PyCodegen
@@ -138,11 +141,29 @@ class SideEffects:
                 value.reconstruct(cg)
                 cg.store_local(effects[-1][0])
         for temp, target in effects:
-            if isinstance(target, tuple):  # obj.name = temp
+            if isinstance(target, tuple) and isinstance(target[0], DictSubclassMixin):
+                # object.__setattr__(obj, "name", temp): what the trace recorded is the store
+                # itself, the class's own __setattr__ having run (inlined) already
+                obj, name = target
+                cg.push_null()
+                cg.load_const(object.__setattr__)
+                cg.load_source(obj.source)
+                cg.load_const(name)
+                cg.load_local(temp)
+                cg.call(3)
+                cg.emit("POP_TOP")
+            elif isinstance(target, tuple):  # obj.name = temp
                 obj, name = target
                 cg.load_local(temp)
                 cg.load_source(obj.source)
                 cg.emit("STORE_ATTR", name)
+            elif isinstance(target, DictSubclassMixin):  # refill(target, temp), not its own methods
+                cg.push_null()
+                cg.load_const(refill)
+                cg.load_source(target.source)
+                cg.load_local(temp)
+                cg.call(2)
+                cg.emit("POP_TOP")
             elif target.python_type() is list:  # target[:] = temp
                 cg.load_local(temp)
                 cg.load_source(target.source)
@@ -171,11 +192,12 @@ def _contents(value: VariableTracker) -> list[VariableTracker]:
 
 def _build_contents(cg: "PyCodegen", container: VariableTracker) -> None:
     """A new list or dict holding the tracker's items (not the frame's object: that is the target)."""
-    if isinstance(container.items, dict):
-        for key, value in container.items.items():
+    items = container.dict_var.items if isinstance(container, DictSubclassMixin) else container.items
+    if isinstance(items, dict):
+        for key, value in items.items():
             cg.load_const(key)
             value.reconstruct(cg)
-        cg.emit("BUILD_MAP", len(container.items))
+        cg.emit("BUILD_MAP", len(items))
     else:
         for item in container.items:
             item.reconstruct(cg)

@@ -27,6 +27,7 @@ STRAIGHT_LINE = [
     "tests.cases.side_effects",
     "tests.cases.iterators",
     "tests.cases.python_objects",
+    "tests.cases.dict_subclasses",
     "tests.cases.pattern_matching",
     "tests.cases.autograd_functions",
 ]

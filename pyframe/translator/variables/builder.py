@@ -19,12 +19,13 @@ import torch
 from ... import _C
 from ...exc import Unsupported
 from ...guards import GuardKind, TensorMeta
-from ...source import AttrSource, ItemSource, Source
+from ...source import AttrSource, DictItemSource, ItemSource, Source
 from .autograd_function import AutogradFunctionVariable, is_autograd_function, is_bound_apply
 from .base import VariableTracker
 from .builtins import BUILTIN_FUNCTIONS, PURE_FUNCTIONS, BuiltinVariable
 from .constant import ConstantVariable, is_constant_value, is_numpy_scalar
 from .containers import DictVariable, ListVariable, NamedTupleVariable, SetVariable, SizeVariable, TupleVariable
+from .dict_subclass import BuiltinMethodOfVariable, UserDictObjectVariable, builtin_method_descriptor, dict_base
 from .functions import LruCacheWrapperVariable, PartialVariable, UserFunctionVariable
 from .misc import GRAD_MODE_CLASSES, GradModeClassVariable, InlinedMethodVariable, SuperVariable
 from .nn_module import NNModuleVariable
@@ -93,6 +94,23 @@ def wrap(tx: "InstructionTranslator", value: Any, source: Source | None, guard: 
         items = {k: wrap(tx, v, ItemSource(source, k) if source is not None else None, guard)
                  for k, v in value.items()}
         return _mutable(tx, source, value, DictVariable(items, source, type(value), factory))
+    if isinstance(value, dict) and (entries := _dict_subclass_entries(value)) is not None:
+        # An instance of a dict subclass (a ModelOutput, a config): a user object with a dict inside.
+        # Its items are read from its storage, not through the subclass's __getitem__.
+        if id(value) in _WRAPPING:
+            raise Unsupported(f"a {type(value).__qualname__} that contains itself")
+        add(GuardKind.TYPE_MATCH, type(value))
+        add(GuardKind.DICT_KEYS_MATCH, tuple(k for k, _ in entries))
+        _WRAPPING.add(id(value))
+        try:
+            items = {k: wrap(tx, v, DictItemSource(source, k) if source is not None else None, guard)
+                     for k, v in entries}
+        finally:
+            _WRAPPING.discard(id(value))
+        return _mutable(tx, source, value, UserDictObjectVariable(value, items, source))
+    if builtin_method_descriptor(value):  # `dict.__setitem__`, `object.__setattr__`, read from the class
+        add(GuardKind.ID_MATCH, value)
+        return BuiltinMethodOfVariable(value.__objclass__, value.__name__, None, source)
     if type(value) is set and is_constant_value(frozenset(value)):
         if source is None:
             return SetVariable(set(value))  # computed while tracing: `{1, 2} | {3}`
@@ -193,6 +211,19 @@ def wrap(tx: "InstructionTranslator", value: Any, source: Source | None, guard: 
         return PythonObjectVariable(value, source)
     add(GuardKind.TYPE_MATCH, type(value))
     return _mutable(tx, source, value, UserObjectVariable(value, source))
+
+
+_WRAPPING: set[int] = set()  # dict-subclass instances whose items are being wrapped (one inside itself)
+
+
+def _dict_subclass_entries(value: dict) -> list[tuple[Any, Any]] | None:
+    """The items of an instance of a supported dict subclass with str and int keys, in the order of
+    its base (dict or OrderedDict: the subclass's own __iter__ is not asked); None for others."""
+    base = dict_base(type(value))
+    if base is None:
+        return None
+    entries = list(base.items(value))
+    return entries if all(type(k) in (str, int) for k, _ in entries) else None
 
 
 def _mutable(tx: "InstructionTranslator", source: Source | None, value: Any,

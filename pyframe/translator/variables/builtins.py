@@ -119,6 +119,10 @@ class BuiltinVariable(VariableTracker):
             return BuiltinVariable(attr, AttrSource(self.source, name) if self.source is not None else None)
         if name in ("__name__", "__qualname__", "__module__", "__doc__") and isinstance(attr, (str, type(None))):
             return ConstantVariable(attr)  # fixed for a builtin (`type(x).__name__` of a tuple)
+        from .dict_subclass import builtin_method_descriptor  # (it imports this module)
+        if builtin_method_descriptor(attr):  # `dict.__setitem__`, `object.__setattr__`
+            return tx.wrap(attr, AttrSource(self.source, name) if self.source is not None else None,
+                           guard=self.source is not None)
         return super().var_getattr(tx, name)
 
     def __repr__(self) -> str:
@@ -214,6 +218,9 @@ def _len(tx, obj: VariableTracker) -> VariableTracker | None:
         if type(value) is not int or value < 0:
             raise Unsupported(f"len() of a {obj.python_type().__name__} whose __len__ returns {result}")
         return ConstantVariable(value)
+    from .dict_subclass import DictSubclassMixin  # (it imports this module)
+    if isinstance(obj, DictSubclassMixin):  # a dict subclass keeping dict's __len__
+        return obj.call_special(tx, "__len__", [])
     return None
 
 
@@ -319,9 +326,12 @@ def plain_getattr(cls: type) -> bool:
 
 
 def _hasattr(tx, obj: VariableTracker, name: VariableTracker) -> VariableTracker:
-    answer = _has_attr(tx, obj, name.as_python_constant())
+    attr = name.as_python_constant()
+    answer = _has_attr(tx, obj, attr)
     if answer is None:
-        raise Unsupported(f"hasattr() on {obj}")
+        # What hasattr itself does: the attribute read (a __getattr__ or a property inlined),
+        # an AttributeError meaning False (a read that cannot be traced stays Unsupported).
+        answer = lookup_attr(tx, obj, attr) is not None
     return ConstantVariable(answer)
 
 
@@ -373,6 +383,9 @@ def _filter(tx, fn: VariableTracker, obj: VariableTracker) -> VariableTracker:
 def _reversed(tx, obj: VariableTracker) -> VariableTracker:
     if isinstance(obj, ListIteratorVariable):
         raise Unsupported(f"reversed() of an iterator ({obj.python_type().__name__})")
+    from .dict_subclass import DictSubclassMixin  # (it imports this module)
+    if isinstance(obj, DictSubclassMixin):  # its __reversed__ (dict's, or its own), not its __iter__
+        return obj.call_special(tx, "__reversed__", [])
     return ListIteratorVariable(list(reversed(obj.unpack(tx))), type(reversed([])))
 
 
@@ -465,6 +478,10 @@ def _id(tx, obj: VariableTracker) -> VariableTracker:
 
 
 def _contains(tx, container: VariableTracker, item: VariableTracker) -> VariableTracker | None:
+    from .dict_subclass import DictSubclassMixin  # (it imports this module)
+    if isinstance(container, DictSubclassMixin):  # its __contains__, inlined, or dict's
+        result = container.call_special(tx, "__contains__", [item])
+        return ConstantVariable(result.truth())  # `in` makes a bool of what __contains__ returns
     if isinstance(container, DictVariable):
         return ConstantVariable(item.as_python_constant() in container.items)
     if isinstance(container, SetVariable):
@@ -507,8 +524,12 @@ def build_dict(tx, dict_type: type, args: Sequence[VariableTracker], kwargs: dic
     items: dict[Any, VariableTracker] = {}
     if args:
         source = args[0]
+        from .dict_subclass import DictSubclassMixin  # (it imports this module)
         if isinstance(source, DictVariable):
             items.update(source.items)
+        elif isinstance(source, DictSubclassMixin):
+            # dict() and defaultdict() merge as dict.update does; OrderedDict() as MutableMapping's
+            items.update(source.mapping_pairs(tx, dict_merge=dict_type is not collections.OrderedDict))
         else:
             for pair in iterate(tx, source):
                 key, value = pair.unpack(tx)

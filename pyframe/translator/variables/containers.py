@@ -288,6 +288,8 @@ class DictVariable(VariableTracker):
         raise Unsupported(f"attribute {name!r} of a {self.dict_type.__name__}")
 
     def call_method(self, tx, name, args, kwargs) -> VariableTracker:
+        if kwargs and name != "update":
+            args, kwargs = positional_args(self.dict_type, name, args, kwargs)
         if name == "__getitem__" and len(args) == 1:
             return self.getitem(tx, args[0])
         if name == "get" and 1 <= len(args) <= 2:
@@ -367,6 +369,26 @@ class DictVariable(VariableTracker):
 
     def __repr__(self) -> str:
         return f"DictVariable({self.items!r})"
+
+
+# The OrderedDict methods that take keyword arguments (dict's own take theirs by position only).
+_ORDERED_DICT_KEYWORDS = {"popitem": ("last",), "move_to_end": ("key", "last"), "pop": ("key", "default"),
+                          "setdefault": ("key", "default")}
+
+
+def positional_args(dict_type: type, name: str, args: list[VariableTracker],
+                    kwargs: dict[str, VariableTracker]) -> tuple[list[VariableTracker], dict]:
+    """The arguments of `dict_type.name(...)` by position (`od.move_to_end(k, last=False)`);
+    Unsupported for keywords the method does not take (Python raises TypeError)."""
+    params = _ORDERED_DICT_KEYWORDS.get(name, ()) if issubclass(dict_type, collections.OrderedDict) else ()
+    args, rest = list(args), dict(kwargs)
+    for param in params[len(args):]:
+        if param not in rest:
+            break
+        args.append(rest.pop(param))
+    if rest:
+        raise Unsupported(f"{dict_type.__name__}.{name}() with keyword arguments {sorted(rest)}")
+    return args, {}
 
 
 class DictViewVariable(VariableTracker):

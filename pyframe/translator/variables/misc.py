@@ -240,6 +240,11 @@ class SuperVariable(VariableTracker):
                     return InlinedMethodVariable(attr, self.obj)
                 if isinstance(attr, property) and attr.fget is not None and not of_class:
                     return tx.inline_call(attr.fget, [self.obj], {})
+                from .dict_subclass import BuiltinMethodOfVariable, DictSubclassMixin  # (imports this module)
+                if isinstance(self.obj, DictSubclassMixin) and isinstance(attr, (types.MethodDescriptorType,
+                                                                                 types.WrapperDescriptorType)):
+                    # `super().__setitem__(k, v)` in a dict subclass: dict's (or object's) own method
+                    return BuiltinMethodOfVariable(klass, name, self.obj)
                 if attr is object.__init__ and not of_class:  # `super().__init__()` at the top
                     return _ObjectInitVariable()
                 raise Unsupported(f"super().{name} is a {type(attr).__name__}")

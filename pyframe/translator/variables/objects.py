@@ -79,6 +79,9 @@ class PythonObjectVariable(VariableTracker):
                                  maxlen.as_python_constant() if maxlen is not None else None)
         if issubclass(cls, tuple) and hasattr(cls, "_fields") and hasattr(cls, "_make"):
             return _new_namedtuple(tx, cls, args, kwargs)
+        from .dict_subclass import NewDictObjectVariable, is_constructible  # (it imports this module)
+        if is_constructible(cls):  # `class Out(OrderedDict)`: a user object with a dict inside
+            return NewDictObjectVariable.make(tx, cls, self.source, args, kwargs)
         if _is_plain_class(cls):
             obj = NewObjectVariable(cls, self.source)
             init = inspect.getattr_static(cls, "__init__")
@@ -237,13 +240,18 @@ class NewObjectVariable(VariableTracker):
     def var_getattr(self, tx, name: str) -> VariableTracker:
         if name in self.attrs:
             return self.attrs[name]
+        if name == "__class__":
+            return PythonObjectVariable(self.cls, self.cls_source)
         static = inspect.getattr_static(self.cls, name, None)
         if isinstance(static, property) and static.fget is not None:
             return tx.inline_call(static.fget, [self], {})
         if isinstance(static, types.FunctionType):
             return BoundMethodVariable(self, name)
-        if name == "__class__":
-            return PythonObjectVariable(self.cls, self.cls_source)
+        if isinstance(next((vars(k)[name] for k in self.cls.__mro__ if name in vars(k)), None),
+                      (types.GetSetDescriptorType, types.MemberDescriptorType)):
+            # `obj.__dict__`, a slot: a descriptor of the instances (read from the class, it is
+            # something else: `cls.__dict__` is the class's own namespace)
+            raise Unsupported(f"attribute {name!r} of a {self.cls.__qualname__} made while tracing")
         source = AttrSource(self.cls_source, name) if self.cls_source is not None else None
         return tx.wrap(_static_attr(self.cls, name), source)
 
