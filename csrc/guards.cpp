@@ -164,7 +164,7 @@ struct Run {
 
 // ---- nodes ------------------------------------------------------------------------------------
 
-enum class Access : uint8_t { Local, Global, Builtin, Closure, Attr, Item };
+enum class Access : uint8_t { Local, Global, Builtin, Closure, Attr, Item, DictKey, DictValue };
 
 class GuardManager {
 public:
@@ -180,6 +180,16 @@ public:
     }
     GuardManager *item(const py::object &key) {
         return child(Access::Item, key, 0, source_ + "[" + repr_of(key) + "]");
+    }
+    // The index-th key of a dict, and its value, in the dict's iteration order: keys that are
+    // not constants (tensors, modules...), which a child cannot name by value.
+    GuardManager *dict_key(Py_ssize_t index) {
+        check_index(index);
+        return child(Access::DictKey, py::none(), index, key_text(index));
+    }
+    GuardManager *dict_value(Py_ssize_t index) {
+        check_index(index);
+        return child(Access::DictValue, py::none(), index, source_ + "[" + key_text(index) + "]");
     }
 
     void add_type_match(py::object tp, std::string text) {
@@ -217,6 +227,12 @@ public:
             text = "tuple(" + source_ + ".keys()) == " + repr_of(keys);
         }
         add(make_dict_keys_match(std::move(keys), std::move(text)));
+    }
+    void add_dict_keys_id_match(py::tuple keys, std::vector<bool> by_id, std::string text) {
+        if (text.empty()) {
+            text = "keys_by_id(" + source_ + ") == " + repr_of(keys);
+        }
+        add(make_dict_keys_id_match(std::move(keys), std::move(by_id), std::move(text)));
     }
     void add_hasattr_match(py::str name, bool expected, std::string text) {
         if (text.empty()) {
@@ -275,6 +291,9 @@ public:
     PyObject *fetch_from(PyObject *parent) const {
         if (access_ == Access::Attr) {
             return PyObject_GetAttr(parent, key_.ptr());
+        }
+        if (access_ == Access::DictKey || access_ == Access::DictValue) {
+            return fetch_entry(parent);
         }
         if (PyDict_Check(parent)) {  // exact lookup: no __getitem__/__missing__ call
             PyObject *v = PyDict_GetItemWithError(parent, key_.ptr());
@@ -487,6 +506,57 @@ public:
     }
 
 private:
+    void check_index(Py_ssize_t index) const {
+        if (index < 0) {
+            throw py::value_error("dict_key/dict_value: the index must be >= 0");
+        }
+    }
+    std::string key_text(Py_ssize_t index) const {
+        return "list(" + source_ + ".keys())[" + std::to_string(index) + "]";
+    }
+
+    // DictKey/DictValue: the entry at index_ in `parent`'s iteration order (new reference, or
+    // NULL). Walking to it costs index_ steps, so an exact dict's entry is remembered with the
+    // dict's version: a dict keeps its version (a new one, from one global counter, on every
+    // change and for every new dict) exactly while its contents are unchanged, so an unchanged
+    // (address, version) pair holds the same borrowed key and value. An OrderedDict is walked
+    // every time (move_to_end reorders it without a new version).
+    PyObject *fetch_entry(PyObject *parent) const {
+        if (!PyDict_Check(parent)) {
+            PyErr_SetString(PyExc_TypeError, "dict_key/dict_value: not a dict");
+            return nullptr;
+        }
+        bool cacheable = PyDict_CheckExact(parent);
+        if (cacheable && parent == entry_dict_ && pf_dict_version(parent) == entry_version_) {
+            return Py_NewRef(access_ == Access::DictKey ? entry_key_ : entry_value_);
+        }
+        DictKeyWalker walk(parent);
+        PyObject *key = nullptr;
+        for (Py_ssize_t i = 0; i <= index_; i++) {
+            key = walk.next();
+            if (key == nullptr) {
+                if (!PyErr_Occurred()) {
+                    PyErr_SetString(PyExc_IndexError, "dict_key/dict_value: the dict has fewer keys");
+                }
+                return nullptr;
+            }
+        }
+        PyObject *value = PyDict_GetItemWithError(parent, key);  // (identity keys: no __eq__ runs)
+        if (value == nullptr) {
+            if (!PyErr_Occurred()) {
+                PyErr_SetString(PyExc_KeyError, "dict_key/dict_value: the key vanished");
+            }
+            return nullptr;
+        }
+        if (cacheable) {
+            entry_dict_ = parent;
+            entry_version_ = pf_dict_version(parent);
+            entry_key_ = key;      // borrowed: the unchanged dict holds them
+            entry_value_ = value;
+        }
+        return Py_NewRef(access_ == Access::DictKey ? key : value);
+    }
+
     PyObject *lookup(PyObject *mapping) const {
         if (mapping == nullptr || mapping == Py_None) {
             return nullptr;
@@ -502,7 +572,8 @@ private:
     GuardManager *child(Access access, const py::object &key, Py_ssize_t index,
                         std::string source) {
         has_attr_children_ = has_attr_children_ || access == Access::Attr;
-        has_item_children_ = has_item_children_ || access == Access::Item;
+        has_item_children_ = has_item_children_ || access == Access::Item ||
+                             access == Access::DictKey || access == Access::DictValue;
         snapshot_valid_ = false;
         return find_or_add(children_, access, key, index, std::move(source));
     }
@@ -520,6 +591,11 @@ private:
     std::vector<LeafPtr> leaves_;
     std::vector<std::unique_ptr<GuardManager>> children_;
     int export_index_ = -1;  // this node's value is export number `export_index_` (see Run)
+    // DictKey/DictValue: the entry last fetched, and the dict (address, version) it is valid for.
+    mutable PyObject *entry_dict_ = nullptr;
+    mutable unsigned long long entry_version_ = 0;
+    mutable PyObject *entry_key_ = nullptr;
+    mutable PyObject *entry_value_ = nullptr;
     bool pins_identity_ = false;
     bool has_attr_children_ = false;
     bool has_item_children_ = false;
@@ -708,6 +784,10 @@ void bind_guards(py::module_ &m) {
         .def("attr", &GuardManager::attr, py::arg("name"), kChild, "child node: getattr(v, name)")
         .def("item", &GuardManager::item, py::arg("key"), kChild,
              "child node: v[key] (dicts: exact lookup, no __getitem__ call)")
+        .def("dict_key", &GuardManager::dict_key, py::arg("index"), kChild,
+             "child node: the index-th key of a dict, in its iteration order")
+        .def("dict_value", &GuardManager::dict_value, py::arg("index"), kChild,
+             "child node: the value of the index-th key of a dict")
         .def("add_type_match", &GuardManager::add_type_match, py::arg("tp"), py::arg("text") = "")
         .def("add_id_match", &GuardManager::add_id_match, py::arg("obj"), py::arg("text") = "")
         .def("add_equals_match", &GuardManager::add_equals_match, py::arg("value"),
@@ -717,6 +797,8 @@ void bind_guards(py::module_ &m) {
         .def("add_len_match", &GuardManager::add_len_match, py::arg("n"), py::arg("text") = "")
         .def("add_dict_keys_match", &GuardManager::add_dict_keys_match, py::arg("keys"),
              py::arg("text") = "")
+        .def("add_dict_keys_id_match", &GuardManager::add_dict_keys_id_match, py::arg("keys"),
+             py::arg("by_id"), py::arg("text") = "")
         .def("add_hasattr_match", &GuardManager::add_hasattr_match, py::arg("name"),
              py::arg("expected"), py::arg("text") = "")
         .def("add_tensor_match", &GuardManager::add_tensor_match, py::arg("tp"), py::arg("dtype"),

@@ -57,12 +57,57 @@ LeafPtr make_equals_match(py::object value, std::string text);
 LeafPtr make_none_match(bool want_none, std::string text);
 LeafPtr make_len_match(Py_ssize_t n, std::string text);
 LeafPtr make_dict_keys_match(py::tuple keys, std::string text);
+LeafPtr make_dict_keys_id_match(py::tuple keys, std::vector<bool> by_id, std::string text);
 LeafPtr make_hasattr_match(py::str name, bool expected, std::string text);
 LeafPtr make_call_match(py::object fn, py::object expected, std::string text);
 LeafPtr make_tensor_match(py::object tp, py::object dtype, py::object device,
                           std::vector<int64_t> sizes, std::vector<int64_t> strides,
                           bool requires_grad, std::string text);
 LeafPtr make_torch_state_match(const std::string &state, py::object expected, std::string text);
+
+// Walks the keys of a dict (or a dict subclass) in its iteration order: PyDict_Next for a dict or
+// a defaultdict, the OrderedDict's own iterator for an OrderedDict (whose order move_to_end
+// changes without touching the dict beneath it, nor its version).
+class DictKeyWalker {
+public:
+    explicit DictKeyWalker(PyObject *d) : dict_(d) {
+        if (PyODict_Check(d)) {
+            iter_ = PyObject_GetIter(d);
+            failed_ = iter_ == nullptr;
+        }
+    }
+    ~DictKeyWalker() {
+        Py_XDECREF(iter_);
+        Py_XDECREF(current_);
+    }
+    DictKeyWalker(const DictKeyWalker &) = delete;
+    DictKeyWalker &operator=(const DictKeyWalker &) = delete;
+
+    // The next key, borrowed until the next call (the walker holds a reference); nullptr at the
+    // end or on an error (then a Python error may be set).
+    PyObject *next() {
+        Py_CLEAR(current_);
+        if (failed_) {
+            return nullptr;
+        }
+        if (iter_ != nullptr) {
+            current_ = PyIter_Next(iter_);
+        } else {
+            PyObject *key, *value;
+            if (PyDict_Next(dict_, &pos_, &key, &value)) {
+                current_ = Py_NewRef(key);
+            }
+        }
+        return current_;
+    }
+
+private:
+    PyObject *dict_;
+    PyObject *iter_ = nullptr;
+    PyObject *current_ = nullptr;
+    Py_ssize_t pos_ = 0;
+    bool failed_ = false;
+};
 
 inline std::string repr_of(py::handle obj) {
     return py::repr(obj).cast<std::string>();

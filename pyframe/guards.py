@@ -18,7 +18,8 @@ import torch
 
 from . import _C, config
 from .source import (
-    AttrSource, BuiltinSource, CellContentsSource, ClosureSource, GlobalSource, ItemSource, LocalSource, Source,
+    AttrSource, BuiltinSource, CellContentsSource, ClosureSource, DictKeySource, DictValueSource, GlobalSource,
+    ItemSource, LocalSource, Source,
 )
 
 
@@ -31,9 +32,11 @@ class GuardKind(enum.IntEnum):
     EQUALS_MATCH = 4
     LEN_MATCH = 5
     DICT_KEYS_MATCH = 6
-    TENSOR_MATCH = 7
+    # a dict's keys, in order, some compared by identity (tensors, modules, classes...): KeysById
+    DICT_KEYS_ID_MATCH = 7
+    TENSOR_MATCH = 8
     # hasattr(base, attr) == value, for source `base.attr` (an attribute found missing is never read)
-    HASATTR_MATCH = 8
+    HASATTR_MATCH = 9
 
 
 @dataclass(frozen=True)
@@ -50,6 +53,20 @@ class TensorMeta:
     @classmethod
     def of(cls, t: torch.Tensor) -> "TensorMeta":
         return cls(type(t), t.dtype, t.device, tuple(t.shape), tuple(t.stride()), t.requires_grad)
+
+
+@dataclass(frozen=True, eq=False)
+class KeysById:
+    """What DICT_KEYS_ID_MATCH checks: the dict's keys in order, those flagged `by_id` (keys that
+    hash by identity) by identity, the others (constants) by type and value. The guard holds the
+    identity keys weakly when they allow it. (Never compared with ==: a tensor's == is elementwise.)"""
+
+    keys: tuple
+    by_id: tuple[bool, ...]
+
+    def ids(self) -> list:
+        """`[id(k) if by identity else k for k in keys]`, as the guard's text shows them."""
+        return [id(k) if by_id else k for k, by_id in zip(self.keys, self.by_id)]
 
 
 @dataclass(frozen=True)
@@ -78,6 +95,9 @@ class Guard:
             return f"len({name}) == {value}"
         if kind is GuardKind.DICT_KEYS_MATCH:
             return f"list({name}.keys()) == {list(value)!r}"
+        if kind is GuardKind.DICT_KEYS_ID_MATCH:
+            described = ", ".join(_key_repr(k) for k, by_id in zip(value.keys, value.by_id) if by_id)
+            return f"keys_by_id({name}) == {value.ids()!r}  # ids of: {described}"
         if kind is GuardKind.HASATTR_MATCH:
             return f"{'' if value else 'not '}hasattr({self.source.base.name()}, {self.source.attr!r})"
         m: TensorMeta = value
@@ -131,6 +151,9 @@ class GuardSet:
     def add(self, source: Source, kind: GuardKind, value: Any = None) -> None:
         self._guards.setdefault((source, kind), Guard(source, kind, value))
 
+    def has(self, source: Source, kind: GuardKind) -> bool:
+        return (source, kind) in self._guards
+
     def __iter__(self) -> Iterator[Guard]:
         return iter(self._guards.values())
 
@@ -181,6 +204,10 @@ def _node_for(source: Source, root: Any, nodes: dict[Source, Any], code: types.C
         node = _node_for(source.base, root, nodes, code).attr(source.attr)
     elif isinstance(source, ItemSource):
         node = _node_for(source.base, root, nodes, code).item(source.key)
+    elif isinstance(source, DictKeySource):
+        node = _node_for(source.base, root, nodes, code).dict_key(source.index)
+    elif isinstance(source, DictValueSource):
+        node = _node_for(source.base, root, nodes, code).dict_value(source.index)
     else:
         raise TypeError(f"no guard lowering for source {source!r}")
     nodes[source] = node
@@ -203,6 +230,8 @@ def _add_leaf(node: Any, guard: Guard) -> None:
         node.add_len_match(value, text)
     elif kind is GuardKind.DICT_KEYS_MATCH:
         node.add_dict_keys_match(tuple(value), text)
+    elif kind is GuardKind.DICT_KEYS_ID_MATCH:
+        node.add_dict_keys_id_match(value.keys, list(value.by_id), text)
     elif kind is GuardKind.HASATTR_MATCH:
         node.add_hasattr_match(guard.source.attr, value, text)
     else:
@@ -218,6 +247,13 @@ def _type_name(tp: type) -> str:
         public = {torch.Tensor: "torch.Tensor", torch.nn.Parameter: "torch.nn.Parameter"}
         return public.get(tp, f"{module}.{tp.__qualname__}")
     return f"{module}.{tp.__qualname__}"
+
+
+def _key_repr(key: Any) -> str:
+    """A key compared by identity, in a few words (its repr may be a tensor's data)."""
+    if isinstance(key, torch.Tensor):
+        return f"{type(key).__name__}(size={list(key.shape)})"
+    return _short_repr(key)
 
 
 def _short_repr(value: Any) -> str:

@@ -102,7 +102,8 @@ class AttrSource(ChildSource):
 
 @dataclass(frozen=True)
 class ItemSource(ChildSource):
-    """`base[key]` for a constant key (an int, a str, ...)."""
+    """`base[key]` for a constant key (an int, a str, ...). A key compared by identity (a tensor)
+    never goes here: its source would compare keys with ==; see DictKeySource, DictValueSource."""
 
     key: Any
 
@@ -110,3 +111,26 @@ class ItemSource(ChildSource):
     def _name(self) -> str:
         return f"{self.base.name()}[{self.key!r}]"
 
+
+
+@dataclass(frozen=True)
+class DictKeySource(ChildSource):
+    """The `index`-th key of the dict at `base`, in its iteration order: a key that is not a
+    constant (a tensor, a module, a class...), which a source cannot name by value."""
+
+    index: int
+
+    @functools.cached_property
+    def _name(self) -> str:
+        return f"list({self.base.name()}.keys())[{self.index}]"
+
+
+@dataclass(frozen=True)
+class DictValueSource(ChildSource):
+    """The value of the `index`-th key of the dict at `base` (a key that is not a constant)."""
+
+    index: int
+
+    @functools.cached_property
+    def _name(self) -> str:
+        return f"{self.base.name()}[list({self.base.name()}.keys())[{self.index}]]"
