@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from ..exc import Unsupported
 from ..source import Source
 from .variables.base import VariableTracker
+from .variables.containers import build_dict_items, made_keys
 
 if TYPE_CHECKING:
     from ..codegen import PyCodegen
@@ -139,8 +140,8 @@ class SideEffects:
 
 def _contents(value: VariableTracker) -> list[VariableTracker]:
     items = getattr(value, "items", None)
-    if isinstance(items, dict):
-        return list(items.values())
+    if isinstance(items, dict):  # a dict: its values, and the keys that are values of the trace
+        return [*made_keys(items), *items.values()]
     if isinstance(items, list):
         return list(items)
     return [value]
@@ -149,10 +150,7 @@ def _contents(value: VariableTracker) -> list[VariableTracker]:
 def _build_contents(cg: "PyCodegen", container: VariableTracker) -> None:
     """A new list or dict holding the tracker's items (not the frame's object: that is the target)."""
     if isinstance(container.items, dict):
-        for key, value in container.items.items():
-            cg.load_const(key)
-            value.reconstruct(cg)
-        cg.emit("BUILD_MAP", len(container.items))
+        build_dict_items(cg, container.items)
     else:
         for item in container.items:
             item.reconstruct(cg)
