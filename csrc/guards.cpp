@@ -12,6 +12,7 @@
 
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <utility>
 
 namespace py = pybind11;
@@ -76,12 +77,14 @@ struct Tag {
 struct Snapshot {
     std::vector<Tag> tags;  // parent first
     std::vector<std::pair<int, PyObject *>> exports;  // (export index, borrowed value) below
+    std::vector<std::pair<int, PyObject *>> identities;  // (identity slot, borrowed value) below
     bool safe = true;
 
     void append(const Snapshot &inner) {
         safe = safe && inner.safe;
         tags.insert(tags.end(), inner.tags.begin(), inner.tags.end());
         exports.insert(exports.end(), inner.exports.begin(), inner.exports.end());
+        identities.insert(identities.end(), inner.identities.begin(), inner.identities.end());
     }
 
     bool holds() const {
@@ -146,17 +149,58 @@ bool attr_is_from_instance_dict(PyObject *obj, PyObject *name, PyObject *value) 
     return found == value;
 }
 
-// One run of a tree: whether pinned nodes may skip, and where exported values go (new
-// references by export index; nullptr when the caller does not want them).
+// One run of a tree: whether pinned nodes may skip, where exported values go (new references
+// by export index; nullptr when the caller does not want them), and where the values whose
+// identities an aliasing check compares go (new references by identity slot).
 struct Run {
     bool skip_unchanged;
     std::vector<PyObject *> *exports;
+    std::vector<PyObject *> *identities = nullptr;
 
-    void put(int index, PyObject *v) const {
-        if (exports != nullptr) {
-            PyObject *&slot = (*exports)[index];
+    void put(int index, PyObject *v) const { store(exports, index, v); }
+    void keep(int slot, PyObject *v) const { store(identities, slot, v); }
+
+    static void store(std::vector<PyObject *> *values, int index, PyObject *v) {
+        if (values != nullptr) {
+            PyObject *&slot = (*values)[index];
             Py_XSETREF(slot, Py_NewRef(v));
         }
+    }
+};
+
+// aliasing(s_1, ..., s_n) == [c_1, ..., c_n]: the values at these sources are one object where
+// the classes are equal and distinct objects where they differ (a trace that compared tensors of
+// the frame by identity, as dict keys, holds for no other arrangement). O(n log n).
+struct AliasingMatch {
+    std::vector<int> slots;    // identity slots of the sources' nodes
+    std::vector<int> classes;  // one per slot
+    std::string text;
+
+    bool check(const std::vector<PyObject *> &values) const {
+        // One object, one class: sorted by object, neighbours with one object have one class;
+        // sorted by class, neighbours with one class have one object.
+        std::vector<std::pair<PyObject *, int>> by_object;
+        std::vector<std::pair<int, PyObject *>> by_class;
+        for (size_t i = 0; i < slots.size(); i++) {
+            PyObject *v = values[slots[i]];
+            if (v == nullptr) {
+                return false;
+            }
+            by_object.emplace_back(v, classes[i]);
+            by_class.emplace_back(classes[i], v);
+        }
+        return consistent(by_object) && consistent(by_class);
+    }
+
+    template <typename A, typename B>
+    static bool consistent(std::vector<std::pair<A, B>> &pairs) {
+        std::sort(pairs.begin(), pairs.end());
+        for (size_t i = 1; i < pairs.size(); i++) {
+            if (pairs[i].first == pairs[i - 1].first && pairs[i].second != pairs[i - 1].second) {
+                return false;
+            }
+        }
+        return true;
     }
 };
 
@@ -318,6 +362,12 @@ public:
                 record->exports.emplace_back(export_index_, v);
             }
         }
+        if (identity_slot_ >= 0) {
+            run.keep(identity_slot_, v);
+            if (record != nullptr) {
+                record->identities.emplace_back(identity_slot_, v);
+            }
+        }
         if (!run.skip_unchanged || !pinned()) {
             if (record != nullptr) {
                 record_facts(v, *record);
@@ -327,6 +377,9 @@ public:
         if (snapshot_valid_ && snapshot_.holds()) {
             for (const auto &[index, value] : snapshot_.exports) {
                 run.put(index, value);
+            }
+            for (const auto &[slot, value] : snapshot_.identities) {
+                run.keep(slot, value);
             }
             if (record != nullptr) {
                 record->append(snapshot_);
@@ -415,6 +468,8 @@ public:
 
     int export_index() const { return export_index_; }
     void set_export_index(int index) { export_index_ = index; }
+    int identity_slot() const { return identity_slot_; }
+    void set_identity_slot(int slot) { identity_slot_ = slot; }
 
     // The text of the first failing check below this node (nullptr if everything passes).
     const std::string *first_failure_value(PyObject *v) const {
@@ -591,6 +646,7 @@ private:
     std::vector<LeafPtr> leaves_;
     std::vector<std::unique_ptr<GuardManager>> children_;
     int export_index_ = -1;  // this node's value is export number `export_index_` (see Run)
+    int identity_slot_ = -1;  // an aliasing check reads this node's value from this slot (see Run)
     // DictKey/DictValue: the entry last fetched, and the dict (address, version) it is valid for.
     mutable PyObject *entry_dict_ = nullptr;
     mutable unsigned long long entry_version_ = 0;
@@ -657,6 +713,26 @@ public:
     }
     int export_count() const { return n_exports_; }
 
+    // aliasing(nodes...) == classes (AliasingMatch): the nodes' values are one object where the
+    // classes are equal, distinct objects elsewhere. Checked after the whole tree passed.
+    void add_aliasing_match(const std::vector<GuardManager *> &nodes, std::vector<int> classes,
+                            std::string text) {
+        if (nodes.size() != classes.size()) {
+            throw py::value_error("add_aliasing_match: one class per node");
+        }
+        AliasingMatch match{{}, std::move(classes), std::move(text)};
+        for (GuardManager *node : nodes) {
+            if (node->identity_slot() < 0) {
+                node->set_identity_slot(n_identities_++);
+            }
+            match.slots.push_back(node->identity_slot());
+        }
+        if (match.text.empty()) {
+            match.text = "aliasing(...) of " + std::to_string(nodes.size()) + " values";
+        }
+        aliasing_.push_back(std::move(match));
+    }
+
     // The hot path. Never leaves an exception set. With `exports` (and something exported), a
     // pass also sets *exports to the tuple of exported values (new reference).
     bool check_frame(const FrameView &fv, PyObject **exports = nullptr) const {
@@ -691,6 +767,24 @@ public:
     }
 
     const std::string *first_failure(const FrameView &fv) {
+        const std::string *failed = first_failure_of_tree(fv);
+        if (failed != nullptr || aliasing_.empty()) {
+            return failed;
+        }
+        std::vector<PyObject *> identities(n_identities_, nullptr);  // every check passed: read them
+        Run how{false, nullptr, &identities};
+        bool tree_ok = run_tree(fv, how);
+        for (const auto &match : aliasing_) {
+            if (failed == nullptr && (!tree_ok || !match.check(identities))) {
+                failed = &match.text;
+            }
+        }
+        release(identities);
+        PyErr_Clear();
+        return failed;
+    }
+
+    const std::string *first_failure_of_tree(const FrameView &fv) {
         for (const auto &leaf : leaves_) {
             if (!leaf->check(nullptr)) {
                 PyErr_Clear();
@@ -720,10 +814,18 @@ public:
         for (const auto &n : roots_) {
             n->collect_texts(out);
         }
+        for (const auto &match : aliasing_) {
+            out.push_back(match.text);
+        }
         return out;
     }
 
 private:
+    static void release(std::vector<PyObject *> &values) {
+        for (PyObject *&v : values) {
+            Py_CLEAR(v);
+        }
+    }
     static bool finish(bool ok) {
         if (!ok && PyErr_Occurred()) {
             PyErr_Clear();
@@ -731,7 +833,23 @@ private:
         return ok;
     }
 
+    // The tree, then the aliasing checks on the values it read.
     bool run(const FrameView &fv, const Run &how) const {
+        if (aliasing_.empty()) {
+            return run_tree(fv, how);
+        }
+        std::vector<PyObject *> identities(n_identities_, nullptr);
+        Run with_identities = how;
+        with_identities.identities = &identities;
+        bool ok = run_tree(fv, with_identities);
+        for (size_t i = 0; ok && i < aliasing_.size(); i++) {
+            ok = aliasing_[i].check(identities);
+        }
+        release(identities);
+        return ok;
+    }
+
+    bool run_tree(const FrameView &fv, const Run &how) const {
         for (const auto &leaf : leaves_) {
             if (!leaf->check(nullptr)) {
                 return false;
@@ -753,6 +871,8 @@ private:
 
     bool skip_unchanged_;
     int n_exports_ = 0;
+    int n_identities_ = 0;
+    std::vector<AliasingMatch> aliasing_;
     mutable std::vector<PyObject *> scratch_;  // the exports of the running check
     mutable bool scratch_busy_ = false;
     std::vector<LeafPtr> leaves_;  // call matches (global state)
@@ -850,6 +970,10 @@ void bind_guards(py::module_ &m) {
             py::arg("f_locals"), py::arg("f_globals"), py::arg("f_builtins"),
             py::arg("closure") = py::none(),
             "the text of the first failing check, or None if all pass")
+        .def("add_aliasing_match", &RootGuardManager::add_aliasing_match, py::arg("nodes"),
+             py::arg("classes"), py::arg("text") = "",
+             "passes when the nodes' values are one object where `classes` are equal and distinct "
+             "objects where they differ (checked after the rest of the tree)")
         .def("export", &RootGuardManager::export_node, py::arg("node"),
              "hand `node`'s value to the frame on every pass (the hook stores the exports "
              "tuple in the local " PF_EXPORTS_LOCAL "); returns its index in that tuple")

@@ -123,6 +123,9 @@ public:
             if (key == expected) {
                 continue;
             }
+            if (Py_TYPE(key) != Py_TYPE(expected)) {
+                return false;  // 1 and True are one key, but iterating the dict tells them apart
+            }
             int eq = PyObject_RichCompareBool(key, expected, Py_EQ);
             if (eq != 1 || PyDict_GET_SIZE(v) != n) {
                 return false;

@@ -106,6 +106,21 @@ class Guard:
 
 
 @dataclass(frozen=True)
+class AliasingGuard:
+    """The values at `sources` are one object where their `classes` are equal and distinct
+    objects where they differ: what the trace found when it compared them by identity (tensors
+    of the frame as keys of one dict). torch._dynamo guards all its tensor inputs alike (no
+    aliasing, or the duplicates it saw); this guard names only the tensors the trace compared."""
+
+    sources: tuple[Source, ...]
+    classes: tuple[int, ...]
+
+    def text(self) -> str:
+        names = ", ".join(s.name() for s in self.sources)
+        return f"aliasing({names}) == {list(self.classes)}  # the same number: the same object"
+
+
+@dataclass(frozen=True)
 class GlobalStateGuard:
     """Interpreter-wide torch state a trace depends on, checked in C++ (torch_leaves.cpp) from
     torch's own thread-locals. `state` names it for `RootGuardManager.add_torch_state_match`;
@@ -147,12 +162,27 @@ class GuardSet:
     def __init__(self) -> None:
         self._guards: dict[tuple[Source, GuardKind], Guard] = {}
         self.global_state = global_state_guards()
+        # Sources whose values the trace compared by identity (tensors of the frame as dict keys),
+        # with the object each held: one guard checks that they alias as they did (AliasingGuard).
+        self.aliasing: dict[Source, Any] = {}
 
     def add(self, source: Source, kind: GuardKind, value: Any = None) -> None:
         self._guards.setdefault((source, kind), Guard(source, kind, value))
 
     def has(self, source: Source, kind: GuardKind) -> bool:
         return (source, kind) in self._guards
+
+    def add_aliasing(self, source: Source, value: Any) -> None:
+        """The trace relied on which of the sources given here hold one object: `value` is the
+        object `source` holds now."""
+        self.aliasing.setdefault(source, value)
+
+    def aliasing_guard(self) -> Optional["AliasingGuard"]:
+        if len(self.aliasing) < 2:
+            return None
+        first: dict[int, int] = {}
+        classes = tuple(first.setdefault(id(v), len(first)) for v in self.aliasing.values())
+        return AliasingGuard(tuple(self.aliasing), classes)
 
     def __iter__(self) -> Iterator[Guard]:
         return iter(self._guards.values())
@@ -166,7 +196,9 @@ class GuardSet:
                 if g.kind is GuardKind.ID_MATCH and isinstance(g.source, LocalSource)}
 
     def texts(self) -> list[str]:
-        return [g.text() for g in self.global_state] + [g.text() for g in self]
+        aliasing = self.aliasing_guard()
+        return [g.text() for g in self.global_state] + [g.text() for g in self] + \
+            ([aliasing.text()] if aliasing is not None else [])
 
     def build(self, code: types.CodeType, exports: list[Source] = ()) -> "_C.RootGuardManager":
         """Lower to the C++ tree checked by the eval-frame hook on every call of `code`. The
@@ -179,6 +211,10 @@ class GuardSet:
             # (HASATTR_MATCH is checked on the object: the attribute itself may not exist)
             source = guard.source.base if guard.kind is GuardKind.HASATTR_MATCH else guard.source
             _add_leaf(_node_for(source, root, nodes, code), guard)
+        aliasing = self.aliasing_guard()
+        if aliasing is not None:
+            root.add_aliasing_match([_node_for(s, root, nodes, code) for s in aliasing.sources],
+                                    list(aliasing.classes), aliasing.text())
         for i, source in enumerate(exports):
             if root.export(_node_for(source, root, nodes, code)) != i:
                 raise ValueError(f"graph input {source.name()} is exported twice")
