@@ -282,8 +282,8 @@ class ObjectKey:
     frame; for a tensor, the graph input it is), the FakeTensor of a tensor the graph makes (a new
     object, distinct from every other), the tracker of an object made while tracing (which has
     one tracker). `source` is where a key read from the frame was read: for a tensor, whether it is
-    another tensor of the frame depends on which tensors the frame is given, so the trace pins it
-    by identity when that matters (`DictVariable._key`). A key of a dict read from the frame makes
+    another tensor of the frame depends on which tensors the frame is given, so the trace guards
+    that when it matters (`relate_identities`). A key of a dict read from the frame makes
     its tracker (`var`) only when the trace uses the key as a value, so a parameter key that is only
     looked up costs no graph input and no guard of its own."""
 
@@ -306,13 +306,17 @@ class ObjectKey:
     def is_frame_tensor(self) -> bool:
         return self.source is not None and isinstance(self.token, torch.Tensor)
 
-    def pin(self, tx) -> None:
-        """Guard that the frame gives this very tensor again (a key of a dict whose keys are
-        guarded by identity already is)."""
-        if isinstance(self.source, DictKeySource) and \
-                tx.output.guards.has(self.source.base, GuardKind.DICT_KEYS_ID_MATCH):
-            return
-        tx.output.guards.add(self.source, GuardKind.ID_MATCH, self.token)
+    def is_stable(self, guards) -> bool:
+        """Read through an object guarded by identity (a module's parameter), or a key of a dict
+        whose keys are guarded by identity: the frame is expected to give this very tensor again."""
+        if isinstance(self.source, DictKeySource) and guards.has(self.source.base, GuardKind.DICT_KEYS_ID_MATCH):
+            return True
+        source = self.source
+        while source is not None:
+            if guards.has(source, GuardKind.ID_MATCH):
+                return True
+            source = getattr(source, "base", None)
+        return False
 
     def reconstruct(self, cg) -> None:
         if self.made_var is None and self.source is not None:
@@ -360,6 +364,22 @@ def dict_key(tx, key: VariableTracker) -> Any:
     return ObjectKey(token, key)
 
 
+def relate_identities(tx, keys: list[ObjectKey]) -> None:
+    """The trace decided which of these tensors of the frame (read from different sources) are one
+    object: guard that. Tensors the frame is expected to give again (`is_stable`: parameters of a
+    module guarded by identity, keys of a frame dict) are pinned by identity; otherwise (tensors
+    passed in, new at each call) one guard checks that they alias as they did now, as torch._dynamo
+    checks its tensor inputs, and no new tensor recompiles."""
+    guards = tx.output.guards
+    if all(k.is_stable(guards) for k in keys):
+        for k in keys:
+            if not (isinstance(k.source, DictKeySource) and guards.has(k.source.base, GuardKind.DICT_KEYS_ID_MATCH)):
+                guards.add(k.source, GuardKind.ID_MATCH, k.token)
+        return
+    for k in keys:
+        guards.add_aliasing(k.source, k.token)
+
+
 def made_keys(items: dict[Any, VariableTracker]) -> list[VariableTracker]:
     """The keys of `items` that are values the trace holds (a tensor the graph made, a module...),
     not constants nor keys of a frame dict it never used as values (those are loaded from their
@@ -370,6 +390,13 @@ def made_keys(items: dict[Any, VariableTracker]) -> list[VariableTracker]:
 def key_var(key: Any) -> VariableTracker:
     """A key of a DictVariable's items, as a value."""
     return key.var if isinstance(key, ObjectKey) else ConstantVariable(key)
+
+
+def _last_flag(args, kwargs, index: int) -> bool:
+    """OrderedDict's `last` argument (popitem, move_to_end), given by position or by name."""
+    if len(args) > index:
+        return bool(args[index].as_python_constant())
+    return bool(kwargs["last"].as_python_constant()) if "last" in kwargs else True
 
 
 def _raise_key_error(key: Any) -> None:
@@ -408,15 +435,15 @@ class DictVariable(VariableTracker):
 
     def _key(self, tx, key: VariableTracker) -> Any:
         """`key` as a key of this dict (dict_key). Whether a tensor of the frame is one of this dict's
-        other tensors of the frame depends on which tensors the frame is given: then all of them
-        are pinned by identity, and the answer holds for as long as the guards do."""
+        other tensors of the frame depends on which tensors the frame is given: that is guarded
+        (relate_identities), and the answer holds for as long as the guards do."""
         return self._relate(tx, dict_key(tx, key))
 
     def _relate(self, tx, key: Any) -> Any:
         if isinstance(key, ObjectKey) and key.is_frame_tensor:
             others = [o for o in self.items if isinstance(o, ObjectKey) and o.is_frame_tensor and o.source != key.source]
-            for o in [key, *others] if others else []:
-                o.pin(tx)
+            if others:
+                relate_identities(tx, [key, *others])
         return key
 
     def store(self, tx, key: VariableTracker, value: VariableTracker) -> None:
@@ -483,16 +510,17 @@ class DictVariable(VariableTracker):
             if name == "clear" and not args:
                 self.items.clear()
                 return ConstantVariable(None)
-            if name == "popitem" and self.items and (not args or self.dict_type is collections.OrderedDict):
-                last = args[0].as_python_constant() if args else True  # OrderedDict.popitem(last=False)
+            ordered = self.dict_type is collections.OrderedDict
+            if name == "popitem" and self.items and (ordered or not args and not kwargs):
+                last = _last_flag(args, kwargs, 0)  # OrderedDict.popitem(last=False)
                 key = next(reversed(self.items)) if last else next(iter(self.items))
                 return TupleVariable([key_var(key), self.items.pop(key)])
-            if name == "move_to_end" and self.dict_type is collections.OrderedDict and 1 <= len(args) <= 2:
+            if name == "move_to_end" and ordered and 1 <= len(args) <= 2:
                 key = self._key(tx, args[0])
                 if key not in self.items:
                     _raise_key_error(key)
                 value = self.items.pop(key)
-                if len(args) == 1 or args[1].as_python_constant():
+                if _last_flag(args, kwargs, 1):
                     self.items[key] = value
                 else:
                     self.items = {key: value, **self.items}
