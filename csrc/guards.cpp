@@ -430,6 +430,13 @@ public:
                         s.safe = false;
                     }
                     break;
+                case LeafKind::Keys:  // (in order: an OrderedDict reorders without a new version)
+                    if (PyDict_CheckExact(v)) {
+                        s.dict(v);
+                    } else {
+                        s.safe = false;
+                    }
+                    break;
                 case LeafKind::Type:
                     if (!is_immutable(v)) {
                         s.type_of(v);  // __class__ can be reassigned
@@ -455,7 +462,9 @@ public:
             }
         }
         if (has_item_children_) {
-            if (is_versioned_dict(v)) {
+            if (has_position_children_ && !PyDict_CheckExact(v)) {
+                s.safe = false;  // the i-th key of an OrderedDict changes with move_to_end
+            } else if (is_versioned_dict(v)) {
                 s.dict(v);
             } else if (!PyTuple_CheckExact(v)) {
                 s.safe = false;  // a list (or anything else) changes without a version
@@ -629,6 +638,8 @@ private:
         has_attr_children_ = has_attr_children_ || access == Access::Attr;
         has_item_children_ = has_item_children_ || access == Access::Item ||
                              access == Access::DictKey || access == Access::DictValue;
+        has_position_children_ = has_position_children_ || access == Access::DictKey ||
+                                 access == Access::DictValue;
         snapshot_valid_ = false;
         return find_or_add(children_, access, key, index, std::move(source));
     }
@@ -655,6 +666,7 @@ private:
     bool pins_identity_ = false;
     bool has_attr_children_ = false;
     bool has_item_children_ = false;
+    bool has_position_children_ = false;
     // Recorded by check_value (a cache of facts, not part of the tree's meaning).
     mutable Snapshot snapshot_;
     mutable bool snapshot_valid_ = false;

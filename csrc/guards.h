@@ -25,9 +25,11 @@ namespace py = pybind11;
 //   Identity  the object's identity (ID_MATCH)
 //   Type      its type (TYPE_MATCH)
 //   Tensor    a tensor's metadata (TENSOR_MATCH)
-//   Value     its value (EQUALS_MATCH, LEN, NONE, DICT_KEYS, global state)
+//   Value     its value (EQUALS_MATCH, LEN, NONE, global state)
+//   Keys      a dict's keys in order (DICT_KEYS, DICT_KEYS_ID): an OrderedDict's order changes
+//             (move_to_end) without a new dict version
 //   Attribute whether it has an attribute (HASATTR): its type and its instance dict
-enum class LeafKind : uint8_t { Identity, Type, Tensor, Value, Attribute };
+enum class LeafKind : uint8_t { Identity, Type, Tensor, Value, Keys, Attribute };
 
 // One check on one value. Leaves hold their Python objects as py::object (destroyed with the
 // tree, under the GIL) and use the raw CPython API in check(): it runs on every cached call.

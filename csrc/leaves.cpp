@@ -134,6 +134,8 @@ public:
         return true;
     }
 
+    LeafKind kind() const override { return LeafKind::Keys; }
+
 private:
     py::tuple keys_;
 };
@@ -197,6 +199,8 @@ public:
         }
         return true;
     }
+
+    LeafKind kind() const override { return LeafKind::Keys; }
 
 private:
     std::vector<bool> by_id_;

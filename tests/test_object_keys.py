@@ -319,6 +319,33 @@ def test_an_ordered_dict_reordered_recompiles():
     assert len(backend.graphs) == 2
 
 
+class Ordered(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = torch.nn.Linear(2, 2), torch.nn.Linear(2, 2)
+        self.order = collections.OrderedDict([(self.a, 1.0), (self.b, 2.0)])
+        self.names = collections.OrderedDict([("a", 1.0), ("b", 2.0)])
+
+    def forward(self, x):
+        for m, s in self.order.items():
+            x = m(x) * s
+        return x, list(self.names)
+
+
+def test_an_ordered_dict_reordered_inside_a_module_subtree_skipped_while_unchanged():
+    # move_to_end keeps the dict's version: a subtree checking an OrderedDict's order is never skipped
+    model = Ordered()
+    backend = CountingBackend()
+    compiled = pyframe.optimize(backend)(model)
+    x = torch.randn(2)
+    for reorder in (None, lambda: model.order.move_to_end(model.a), lambda: model.names.move_to_end("a")):
+        if reorder is not None:
+            reorder()
+        for _ in range(2):
+            assert_same_result(compiled(x), model(x))
+    assert len(backend.graphs) == 3
+
+
 def test_a_function_keyed_cache_made_in_the_frame():
     def double(x):
         return x * 2
