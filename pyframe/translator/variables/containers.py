@@ -309,7 +309,7 @@ class ObjectKey:
     def is_stable(self, guards) -> bool:
         """Read through an object guarded by identity (a module's parameter), or a key of a dict
         whose keys are guarded by identity: the frame is expected to give this very tensor again."""
-        if isinstance(self.source, DictKeySource) and guards.has(self.source.base, GuardKind.DICT_KEYS_ID_MATCH):
+        if _pinned_by_keys_guard(guards, self.source):
             return True
         source = self.source
         while source is not None:
@@ -358,10 +358,14 @@ def dict_key(tx, key: VariableTracker) -> Any:
         if graph_input is None:
             return ObjectKey(token, key)  # made by the graph
         return ObjectKey(graph_input.example, key, key.source or graph_input.source)
-    if key.source is not None and not (isinstance(key.source, DictKeySource) and
-                                       tx.output.guards.has(key.source.base, GuardKind.DICT_KEYS_ID_MATCH)):
+    if key.source is not None and not _pinned_by_keys_guard(tx.output.guards, key.source):
         tx.output.guards.add(key.source, GuardKind.ID_MATCH, token)  # (modules, functions: already)
     return ObjectKey(token, key)
+
+
+def _pinned_by_keys_guard(guards, source: Source | None) -> bool:
+    """A key of a dict whose keys are guarded by identity (DICT_KEYS_ID_MATCH) already."""
+    return isinstance(source, DictKeySource) and guards.has(source.base, GuardKind.DICT_KEYS_ID_MATCH)
 
 
 def relate_identities(tx, keys: list[ObjectKey]) -> None:
@@ -373,7 +377,7 @@ def relate_identities(tx, keys: list[ObjectKey]) -> None:
     guards = tx.output.guards
     if all(k.is_stable(guards) for k in keys):
         for k in keys:
-            if not (isinstance(k.source, DictKeySource) and guards.has(k.source.base, GuardKind.DICT_KEYS_ID_MATCH)):
+            if not _pinned_by_keys_guard(guards, k.source):
                 guards.add(k.source, GuardKind.ID_MATCH, k.token)
         return
     for k in keys:
@@ -390,6 +394,16 @@ def made_keys(items: dict[Any, VariableTracker]) -> list[VariableTracker]:
 def key_var(key: Any) -> VariableTracker:
     """A key of a DictVariable's items, as a value."""
     return key.var if isinstance(key, ObjectKey) else ConstantVariable(key)
+
+
+def _constant_of_key(key: Any) -> Any:
+    """A key as a Python constant (the dict as a constant: `d == {...}`): a tensor never is one, and
+    asking makes no tracker for a key of a frame dict."""
+    if isinstance(key, ObjectKey):
+        if key.made_var is None and isinstance(key.token, torch.Tensor):
+            raise Unsupported("a dict keyed by a tensor is not a Python constant")
+        return key.var.as_python_constant()
+    return key
 
 
 def _last_flag(args, kwargs, index: int) -> bool:
@@ -421,16 +435,12 @@ class DictVariable(VariableTracker):
         return self.dict_type
 
     def as_python_constant(self) -> Any:
-        return {key_var(k).as_python_constant(): v.as_python_constant() for k, v in self.items.items()}
+        return {_constant_of_key(k): v.as_python_constant() for k, v in self.items.items()}
 
     def truth(self) -> bool:
         return bool(self.items)
 
     def unpack(self, tx) -> list[VariableTracker]:
-        return [key_var(k) for k in self.items]
-
-    def key_vars(self) -> list[VariableTracker]:
-        """The keys as values, in order (each key of a dict read from the frame is made now)."""
         return [key_var(k) for k in self.items]
 
     def _key(self, tx, key: VariableTracker) -> Any:
