@@ -12,6 +12,7 @@
 
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <utility>
 
 namespace py = pybind11;
@@ -76,12 +77,14 @@ struct Tag {
 struct Snapshot {
     std::vector<Tag> tags;  // parent first
     std::vector<std::pair<int, PyObject *>> exports;  // (export index, borrowed value) below
+    std::vector<std::pair<int, PyObject *>> identities;  // (identity slot, borrowed value) below
     bool safe = true;
 
     void append(const Snapshot &inner) {
         safe = safe && inner.safe;
         tags.insert(tags.end(), inner.tags.begin(), inner.tags.end());
         exports.insert(exports.end(), inner.exports.begin(), inner.exports.end());
+        identities.insert(identities.end(), inner.identities.begin(), inner.identities.end());
     }
 
     bool holds() const {
@@ -146,17 +149,58 @@ bool attr_is_from_instance_dict(PyObject *obj, PyObject *name, PyObject *value) 
     return found == value;
 }
 
-// One run of a tree: whether pinned nodes may skip, and where exported values go (new
-// references by export index; nullptr when the caller does not want them).
+// One run of a tree: whether pinned nodes may skip, where exported values go (new references
+// by export index; nullptr when the caller does not want them), and where the values whose
+// identities an aliasing check compares go (new references by identity slot).
 struct Run {
     bool skip_unchanged;
     std::vector<PyObject *> *exports;
+    std::vector<PyObject *> *identities = nullptr;
 
-    void put(int index, PyObject *v) const {
-        if (exports != nullptr) {
-            PyObject *&slot = (*exports)[index];
+    void put(int index, PyObject *v) const { store(exports, index, v); }
+    void keep(int slot, PyObject *v) const { store(identities, slot, v); }
+
+    static void store(std::vector<PyObject *> *values, int index, PyObject *v) {
+        if (values != nullptr) {
+            PyObject *&slot = (*values)[index];
             Py_XSETREF(slot, Py_NewRef(v));
         }
+    }
+};
+
+// aliasing(s_1, ..., s_n) == [c_1, ..., c_n]: the values at these sources are one object where
+// the classes are equal and distinct objects where they differ (a trace that compared tensors of
+// the frame by identity, as dict keys, holds for no other arrangement). O(n log n).
+struct AliasingMatch {
+    std::vector<int> slots;    // identity slots of the sources' nodes
+    std::vector<int> classes;  // one per slot
+    std::string text;
+
+    bool check(const std::vector<PyObject *> &values) const {
+        // One object, one class: sorted by object, neighbours with one object have one class;
+        // sorted by class, neighbours with one class have one object.
+        std::vector<std::pair<PyObject *, int>> by_object;
+        std::vector<std::pair<int, PyObject *>> by_class;
+        for (size_t i = 0; i < slots.size(); i++) {
+            PyObject *v = values[slots[i]];
+            if (v == nullptr) {
+                return false;
+            }
+            by_object.emplace_back(v, classes[i]);
+            by_class.emplace_back(classes[i], v);
+        }
+        return consistent(by_object) && consistent(by_class);
+    }
+
+    template <typename A, typename B>
+    static bool consistent(std::vector<std::pair<A, B>> &pairs) {
+        std::sort(pairs.begin(), pairs.end());
+        for (size_t i = 1; i < pairs.size(); i++) {
+            if (pairs[i].first == pairs[i - 1].first && pairs[i].second != pairs[i - 1].second) {
+                return false;
+            }
+        }
+        return true;
     }
 };
 
@@ -164,7 +208,7 @@ struct Run {
 
 // ---- nodes ------------------------------------------------------------------------------------
 
-enum class Access : uint8_t { Local, Global, Builtin, Closure, Attr, Item };
+enum class Access : uint8_t { Local, Global, Builtin, Closure, Attr, Item, DictKey, DictValue };
 
 class GuardManager {
 public:
@@ -180,6 +224,16 @@ public:
     }
     GuardManager *item(const py::object &key) {
         return child(Access::Item, key, 0, source_ + "[" + repr_of(key) + "]");
+    }
+    // The index-th key of a dict, and its value, in the dict's iteration order: keys that are
+    // not constants (tensors, modules...), which a child cannot name by value.
+    GuardManager *dict_key(Py_ssize_t index) {
+        check_index(index);
+        return child(Access::DictKey, py::none(), index, key_text(index));
+    }
+    GuardManager *dict_value(Py_ssize_t index) {
+        check_index(index);
+        return child(Access::DictValue, py::none(), index, source_ + "[" + key_text(index) + "]");
     }
 
     void add_type_match(py::object tp, std::string text) {
@@ -217,6 +271,12 @@ public:
             text = "tuple(" + source_ + ".keys()) == " + repr_of(keys);
         }
         add(make_dict_keys_match(std::move(keys), std::move(text)));
+    }
+    void add_dict_keys_id_match(py::tuple keys, std::vector<bool> by_id, std::string text) {
+        if (text.empty()) {
+            text = "keys_by_id(" + source_ + ") == " + repr_of(keys);
+        }
+        add(make_dict_keys_id_match(std::move(keys), std::move(by_id), std::move(text)));
     }
     void add_hasattr_match(py::str name, bool expected, std::string text) {
         if (text.empty()) {
@@ -276,6 +336,9 @@ public:
         if (access_ == Access::Attr) {
             return PyObject_GetAttr(parent, key_.ptr());
         }
+        if (access_ == Access::DictKey || access_ == Access::DictValue) {
+            return fetch_entry(parent);
+        }
         if (PyDict_Check(parent)) {  // exact lookup: no __getitem__/__missing__ call
             PyObject *v = PyDict_GetItemWithError(parent, key_.ptr());
             Py_XINCREF(v);
@@ -299,6 +362,12 @@ public:
                 record->exports.emplace_back(export_index_, v);
             }
         }
+        if (identity_slot_ >= 0) {
+            run.keep(identity_slot_, v);
+            if (record != nullptr) {
+                record->identities.emplace_back(identity_slot_, v);
+            }
+        }
         if (!run.skip_unchanged || !pinned()) {
             if (record != nullptr) {
                 record_facts(v, *record);
@@ -308,6 +377,9 @@ public:
         if (snapshot_valid_ && snapshot_.holds()) {
             for (const auto &[index, value] : snapshot_.exports) {
                 run.put(index, value);
+            }
+            for (const auto &[slot, value] : snapshot_.identities) {
+                run.keep(slot, value);
             }
             if (record != nullptr) {
                 record->append(snapshot_);
@@ -358,6 +430,13 @@ public:
                         s.safe = false;
                     }
                     break;
+                case LeafKind::Keys:  // (in order: an OrderedDict reorders without a new version)
+                    if (PyDict_CheckExact(v)) {
+                        s.dict(v);
+                    } else {
+                        s.safe = false;
+                    }
+                    break;
                 case LeafKind::Type:
                     if (!is_immutable(v)) {
                         s.type_of(v);  // __class__ can be reassigned
@@ -383,7 +462,9 @@ public:
             }
         }
         if (has_item_children_) {
-            if (is_versioned_dict(v)) {
+            if (has_position_children_ && !PyDict_CheckExact(v)) {
+                s.safe = false;  // the i-th key of an OrderedDict changes with move_to_end
+            } else if (is_versioned_dict(v)) {
                 s.dict(v);
             } else if (!PyTuple_CheckExact(v)) {
                 s.safe = false;  // a list (or anything else) changes without a version
@@ -396,6 +477,8 @@ public:
 
     int export_index() const { return export_index_; }
     void set_export_index(int index) { export_index_ = index; }
+    int identity_slot() const { return identity_slot_; }
+    void set_identity_slot(int slot) { identity_slot_ = slot; }
 
     // The text of the first failing check below this node (nullptr if everything passes).
     const std::string *first_failure_value(PyObject *v) const {
@@ -487,6 +570,57 @@ public:
     }
 
 private:
+    void check_index(Py_ssize_t index) const {
+        if (index < 0) {
+            throw py::value_error("dict_key/dict_value: the index must be >= 0");
+        }
+    }
+    std::string key_text(Py_ssize_t index) const {
+        return "list(" + source_ + ".keys())[" + std::to_string(index) + "]";
+    }
+
+    // DictKey/DictValue: the entry at index_ in `parent`'s iteration order (new reference, or
+    // NULL). Walking to it costs index_ steps, so an exact dict's entry is remembered with the
+    // dict's version: a dict keeps its version (a new one, from one global counter, on every
+    // change and for every new dict) exactly while its contents are unchanged, so an unchanged
+    // (address, version) pair holds the same borrowed key and value. An OrderedDict is walked
+    // every time (move_to_end reorders it without a new version).
+    PyObject *fetch_entry(PyObject *parent) const {
+        if (!PyDict_Check(parent)) {
+            PyErr_SetString(PyExc_TypeError, "dict_key/dict_value: not a dict");
+            return nullptr;
+        }
+        bool cacheable = PyDict_CheckExact(parent);
+        if (cacheable && parent == entry_dict_ && pf_dict_version(parent) == entry_version_) {
+            return Py_NewRef(access_ == Access::DictKey ? entry_key_ : entry_value_);
+        }
+        DictKeyWalker walk(parent);
+        PyObject *key = nullptr;
+        for (Py_ssize_t i = 0; i <= index_; i++) {
+            key = walk.next();
+            if (key == nullptr) {
+                if (!PyErr_Occurred()) {
+                    PyErr_SetString(PyExc_IndexError, "dict_key/dict_value: the dict has fewer keys");
+                }
+                return nullptr;
+            }
+        }
+        PyObject *value = PyDict_GetItemWithError(parent, key);  // (identity keys: no __eq__ runs)
+        if (value == nullptr) {
+            if (!PyErr_Occurred()) {
+                PyErr_SetString(PyExc_KeyError, "dict_key/dict_value: the key vanished");
+            }
+            return nullptr;
+        }
+        if (cacheable) {
+            entry_dict_ = parent;
+            entry_version_ = pf_dict_version(parent);
+            entry_key_ = key;      // borrowed: the unchanged dict holds them
+            entry_value_ = value;
+        }
+        return Py_NewRef(access_ == Access::DictKey ? key : value);
+    }
+
     PyObject *lookup(PyObject *mapping) const {
         if (mapping == nullptr || mapping == Py_None) {
             return nullptr;
@@ -502,7 +636,10 @@ private:
     GuardManager *child(Access access, const py::object &key, Py_ssize_t index,
                         std::string source) {
         has_attr_children_ = has_attr_children_ || access == Access::Attr;
-        has_item_children_ = has_item_children_ || access == Access::Item;
+        has_item_children_ = has_item_children_ || access == Access::Item ||
+                             access == Access::DictKey || access == Access::DictValue;
+        has_position_children_ = has_position_children_ || access == Access::DictKey ||
+                                 access == Access::DictValue;
         snapshot_valid_ = false;
         return find_or_add(children_, access, key, index, std::move(source));
     }
@@ -520,9 +657,16 @@ private:
     std::vector<LeafPtr> leaves_;
     std::vector<std::unique_ptr<GuardManager>> children_;
     int export_index_ = -1;  // this node's value is export number `export_index_` (see Run)
+    int identity_slot_ = -1;  // an aliasing check reads this node's value from this slot (see Run)
+    // DictKey/DictValue: the entry last fetched, and the dict (address, version) it is valid for.
+    mutable PyObject *entry_dict_ = nullptr;
+    mutable unsigned long long entry_version_ = 0;
+    mutable PyObject *entry_key_ = nullptr;
+    mutable PyObject *entry_value_ = nullptr;
     bool pins_identity_ = false;
     bool has_attr_children_ = false;
     bool has_item_children_ = false;
+    bool has_position_children_ = false;
     // Recorded by check_value (a cache of facts, not part of the tree's meaning).
     mutable Snapshot snapshot_;
     mutable bool snapshot_valid_ = false;
@@ -581,6 +725,26 @@ public:
     }
     int export_count() const { return n_exports_; }
 
+    // aliasing(nodes...) == classes (AliasingMatch): the nodes' values are one object where the
+    // classes are equal, distinct objects elsewhere. Checked after the whole tree passed.
+    void add_aliasing_match(const std::vector<GuardManager *> &nodes, std::vector<int> classes,
+                            std::string text) {
+        if (nodes.size() != classes.size()) {
+            throw py::value_error("add_aliasing_match: one class per node");
+        }
+        AliasingMatch match{{}, std::move(classes), std::move(text)};
+        for (GuardManager *node : nodes) {
+            if (node->identity_slot() < 0) {
+                node->set_identity_slot(n_identities_++);
+            }
+            match.slots.push_back(node->identity_slot());
+        }
+        if (match.text.empty()) {
+            match.text = "aliasing(...) of " + std::to_string(nodes.size()) + " values";
+        }
+        aliasing_.push_back(std::move(match));
+    }
+
     // The hot path. Never leaves an exception set. With `exports` (and something exported), a
     // pass also sets *exports to the tuple of exported values (new reference).
     bool check_frame(const FrameView &fv, PyObject **exports = nullptr) const {
@@ -615,6 +779,24 @@ public:
     }
 
     const std::string *first_failure(const FrameView &fv) {
+        const std::string *failed = first_failure_of_tree(fv);
+        if (failed != nullptr || aliasing_.empty()) {
+            return failed;
+        }
+        std::vector<PyObject *> identities(n_identities_, nullptr);  // every check passed: read them
+        Run how{false, nullptr, &identities};
+        bool tree_ok = run_tree(fv, how);
+        for (const auto &match : aliasing_) {
+            if (failed == nullptr && (!tree_ok || !match.check(identities))) {
+                failed = &match.text;
+            }
+        }
+        release(identities);
+        PyErr_Clear();
+        return failed;
+    }
+
+    const std::string *first_failure_of_tree(const FrameView &fv) {
         for (const auto &leaf : leaves_) {
             if (!leaf->check(nullptr)) {
                 PyErr_Clear();
@@ -644,10 +826,18 @@ public:
         for (const auto &n : roots_) {
             n->collect_texts(out);
         }
+        for (const auto &match : aliasing_) {
+            out.push_back(match.text);
+        }
         return out;
     }
 
 private:
+    static void release(std::vector<PyObject *> &values) {
+        for (PyObject *&v : values) {
+            Py_CLEAR(v);
+        }
+    }
     static bool finish(bool ok) {
         if (!ok && PyErr_Occurred()) {
             PyErr_Clear();
@@ -655,7 +845,23 @@ private:
         return ok;
     }
 
+    // The tree, then the aliasing checks on the values it read.
     bool run(const FrameView &fv, const Run &how) const {
+        if (aliasing_.empty()) {
+            return run_tree(fv, how);
+        }
+        std::vector<PyObject *> identities(n_identities_, nullptr);
+        Run with_identities = how;
+        with_identities.identities = &identities;
+        bool ok = run_tree(fv, with_identities);
+        for (size_t i = 0; ok && i < aliasing_.size(); i++) {
+            ok = aliasing_[i].check(identities);
+        }
+        release(identities);
+        return ok;
+    }
+
+    bool run_tree(const FrameView &fv, const Run &how) const {
         for (const auto &leaf : leaves_) {
             if (!leaf->check(nullptr)) {
                 return false;
@@ -677,6 +883,8 @@ private:
 
     bool skip_unchanged_;
     int n_exports_ = 0;
+    int n_identities_ = 0;
+    std::vector<AliasingMatch> aliasing_;
     mutable std::vector<PyObject *> scratch_;  // the exports of the running check
     mutable bool scratch_busy_ = false;
     std::vector<LeafPtr> leaves_;  // call matches (global state)
@@ -708,6 +916,10 @@ void bind_guards(py::module_ &m) {
         .def("attr", &GuardManager::attr, py::arg("name"), kChild, "child node: getattr(v, name)")
         .def("item", &GuardManager::item, py::arg("key"), kChild,
              "child node: v[key] (dicts: exact lookup, no __getitem__ call)")
+        .def("dict_key", &GuardManager::dict_key, py::arg("index"), kChild,
+             "child node: the index-th key of a dict, in its iteration order")
+        .def("dict_value", &GuardManager::dict_value, py::arg("index"), kChild,
+             "child node: the value of the index-th key of a dict")
         .def("add_type_match", &GuardManager::add_type_match, py::arg("tp"), py::arg("text") = "")
         .def("add_id_match", &GuardManager::add_id_match, py::arg("obj"), py::arg("text") = "")
         .def("add_equals_match", &GuardManager::add_equals_match, py::arg("value"),
@@ -717,6 +929,8 @@ void bind_guards(py::module_ &m) {
         .def("add_len_match", &GuardManager::add_len_match, py::arg("n"), py::arg("text") = "")
         .def("add_dict_keys_match", &GuardManager::add_dict_keys_match, py::arg("keys"),
              py::arg("text") = "")
+        .def("add_dict_keys_id_match", &GuardManager::add_dict_keys_id_match, py::arg("keys"),
+             py::arg("by_id"), py::arg("text") = "")
         .def("add_hasattr_match", &GuardManager::add_hasattr_match, py::arg("name"),
              py::arg("expected"), py::arg("text") = "")
         .def("add_tensor_match", &GuardManager::add_tensor_match, py::arg("tp"), py::arg("dtype"),
@@ -768,6 +982,10 @@ void bind_guards(py::module_ &m) {
             py::arg("f_locals"), py::arg("f_globals"), py::arg("f_builtins"),
             py::arg("closure") = py::none(),
             "the text of the first failing check, or None if all pass")
+        .def("add_aliasing_match", &RootGuardManager::add_aliasing_match, py::arg("nodes"),
+             py::arg("classes"), py::arg("text") = "",
+             "passes when the nodes' values are one object where `classes` are equal and distinct "
+             "objects where they differ (checked after the rest of the tree)")
         .def("export", &RootGuardManager::export_node, py::arg("node"),
              "hand `node`'s value to the frame on every pass (the hook stores the exports "
              "tuple in the local " PF_EXPORTS_LOCAL "); returns its index in that tuple")

@@ -25,9 +25,11 @@ namespace py = pybind11;
 //   Identity  the object's identity (ID_MATCH)
 //   Type      its type (TYPE_MATCH)
 //   Tensor    a tensor's metadata (TENSOR_MATCH)
-//   Value     its value (EQUALS_MATCH, LEN, NONE, DICT_KEYS, global state)
+//   Value     its value (EQUALS_MATCH, LEN, NONE, global state)
+//   Keys      a dict's keys in order (DICT_KEYS, DICT_KEYS_ID): an OrderedDict's order changes
+//             (move_to_end) without a new dict version
 //   Attribute whether it has an attribute (HASATTR): its type and its instance dict
-enum class LeafKind : uint8_t { Identity, Type, Tensor, Value, Attribute };
+enum class LeafKind : uint8_t { Identity, Type, Tensor, Value, Keys, Attribute };
 
 // One check on one value. Leaves hold their Python objects as py::object (destroyed with the
 // tree, under the GIL) and use the raw CPython API in check(): it runs on every cached call.
@@ -57,12 +59,57 @@ LeafPtr make_equals_match(py::object value, std::string text);
 LeafPtr make_none_match(bool want_none, std::string text);
 LeafPtr make_len_match(Py_ssize_t n, std::string text);
 LeafPtr make_dict_keys_match(py::tuple keys, std::string text);
+LeafPtr make_dict_keys_id_match(py::tuple keys, std::vector<bool> by_id, std::string text);
 LeafPtr make_hasattr_match(py::str name, bool expected, std::string text);
 LeafPtr make_call_match(py::object fn, py::object expected, std::string text);
 LeafPtr make_tensor_match(py::object tp, py::object dtype, py::object device,
                           std::vector<int64_t> sizes, std::vector<int64_t> strides,
                           bool requires_grad, std::string text);
 LeafPtr make_torch_state_match(const std::string &state, py::object expected, std::string text);
+
+// Walks the keys of a dict (or a dict subclass) in its iteration order: PyDict_Next for a dict or
+// a defaultdict, the OrderedDict's own iterator for an OrderedDict (whose order move_to_end
+// changes without touching the dict beneath it, nor its version).
+class DictKeyWalker {
+public:
+    explicit DictKeyWalker(PyObject *d) : dict_(d) {
+        if (PyODict_Check(d)) {
+            iter_ = PyObject_GetIter(d);
+            failed_ = iter_ == nullptr;
+        }
+    }
+    ~DictKeyWalker() {
+        Py_XDECREF(iter_);
+        Py_XDECREF(current_);
+    }
+    DictKeyWalker(const DictKeyWalker &) = delete;
+    DictKeyWalker &operator=(const DictKeyWalker &) = delete;
+
+    // The next key, borrowed until the next call (the walker holds a reference); nullptr at the
+    // end or on an error (then a Python error may be set).
+    PyObject *next() {
+        Py_CLEAR(current_);
+        if (failed_) {
+            return nullptr;
+        }
+        if (iter_ != nullptr) {
+            current_ = PyIter_Next(iter_);
+        } else {
+            PyObject *key, *value;
+            if (PyDict_Next(dict_, &pos_, &key, &value)) {
+                current_ = Py_NewRef(key);
+            }
+        }
+        return current_;
+    }
+
+private:
+    PyObject *dict_;
+    PyObject *iter_ = nullptr;
+    PyObject *current_ = nullptr;
+    Py_ssize_t pos_ = 0;
+    bool failed_ = false;
+};
 
 inline std::string repr_of(py::handle obj) {
     return py::repr(obj).cast<std::string>();

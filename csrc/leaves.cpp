@@ -109,28 +109,104 @@ public:
     DictKeysMatch(py::tuple keys, std::string text)
         : Leaf(std::move(text)), keys_(std::move(keys)) {}
     bool check(PyObject *v) override {
-        if (!PyDict_Check(v) || PyDict_GET_SIZE(v) != PyTuple_GET_SIZE(keys_.ptr())) {
+        Py_ssize_t n = PyTuple_GET_SIZE(keys_.ptr());
+        if (!PyDict_Check(v) || PyDict_GET_SIZE(v) != n) {
             return false;
         }
-        Py_ssize_t pos = 0, i = 0;
-        PyObject *key, *value;
-        while (PyDict_Next(v, &pos, &key, &value)) {
-            PyObject *expected = PyTuple_GET_ITEM(keys_.ptr(), i++);
+        DictKeyWalker walk(v);
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *key = walk.next();  // (held by the walker: a Python __eq__ may mutate the dict)
+            if (key == nullptr) {
+                return false;
+            }
+            PyObject *expected = PyTuple_GET_ITEM(keys_.ptr(), i);
             if (key == expected) {
                 continue;
             }
-            Py_INCREF(key);  // a Python __eq__ may mutate the dict under us
+            if (Py_TYPE(key) != Py_TYPE(expected)) {
+                return false;  // 1 and True are one key, but iterating the dict tells them apart
+            }
             int eq = PyObject_RichCompareBool(key, expected, Py_EQ);
-            Py_DECREF(key);
-            if (eq != 1 || PyDict_GET_SIZE(v) != PyTuple_GET_SIZE(keys_.ptr())) {
+            if (eq != 1 || PyDict_GET_SIZE(v) != n) {
                 return false;
             }
         }
         return true;
     }
 
+    LeafKind kind() const override { return LeafKind::Keys; }
+
 private:
     py::tuple keys_;
+};
+
+// keys_by_id(v) == [...]: a dict's keys, in order, where some keys hash by identity (tensors,
+// modules, functions, classes): those are compared by identity (a weak reference when the key
+// supports them, so the guard keeps no parameter alive and fails once the key died), the
+// others (constants) by exact type and value.
+class DictKeysIdMatch final : public Leaf {
+public:
+    DictKeysIdMatch(py::tuple keys, std::vector<bool> by_id, std::string text)
+        : Leaf(std::move(text)), by_id_(std::move(by_id)) {
+        Py_ssize_t n = PyTuple_GET_SIZE(keys.ptr());
+        if (static_cast<Py_ssize_t>(by_id_.size()) != n) {
+            throw py::value_error("dict_keys_id_match: one by_id flag per key");
+        }
+        for (Py_ssize_t i = 0; i < n; i++) {
+            py::object key = py::reinterpret_borrow<py::object>(PyTuple_GET_ITEM(keys.ptr(), i));
+            raw_.push_back(key.ptr());
+            weak_.push_back(false);
+            if (by_id_[i]) {
+                PyObject *ref = PyWeakref_NewRef(key.ptr(), nullptr);
+                if (ref != nullptr) {
+                    refs_.push_back(py::reinterpret_steal<py::object>(ref));
+                    weak_.back() = true;
+                    continue;
+                }
+                PyErr_Clear();
+            }
+            refs_.push_back(std::move(key));
+        }
+    }
+    bool check(PyObject *v) override {
+        Py_ssize_t n = static_cast<Py_ssize_t>(raw_.size());
+        if (!PyDict_Check(v) || PyDict_GET_SIZE(v) != n) {
+            return false;
+        }
+        DictKeyWalker walk(v);
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *key = walk.next();
+            if (key == nullptr) {
+                return false;
+            }
+            PyObject *expected = raw_[i];
+            if (by_id_[i]) {
+                if (key != expected || (weak_[i] && PyWeakref_GET_OBJECT(refs_[i].ptr()) != expected)) {
+                    return false;
+                }
+                continue;
+            }
+            if (key == expected) {
+                continue;
+            }
+            if (Py_TYPE(key) != Py_TYPE(expected)) {
+                return false;  // 1, 1.0 and True are one key, but iterating the dict tells them apart
+            }
+            int eq = PyObject_RichCompareBool(key, expected, Py_EQ);
+            if (eq != 1 || PyDict_GET_SIZE(v) != n) {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    LeafKind kind() const override { return LeafKind::Keys; }
+
+private:
+    std::vector<bool> by_id_;
+    std::vector<PyObject *> raw_;
+    std::vector<py::object> refs_;  // a weak reference (by_id and weakly referenceable) or the key
+    std::vector<bool> weak_;
 };
 
 // hasattr(v, name) == expected: an attribute the trace found missing (getattr with a default, a
@@ -191,6 +267,9 @@ LeafPtr make_len_match(Py_ssize_t n, std::string text) {
 }
 LeafPtr make_dict_keys_match(py::tuple keys, std::string text) {
     return std::make_unique<DictKeysMatch>(std::move(keys), std::move(text));
+}
+LeafPtr make_dict_keys_id_match(py::tuple keys, std::vector<bool> by_id, std::string text) {
+    return std::make_unique<DictKeysIdMatch>(std::move(keys), std::move(by_id), std::move(text));
 }
 LeafPtr make_hasattr_match(py::str name, bool expected, std::string text) {
     return std::make_unique<HasAttrMatch>(std::move(name), expected, std::move(text));

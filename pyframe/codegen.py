@@ -16,8 +16,8 @@ from bytecode import Bytecode, CellVar, FreeVar, Instr, Label
 
 from . import _C
 from .source import (
-    AttrSource, BuiltinSource, CellContentsSource, ClosureSource, DictItemSource, FreeCellSource, GlobalSource,
-    ItemSource, LocalSource, Source,
+    AttrSource, BuiltinSource, CellContentsSource, ChildSource, ClosureSource, DictItemSource, DictKeySource,
+    DictValueSource, FreeCellSource, GlobalSource, ItemSource, LocalSource, Source,
 )
 
 _BUILD = {tuple: "BUILD_TUPLE", list: "BUILD_LIST"}
@@ -107,6 +107,17 @@ class PyCodegen:
             self.load_source(source.base)
             self.load_const(source.key)
             self.emit("BINARY_SUBSCR")
+        elif isinstance(source, DictKeySource):  # list(d)[i]: the dict's own iteration order
+            self.push_null()
+            self.load_const(list)
+            self.load_source(source.base)
+            self.call(1)
+            self.load_const(source.index)
+            self.emit("BINARY_SUBSCR")
+        elif isinstance(source, DictValueSource):  # d[list(d)[i]]
+            self.load_source(source.base)
+            self.load_source(DictKeySource(source.base, source.index))
+            self.emit("BINARY_SUBSCR")
         else:
             raise TypeError(f"cannot load source {source!r}")
 
@@ -190,7 +201,7 @@ def _shared_prefixes(sources: list[Source]) -> set[Source]:
     seen: set[Source] = set()
     shared: set[Source] = set()
     for source in sources:
-        while isinstance(source, (AttrSource, ItemSource)):
+        while isinstance(source, ChildSource):
             if source in seen:
                 shared.add(source)
                 break  # its own bases were counted when it was first seen

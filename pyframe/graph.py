@@ -66,6 +66,7 @@ class OutputGraph:
         self.fake_mode = fake_mode()
         self.memo = propagation_memo()
         self._fake_inputs: dict[int, torch.Tensor] = {}  # id of a real input -> its FakeTensor
+        self._inputs_by_fake: dict[int, GraphInput] = {}  # id of an input's FakeTensor -> its first input
         # Graphs called by higher-order ops (an autograd.Function's `fwd_body_0`, `bwd_body_0`),
         # by the name of the get_attr node that reads each: attributes of the compiled GraphModule.
         self.subgraphs: dict[str, torch.fx.GraphModule] = {}
@@ -89,7 +90,14 @@ class OutputGraph:
         node.meta["example_value"] = fake
         node.meta["source"] = source
         self.inputs[source] = GraphInput(source, node, value)
+        self._inputs_by_fake.setdefault(id(fake), self.inputs[source])
         return node
+
+    def input_of(self, fake: torch.Tensor) -> GraphInput | None:
+        """The graph input (the first source read) whose FakeTensor `fake` is: the real tensor a
+        traced tensor is, when it is one of the frame's (an input, or what an op gives back of it
+        unchanged, `x.to(x.dtype)`); None for a tensor the graph makes."""
+        return self._inputs_by_fake.get(id(fake))
 
     def create_node(self, op: str, target: Any, args: tuple, kwargs: dict) -> torch.fx.Node:
         """Record a call and propagate FakeTensors through it (`op` is call_function/call_method)."""

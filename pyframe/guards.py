@@ -19,7 +19,8 @@ import torch
 
 from . import _C, config
 from .source import (
-    AttrSource, BuiltinSource, CellContentsSource, ClosureSource, GlobalSource, ItemSource, LocalSource, Source,
+    AttrSource, BuiltinSource, CellContentsSource, ClosureSource, DictKeySource, DictValueSource, GlobalSource,
+    ItemSource, LocalSource, Source,
 )
 
 
@@ -32,9 +33,11 @@ class GuardKind(enum.IntEnum):
     EQUALS_MATCH = 4
     LEN_MATCH = 5
     DICT_KEYS_MATCH = 6
-    TENSOR_MATCH = 7
+    # a dict's keys, in order, some compared by identity (tensors, modules, classes...): KeysById
+    DICT_KEYS_ID_MATCH = 7
+    TENSOR_MATCH = 8
     # hasattr(base, attr) == value, for source `base.attr` (an attribute found missing is never read)
-    HASATTR_MATCH = 8
+    HASATTR_MATCH = 9
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,20 @@ class TensorMeta:
     @classmethod
     def of(cls, t: torch.Tensor) -> "TensorMeta":
         return cls(type(t), t.dtype, t.device, tuple(t.shape), tuple(t.stride()), t.requires_grad)
+
+
+@dataclass(frozen=True, eq=False)
+class KeysById:
+    """What DICT_KEYS_ID_MATCH checks: the dict's keys in order, those flagged `by_id` (keys that
+    hash by identity) by identity, the others (constants) by type and value. The guard holds the
+    identity keys weakly when they allow it. (Never compared with ==: a tensor's == is elementwise.)"""
+
+    keys: tuple
+    by_id: tuple[bool, ...]
+
+    def ids(self) -> list:
+        """`[id(k) if by identity else k for k in keys]`, as the guard's text shows them."""
+        return [id(k) if by_id else k for k, by_id in zip(self.keys, self.by_id)]
 
 
 @dataclass(frozen=True)
@@ -79,11 +96,29 @@ class Guard:
             return f"len({name}) == {value}"
         if kind is GuardKind.DICT_KEYS_MATCH:
             return f"list({name}.keys()) == {list(value)!r}"
+        if kind is GuardKind.DICT_KEYS_ID_MATCH:
+            described = ", ".join(_key_repr(k) for k, by_id in zip(value.keys, value.by_id) if by_id)
+            return f"keys_by_id({name}) == {value.ids()!r}  # ids of: {described}"
         if kind is GuardKind.HASATTR_MATCH:
             return f"{'' if value else 'not '}hasattr({self.source.base.name()}, {self.source.attr!r})"
         m: TensorMeta = value
         return (f"check_tensor({name}, {_type_name(m.type)}, {m.dtype}, device={str(m.device)!r}, "
                 f"size={list(m.sizes)}, stride={list(m.strides)}, requires_grad={m.requires_grad})")
+
+
+@dataclass(frozen=True)
+class AliasingGuard:
+    """The values at `sources` are one object where their `classes` are equal and distinct
+    objects where they differ: what the trace found when it compared them by identity (tensors
+    of the frame as keys of one dict). torch._dynamo guards all its tensor inputs alike (no
+    aliasing, or the duplicates it saw); this guard names only the tensors the trace compared."""
+
+    sources: tuple[Source, ...]
+    classes: tuple[int, ...]
+
+    def text(self) -> str:
+        names = ", ".join(s.name() for s in self.sources)
+        return f"aliasing({names}) == {list(self.classes)}  # the same number: the same object"
 
 
 @dataclass(frozen=True)
@@ -149,9 +184,27 @@ class GuardSet:
     def __init__(self) -> None:
         self._guards: dict[tuple[Source, GuardKind], Guard] = {}
         self.global_state = global_state_guards()
+        # Sources whose values the trace compared by identity (tensors of the frame as dict keys),
+        # with the object each held: one guard checks that they alias as they did (AliasingGuard).
+        self.aliasing: dict[Source, Any] = {}
 
     def add(self, source: Source, kind: GuardKind, value: Any = None) -> None:
         self._guards.setdefault((source, kind), Guard(source, kind, value))
+
+    def has(self, source: Source, kind: GuardKind) -> bool:
+        return (source, kind) in self._guards
+
+    def add_aliasing(self, source: Source, value: Any) -> None:
+        """The trace relied on which of the sources given here hold one object: `value` is the
+        object `source` holds now."""
+        self.aliasing.setdefault(source, value)
+
+    def aliasing_guard(self) -> Optional["AliasingGuard"]:
+        if len(self.aliasing) < 2:
+            return None
+        first: dict[int, int] = {}
+        classes = tuple(first.setdefault(id(v), len(first)) for v in self.aliasing.values())
+        return AliasingGuard(tuple(self.aliasing), classes)
 
     def __iter__(self) -> Iterator[Guard]:
         return iter(self._guards.values())
@@ -165,7 +218,9 @@ class GuardSet:
                 if g.kind is GuardKind.ID_MATCH and isinstance(g.source, LocalSource)}
 
     def texts(self) -> list[str]:
-        return [g.text() for g in self.global_state] + [g.text() for g in self]
+        aliasing = self.aliasing_guard()
+        return [g.text() for g in self.global_state] + [g.text() for g in self] + \
+            ([aliasing.text()] if aliasing is not None else [])
 
     def build(self, code: types.CodeType, exports: list[Source] = ()) -> "_C.RootGuardManager":
         """Lower to the C++ tree checked by the eval-frame hook on every call of `code`. The
@@ -178,6 +233,10 @@ class GuardSet:
             # (HASATTR_MATCH is checked on the object: the attribute itself may not exist)
             source = guard.source.base if guard.kind is GuardKind.HASATTR_MATCH else guard.source
             _add_leaf(_node_for(source, root, nodes, code), guard)
+        aliasing = self.aliasing_guard()
+        if aliasing is not None:
+            root.add_aliasing_match([_node_for(s, root, nodes, code) for s in aliasing.sources],
+                                    list(aliasing.classes), aliasing.text())
         for i, source in enumerate(exports):
             if root.export(_node_for(source, root, nodes, code)) != i:
                 raise ValueError(f"graph input {source.name()} is exported twice")
@@ -203,6 +262,10 @@ def _node_for(source: Source, root: Any, nodes: dict[Source, Any], code: types.C
         node = _node_for(source.base, root, nodes, code).attr(source.attr)
     elif isinstance(source, ItemSource):
         node = _node_for(source.base, root, nodes, code).item(source.key)
+    elif isinstance(source, DictKeySource):
+        node = _node_for(source.base, root, nodes, code).dict_key(source.index)
+    elif isinstance(source, DictValueSource):
+        node = _node_for(source.base, root, nodes, code).dict_value(source.index)
     else:
         raise TypeError(f"no guard lowering for source {source!r}")
     nodes[source] = node
@@ -225,6 +288,8 @@ def _add_leaf(node: Any, guard: Guard) -> None:
         node.add_len_match(value, text)
     elif kind is GuardKind.DICT_KEYS_MATCH:
         node.add_dict_keys_match(tuple(value), text)
+    elif kind is GuardKind.DICT_KEYS_ID_MATCH:
+        node.add_dict_keys_id_match(value.keys, list(value.by_id), text)
     elif kind is GuardKind.HASATTR_MATCH:
         node.add_hasattr_match(guard.source.attr, value, text)
     else:
@@ -240,6 +305,13 @@ def _type_name(tp: type) -> str:
         public = {torch.Tensor: "torch.Tensor", torch.nn.Parameter: "torch.nn.Parameter"}
         return public.get(tp, f"{module}.{tp.__qualname__}")
     return f"{module}.{tp.__qualname__}"
+
+
+def _key_repr(key: Any) -> str:
+    """A key compared by identity, in a few words (its repr may be a tensor's data)."""
+    if isinstance(key, torch.Tensor):
+        return f"{type(key).__name__}(size={list(key.shape)})"
+    return _short_repr(key)
 
 
 def _short_repr(value: Any) -> str:

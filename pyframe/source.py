@@ -118,7 +118,8 @@ class AttrSource(ChildSource):
 
 @dataclass(frozen=True)
 class ItemSource(ChildSource):
-    """`base[key]` for a constant key (an int, a str, ...)."""
+    """`base[key]` for a constant key (an int, a str, ...). A key compared by identity (a tensor)
+    never goes here: its source would compare keys with ==; see DictKeySource, DictValueSource."""
 
     key: Any
 
@@ -131,3 +132,26 @@ class ItemSource(ChildSource):
 class DictItemSource(ItemSource):
     """`dict.__getitem__(base, key)`: an item of a dict subclass read from its storage, without
     calling the subclass's own __getitem__ (guards read dicts so already: see guards.cpp)."""
+
+
+@dataclass(frozen=True)
+class DictKeySource(ChildSource):
+    """The `index`-th key of the dict at `base`, in its iteration order: a key that is not a
+    constant (a tensor, a module, a class...), which a source cannot name by value."""
+
+    index: int
+
+    @functools.cached_property
+    def _name(self) -> str:
+        return f"list({self.base.name()}.keys())[{self.index}]"
+
+
+@dataclass(frozen=True)
+class DictValueSource(ChildSource):
+    """The value of the `index`-th key of the dict at `base` (a key that is not a constant)."""
+
+    index: int
+
+    @functools.cached_property
+    def _name(self) -> str:
+        return f"{self.base.name()}[list({self.base.name()}.keys())[{self.index}]]"

@@ -355,10 +355,12 @@ def assert_same_result(actual: Any, expected: Any, path: str = "result") -> None
             f"{path}: type {type(actual).__name__} != expected {type(expected).__name__}"
         )
     if isinstance(expected, Mapping):
-        if list(actual.keys()) != list(expected.keys()):
-            raise AssertionError(f"{path}: keys {list(actual)} != expected {list(expected)}")
-        for key in expected:
-            assert_same_result(actual[key], expected[key], f"{path}[{key!r}]")
+        actual_keys, expected_keys = list(actual.keys()), list(expected.keys())
+        if len(actual_keys) != len(expected_keys) or not all(map(_same_key, actual_keys, expected_keys)):
+            raise AssertionError(f"{path}: keys {_keys_text(actual_keys)} != expected {_keys_text(expected_keys)}")
+        for i, (a_key, e_key) in enumerate(zip(actual_keys, expected_keys)):
+            label = repr(e_key) if not _hashes_by_identity(e_key) else f"<key {i}: {type(e_key).__name__}>"
+            assert_same_result(actual[a_key], expected[e_key], f"{path}[{label}]")
         if isinstance(expected, dict) and hasattr(expected, "__dict__"):  # a dict subclass's attributes
             assert_same_result(vars(actual), vars(expected), f"{path}.__dict__")
     elif isinstance(expected, (tuple, list, MappingView)):  # dict views: item by item, in order
@@ -374,6 +376,37 @@ def assert_same_result(actual: Any, expected: Any, path: str = "result") -> None
         torch.testing.assert_close(actual, expected, msg=lambda m: f"{path}: {m}")
     elif actual != expected:
         raise AssertionError(f"{path}: {actual!r} != expected {expected!r}")
+
+
+def _hashes_by_identity(key: Any) -> bool:
+    """A key a dict compares by identity: a tensor (its == is elementwise), or an object whose type
+    keeps object's __eq__ (a module, a function, a class, a plain instance)."""
+    return isinstance(key, torch.Tensor) or type(key).__eq__ is object.__eq__
+
+
+def _same_key(actual: Any, expected: Any) -> bool:
+    """Whether two keys in the same place of two results are the same key: the same object, or,
+    for keys compared by identity (the results may be copies, so the objects differ), keys of the
+    same type (tensors: with equal values); constants by type and ==, as a dict tells 1 from True
+    when it is iterated."""
+    if actual is expected:
+        return True
+    if type(actual) is not type(expected):
+        return False
+    if isinstance(expected, torch.Tensor):
+        try:
+            assert_same_result(actual, expected)
+        except AssertionError:
+            return False
+        return True
+    if _hashes_by_identity(expected):
+        return True
+    return bool(actual == expected)
+
+
+def _keys_text(keys: list[Any]) -> str:
+    return "[" + ", ".join(f"{type(k).__name__}(size={list(k.shape)})" if isinstance(k, torch.Tensor) else repr(k)
+                           for k in keys) + "]"
 
 
 def graphs_mismatch(subject: RunRecord, reference: RunRecord) -> str | None:

@@ -49,7 +49,9 @@ class CallOps:
         if kwargs_var is not None:
             if not isinstance(kwargs_var, DictVariable):
                 raise Unsupported(f"**{kwargs_var} in a call")
-            kwargs = {str(k): v for k, v in kwargs_var.items.items()}
+            if not all(type(k) is str for k in kwargs_var.items):
+                raise Unsupported("**mapping with keys that are not strings in a call")
+            kwargs = dict(kwargs_var.items)
         self.push(fn.call(self, args_var.unpack(self), kwargs))
 
     def MAKE_FUNCTION(self, inst: Instr) -> None:

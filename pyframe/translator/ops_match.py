@@ -20,6 +20,7 @@ from bytecode import Instr
 
 from ..exc import Unsupported
 from .variables import BuiltinVariable, ConstantVariable, DictVariable, TupleVariable, VariableTracker
+from .variables.containers import is_constant_key
 from .variables.base import UNKNOWN_OBJECT
 from .variables.builtins import lookup_attr
 from .variables.exceptions import raise_symbolic
@@ -68,6 +69,8 @@ class MatchOps:
     def _mapping_get(self, subject: VariableTracker, key) -> VariableTracker | None:
         """`subject.get(key, <missing>)`: the value, or None for a missing key."""
         if isinstance(subject, DictVariable):
+            if not is_constant_key(key):  # a class, a function... (a value pattern): by identity
+                key = subject._key(self, self.wrap_constant(key))
             return subject.items.get(key)
         # a user Mapping: its `get` inlined, with a default that no value of the mapping can be
         default = ConstantVariable(_MISSING)

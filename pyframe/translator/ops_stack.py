@@ -142,7 +142,10 @@ class StackOps:
 
     def BUILD_MAP(self, inst: Instr) -> None:
         flat = self.popn(2 * inst.arg)
-        self.push(DictVariable({flat[i].as_python_constant(): flat[i + 1] for i in range(0, len(flat), 2)}))
+        built = DictVariable({})
+        for i in range(0, len(flat), 2):  # in order: a later equal key keeps the first key object
+            built.store(self, flat[i], flat[i + 1])
+        self.push(built)
 
     def BUILD_CONST_KEY_MAP(self, inst: Instr) -> None:
         keys = self.pop().as_python_constant()
@@ -161,7 +164,7 @@ class StackOps:
 
     def MAP_ADD(self, inst: Instr) -> None:
         value, key = self.pop(), self.pop()
-        self.stack[-inst.arg].items[key.as_python_constant()] = value
+        self.stack[-inst.arg].store(self, key, value)
 
     def DICT_UPDATE(self, inst: Instr) -> None:
         other = self.pop()
@@ -170,7 +173,7 @@ class StackOps:
             return
         if not isinstance(other, DictVariable):
             raise Unsupported(f"dict update from {other}")
-        self.stack[-inst.arg].items.update(other.items)
+        self.stack[-inst.arg].update(self, other)
 
     DICT_MERGE = DICT_UPDATE
 

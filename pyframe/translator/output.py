@@ -35,7 +35,7 @@ from .analysis import enclosing_entries, enclosing_handlers, live_locals
 from .instructions import InstructionTranslator
 from .variables.containers import ListIteratorVariable
 from .variables import BoundMethodVariable, NullVariable, VariableTracker
-from .variables.containers import BaseListVariable, DictVariable
+from .variables.containers import BaseListVariable, DictVariable, ObjectKey, made_keys
 from .variables.dict_subclass import DictSubclassMixin
 from .variables.exceptions import ExceptionVariable
 from .variables.functions import NestedFunctionVariable, PartialVariable
@@ -58,8 +58,8 @@ def _children(vt: VariableTracker) -> list[VariableTracker]:
     """The values a value holds, that rebuilding it rebuilds too."""
     if isinstance(vt, BaseListVariable):
         return list(vt.items)
-    if isinstance(vt, DictVariable):
-        return list(vt.items.values())
+    if isinstance(vt, DictVariable):  # its values, and the keys that are values of the trace
+        return [*made_keys(vt.items), *vt.items.values()]
     if isinstance(vt, BoundMethodVariable):
         return [vt.obj]
     if isinstance(vt, DictSubclassMixin):  # its items, and (made here) its attributes
@@ -134,8 +134,11 @@ def pin_changed_sources(tx: InstructionTranslator, cg: PyCodegen, values: list[V
     replaced = tx.side_effects.replaced_sources()  # `old = out` before `nonlocal out; out = y`
     if not changed and not replaced:
         return
-    for vt in walk(values):
-        source = vt.source
+    found = walk(values)
+    # (a key of a frame dict the trace never used as a value is loaded from its source too)
+    sources = [vt.source for vt in found] + [k.source for vt in found if isinstance(vt, DictVariable)
+                                             for k in vt.items if isinstance(k, ObjectKey) and k.made_var is None]
+    for source in sources:
         if source is None or source in cg.source_slots:
             continue
         base = getattr(source, "base", None)

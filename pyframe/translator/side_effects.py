@@ -34,6 +34,7 @@ from ..exc import Unsupported
 from ..source import FreeCellSource, Source
 from .variables.base import VariableTracker
 from .variables.dict_subclass import DictSubclassMixin, refill
+from .variables.containers import build_dict_items, made_keys
 
 if TYPE_CHECKING:
     from ..codegen import PyCodegen
@@ -183,8 +184,8 @@ class SideEffects:
 
 def _contents(value: VariableTracker) -> list[VariableTracker]:
     items = getattr(value, "items", None)
-    if isinstance(items, dict):
-        return list(items.values())
+    if isinstance(items, dict):  # a dict: its values, and the keys that are values of the trace
+        return [*made_keys(items), *items.values()]
     if isinstance(items, list):
         return list(items)
     return [value]
@@ -194,10 +195,7 @@ def _build_contents(cg: "PyCodegen", container: VariableTracker) -> None:
     """A new list or dict holding the tracker's items (not the frame's object: that is the target)."""
     items = container.dict_var.items if isinstance(container, DictSubclassMixin) else container.items
     if isinstance(items, dict):
-        for key, value in items.items():
-            cg.load_const(key)
-            value.reconstruct(cg)
-        cg.emit("BUILD_MAP", len(items))
+        build_dict_items(cg, items)
     else:
         for item in container.items:
             item.reconstruct(cg)

@@ -1,6 +1,7 @@
 """Corpus: tuples, lists, dicts, sets, namedtuples and dataclasses built and used while tracing."""
 
 import collections
+import copy
 import dataclasses
 import itertools
 
@@ -147,3 +148,156 @@ def dict_update_from_pairs_copy_and_fromkeys(x, y):
     ordered = collections.OrderedDict.fromkeys(("p", "q"), y)
     counts = collections.defaultdict.fromkeys("pq", 0)
     return d["a"] + snapshot["a"] + d["c"] + ordered["q"], empty["p"] is None, counts["q"], type(ordered) is dict
+
+
+# -- dicts keyed by objects that hash by identity (tensors, modules, functions, classes) -------------
+
+
+@case(inputs=lambda: torch.randn(2, 4))
+class ParamKeyedStateDict(torch.nn.Module):
+    """Optimizer-style state: one entry per parameter, keyed by the parameter itself."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+        self.scale = torch.nn.Parameter(torch.ones(4))
+
+    def forward(self, x):
+        state = {p: torch.zeros_like(p) for p in self.parameters()}
+        for p in self.parameters():
+            state[p] = state[p] + p * 0.5
+        y = self.fc(x) * self.scale
+        return y + sum(s.sum() for s in state.values()), len(state), self.scale in state
+
+
+@case(inputs=lambda: torch.randn(2, 4))
+class ModuleKeyedMap(torch.nn.Module):
+    """`{module: name}` and `{module: factor}` maps, looked up with the modules themselves."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(4, 4)
+        self.b = torch.nn.ReLU()
+        self.c = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        names = {self.a: "a", self.b: "b", self.c: "c"}
+        factors = {m: i + 1 for i, m in enumerate(self.children())}
+        for m in (self.c, self.b, self.a):
+            x = m(x) * factors[m] + len(names[m])
+        return x, names.get(self.b), self.a in names, [names[m] for m in factors]
+
+
+def _dispatch_int(x, v):
+    return x * v
+
+
+def _dispatch_float(x, v):
+    return x + v
+
+
+def _dispatch_tensor(x, v):
+    return x * v.sum()
+
+
+_DISPATCH = {int: _dispatch_int, float: _dispatch_float, torch.Tensor: _dispatch_tensor}
+
+
+@case(inputs=lambda: (torch.randn(6), 3, 0.5, torch.randn(2)))
+def type_keyed_dispatch_get(x, i, f, t):
+    """A dispatch table keyed by types, as copy.deepcopy's: `table.get(type(v))`."""
+    for v in (i, f, t, "skipped"):
+        handler = _DISPATCH.get(type(v))
+        if handler is not None:
+            x = handler(x, v)
+    return x, _DISPATCH.get(str, "none"), torch.Tensor in _DISPATCH, len(_DISPATCH)
+
+
+def _double(x):
+    return x * 2
+
+
+def _negate(x):
+    return -x
+
+
+_FN_WEIGHTS = {_double: 0.5, _negate: -1.0}
+
+
+@case(inputs=lambda: torch.randn(6))
+def function_keyed_cache(x):
+    """A cache keyed by functions (made in the frame), weighted by a global table keyed by functions."""
+    cache = {}
+    for fn in (_double, _negate, _double):
+        if fn not in cache:
+            cache[fn] = fn(x) * _FN_WEIGHTS[fn]
+    return sum(cache.values()), len(cache), list(cache) == [_double, _negate]
+
+
+@case(inputs=lambda: torch.randn(6))
+def dict_literal_with_tensor_keys(x):
+    """Tensor keys next to constant ones: a tensor input and a tensor the graph computes."""
+    y = x.sin()
+    d = {x: 1.0, y: 2.0, "bias": 3.0, 1: 4.0}
+    total = sum(k * v for k, v in d.items() if isinstance(k, torch.Tensor))
+    return total + d["bias"] + d[y] + d[True], len(d), x in d, (x + 0) in d, d.get(x.cos(), -1.0)
+
+
+_P = torch.nn.Parameter(torch.ones(6))
+_Q = torch.nn.Parameter(torch.full((6,), 2.0))
+_PARAM_STATE = {_P: torch.zeros(6), _Q: torch.zeros(6)}
+
+
+@case(inputs=lambda: torch.randn(6))
+def global_param_keyed_state_mutated(x):
+    """A global dict keyed by Parameters, updated in place by the frame (replayed after the graph)."""
+    for p in (_P, _Q):
+        _PARAM_STATE[p] = p * x
+    last = _PARAM_STATE.pop(_Q)
+    _PARAM_STATE[_Q] = last + 1  # back in, at the end: the keys are as they were
+    return sum(_PARAM_STATE.values()), len(_PARAM_STATE), _Q in _PARAM_STATE
+
+
+@case(inputs=lambda: torch.randn(6))
+def returns_tensor_keyed_dict(x):
+    """A dict keyed by a tensor input, a computed tensor and a string, returned: rebuilt after the graph."""
+    y = x.cos()
+    return {x: x.sin(), y: y * 2, "n": 2}, y
+
+
+@case(inputs=lambda: torch.randn(2, 4))
+class IterateParamKeyedDict(torch.nn.Module):
+    """Iterating a parameter-keyed dict: its keys, values and items, in insertion order."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 3)
+
+    def forward(self, x):
+        grads = {p: p * 2 for p in self.parameters()}
+        total = self.fc(x).sum()
+        for p, g in grads.items():
+            total = total + (p * g).sum()
+        for p in grads:
+            total = total - p.mean()
+        shapes = [tuple(p.shape) for p in grads.keys()]
+        return total, shapes, [g.shape for g in grads.values()]
+
+
+@case(inputs=lambda: (torch.randn(6), torch.randn(6)))
+def tensor_arguments_as_keys(x, y):
+    """Two tensors passed in, as keys of one dict: whether they are one key is guarded (they alias
+    or not), so new tensors at the next call compile nothing."""
+    d = {x: 1.0}
+    d[y] = 2.0
+    return x * d[x] + y * d[y], len(d), d.get(x + 1, 0.0)
+
+
+@case(inputs=lambda: (torch.randn(6), [1, 2], 3))
+def deepcopy_dispatch_table(x, items, n):
+    """copy.deepcopy's own dispatch dict (a global dict keyed by types), read with `.get` and `in`."""
+    atomic = copy._deepcopy_dispatch.get(type(n))
+    container = copy._deepcopy_dispatch.get(type(items), None)
+    scale = n if atomic is copy._deepcopy_atomic else 1
+    return x * scale, container is copy._deepcopy_list, type(x) in copy._deepcopy_dispatch, \
+        copy._deepcopy_dispatch[type(None)] is atomic

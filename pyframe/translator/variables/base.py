@@ -48,6 +48,12 @@ class VariableTracker:
         UNKNOWN_OBJECT otherwise."""
         return UNKNOWN_OBJECT
 
+    def identity(self) -> Any:
+        """What the value is compared by where Python compares identities (a key of a dict that
+        hashes by identity): the real object when the tracker holds it; a tensor's FakeTensor; the
+        tracker itself for an object made while tracing (it has one tracker); else UNKNOWN_OBJECT."""
+        return self.real_object()
+
     # -- what can be done with it -----------------------------------------------------------
     def var_getattr(self, tx: "InstructionTranslator", name: str) -> "VariableTracker":
         raise Unsupported(f"attribute {name!r} of {self}")

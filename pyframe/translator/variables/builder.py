@@ -18,13 +18,16 @@ import torch
 
 from ... import _C
 from ...exc import Unsupported
-from ...guards import GuardKind, TensorMeta
-from ...source import AttrSource, DictItemSource, ItemSource, Source
+from ...guards import GuardKind, KeysById, TensorMeta
+from ...source import AttrSource, DictItemSource, DictKeySource, DictValueSource, ItemSource, Source
 from .autograd_function import AutogradFunctionVariable, is_autograd_function, is_bound_apply
 from .base import VariableTracker
 from .builtins import BUILTIN_FUNCTIONS, PURE_FUNCTIONS, BuiltinVariable
 from .constant import ConstantVariable, is_constant_value, is_numpy_scalar
-from .containers import DictVariable, ListVariable, NamedTupleVariable, SetVariable, SizeVariable, TupleVariable
+from .containers import (
+    DictVariable, ListVariable, NamedTupleVariable, ObjectKey, SetVariable, SizeVariable, TupleVariable,
+    hashes_by_identity, is_constant_key,
+)
 from .dict_subclass import BuiltinMethodOfVariable, UserDictObjectVariable, builtin_method_descriptor, dict_base
 from .functions import LruCacheWrapperVariable, PartialVariable, UserFunctionVariable
 from .misc import GRAD_MODE_CLASSES, GradModeClassVariable, InlinedMethodVariable, SuperVariable
@@ -83,17 +86,8 @@ def wrap(tx: "InstructionTranslator", value: Any, source: Source | None, guard: 
         items = [wrap(tx, v, AttrSource(source, f) if source is not None else None, guard)
                  for f, v in zip(type(value)._fields, value)]
         return NamedTupleVariable(items, type(value), source)
-    if type(value) in (dict, collections.OrderedDict, collections.defaultdict) \
-            and all(type(k) in (str, int) for k in value):
-        add(GuardKind.TYPE_MATCH, type(value))
-        add(GuardKind.DICT_KEYS_MATCH, tuple(value))
-        factory = None
-        if type(value) is collections.defaultdict:  # what a missing key's value is made by
-            factory = wrap(tx, value.default_factory,
-                           AttrSource(source, "default_factory") if source is not None else None, guard)
-        items = {k: wrap(tx, v, ItemSource(source, k) if source is not None else None, guard)
-                 for k, v in value.items()}
-        return _mutable(tx, source, value, DictVariable(items, source, type(value), factory))
+    if type(value) in (dict, collections.OrderedDict, collections.defaultdict) and _keys_supported(value):
+        return _wrap_dict(tx, value, source, guard, add)
     if isinstance(value, dict) and (entries := _dict_subclass_entries(value)) is not None:
         # An instance of a dict subclass (a ModelOutput, a config): a user object with a dict inside.
         # Its items are read from its storage, not through the subclass's __getitem__.
@@ -152,6 +146,8 @@ def wrap(tx: "InstructionTranslator", value: Any, source: Source | None, guard: 
         if guards is not None:
             guards.add(AttrSource(source, "__name__"), GuardKind.EQUALS_MATCH, value.__name__)
         obj = wrap(tx, value.__self__, AttrSource(source, "__self__") if source is not None else None, guard)
+        if not isinstance(obj, (ListVariable, DictVariable)):  # (a dict whose keys are not modelled)
+            raise Unsupported(f"a method of a {type(value.__self__).__name__} the trace does not model")
         return obj.var_getattr(tx, value.__name__)
     if type(value) is super and value.__self__ is not None:
         # a super() object held across a graph break (`s = super(); <break>; s.method()`)
@@ -224,6 +220,39 @@ def _dict_subclass_entries(value: dict) -> list[tuple[Any, Any]] | None:
         return None
     entries = list(base.items(value))
     return entries if all(type(k) in (str, int) for k, _ in entries) else None
+
+
+def _keys_supported(value: dict) -> bool:
+    return all(is_constant_key(k) or hashes_by_identity(type(k), k) for k in value)
+
+
+def _wrap_dict(tx: "InstructionTranslator", value: dict, source: Source | None, guard: bool,
+               add: Any) -> VariableTracker:
+    """A dict, OrderedDict or defaultdict, guarded by its type and its keys in order: str and int
+    keys by value (DICT_KEYS_MATCH); with any other key, constants by type and value and keys that
+    hash by identity (tensors, modules, classes...) by identity (DICT_KEYS_ID_MATCH). The value of
+    a constant key is read as `d[key]`, any other as the value of the dict's i-th key."""
+    keys = list(value)  # (an OrderedDict's own order)
+    add(GuardKind.TYPE_MATCH, type(value))
+    if all(type(k) in (str, int) for k in keys):
+        add(GuardKind.DICT_KEYS_MATCH, tuple(keys))
+    else:
+        add(GuardKind.DICT_KEYS_ID_MATCH, KeysById(tuple(keys), tuple(not is_constant_key(k) for k in keys)))
+    factory = None
+    if type(value) is collections.defaultdict:  # what a missing key's value is made by
+        factory = wrap(tx, value.default_factory,
+                       AttrSource(source, "default_factory") if source is not None else None, guard)
+    items: dict[Any, VariableTracker] = {}
+    for i, k in enumerate(keys):
+        if is_constant_key(k):
+            items[k] = wrap(tx, value[k], ItemSource(source, k) if source is not None else None, guard)
+            continue
+        key_source = DictKeySource(source, i) if source is not None else None
+        # its tracker is made when the trace uses the key as a value (ObjectKey)
+        make_var = functools.partial(wrap, tx, k, key_source, guard)
+        items[ObjectKey(k, source=key_source, make_var=make_var)] = \
+            wrap(tx, value[k], DictValueSource(source, i) if source is not None else None, guard)
+    return _mutable(tx, source, value, DictVariable(items, source, type(value), factory))
 
 
 def _mutable(tx: "InstructionTranslator", source: Source | None, value: Any,

@@ -483,11 +483,11 @@ def _contains(tx, container: VariableTracker, item: VariableTracker) -> Variable
         result = container.call_special(tx, "__contains__", [item])
         return ConstantVariable(result.truth())  # `in` makes a bool of what __contains__ returns
     if isinstance(container, DictVariable):
-        return ConstantVariable(item.as_python_constant() in container.items)
+        return container.call_method(tx, "__contains__", [item], {})
     if isinstance(container, SetVariable):
         return ConstantVariable(item.as_python_constant() in container.values)
     if isinstance(container, DictViewVariable) and container.kind == "keys":
-        return ConstantVariable(item.as_python_constant() in container.dict_var.items)
+        return container.call_method(tx, "__contains__", [item], {})
     if isinstance(container, BaseListVariable) and item.is_python_constant():
         return container.call_method(tx, "__contains__", [item], {})
     known, members = item.real_object(), container.real_object()
@@ -521,27 +521,21 @@ def build_dict(tx, dict_type: type, args: Sequence[VariableTracker], kwargs: dic
         factory, args = (args[0], args[1:]) if args else (ConstantVariable(None), args)
     if len(args) > 1:
         raise Unsupported(f"{dict_type.__name__}() with {len(args)} positional arguments")
-    items: dict[Any, VariableTracker] = {}
+    built = DictVariable({}, None, dict_type, factory)
     if args:
         source = args[0]
         from .dict_subclass import DictSubclassMixin  # (it imports this module)
         if isinstance(source, DictVariable):
-            items.update(source.items)
+            built.update(tx, source)
         elif isinstance(source, DictSubclassMixin):
             # dict() and defaultdict() merge as dict.update does; OrderedDict() as MutableMapping's
-            items.update(source.mapping_pairs(tx, dict_merge=dict_type is not collections.OrderedDict))
+            built.items.update(source.mapping_pairs(tx, dict_merge=dict_type is not collections.OrderedDict))
         else:
             for pair in iterate(tx, source):
                 key, value = pair.unpack(tx)
-                items[_constant_key(key)] = value
-    items.update(kwargs)
-    return DictVariable(items, None, dict_type, factory)
-
-
-def _constant_key(key: VariableTracker) -> Any:
-    if not key.is_python_constant():
-        raise Unsupported(f"a dict key unknown while tracing ({key})")
-    return key.as_python_constant()
+                built.store(tx, key, value)
+    built.items.update(kwargs)
+    return built
 
 
 def _dict(tx, *args: VariableTracker, **kwargs: VariableTracker) -> VariableTracker:
@@ -553,7 +547,10 @@ def _fromkeys(dict_type: type) -> Callable:
     def handler(tx, keys: VariableTracker, value: VariableTracker | None = None) -> VariableTracker:
         value = value if value is not None else ConstantVariable(None)
         factory = ConstantVariable(None) if dict_type is collections.defaultdict else None
-        return DictVariable({_constant_key(k): value for k in iterate(tx, keys)}, None, dict_type, factory)
+        built = DictVariable({}, None, dict_type, factory)
+        for key in iterate(tx, keys):
+            built.store(tx, key, value)
+        return built
     return handler
 
 

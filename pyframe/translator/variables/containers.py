@@ -1,23 +1,26 @@
 """Tuples, lists, torch.Size and dicts whose items are themselves variable trackers.
 
 Containers built in the frame are plain symbolic values: their mutation is done on the tracker.
-Containers read from the frame carry a Source and are guarded by type and length (dicts: keys);
+Containers read from the frame carry a Source and are guarded by type and length (dicts: their
+keys, in order; keys that hash by identity, such as tensors and modules, by identity);
 mutating one of those is a side effect on a live object: done on the tracker too, and recorded for
 the transformed code to replay (side_effects.py).
 """
 from __future__ import annotations
 
 import collections
+import enum
 import types
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import torch
 
 from ...exc import Unsupported
-from ...source import Source
-from .base import BoundMethodVariable, VariableTracker, constant_args
-from .constant import ConstantVariable
-from .exceptions import raise_symbolic
+from ...guards import GuardKind
+from ...source import DictKeySource, Source
+from .base import UNKNOWN_OBJECT, BoundMethodVariable, VariableTracker, constant_args
+from .constant import ConstantVariable, is_constant_value
+from .exceptions import ExceptionVariable, RaisedException, raise_symbolic
 
 
 def _index(key: VariableTracker) -> Any:
@@ -249,8 +252,177 @@ class DequeVariable(ListVariable):
         cg.rebuild_once(self, build)
 
 
+def is_constant_key(value: Any) -> bool:
+    """A dict key compared by value: a constant (1, "a", None, a dtype...), an enum member, or a
+    tuple or frozenset of these. Such keys are the dict's own keys while tracing, so 1, 1.0 and
+    True are one key, as in Python."""
+    if isinstance(value, (tuple, frozenset)):
+        return all(is_constant_key(v) for v in value)
+    return is_constant_value(value) or isinstance(value, enum.Enum)
+
+
+def hashes_by_identity(value_type: type, value: Any = None) -> bool:
+    """Objects of `value_type` are dict keys by identity: tensors (whose == is elementwise, and
+    whose hash is their id), and objects whose type keeps object's __eq__ and __hash__ (modules,
+    functions, classes, plain instances). A builtin function of a module (`len`, `torch.add`) is
+    made once, so its own == is identity in practice."""
+    if issubclass(value_type, torch.Tensor):
+        return value_type.__hash__ is torch.Tensor.__hash__
+    if value_type is types.BuiltinFunctionType:
+        owner = getattr(value, "__self__", UNKNOWN_OBJECT)
+        return owner is None or isinstance(owner, types.ModuleType)
+    return value_type.__hash__ is object.__hash__ and value_type.__eq__ is object.__eq__
+
+
+class ObjectKey:
+    """A key of a traced dict that hashes by identity (see `hashes_by_identity`): two are one key
+    when their `token`s are one object, and a tensor key is never compared with ==.
+
+    The token is the object the key is: the real object when the trace holds it (read from the
+    frame; for a tensor, the graph input it is), the FakeTensor of a tensor the graph makes (a new
+    object, distinct from every other), the tracker of an object made while tracing (which has
+    one tracker). `source` is where a key read from the frame was read: for a tensor, whether it is
+    another tensor of the frame depends on which tensors the frame is given, so the trace guards
+    that when it matters (`relate_identities`). A key of a dict read from the frame makes
+    its tracker (`var`) only when the trace uses the key as a value, so a parameter key that is only
+    looked up costs no graph input and no guard of its own."""
+
+    __slots__ = ("token", "source", "made_var", "_make_var")
+
+    def __init__(self, token: Any, var: VariableTracker | None = None, source: Source | None = None,
+                 make_var: Callable[[], VariableTracker] | None = None):
+        self.token, self.source = token, source
+        self.made_var, self._make_var = var, make_var  # made_var: None until the tracker is made
+
+    @property
+    def var(self) -> VariableTracker:
+        """The key as a value (the tracker the dict holds it by: the first one stored, as a dict
+        keeps the first of equal keys)."""
+        if self.made_var is None:
+            self.made_var = self._make_var()
+        return self.made_var
+
+    @property
+    def is_frame_tensor(self) -> bool:
+        return self.source is not None and isinstance(self.token, torch.Tensor)
+
+    def is_stable(self, guards) -> bool:
+        """Read through an object guarded by identity (a module's parameter), or a key of a dict
+        whose keys are guarded by identity: the frame is expected to give this very tensor again."""
+        if _pinned_by_keys_guard(guards, self.source):
+            return True
+        source = self.source
+        while source is not None:
+            if guards.has(source, GuardKind.ID_MATCH):
+                return True
+            source = getattr(source, "base", None)
+        return False
+
+    def reconstruct(self, cg) -> None:
+        if self.made_var is None and self.source is not None:
+            cg.load_source(self.source)
+        else:
+            self.var.reconstruct(cg)
+
+    def __hash__(self) -> int:
+        return id(self.token)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ObjectKey) and other.token is self.token
+
+    def __repr__(self) -> str:
+        return f"ObjectKey({self.made_var if self.made_var is not None else type(self.token).__name__})"
+
+
+def dict_key(tx, key: VariableTracker) -> Any:
+    """`key` as a key of a traced dict: its value if it is compared by value (is_constant_key),
+    else an ObjectKey. A key that is neither (an object with its own __eq__ or __hash__, a value
+    unknown while tracing) is Unsupported; an unhashable constant raises TypeError."""
+    if key.is_python_constant():
+        value = key.as_python_constant()
+        if is_constant_key(value):
+            try:
+                hash(value)
+            except TypeError:
+                raise_symbolic(TypeError, f"unhashable type: '{type(value).__name__}'")
+            return value
+    token = key.identity()
+    try:
+        key_type = key.python_type()
+    except Unsupported:
+        key_type = None
+    if token is UNKNOWN_OBJECT or key_type is None or not hashes_by_identity(key_type, token):
+        raise Unsupported(f"a dict key that does not hash by identity nor is a constant ({key})")
+    if issubclass(key_type, torch.Tensor):
+        graph_input = tx.output.input_of(token)  # token: the tensor's FakeTensor
+        if graph_input is None:
+            return ObjectKey(token, key)  # made by the graph
+        return ObjectKey(graph_input.example, key, key.source or graph_input.source)
+    if key.source is not None and not _pinned_by_keys_guard(tx.output.guards, key.source):
+        tx.output.guards.add(key.source, GuardKind.ID_MATCH, token)  # (modules, functions: already)
+    return ObjectKey(token, key)
+
+
+def _pinned_by_keys_guard(guards, source: Source | None) -> bool:
+    """A key of a dict whose keys are guarded by identity (DICT_KEYS_ID_MATCH) already."""
+    return isinstance(source, DictKeySource) and guards.has(source.base, GuardKind.DICT_KEYS_ID_MATCH)
+
+
+def relate_identities(tx, keys: list[ObjectKey]) -> None:
+    """The trace decided which of these tensors of the frame (read from different sources) are one
+    object: guard that. Tensors the frame is expected to give again (`is_stable`: parameters of a
+    module guarded by identity, keys of a frame dict) are pinned by identity; otherwise (tensors
+    passed in, new at each call) one guard checks that they alias as they did now, as torch._dynamo
+    checks its tensor inputs, and no new tensor recompiles."""
+    guards = tx.output.guards
+    if all(k.is_stable(guards) for k in keys):
+        for k in keys:
+            if not _pinned_by_keys_guard(guards, k.source):
+                guards.add(k.source, GuardKind.ID_MATCH, k.token)
+        return
+    for k in keys:
+        guards.add_aliasing(k.source, k.token)
+
+
+def made_keys(items: dict[Any, VariableTracker]) -> list[VariableTracker]:
+    """The keys of `items` that are values the trace holds (a tensor the graph made, a module...),
+    not constants nor keys of a frame dict it never used as values (those are loaded from their
+    source)."""
+    return [k.made_var for k in items if isinstance(k, ObjectKey) and k.made_var is not None]
+
+
+def key_var(key: Any) -> VariableTracker:
+    """A key of a DictVariable's items, as a value."""
+    return key.var if isinstance(key, ObjectKey) else ConstantVariable(key)
+
+
+def _constant_of_key(key: Any) -> Any:
+    """A key as a Python constant (the dict as a constant: `d == {...}`): a tensor never is one, and
+    asking makes no tracker for a key of a frame dict."""
+    if isinstance(key, ObjectKey):
+        if key.made_var is None and isinstance(key.token, torch.Tensor):
+            raise Unsupported("a dict keyed by a tensor is not a Python constant")
+        return key.var.as_python_constant()
+    return key
+
+
+def _last_flag(args, kwargs, index: int) -> bool:
+    """OrderedDict's `last` argument (popitem, move_to_end), given by position or by name."""
+    if len(args) > index:
+        return bool(args[index].as_python_constant())
+    return bool(kwargs["last"].as_python_constant()) if "last" in kwargs else True
+
+
+def _raise_key_error(key: Any) -> None:
+    if isinstance(key, ObjectKey):
+        raise RaisedException(ExceptionVariable(KeyError, [key.var]))
+    raise_symbolic(KeyError, key)
+
+
 class DictVariable(VariableTracker):
-    """A dict with constant keys (str, int, ...) and symbolic values, in insertion order."""
+    """A dict and its symbolic values, in insertion order. Keys are constants (str, int, enum
+    members..., compared by value) or ObjectKeys (tensors, modules, functions, classes, compared by
+    identity), mixed as Python allows."""
 
     def __init__(self, items: dict[Any, VariableTracker], source: Source | None = None,
                  dict_type: type = dict, default_factory: VariableTracker | None = None):
@@ -263,20 +435,37 @@ class DictVariable(VariableTracker):
         return self.dict_type
 
     def as_python_constant(self) -> Any:
-        return {k: v.as_python_constant() for k, v in self.items.items()}
+        return {_constant_of_key(k): v.as_python_constant() for k, v in self.items.items()}
 
     def truth(self) -> bool:
         return bool(self.items)
 
     def unpack(self, tx) -> list[VariableTracker]:
-        return [ConstantVariable(k) for k in self.items]
+        return [key_var(k) for k in self.items]
+
+    def _key(self, tx, key: VariableTracker) -> Any:
+        """`key` as a key of this dict (dict_key). Whether a tensor of the frame is one of this dict's
+        other tensors of the frame depends on which tensors the frame is given: that is guarded
+        (relate_identities), and the answer holds for as long as the guards do."""
+        return self._relate(tx, dict_key(tx, key))
+
+    def _relate(self, tx, key: Any) -> Any:
+        if isinstance(key, ObjectKey) and key.is_frame_tensor:
+            others = [o for o in self.items if isinstance(o, ObjectKey) and o.is_frame_tensor and o.source != key.source]
+            if others:
+                relate_identities(tx, [key, *others])
+        return key
+
+    def store(self, tx, key: VariableTracker, value: VariableTracker) -> None:
+        """`d[key] = value` on the tracker (the caller records the mutation if it is one)."""
+        self.items[self._key(tx, key)] = value
 
     def getitem(self, tx, key: VariableTracker) -> VariableTracker:
-        k = _index(key)
+        k = self._key(tx, key)
         if k not in self.items:
             if self.default_factory is None or self.default_factory.is_python_constant() \
                     and self.default_factory.as_python_constant() is None:
-                raise_symbolic(KeyError, k)
+                _raise_key_error(k)
             value = self.default_factory.call(tx, [], {})  # a defaultdict stores what it makes
             tx.side_effects.mutate(self)
             self.items[k] = value
@@ -293,59 +482,67 @@ class DictVariable(VariableTracker):
         if name == "__getitem__" and len(args) == 1:
             return self.getitem(tx, args[0])
         if name == "get" and 1 <= len(args) <= 2:
-            return self.items.get(_index(args[0]), args[1] if len(args) == 2 else ConstantVariable(None))
+            return self.items.get(self._key(tx, args[0]), args[1] if len(args) == 2 else ConstantVariable(None))
         if name in ("keys", "values", "items") and not args:
             return DictViewVariable(self, name)
         if name == "__contains__" and len(args) == 1:
-            return ConstantVariable(_index(args[0]) in self.items)
+            return ConstantVariable(self._key(tx, args[0]) in self.items)
         if name == "copy" and not args:  # shallow: the same values under the same keys
             return DictVariable(self.items, None, self.dict_type, self.default_factory)
         if name in ("__setitem__", "__delitem__", "update", "pop", "setdefault", "clear", "popitem", "move_to_end"):
             tx.side_effects.mutate(self)
             if name == "__setitem__" and len(args) == 2:
-                self.items[_index(args[0])] = args[1]
+                self.store(tx, args[0], args[1])
                 return ConstantVariable(None)
             if name == "__delitem__" and len(args) == 1:
-                k = _index(args[0])
+                k = self._key(tx, args[0])
                 if k not in self.items:
-                    raise_symbolic(KeyError, k)
+                    _raise_key_error(k)
                 del self.items[k]
                 return ConstantVariable(None)
             if name == "pop" and 1 <= len(args) <= 2:
-                k = _index(args[0])
+                k = self._key(tx, args[0])
                 if k in self.items:
                     return self.items.pop(k)
                 if len(args) == 2:
                     return args[1]
+                _raise_key_error(k)
             if name == "setdefault" and 1 <= len(args) <= 2:
-                return self.items.setdefault(_index(args[0]), args[1] if len(args) == 2 else ConstantVariable(None))
+                return self.items.setdefault(self._key(tx, args[0]),
+                                             args[1] if len(args) == 2 else ConstantVariable(None))
             if name == "update" and len(args) <= 1:
                 if args and isinstance(args[0], DictVariable):
-                    self.items.update(args[0].items)
+                    self.update(tx, args[0])
                 elif args:  # an iterable of (key, value) pairs
                     for pair in args[0].unpack(tx):
                         key, value = pair.unpack(tx)
-                        self.items[_index(key)] = value
+                        self.store(tx, key, value)
                 self.items.update(kwargs)
                 return ConstantVariable(None)
             if name == "clear" and not args:
                 self.items.clear()
                 return ConstantVariable(None)
-            if name == "popitem" and self.items and (not args or self.dict_type is collections.OrderedDict):
-                last = args[0].as_python_constant() if args else True  # OrderedDict.popitem(last=False)
+            ordered = self.dict_type is collections.OrderedDict
+            if name == "popitem" and self.items and (ordered or not args and not kwargs):
+                last = _last_flag(args, kwargs, 0)  # OrderedDict.popitem(last=False)
                 key = next(reversed(self.items)) if last else next(iter(self.items))
-                return TupleVariable([ConstantVariable(key), self.items.pop(key)])
-            if name == "move_to_end" and self.dict_type is collections.OrderedDict and 1 <= len(args) <= 2:
-                key = _index(args[0])
+                return TupleVariable([key_var(key), self.items.pop(key)])
+            if name == "move_to_end" and ordered and 1 <= len(args) <= 2:
+                key = self._key(tx, args[0])
                 if key not in self.items:
-                    raise_symbolic(KeyError, key)
+                    _raise_key_error(key)
                 value = self.items.pop(key)
-                if len(args) == 1 or args[1].as_python_constant():
+                if _last_flag(args, kwargs, 1):
                     self.items[key] = value
                 else:
                     self.items = {key: value, **self.items}
                 return ConstantVariable(None)
         raise Unsupported(f"dict.{name}() with these arguments")
+
+    def update(self, tx, other: "DictVariable") -> None:
+        """`self.update(other)`: other's keys, compared with ours as `_key` compares them."""
+        for key, value in other.items.items():
+            self.items[self._relate(tx, key)] = value
 
     def reconstruct(self, cg) -> None:
         if self.source is not None:
@@ -358,10 +555,7 @@ class DictVariable(VariableTracker):
                 cg.load_const(self.dict_type)
                 if self.default_factory is not None:
                     self.default_factory.reconstruct(cg)
-            for key, value in self.items.items():
-                cg.load_const(key)
-                value.reconstruct(cg)
-            cg.build(dict, len(self.items))
+            build_dict_items(cg, self.items)
             if self.dict_type is not dict:
                 cg.call(1 if self.default_factory is None else 2)
 
@@ -391,6 +585,18 @@ def positional_args(dict_type: type, name: str, args: list[VariableTracker],
     return args, {}
 
 
+def build_dict_items(cg, items: dict[Any, VariableTracker]) -> None:
+    """BUILD_MAP of `items`: constant keys as constants, the others rebuilt (a tensor key the graph
+    made is one of its outputs; a key read from the frame is loaded from where it was read)."""
+    for key, value in items.items():
+        if isinstance(key, ObjectKey):
+            key.reconstruct(cg)
+        else:
+            cg.load_const(key)
+        value.reconstruct(cg)
+    cg.emit("BUILD_MAP", len(items))
+
+
 class DictViewVariable(VariableTracker):
     """`d.keys()`, `d.values()`, `d.items()`: live views, as Python's are. They read the dict's
     tracker on every use, so a key added after the view was made is in it."""
@@ -405,10 +611,10 @@ class DictViewVariable(VariableTracker):
     def items(self) -> list[VariableTracker]:
         entries = self.dict_var.items
         if self.kind == "keys":
-            return [ConstantVariable(k) for k in entries]
+            return [key_var(k) for k in entries]
         if self.kind == "values":
             return list(entries.values())
-        return [TupleVariable([ConstantVariable(k), v]) for k, v in entries.items()]
+        return [TupleVariable([key_var(k), v]) for k, v in entries.items()]
 
     def python_type(self) -> type:
         return self._TYPES[self.kind]
@@ -430,7 +636,7 @@ class DictViewVariable(VariableTracker):
 
     def call_method(self, tx, name, args, kwargs) -> VariableTracker:
         if name == "__contains__" and len(args) == 1 and self.kind == "keys":
-            return ConstantVariable(_index(args[0]) in self.dict_var.items)
+            return ConstantVariable(self.dict_var._key(tx, args[0]) in self.dict_var.items)
         if name == "__len__" and not args:
             return ConstantVariable(len(self.dict_var.items))
         pargs, pkwargs = constant_args(args, kwargs, f"dict_{self.kind}.{name}()")

@@ -167,6 +167,9 @@ class NestedFunctionVariable(VariableTracker):
     def python_type(self) -> type:
         return types.FunctionType
 
+    def identity(self) -> Any:
+        return self
+
     def var_getattr(self, tx, name: str) -> VariableTracker:
         if name in self.names:
             return self.names[name]

@@ -237,6 +237,9 @@ class NewObjectVariable(VariableTracker):
     def python_type(self) -> type:
         return self.cls
 
+    def identity(self) -> Any:
+        return self
+
     def var_getattr(self, tx, name: str) -> VariableTracker:
         if name in self.attrs:
             return self.attrs[name]

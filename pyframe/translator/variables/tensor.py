@@ -48,6 +48,11 @@ class TensorVariable(VariableTracker):
     def python_type(self) -> type:
         return self.class_type
 
+    def identity(self) -> Any:
+        # One FakeTensor per real input (however many sources read it), and what an op gives back
+        # of its input unchanged (`x.to(x.dtype)`, in-place ops) is that input's FakeTensor.
+        return self.example
+
     def set_name_hint(self, name: str) -> None:
         """Name the node after the local it is first stored to (`a = torch.cos(x)` -> node `a`)."""
         if not self.name_hint_set:
