@@ -17,6 +17,7 @@ import pyframe
 from pyframe import convert_frame
 from pyframe.debug.cases import Case, load_cases
 from pyframe.debug.compare import CountingBackend, optimize_with, reset_engines, run_case
+from tests.cases.autograd_functions import TripleGrad
 
 CASES = load_cases(["tests.cases.autograd_functions", "tests.cases.autograd_function_breaks"])
 
@@ -77,16 +78,7 @@ def test_graph_count_equals_dynamo(case: Case) -> None:
 
 # -- the custom backward is the one autograd runs --------------------------------------------------
 
-class Clone3(torch.autograd.Function):
-    """forward is the identity (a clone); backward deliberately triples the gradient."""
-
-    @staticmethod
-    def forward(ctx, x):
-        return x.clone()
-
-    @staticmethod
-    def backward(ctx, grad):
-        return 3 * grad
+Clone3 = TripleGrad  # forward is a clone; backward deliberately triples the gradient
 
 
 def _clone3_twice(x):

@@ -12,6 +12,7 @@ import torch._dynamo
 
 import pyframe
 from pyframe.debug.compare import CountingBackend
+from tests.cases.inlining import _Base, _Derived, _Explicit
 
 
 def compile_full(fn):
@@ -438,22 +439,8 @@ def test_a_closure_over_an_inlined_calls_variable_is_live_across_a_break():
 
 # -- super().__init__() --------------------------------------------------------------------------
 
-class Base:
-    def __init__(self, t):
-        super().__init__()
-        self.t = t
-
-
-class Derived(Base):
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.k = 2.0
-
-
-class Explicit:
-    def __init__(self, v):
-        super(Explicit, self).__init__()
-        self.v = v
+# (the corpus's classes: super().__init__() to object, through *args/**kwargs, and super(C, self))
+Base, Derived, Explicit = _Base, _Derived, _Explicit
 
 
 class Sized(Base):
