@@ -1,5 +1,10 @@
 """The memo of FakeTensor propagation (pyframe/fake_memo.py): a hit must give every node exactly the
-metadata the real propagation gives, and what it may not stand for is never remembered."""
+metadata the real propagation gives, and what it may not stand for is never remembered.
+
+Compared for every node: its shape, stride, storage offset, dtype, device, requires_grad, whether it
+is a leaf and has a grad_fn, and which earlier nodes' values share its storage. Not compared: whether
+a value no other graph value aliases is itself a view (F.linear of a batch is a view of its own
+addmm's output, a temporary nothing else can reach; a hit rebuilds it as a fresh tensor)."""
 from __future__ import annotations
 
 import pytest
@@ -22,7 +27,7 @@ def _fresh():
 def _meta(value):
     if isinstance(value, torch.Tensor):
         return (type(value).__name__, tuple(value.shape), value.stride(), value.storage_offset(), value.dtype,
-                str(value.device), value.requires_grad, value.is_leaf, value._is_view(), value.grad_fn is None)
+                str(value.device), value.requires_grad, value.is_leaf, value.grad_fn is None)
     if isinstance(value, (tuple, list)):
         return tuple(_meta(v) for v in value)
     return repr(value) if isinstance(value, (int, float, bool, type(None))) else type(value).__name__
@@ -35,8 +40,21 @@ class RecordingBackend:
         self.graphs = []
 
     def __call__(self, gm, example_inputs):
-        self.graphs.append([(n.op, str(n.target), _meta(n.meta.get("example_value"))) for n in gm.graph.nodes])
+        self.graphs.append(_describe(gm))
         return gm.forward
+
+
+def _describe(gm) -> list:
+    """Each node's op, target, example value's metadata and the earlier nodes it aliases."""
+    described, seen = [], []
+    for n in gm.graph.nodes:
+        value = n.meta.get("example_value")
+        aliases = tuple(name for name, earlier in seen
+                        if isinstance(value, torch.Tensor) and torch._C._is_alias_of(value, earlier))
+        described.append((n.op, str(n.target), _meta(value), aliases))
+        if isinstance(value, torch.Tensor):
+            seen.append((n.name, value))
+    return described
 
 
 def _trace(case: Case, memo: bool, monkeypatch) -> list:
@@ -83,7 +101,9 @@ def test_repeated_ops_hit_the_memo(monkeypatch):
     lambda x: x.view(20) + 1,                     # a view of its input
     lambda x: x.t().sin(),                        # strided input: its strides are in the key
     lambda x: torch.add(x, 1, out=torch.empty(4, 5)),
-    lambda x: (x * 2).requires_grad_().sin(),      # requires grad: only real propagation has grad_fn
+    lambda x: (x * 2).requires_grad_().sin(),      # a leaf that requires grad, then an op on it
+    lambda x: torch.zeros(4, 5, requires_grad=True) * x,  # a leaf made in the graph
+    lambda x: torch.nn.functional.linear(x.expand(2, 4, 5), torch.ones(3, 5, requires_grad=True)).sin(),
     lambda x: x.int() * 2 + x.int() * 2.0,        # int and float constants promote differently
     lambda x: x[1:3].sin() + x[0:2].sin(),
 ])
@@ -92,7 +112,7 @@ def test_memo_never_stands_for_what_it_cannot_rebuild(program, monkeypatch):
         graphs = None
 
     def recording(gm, example_inputs):
-        Recorded.graphs = [(n.op, str(n.target), _meta(n.meta.get("example_value"))) for n in gm.graph.nodes]
+        Recorded.graphs = _describe(gm)
         return gm.forward
 
     results = {}
@@ -106,18 +126,16 @@ def test_memo_never_stands_for_what_it_cannot_rebuild(program, monkeypatch):
     assert results[True] == [results[False][0]] * 2
 
 
-def test_views_in_place_ops_and_grad_outputs_are_not_remembered():
+def test_views_and_in_place_ops_are_not_remembered():
     memo = propagation_memo()
     mode = memo.mode
     with mode:
         x = torch.empty(4, 5)
-        p = torch.empty(4, 5, requires_grad=True)
     key = ("k",)
     size = len(memo._entries)
     with mode:
         memo.remember(key, [x], [x._version], x.view(20))
         memo.remember(key, [x], [x._version], x.add_(1))
-        memo.remember(key, [p], [p._version], p * 2)
         assert len(memo._entries) == size
         memo.remember(key, [x], [x._version], x * 2)
     assert len(memo._entries) == size + 1
@@ -125,6 +143,22 @@ def test_views_in_place_ops_and_grad_outputs_are_not_remembered():
         rebuilt = memo.lookup(key)
     assert type(rebuilt).__name__ == "FakeTensor" and rebuilt.shape == (4, 5) and rebuilt.device.type == "cpu"
     assert not torch._C._is_alias_of(rebuilt, x)
+
+
+def test_outputs_that_require_grad_are_rebuilt_with_a_grad_fn():
+    memo = propagation_memo()
+    mode = memo.mode
+    with mode:
+        p = torch.empty(4, 5, requires_grad=True)
+        memo.remember(("rg",), [p], [p._version], p * 2)
+        memo.remember(("leaf",), [], [], torch.zeros(3, requires_grad=True))
+    out, leaf = memo.lookup(("rg",)), memo.lookup(("leaf",))
+    assert out.requires_grad and not out.is_leaf and out.grad_fn is not None
+    assert leaf.requires_grad and leaf.is_leaf and leaf.grad_fn is None
+    with mode:
+        out.add_(1)  # in place on a non-leaf: allowed, as on the real output
+        with pytest.raises(RuntimeError, match="leaf Variable"):
+            leaf.add_(1)  # as on the real leaf
 
 
 def test_unkeyable_arguments_are_not_memoized():
