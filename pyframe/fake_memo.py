@@ -30,7 +30,7 @@ from typing import Any, Optional
 
 import torch
 import torch.fx
-from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+from torch._subclasses.fake_tensor import FakeTensor, FakeTensorConfig, FakeTensorMode
 
 _MAX_ENTRIES = 4096
 _CONSTANT_TYPES = (int, float, bool, str, type(None), torch.dtype, torch.device, torch.layout, torch.memory_format)
@@ -61,8 +61,8 @@ class _Output:
         return fake
 
     def fresh(self, mode: FakeTensorMode) -> FakeTensor:
-        meta = torch.empty_strided(self.shape, self.stride, dtype=self.dtype, device=_META)
-        return FakeTensor(mode, meta, self.device)
+        return new_fake(mode, torch.empty_strided(self.shape, self.stride, dtype=self.dtype, device=_META),
+                        self.device)
 
 
 class _NonLeaf(torch.autograd.Function):
@@ -129,6 +129,29 @@ class PropagationMemo:
             pass
 
 
+def new_fake(mode: FakeTensorMode, meta: torch.Tensor, device: torch.device) -> FakeTensor:
+    """`FakeTensor(mode, meta, device)` for a fresh meta tensor, in a third of its time.
+
+    The constructor validates its arguments, then wraps `meta` and sets a dozen attributes to the
+    same values every time (the mode, the device, empty memos). Here the wrapping is done as the
+    constructor does it and the attributes are copied from one FakeTensor the constructor made for
+    this mode and device, so the two are alike in every attribute (tests/test_fake_memo.py)."""
+    template = _templates.get((mode, device))
+    if template is None:
+        if FakeTensorConfig.debug or mode._allow_unsafe_data_ptr_access:
+            return FakeTensor(mode, meta, device)  # the constructor records more: take its path
+        template = _templates[(mode, device)] = dict(FakeTensor(mode, meta, device).__dict__)
+    fake = _make_subclass(FakeTensor, meta, False, dispatch_device=True, device_for_backend_keys=device)
+    _throw_on_mutable_data_ptr(fake)
+    fake.__dict__.update(template)
+    return fake
+
+
+_templates: dict[tuple[FakeTensorMode, torch.device], dict[str, Any]] = {}
+_make_subclass = torch.Tensor._make_subclass
+_throw_on_mutable_data_ptr = torch._C._set_throw_on_mutable_data_ptr
+
+
 def plain_fake(mode: FakeTensorMode, t: torch.Tensor) -> Optional[FakeTensor]:
     """The FakeTensor of a plain real tensor, as `mode.from_tensor(t, static_shapes=True)` makes it;
     None when `t` is anything else (a view, a subclass, sparse, ..., or memory it shares)."""
@@ -144,7 +167,7 @@ def plain_fake(mode: FakeTensorMode, t: torch.Tensor) -> Optional[FakeTensor]:
     meta = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=_META)
     if meta.untyped_storage().nbytes() != t.untyped_storage().nbytes():
         return None  # the storage holds more than this tensor reaches (resized, or shared)
-    fake = FakeTensor(mode, meta, t.device)
+    fake = new_fake(mode, meta, t.device)
     if t.requires_grad:
         fake.requires_grad_()
     if tp is torch.nn.Parameter:

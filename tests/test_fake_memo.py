@@ -232,3 +232,30 @@ def test_inference_mode_and_inference_tensors_take_the_real_paths():
         assert memo.key("call_function", torch.sin, (1,), {}, (False,)) is None
         torch.testing.assert_close(pyframe.optimize("eager")(f)(x), f(x))
     torch.testing.assert_close(pyframe.optimize("eager")(f)(x), f(x))  # an inference tensor, outside
+
+
+@pytest.mark.parametrize("shape, stride, dtype", [((2, 3), (3, 1), torch.float32), ((4, 1, 5), (1, 20, 4), torch.int64),
+                                                  ((), (), torch.bool)])
+def test_new_fake_equals_the_constructor(shape, stride, dtype):
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    from pyframe.fake_memo import new_fake
+    from pyframe.graph import fake_mode
+
+    def meta():
+        return torch.empty_strided(shape, stride, dtype=dtype, device="meta")
+
+    cpu = torch.device("cpu")
+    fast, reference = new_fake(fake_mode(), meta(), cpu), FakeTensor(fake_mode(), meta(), cpu)
+    assert fast.__dict__ == reference.__dict__
+    assert _fake_meta(fast) == _fake_meta(reference)
+    assert fast.fake_mode is fake_mode() and repr(fast) == repr(reference)
+    with fake_mode():
+        assert _fake_meta(fast + 1) == _fake_meta(reference + 1)
+    outcomes = []
+    for fake in (fast, reference):  # reading its data: as the constructor's (torch raises on a fake's storage)
+        try:
+            outcomes.append(("returned", fake.untyped_storage().data_ptr()))
+        except Exception as e:
+            outcomes.append(("raised", type(e).__name__))
+    assert outcomes[0] == outcomes[1]
