@@ -138,18 +138,20 @@ def new_fake(mode: FakeTensorMode, meta: torch.Tensor, device: torch.device) -> 
     this mode and device, so the two are alike in every attribute (tests/test_fake_memo.py)."""
     template = _templates.get((mode, device))
     if template is None:
-        if FakeTensorConfig.debug or mode._allow_unsafe_data_ptr_access:
-            return FakeTensor(mode, meta, device)  # the constructor records more: take its path
+        if FakeTensorConfig.debug:
+            return FakeTensor(mode, meta, device)  # the constructor records a traceback: take its path
         template = _templates[(mode, device)] = dict(FakeTensor(mode, meta, device).__dict__)
     fake = _make_subclass(FakeTensor, meta, False, dispatch_device=True, device_for_backend_keys=device)
-    _throw_on_mutable_data_ptr(fake)
+    if mode._allow_unsafe_data_ptr_access:
+        torch._C._set_warn_deprecated_on_mutable_data_ptr(fake)
+    else:
+        torch._C._set_throw_on_mutable_data_ptr(fake)
     fake.__dict__.update(template)
     return fake
 
 
 _templates: dict[tuple[FakeTensorMode, torch.device], dict[str, Any]] = {}
 _make_subclass = torch.Tensor._make_subclass
-_throw_on_mutable_data_ptr = torch._C._set_throw_on_mutable_data_ptr
 
 
 def plain_fake(mode: FakeTensorMode, t: torch.Tensor) -> Optional[FakeTensor]:
@@ -195,15 +197,15 @@ def tensor_inputs(args: tuple, kwargs: dict) -> list[torch.Tensor]:
 
 
 def _key_of(v: Any) -> Any:
-    if isinstance(v, torch.fx.Node):
-        return _tensor_key(v.meta.get("example_value"))
     tp = type(v)
+    if tp is torch.fx.Node:
+        return _tensor_key(v.meta.get("example_value"))
     if tp in _CONSTANT_TYPES:
         return (tp, v)
     if tp is tuple or tp is list or tp is torch.Size:
-        return (tp, tuple(_key_of(item) for item in v))
+        return (tp, tuple([_key_of(item) for item in v]))
     if tp is dict:
-        return (tp, tuple((k, _key_of(item)) for k, item in v.items()))
+        return (tp, tuple([(k, _key_of(item)) for k, item in v.items()]))
     if tp is slice:
         return (tp, _key_of(v.start), _key_of(v.stop), _key_of(v.step))
     raise _Unkeyable
@@ -214,7 +216,8 @@ def _tensor_key(t: Any) -> tuple:
         raise _Unkeyable
     if t.is_conj() or t.is_neg() or t.is_inference() or t._has_symbolic_sizes_strides:
         raise _Unkeyable
-    return tuple(t.shape), t.stride(), t.storage_offset(), t.dtype, t.fake_device, t.requires_grad
+    # (a torch.Size hashes and compares as the tuple of its sizes)
+    return t.shape, t.stride(), t.storage_offset(), t.dtype, t.fake_device, t.requires_grad
 
 
 def _is_fresh(example: Any, mode: FakeTensorMode, inputs: list[torch.Tensor], versions: list[int]) -> bool:

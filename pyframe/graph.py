@@ -108,7 +108,7 @@ class OutputGraph:
             example = self._propagate(op, target, args, kwargs, memo_key)
         # Created bare, then given its arguments: Graph.create_node scans every argument for raw
         # SymInts (a warning; shapes here are static), which costs more than the rest of the node.
-        node = self.graph.create_node(op, target)
+        node = self.graph.create_node(op, target, name=_name_candidate(self.graph, target))
         node.args, node.kwargs = args, kwargs
         node.meta["example_value"] = example
         return node
@@ -197,6 +197,19 @@ class OutputGraph:
 
 
 _graph_counter = itertools.count(1)
+_name_candidates: dict[Any, str] = {}
+
+
+def _name_candidate(graph: torch.fx.Graph, target: Any) -> str:
+    """The name fx gives a node of `target` before numbering it (`torch.sin` -> "sin"), computed
+    once per target: fx derives it with regular expressions for every node."""
+    try:
+        return _name_candidates[target]
+    except KeyError:
+        name = _name_candidates[target] = graph._target_to_str(target)
+        return name
+    except TypeError:  # an unhashable target
+        return graph._target_to_str(target)
 
 
 def _next_graph_name() -> str:

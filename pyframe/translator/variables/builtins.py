@@ -89,7 +89,10 @@ class BuiltinVariable(VariableTracker):
                 raise
             if result is not None:
                 return result
-        if fn in _DUNDERS and not kwargs:
+        # `x * 1.5`, `x + y` on tensors: no user class's operator can apply (only tensors and
+        # constants), the common case, taken without looking for one.
+        plain_operands = all(type(a) is TensorVariable or type(a) is ConstantVariable for a in args)
+        if fn in _DUNDERS and not kwargs and not plain_operands:
             result = _user_operator(tx, fn, args)
             if result is not None:
                 return result
