@@ -47,9 +47,14 @@ class _Output:
 
     __slots__ = ("shape", "stride", "dtype", "device", "requires_grad", "is_leaf")
 
-    def __init__(self, t: torch.Tensor) -> None:
-        self.shape, self.stride, self.dtype, self.device = tuple(t.shape), t.stride(), t.dtype, t.fake_device
-        self.requires_grad, self.is_leaf = t.requires_grad, t.is_leaf
+    def __init__(self, shape: tuple, stride: tuple, dtype: torch.dtype, device: torch.device,
+                 requires_grad: bool, is_leaf: bool) -> None:
+        self.shape, self.stride, self.dtype, self.device = shape, stride, dtype, device
+        self.requires_grad, self.is_leaf = requires_grad, is_leaf
+
+    @classmethod
+    def of(cls, t: FakeTensor) -> "_Output":
+        return cls(tuple(t.shape), t.stride(), t.dtype, t.fake_device, t.requires_grad, t.is_leaf)
 
     def build(self, mode: FakeTensorMode) -> FakeTensor:
         if self.requires_grad and not self.is_leaf:
@@ -116,6 +121,13 @@ class PropagationMemo:
         self.hits += 1
         return out.build(self.mode)
 
+    def store(self, key: tuple, out: _Output) -> None:
+        """Remember what a shape rule (fake_rules.py) gave for `key`."""
+        self.misses += 1
+        if len(self._entries) >= _MAX_ENTRIES:
+            self._entries.clear()
+        self._entries[key] = out
+
     def remember(self, key: tuple, fake_inputs: list[torch.Tensor], versions: list[int], example: Any) -> None:
         """After a real propagation: keep its output if a fresh tensor could stand for it."""
         self.misses += 1
@@ -124,7 +136,7 @@ class PropagationMemo:
         if len(self._entries) >= _MAX_ENTRIES:
             self._entries.clear()
         try:
-            self._entries[key] = _Output(example)
+            self._entries[key] = _Output.of(example)
         except TypeError:
             pass
 

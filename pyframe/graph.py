@@ -21,6 +21,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from . import config
 from .backends import CompiledGraph, compile_with_backend
 from .exc import Unsupported
+from . import fake_rules
 from .fake_memo import PropagationMemo, plain_fake, tensor_inputs
 from .guards import GuardSet
 from .source import Source
@@ -102,8 +103,15 @@ class OutputGraph:
     def create_node(self, op: str, target: Any, args: tuple, kwargs: dict) -> torch.fx.Node:
         """Record a call and propagate FakeTensors through it (`op` is call_function/call_method)."""
         modes = (self.grad_enabled, *self.autocast_stack)
-        memo_key = self.memo.key(op, target, args, kwargs, modes) if config.memoize_fake_propagation else None
-        example = self.memo.lookup(memo_key) if memo_key is not None else None
+        memo_key = self.memo.key(op, target, args, kwargs, modes) if config.fast_fake_propagation else None
+        example = None
+        if memo_key is not None:
+            example = self.memo.lookup(memo_key)
+            if example is None:
+                out = fake_rules.infer(op, target, args, kwargs, self.grad_enabled, _autocasting(modes))
+                if out is not None:
+                    self.memo.store(memo_key, out)
+                    example = out.build(self.fake_mode)
         if example is None:
             example = self._propagate(op, target, args, kwargs, memo_key)
         # Created bare, then given its arguments: Graph.create_node scans every argument for raw
@@ -194,6 +202,12 @@ class OutputGraph:
         gm.meta["pyframe_name"] = name
         examples = [inp.example for inp in self.inputs.values()]
         return compile_with_backend(self.backend, self.backend_name, gm, examples, name)
+
+
+def _autocasting(modes: tuple) -> bool:
+    """Whether an autocast region is active: one the trace entered (after the grad mode in
+    `modes`) or one around the whole call."""
+    return len(modes) > 1 or torch.is_autocast_enabled("cpu") or torch.is_autocast_enabled("cuda")
 
 
 _graph_counter = itertools.count(1)

@@ -58,7 +58,7 @@ def _describe(gm) -> list:
 
 
 def _trace(case: Case, memo: bool, monkeypatch) -> list:
-    monkeypatch.setattr(config, "memoize_fake_propagation", memo)
+    monkeypatch.setattr(config, "fast_fake_propagation", memo)
     pyframe.reset()
     backend = RecordingBackend()
     inputs = case.make_inputs()
@@ -82,7 +82,7 @@ def test_memo_gives_the_metadata_of_real_propagation(case, monkeypatch):
 
 
 def test_repeated_ops_hit_the_memo(monkeypatch):
-    monkeypatch.setattr(config, "memoize_fake_propagation", True)
+    monkeypatch.setattr(config, "fast_fake_propagation", True)
     memo = propagation_memo()
 
     def repeated(x):
@@ -117,7 +117,7 @@ def test_memo_never_stands_for_what_it_cannot_rebuild(program, monkeypatch):
 
     results = {}
     for memo in (False, True, True):
-        monkeypatch.setattr(config, "memoize_fake_propagation", memo)
+        monkeypatch.setattr(config, "fast_fake_propagation", memo)
         pyframe.reset()
         x = torch.arange(20.0).reshape(4, 5)
         out = pyframe.optimize(recording)(program)(x)

@@ -1,0 +1,333 @@
+"""Shape rules: the output of the commonest ops on dense tensors, without FakeTensorMode.
+
+FakeTensorMode propagates an op by dispatching it, through Python, to meta kernels that are mostly
+Python too: 60 us for `x.sin()`, 400 us for `F.linear` of a batch (five aten ops), 900 us for a
+batched matmul. Dynamo pays this for every op; the memo (fake_memo.py) saves it for an op seen
+before on same-shaped inputs, but the first of each kind in a network still pays.
+
+Yet most of a network's ops are a few kinds (linear, convolution, normalization, arithmetic and
+activations, matmul, concatenation) on dense tensors of one floating dtype, and there what the op
+gives is simple: a new contiguous tensor of a computed shape, with its inputs' dtype and device,
+requiring grad when grad mode is on and an input requires it. A rule answers only in that narrow
+case: every tensor argument contiguous (its strides exactly the contiguous ones), of one floating
+dtype and one device, arguments of the kinds the rule knows. Anything else (strided or mixed-dtype
+inputs, `out=`, in-place, an argument the rule does not expect, a shape the op rejects) gets None
+and the real propagation. No autocast region may be active, and torch function modes and inference
+mode are ruled out before (the memo key is None then). tests/test_fake_rules.py compares every rule
+with FakeTensorMode on many shapes.
+"""
+from __future__ import annotations
+
+import operator
+from typing import Any, Callable, Optional, Sequence
+
+import torch
+import torch.fx
+import torch.nn.functional as F
+from torch._subclasses.fake_tensor import FakeTensor
+
+from .fake_memo import _Output
+
+_FLOATING = frozenset({torch.float32, torch.float64, torch.float16, torch.bfloat16})
+_SCALARS = (int, float, bool)
+
+Rule = Callable[[tuple, dict], Optional[tuple]]  # (args, kwargs) -> (shape, [tensor inputs]) or None
+_RULES: dict[tuple[str, Any], Rule] = {}
+
+
+def infer(op: str, target: Any, args: tuple, kwargs: dict, grad_enabled: bool, autocast: bool) -> Optional[_Output]:
+    """The output of `target(*args, **kwargs)` (fx arguments: nodes and constants) if a rule
+    knows it; None to propagate it for real."""
+    if autocast:
+        return None
+    try:
+        rule = _RULES.get((op, target))
+    except TypeError:  # an unhashable target
+        return None
+    if rule is None:
+        return None
+    found = rule(args, kwargs)
+    if found is None:
+        return None
+    shape, inputs = found
+    first = inputs[0]
+    dtype, device = first.dtype, first.fake_device
+    for t in inputs:
+        if t.dtype is not dtype or t.fake_device != device:
+            return None
+    requires_grad = grad_enabled and any(t.requires_grad for t in inputs)
+    return _Output(shape, contiguous_strides(shape), dtype, device, requires_grad, not requires_grad)
+
+
+def contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
+    strides, step = [], 1
+    for size in reversed(shape):
+        strides.append(step)
+        step *= max(size, 1)
+    return tuple(reversed(strides))
+
+
+def _dense(v: Any) -> Optional[FakeTensor]:
+    """The FakeTensor of a node whose value is a dense, contiguous tensor of a floating dtype."""
+    if type(v) is not torch.fx.Node:
+        return None
+    t = v.meta.get("example_value")
+    if type(t) is not FakeTensor or t.constant is not None or t.layout is not torch.strided:
+        return None
+    if t.dtype not in _FLOATING or t._has_symbolic_sizes_strides or t.storage_offset() != 0:
+        return None
+    shape = tuple(t.shape)
+    if t.stride() != contiguous_strides(shape):
+        return None
+    return t
+
+
+def _rule(op: str, *targets: Any) -> Callable[[Rule], Rule]:
+    def register(fn: Rule) -> Rule:
+        for target in targets:
+            _RULES[(op, target)] = fn
+        return fn
+    return register
+
+
+def _only(kwargs: dict, allowed: dict[str, Any]) -> bool:
+    """Every keyword is one of `allowed`, with its allowed value (a value the rule's output
+    does not depend on; `None` in `allowed` accepts any)."""
+    for name, value in kwargs.items():
+        if name not in allowed:
+            return False
+        expected = allowed[name]
+        if expected is not None and value != expected:
+            return False
+    return True
+
+
+def broadcast_shapes(*shapes: tuple[int, ...]) -> Optional[tuple[int, ...]]:
+    ndim = max(len(s) for s in shapes)
+    out = [1] * ndim
+    for shape in shapes:
+        for i, size in enumerate(shape, ndim - len(shape)):
+            if size == out[i] or size == 1:
+                continue
+            if out[i] != 1:
+                return None
+            out[i] = size
+    return tuple(out)
+
+
+# -- pointwise ----------------------------------------------------------------------------------
+
+_UNARY = ("sin", "cos", "tan", "tanh", "sigmoid", "exp", "log", "sqrt", "rsqrt", "relu", "neg", "abs",
+          "sinh", "cosh", "erf", "reciprocal")
+
+
+def _unary(args: tuple, kwargs: dict) -> Optional[tuple]:
+    if len(args) != 1 or kwargs:
+        return None
+    t = _dense(args[0])
+    return (tuple(t.shape), [t]) if t is not None else None
+
+
+def _activation(args: tuple, kwargs: dict) -> Optional[tuple]:
+    """F.relu/F.silu/F.gelu and the like: one tensor, no in-place (an `inplace`/`approximate`
+    keyword or second argument as they take)."""
+    if len(args) == 2 and args[1] in (False, "none", "tanh"):
+        args = args[:1]
+    if len(args) != 1 or not _only(kwargs, {"inplace": False, "approximate": None}):
+        return None
+    if kwargs.get("approximate", "none") not in ("none", "tanh"):
+        return None
+    t = _dense(args[0])
+    return (tuple(t.shape), [t]) if t is not None else None
+
+
+for _name in _UNARY:
+    _rule("call_method", _name)(_unary)
+    if hasattr(torch, _name):
+        _rule("call_function", getattr(torch, _name))(_unary)
+_rule("call_function", operator.neg)(_unary)
+_rule("call_function", F.relu, F.silu, F.gelu, F.elu, F.leaky_relu, F.hardswish, F.mish)(_activation)
+_rule("call_method", "gelu")(_activation)
+
+
+def _binary(args: tuple, kwargs: dict) -> Optional[tuple]:
+    """a (op) b: tensors of one dtype broadcast, or a tensor and a Python number (which takes
+    the tensor's floating dtype)."""
+    if len(args) != 2 or kwargs:
+        return None
+    a, b = args
+    ta, tb = _dense(a), _dense(b)
+    if ta is not None and tb is not None:
+        shape = broadcast_shapes(tuple(ta.shape), tuple(tb.shape))
+        return (shape, [ta, tb]) if shape is not None else None
+    tensor, other = (ta, b) if ta is not None else (tb, a)
+    if tensor is None or type(other) not in _SCALARS:
+        return None
+    return tuple(tensor.shape), [tensor]
+
+
+_rule("call_function", operator.add, operator.sub, operator.mul, operator.truediv,
+      torch.add, torch.sub, torch.mul, torch.div)(_binary)
+_rule("call_method", "add", "sub", "mul", "div", "__add__", "__sub__", "__mul__", "__truediv__",
+      "__radd__", "__rmul__")(_binary)
+
+
+# -- linear algebra ---------------------------------------------------------------------------------
+
+@_rule("call_function", torch._C._nn.linear, F.linear)
+def _linear(args: tuple, kwargs: dict) -> Optional[tuple]:
+    if not _only(kwargs, {"bias": None}) or not 2 <= len(args) + len(kwargs) <= 3:
+        return None
+    x, w = _dense(args[0]), _dense(args[1])
+    bias = args[2] if len(args) == 3 else kwargs.get("bias")
+    if x is None or w is None or w.dim() != 2 or x.dim() == 0 or x.shape[-1] != w.shape[1]:
+        return None
+    inputs = [x, w]
+    if bias is not None:
+        b = _dense(bias)
+        if b is None or tuple(b.shape) != (w.shape[0],):
+            return None
+        inputs.append(b)
+    return (*x.shape[:-1], w.shape[0]), inputs
+
+
+@_rule("call_function", torch.matmul, operator.matmul)
+@_rule("call_method", "matmul", "__matmul__")
+def _matmul(args: tuple, kwargs: dict) -> Optional[tuple]:
+    """Batched matmul of tensors of at least two dimensions (vectors take other paths)."""
+    if len(args) != 2 or kwargs:
+        return None
+    a, b = _dense(args[0]), _dense(args[1])
+    if a is None or b is None or a.dim() < 2 or b.dim() < 2 or a.shape[-1] != b.shape[-2]:
+        return None
+    batch = broadcast_shapes(tuple(a.shape[:-2]), tuple(b.shape[:-2]))
+    if batch is None:
+        return None
+    return (*batch, a.shape[-2], b.shape[-1]), [a, b]
+
+
+# -- normalization ---------------------------------------------------------------------------------
+
+@_rule("call_function", F.layer_norm)
+def _layer_norm(args: tuple, kwargs: dict) -> Optional[tuple]:
+    names = ("input", "normalized_shape", "weight", "bias", "eps")
+    if len(args) > len(names) or not _only(kwargs, {n: None for n in names[len(args):]}):
+        return None
+    bound = dict(zip(names, args), **kwargs)
+    x, normalized = _dense(bound.get("input")), bound.get("normalized_shape")
+    if x is None or type(normalized) not in (tuple, list, torch.Size):
+        return None
+    normalized = tuple(normalized)
+    if not normalized or tuple(x.shape[x.dim() - len(normalized):]) != normalized or len(normalized) > x.dim():
+        return None
+    inputs = [x]
+    for name in ("weight", "bias"):
+        if bound.get(name) is not None:
+            t = _dense(bound[name])
+            if t is None or tuple(t.shape) != normalized:
+                return None
+            inputs.append(t)
+    return tuple(x.shape), inputs
+
+
+@_rule("call_function", F.batch_norm)
+def _batch_norm(args: tuple, kwargs: dict) -> Optional[tuple]:
+    """Inference (training=False): training mode updates the running statistics in place."""
+    names = ("input", "running_mean", "running_var", "weight", "bias", "training", "momentum", "eps")
+    if len(args) > len(names) or not _only(kwargs, {n: None for n in names[len(args):]}):
+        return None
+    bound = dict(zip(names, args), **kwargs)
+    x = _dense(bound.get("input"))
+    if x is None or x.dim() < 2 or bound.get("training", False) is not False:
+        return None
+    inputs = [x]
+    for name in ("running_mean", "running_var", "weight", "bias"):
+        if bound.get(name) is None:
+            if name.startswith("running"):
+                return None  # no statistics: inference is impossible, the op raises
+            continue
+        t = _dense(bound[name])
+        if t is None or tuple(t.shape) != (x.shape[1],):
+            return None
+        inputs.append(t)
+    return tuple(x.shape), inputs
+
+
+@_rule("call_method", "softmax", "log_softmax")
+def _softmax(args: tuple, kwargs: dict) -> Optional[tuple]:
+    if not _only(kwargs, {"dim": None}) or len(args) + len(kwargs) != 2:
+        return None
+    x = _dense(args[0])
+    dim = args[1] if len(args) == 2 else kwargs["dim"]
+    if x is None or type(dim) is not int or not -max(x.dim(), 1) <= dim < max(x.dim(), 1):
+        return None
+    return tuple(x.shape), [x]
+
+
+# -- convolution and concatenation ---------------------------------------------------------------
+
+def _pair(v: Any) -> Optional[tuple[int, int]]:
+    if type(v) is int:
+        return v, v
+    if type(v) in (tuple, list) and len(v) == 2 and all(type(i) is int for i in v):
+        return v[0], v[1]
+    if type(v) in (tuple, list) and len(v) == 1 and type(v[0]) is int:
+        return v[0], v[0]
+    return None
+
+
+@_rule("call_function", torch.conv2d, F.conv2d)
+def _conv2d(args: tuple, kwargs: dict) -> Optional[tuple]:
+    names = ("input", "weight", "bias", "stride", "padding", "dilation", "groups")
+    if len(args) > len(names) or not _only(kwargs, {n: None for n in names[len(args):]}):
+        return None
+    bound = dict(zip(names, args), **kwargs)
+    x, w = _dense(bound.get("input")), _dense(bound.get("weight"))
+    stride, padding = _pair(bound.get("stride", 1)), _pair(bound.get("padding", 0))
+    dilation, groups = _pair(bound.get("dilation", 1)), bound.get("groups", 1)
+    if x is None or w is None or x.dim() != 4 or w.dim() != 4 or None in (stride, padding, dilation):
+        return None
+    n, c, h, width = x.shape
+    out_channels, in_per_group, kh, kw = w.shape
+    if type(groups) is not int or groups < 1 or c != in_per_group * groups or out_channels % groups:
+        return None
+    if min(stride) < 1 or min(dilation) < 1 or min(padding) < 0:
+        return None
+    # A tensor whose channels or whole image have size 1 is contiguous in both memory formats:
+    # convolution picks one by rules of its own there.
+    if c == 1 or h * width == 1 or out_channels == 1:
+        return None
+    inputs = [x, w]
+    if bound.get("bias") is not None:
+        b = _dense(bound["bias"])
+        if b is None or tuple(b.shape) != (out_channels,):
+            return None
+        inputs.append(b)
+    out_h = (h + 2 * padding[0] - dilation[0] * (kh - 1) - 1) // stride[0] + 1
+    out_w = (width + 2 * padding[1] - dilation[1] * (kw - 1) - 1) // stride[1] + 1
+    if out_h < 1 or out_w < 1 or out_h * out_w == 1:
+        return None
+    return (n, out_channels, out_h, out_w), inputs
+
+
+@_rule("call_function", torch.cat)
+def _cat(args: tuple, kwargs: dict) -> Optional[tuple]:
+    if not _only(kwargs, {"dim": None}) or not 1 <= len(args) + len(kwargs) <= 2:
+        return None
+    items = args[0]
+    dim = args[1] if len(args) == 2 else kwargs.get("dim", 0)
+    if type(items) not in (tuple, list) or not items or type(dim) is not int:
+        return None
+    tensors = [_dense(item) for item in items]
+    if any(t is None for t in tensors):
+        return None
+    ndim = tensors[0].dim()
+    if ndim == 0 or not -ndim <= dim < ndim or any(t.dim() != ndim for t in tensors):
+        return None
+    dim %= ndim
+    shape = list(tensors[0].shape)
+    for t in tensors[1:]:
+        if any(t.shape[i] != shape[i] for i in range(ndim) if i != dim):
+            return None
+        shape[dim] += t.shape[dim]
+    return tuple(shape), tensors

@@ -1,0 +1,214 @@
+"""The shape rules (pyframe/fake_rules.py) against FakeTensorMode: on random shapes, dtypes, strides,
+grad flags and arguments, a rule either declines (None) or gives exactly the real propagation's
+shape, stride, dtype, device, requires_grad and leafness; it never answers where the op raises."""
+from __future__ import annotations
+
+import operator
+import random
+
+import pytest
+import torch
+import torch.fx
+import torch.nn.functional as F
+
+from pyframe import fake_rules
+from pyframe.graph import fake_mode
+
+
+def _meta(t: torch.Tensor) -> tuple:
+    return tuple(t.shape), t.stride(), t.dtype, t.device, t.requires_grad, t.is_leaf
+
+
+class Harness:
+    """Fake inputs as fx nodes (what a rule reads), and the real propagation to compare with."""
+
+    def __init__(self, seed: int):
+        self.rng = random.Random(seed)
+        self.graph = torch.fx.Graph()
+        self.answered = self.declined = 0
+
+    def tensor(self, shape, dtype=torch.float32, requires_grad=None, layout="contiguous"):
+        real = torch.empty(shape, dtype=dtype)
+        if layout == "transposed" and real.dim() >= 2:
+            real = real.transpose(-1, -2).contiguous().transpose(-1, -2)
+        elif layout == "channels_last" and real.dim() == 4:
+            real = real.contiguous(memory_format=torch.channels_last)
+        elif layout == "offset":
+            real = torch.empty(real.numel() + 1, dtype=dtype)[1:].view(shape)
+        if requires_grad is None:
+            requires_grad = dtype.is_floating_point and self.rng.random() < 0.5
+        if requires_grad:
+            real.requires_grad_()
+        node = self.graph.placeholder(f"t{len(self.graph.nodes)}")
+        node.meta["example_value"] = fake_mode().from_tensor(real, static_shapes=True)
+        return node
+
+    def check(self, op: str, target, args: tuple, kwargs: dict | None = None) -> None:
+        kwargs = kwargs or {}
+        grad = self.rng.random() < 0.8
+        out = fake_rules.infer(op, target, args, kwargs, grad, autocast=False)
+        fake_args = torch.fx.node.map_arg(args, lambda n: n.meta["example_value"])
+        fake_kwargs = torch.fx.node.map_arg(kwargs, lambda n: n.meta["example_value"])
+        try:
+            with fake_mode(), torch.set_grad_enabled(grad):
+                if op == "call_method":
+                    real = getattr(fake_args[0], target)(*fake_args[1:], **fake_kwargs)
+                else:
+                    real = target(*fake_args, **fake_kwargs)
+        except Exception as e:
+            assert out is None, f"{target} answered where the op raises {type(e).__name__}: {e}"
+            self.declined += 1
+            return
+        if out is None:
+            self.declined += 1
+            return
+        self.answered += 1
+        assert _meta(out.build(fake_mode())) == _meta(real), (target, args, kwargs)
+
+    def shape(self, ndim: int, low: int = 1, high: int = 5) -> tuple[int, ...]:
+        return tuple(self.rng.randint(low, high) for _ in range(ndim))
+
+    def layout(self) -> str:
+        return self.rng.choice(["contiguous"] * 6 + ["transposed", "channels_last", "offset"])
+
+    def dtype(self) -> torch.dtype:
+        return self.rng.choice([torch.float32] * 6 + [torch.float64, torch.bfloat16, torch.int64])
+
+
+def _broadcastable(h: Harness, shape: tuple[int, ...]) -> tuple[int, ...]:
+    """A suffix of `shape` with some sizes replaced by 1 (or, now and then, one that clashes)."""
+    suffix = shape[h.rng.randint(0, len(shape)):]
+    return tuple(1 if h.rng.random() < 0.3 else (s + 1 if h.rng.random() < 0.05 else s) for s in suffix)
+
+
+def _run(check_one, seed: int = 0, cases: int = 300) -> Harness:
+    h = Harness(seed)
+    for _ in range(cases):
+        check_one(h)
+    assert h.answered >= cases // 4, f"the rule answered {h.answered} of {cases} cases"
+    return h
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_unary_and_activations(seed):
+    def one(h: Harness):
+        x = h.tensor(h.shape(h.rng.randint(0, 4)), h.dtype(), layout=h.layout())
+        op, target, args, kwargs = h.rng.choice([
+            ("call_function", torch.sin, (x,), {}), ("call_method", "tanh", (x,), {}),
+            ("call_function", torch.sigmoid, (x,), {}), ("call_function", operator.neg, (x,), {}),
+            ("call_function", F.relu, (x,), {}), ("call_function", F.relu, (x,), {"inplace": False}),
+            ("call_function", F.gelu, (x,), {}), ("call_function", F.gelu, (x,), {"approximate": "tanh"}),
+            ("call_function", F.silu, (x,), {}), ("call_method", "relu", (x,), {}),
+        ])
+        h.check(op, target, args, kwargs)
+
+    _run(one, seed)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_binary_arithmetic_with_broadcasting_and_numbers(seed):
+    def one(h: Harness):
+        shape = h.shape(h.rng.randint(0, 4))
+        dtype = h.dtype()
+        a = h.tensor(shape, dtype, layout=h.layout())
+        kind = h.rng.random()
+        if kind < 0.5:
+            b = h.tensor(_broadcastable(h, shape), dtype if h.rng.random() < 0.9 else h.dtype(), layout=h.layout())
+        else:
+            b = h.rng.choice([2, 0.5, True, -3])
+        if h.rng.random() < 0.3:
+            a, b = b, a
+        target = h.rng.choice([operator.add, operator.sub, operator.mul, operator.truediv, torch.add, torch.mul])
+        h.check("call_function", target, (a, b))
+
+    _run(one, seed)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_linear(seed):
+    def one(h: Harness):
+        k, n = h.rng.randint(1, 6), h.rng.randint(1, 6)
+        x = h.tensor(h.shape(h.rng.randint(1, 3)) + (k if h.rng.random() < 0.95 else k + 1,), layout=h.layout())
+        w = h.tensor((n, k), layout=h.layout())
+        bias = h.rng.choice([None, h.tensor((n,)), h.tensor((n,)), h.tensor((1,))])
+        args = (x, w) if bias is None and h.rng.random() < 0.5 else (x, w, bias)
+        h.check("call_function", torch._C._nn.linear, args)
+
+    _run(one, seed)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_matmul(seed):
+    def one(h: Harness):
+        n, k, m = h.shape(3)
+        batch = h.shape(h.rng.randint(0, 2))
+        a = h.tensor(batch + (n, k), layout=h.layout())
+        b = h.tensor(_broadcastable(h, batch) + (k if h.rng.random() < 0.95 else k + 1, m), layout=h.layout())
+        h.check("call_function", h.rng.choice([torch.matmul, operator.matmul]), (a, b))
+
+    _run(one, seed)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_layer_norm_batch_norm_softmax(seed):
+    def one(h: Harness):
+        shape = h.shape(h.rng.randint(2, 4))
+        x = h.tensor(shape, layout=h.layout())
+        kind = h.rng.randrange(3)
+        if kind == 0:
+            normalized = shape[-h.rng.randint(1, 2):]
+            weight = h.tensor(normalized) if h.rng.random() < 0.7 else None
+            bias = h.tensor(normalized) if h.rng.random() < 0.7 else None
+            h.check("call_function", F.layer_norm, (x, normalized, weight, bias, 1e-5))
+        elif kind == 1:
+            c = shape[1]
+            stats = [h.tensor((c,), requires_grad=False), h.tensor((c,), requires_grad=False)]
+            affine = [h.tensor((c,)), h.tensor((c,))] if h.rng.random() < 0.7 else [None, None]
+            h.check("call_function", F.batch_norm, (x, *stats, *affine, False, 0.1, 1e-5))
+        else:
+            h.check("call_method", h.rng.choice(["softmax", "log_softmax"]), (x, h.rng.randint(-len(shape), len(shape) - 1)))
+
+    _run(one, seed)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_conv2d(seed):
+    def one(h: Harness):
+        n, c, out = h.rng.randint(1, 3), h.rng.randint(1, 4), h.rng.randint(1, 5)
+        groups = h.rng.choice([1, 1, 1, c])
+        out = out * groups
+        size = h.rng.randint(1, 9)
+        kernel = h.rng.randint(1, 3)
+        x = h.tensor((n, c, size, size + h.rng.randint(0, 2)), layout=h.layout())
+        w = h.tensor((out, c // groups, kernel, kernel))
+        bias = h.tensor((out,)) if h.rng.random() < 0.6 else None
+        stride, padding = h.rng.choice([1, 2, (1, 2)]), h.rng.choice([0, 1, (1, 0)])
+        h.check("call_function", torch.conv2d, (x, w, bias, stride, padding, 1, groups))
+
+    _run(one, seed)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_cat(seed):
+    def one(h: Harness):
+        shape = h.shape(h.rng.randint(1, 4))
+        dim = h.rng.randrange(len(shape))
+        parts = []
+        for _ in range(h.rng.randint(1, 3)):
+            s = list(shape)
+            s[dim] = h.rng.randint(1, 4)
+            parts.append(h.tensor(tuple(s), layout=h.layout()))
+        h.check("call_function", torch.cat, (parts, dim - len(shape) if h.rng.random() < 0.3 else dim))
+
+    _run(one, seed)
+
+
+def test_rules_decline_what_they_do_not_model():
+    h = Harness(0)
+    x, w = h.tensor((2, 3)), h.tensor((4, 3))
+    assert fake_rules.infer("call_function", F.relu, (x,), {"inplace": True}, True, False) is None
+    assert fake_rules.infer("call_function", torch.add, (x, x), {"alpha": 2}, True, False) is None
+    assert fake_rules.infer("call_function", torch._C._nn.linear, (x, w), {}, True, autocast=True) is None
+    assert fake_rules.infer("call_function", torch.sin, (x,), {"out": x}, True, False) is None
+    out = fake_rules.infer("call_function", torch._C._nn.linear, (x, w), {}, True, False)
+    assert out is not None and out.shape == (2, 4)
