@@ -67,17 +67,22 @@ def contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
     return tuple(reversed(strides))
 
 
-def _dense(v: Any) -> Optional[FakeTensor]:
-    """The FakeTensor of a node whose value is a dense, contiguous tensor of a floating dtype."""
+def _strided(v: Any) -> Optional[FakeTensor]:
+    """The FakeTensor of a node whose value is a plain strided tensor of a floating dtype."""
     if type(v) is not torch.fx.Node:
         return None
     t = v.meta.get("example_value")
     if type(t) is not FakeTensor or t.constant is not None or t.layout is not torch.strided:
         return None
-    if t.dtype not in _FLOATING or t._has_symbolic_sizes_strides or t.storage_offset() != 0:
+    if t.dtype not in _FLOATING or t._has_symbolic_sizes_strides or t.is_conj() or t.is_neg():
         return None
-    shape = tuple(t.shape)
-    if t.stride() != contiguous_strides(shape):
+    return t
+
+
+def _dense(v: Any) -> Optional[FakeTensor]:
+    """The FakeTensor of a node whose value is a dense, contiguous tensor of a floating dtype."""
+    t = _strided(v)
+    if t is None or t.storage_offset() != 0 or t.stride() != contiguous_strides(tuple(t.shape)):
         return None
     return t
 
@@ -194,10 +199,11 @@ def _linear(args: tuple, kwargs: dict) -> Optional[tuple]:
 @_rule("call_function", torch.matmul, operator.matmul)
 @_rule("call_method", "matmul", "__matmul__")
 def _matmul(args: tuple, kwargs: dict) -> Optional[tuple]:
-    """Batched matmul of tensors of at least two dimensions (vectors take other paths)."""
+    """Batched matmul of tensors of at least two dimensions (vectors take other paths), of any
+    strides (`q @ k.transpose(-2, -1)`): the product is always a new contiguous tensor."""
     if len(args) != 2 or kwargs:
         return None
-    a, b = _dense(args[0]), _dense(args[1])
+    a, b = _strided(args[0]), _strided(args[1])
     if a is None or b is None or a.dim() < 2 or b.dim() < 2 or a.shape[-1] != b.shape[-2]:
         return None
     batch = broadcast_shapes(tuple(a.shape[:-2]), tuple(b.shape[:-2]))

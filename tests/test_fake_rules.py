@@ -33,6 +33,8 @@ class Harness:
             real = real.transpose(-1, -2).contiguous().transpose(-1, -2)
         elif layout == "channels_last" and real.dim() == 4:
             real = real.contiguous(memory_format=torch.channels_last)
+        elif layout == "expanded" and real.dim() >= 1:
+            real = torch.empty(shape[1:], dtype=dtype).expand(shape)
         elif layout == "offset":
             real = torch.empty(real.numel() + 1, dtype=dtype)[1:].view(shape)
         if requires_grad is None:
@@ -69,7 +71,7 @@ class Harness:
         return tuple(self.rng.randint(low, high) for _ in range(ndim))
 
     def layout(self) -> str:
-        return self.rng.choice(["contiguous"] * 6 + ["transposed", "channels_last", "offset"])
+        return self.rng.choice(["contiguous"] * 6 + ["transposed", "channels_last", "offset", "expanded"])
 
     def dtype(self) -> torch.dtype:
         return self.rng.choice([torch.float32] * 6 + [torch.float64, torch.bfloat16, torch.int64])
@@ -137,7 +139,7 @@ def test_linear(seed):
     _run(one, seed)
 
 
-@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("seed", range(8))
 def test_matmul(seed):
     def one(h: Harness):
         n, k, m = h.shape(3)
