@@ -155,3 +155,23 @@ class DictValueSource(ChildSource):
     @functools.cached_property
     def _name(self) -> str:
         return f"{self.base.name()}[list({self.base.name()}.keys())[{self.index}]]"
+
+
+def _remember_hashes(cls: type) -> None:
+    """Make each source hash its fields once: a source is a key of the trace's input, guard and
+    constant tables, and the dataclass hash walks the whole chain (`self.features.block1.conv.weight`)
+    every time."""
+    for sub in cls.__subclasses__():
+        compute = sub.__dict__.get("__hash__")
+        if compute is not None and not getattr(compute, "remembers", False):
+            def __hash__(self: Source, compute=compute) -> int:
+                found = self.__dict__.get("_hash")
+                if found is None:
+                    found = self.__dict__["_hash"] = compute(self)
+                return found
+            __hash__.remembers = True
+            sub.__hash__ = __hash__
+        _remember_hashes(sub)
+
+
+_remember_hashes(Source)
