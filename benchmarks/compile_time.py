@@ -16,6 +16,12 @@ minimum over ``--repeat`` fresh programs. Both engines first compile an unrelate
 module), so one-time setup (imports, FakeTensorMode, dispatcher caches) is not counted. Both
 engines are reset between rows. Target: pyframe <= 0.1x torch._dynamo on every row.
 
+Each engine also keeps a process-wide cache keyed by tensor shapes, which a reset leaves: Dynamo's
+FakeTensorMode dispatch cache and pyframe's propagation memo (pyframe/fake_memo.py). In the main
+column the repeats after the first find them warm, as a recompile or a second model of the same
+shapes does. The "cold shapes" column clears both before every run: the first compile of shapes the
+process has never seen, the stricter figure.
+
 Run from the repo root:  python benchmarks/compile_time.py [--quick] [--rows PATTERN] [--repeat N]
 """
 
@@ -38,6 +44,8 @@ sys.path.insert(0, str(REPO))  # the corpus is tests/cases/
 import torch  # noqa: E402
 from tabulate import tabulate  # noqa: E402
 
+from torch._subclasses.fake_tensor import FakeTensorMode  # noqa: E402
+
 from pyframe.debug.cases import load_cases  # noqa: E402
 from pyframe.debug.compare import (  # noqa: E402
     CountingBackend,
@@ -45,6 +53,7 @@ from pyframe.debug.compare import (  # noqa: E402
     optimize_with,
     reset_engines,
 )
+from pyframe.graph import propagation_memo  # noqa: E402
 
 JIT_ENGINES = ("pyframe", "dynamo")
 TARGET_RATIO = 0.1
@@ -132,9 +141,17 @@ def eager_call_s(program: Program) -> float:
     return statistics.median(times)
 
 
-def first_call_s(program: Program, engine: str) -> tuple[float, int]:
+def clear_shape_caches() -> None:
+    """Empty both engines' caches keyed by tensor shapes (see the module docstring)."""
+    FakeTensorMode.cache_clear()
+    propagation_memo().clear()
+
+
+def first_call_s(program: Program, engine: str, cold_shapes: bool = False) -> tuple[float, int]:
     """Wall time of the first call of a fresh ``program`` under ``engine``, and graphs compiled."""
     reset_engines()
+    if cold_shapes:
+        clear_shape_caches()
     backend = CountingBackend()
     compiled = optimize_with(engine, program.make_fn(), backend)
     args = program.make_args()
@@ -154,20 +171,24 @@ class RowResult:
     eager_s: float
     compile_s: dict[str, float | None]  # engine -> first call minus eager call; None if n/a
     graphs: dict[str, int | None]
+    cold_s: dict[str, float | None]  # the same with the shape caches cleared before each run
 
 
 def measure(program: Program, repeat: int) -> RowResult:
     eager = eager_call_s(program)
     compile_s: dict[str, float | None] = {}
+    cold_s: dict[str, float | None] = {}
     graphs: dict[str, int | None] = {}
     for engine in JIT_ENGINES:
         if engine_unavailable_reason(engine) is not None:
-            compile_s[engine] = graphs[engine] = None
+            compile_s[engine] = cold_s[engine] = graphs[engine] = None
             continue
         runs = [first_call_s(program, engine) for _ in range(repeat)]
         compile_s[engine] = max(min(t for t, _ in runs) - eager, 0.0)
         graphs[engine] = runs[0][1]
-    return RowResult(program.name, eager, compile_s, graphs)
+        cold = [first_call_s(program, engine, cold_shapes=True)[0] for _ in range(repeat)]
+        cold_s[engine] = max(min(cold) - eager, 0.0)
+    return RowResult(program.name, eager, compile_s, graphs, cold_s)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -178,8 +199,9 @@ def _s(seconds: float | None) -> str:
     return "n/a" if seconds is None else f"{seconds:.4f}"
 
 
-def _ratio(result: RowResult) -> str:
-    pf, dyn = result.compile_s["pyframe"], result.compile_s["dynamo"]
+def _ratio(result: RowResult, cold: bool = False) -> str:
+    times = result.cold_s if cold else result.compile_s
+    pf, dyn = times["pyframe"], times["dynamo"]
     if pf is None or not dyn:
         return "n/a"
     ratio = pf / dyn
@@ -236,13 +258,14 @@ def main(argv: list[str] | None = None) -> int:
         rows.append([
             program.name, _graphs(result), f"{result.eager_s * 1e3:.3f}",
             _s(result.compile_s["pyframe"]), _s(result.compile_s["dynamo"]), _ratio(result),
+            _s(result.cold_s["pyframe"]), _s(result.cold_s["dynamo"]), _ratio(result, cold=True),
         ])
         print(f"  measured {program.name}", file=sys.stderr, flush=True)
 
     print(f"\nWarm compile time (s): first call minus an eager call, min of {repeat}; "
           f"target pyframe/dynamo <= {TARGET_RATIO}")
     print(tabulate(rows, headers=["row", "graphs pf/dyn", "eager ms", "pyframe s", "dynamo s",
-                                  "pf/dyn"]))
+                                  "pf/dyn", "cold shapes: pf s", "dyn s", "pf/dyn"]))
     lines = linearity_lines(results)
     if lines:
         print("\nLinearity of compile time in graph size (chain):")

@@ -121,6 +121,9 @@ class PropagationMemo:
         self.hits += 1
         return out.build(self.mode)
 
+    def clear(self) -> None:
+        self._entries.clear()
+
     def store(self, key: tuple, out: _Output) -> None:
         """Remember what a shape rule (fake_rules.py) gave for `key`."""
         self.misses += 1
