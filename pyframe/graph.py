@@ -71,6 +71,8 @@ class OutputGraph:
         # Graphs called by higher-order ops (an autograd.Function's `fwd_body_0`, `bwd_body_0`),
         # by the name of the get_attr node that reads each: attributes of the compiled GraphModule.
         self.subgraphs: dict[str, torch.fx.GraphModule] = {}
+        # Trackers of modules and functions the trace read, by (source, guarded): see builder.wrap.
+        self.immutable_trackers: dict[tuple, Any] = {}
     # -- building -----------------------------------------------------------------------------
     def add_input(self, source: Source, value: torch.Tensor) -> torch.fx.Node:
         """The placeholder for a tensor read from the frame (one per source)."""

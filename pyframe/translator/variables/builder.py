@@ -40,6 +40,8 @@ if TYPE_CHECKING:
     from ..instructions import InstructionTranslator
 
 _EQUALS_TYPES = (bool, int, float, complex, str, bytes, torch.device)
+# Trackers with no state a trace changes: wrap() gives one per source and output graph.
+_IMMUTABLE_TRACKERS = (PythonModuleVariable, TorchFunctionVariable, BuiltinVariable)
 _CONTAINER_TYPES = (list, dict, collections.OrderedDict, collections.defaultdict)
 
 
@@ -49,6 +51,20 @@ def wrap(tx: "InstructionTranslator", value: Any, source: Source | None, guard: 
         known = tx.side_effects.known(source)  # a mutable object read before: the same tracker
         if known is not None:
             return known
+        # A module or function read before (`torch` and `torch.sin` on every line of a long
+        # function): the same tracker, its guard already added. A trace assigns no global and no
+        # module attribute (STORE_GLOBAL breaks the graph), so a source's value stays the same.
+        cached = tx.output.immutable_trackers.get((source, guard))
+        if cached is not None:
+            return cached
+        tracker = _wrap(tx, value, source, guard)
+        if type(tracker) in _IMMUTABLE_TRACKERS:
+            tx.output.immutable_trackers[(source, guard)] = tracker
+        return tracker
+    return _wrap(tx, value, source, guard)
+
+
+def _wrap(tx: "InstructionTranslator", value: Any, source: Source | None, guard: bool) -> VariableTracker:
     guards = tx.output.guards if guard and source is not None else None
 
     def add(kind: GuardKind, payload: Any = None) -> None:
