@@ -100,14 +100,24 @@ class PropagationMemo:
         self._entries: dict[tuple, _Output] = {}
         self.hits = self.misses = 0
 
-    def key(self, op: str, target: Any, args: tuple, kwargs: dict, modes: tuple) -> Optional[tuple]:
-        """The memo key of one call, or None when it cannot be memoized. `modes`: the trace's own
-        grad mode and autocast regions (the global state is read here)."""
+    @staticmethod
+    def global_state() -> Optional[tuple]:
+        """The global state a key holds, read once per trace (the trace runs none of the user's
+        code, so it cannot change it); None when nothing may be memoized under it."""
         if torch._C._is_torch_function_mode_enabled() or torch.is_inference_mode_enabled():
             return None  # a user's mode sees (and may change) every call; inference tensors have no versions
+        return torch.get_default_dtype(), _autocast_state("cpu"), _autocast_state("cuda")
+
+    def key(self, op: str, target: Any, args: tuple, kwargs: dict, modes: tuple, state: Optional[tuple],
+            node_keys: dict) -> Optional[tuple]:
+        """The memo key of one call, or None when it cannot be memoized. `modes`: the trace's own
+        grad mode and autocast regions; `state`: global_state(); `node_keys`: the keys of the
+        trace's nodes' values so far (the owner empties it when a real propagation may have
+        changed a value's metadata in place)."""
+        if state is None:
+            return None
         try:
-            return (op, target, _key_of(args), _key_of(kwargs), modes, torch.get_default_dtype(),
-                    _autocast_state("cpu"), _autocast_state("cuda"))
+            return (op, target, _key_of(args, node_keys), _key_of(kwargs, node_keys), modes, state)
         except (_Unkeyable, TypeError):  # TypeError: an unhashable target
             return None
 
@@ -211,18 +221,21 @@ def tensor_inputs(args: tuple, kwargs: dict) -> list[torch.Tensor]:
     return found
 
 
-def _key_of(v: Any) -> Any:
+def _key_of(v: Any, node_keys: dict) -> Any:
     tp = type(v)
     if tp is torch.fx.Node:
-        return _tensor_key(v.meta.get("example_value"))
+        key = node_keys.get(v)
+        if key is None:
+            key = node_keys[v] = _tensor_key(v.meta.get("example_value"))
+        return key
     if tp in _CONSTANT_TYPES:
         return (tp, v)
     if tp is tuple or tp is list or tp is torch.Size:
-        return (tp, tuple([_key_of(item) for item in v]))
+        return (tp, tuple([_key_of(item, node_keys) for item in v]))
     if tp is dict:
-        return (tp, tuple([(k, _key_of(item)) for k, item in v.items()]))
+        return (tp, tuple([(k, _key_of(item, node_keys)) for k, item in v.items()]))
     if tp is slice:
-        return (tp, _key_of(v.start), _key_of(v.stop), _key_of(v.step))
+        return (tp, _key_of(v.start, node_keys), _key_of(v.stop, node_keys), _key_of(v.step, node_keys))
     raise _Unkeyable
 
 

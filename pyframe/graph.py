@@ -66,6 +66,8 @@ class OutputGraph:
         self._last_placeholder: torch.fx.Node | None = None
         self.fake_mode = fake_mode()
         self.memo = propagation_memo()
+        self._memo_state = self.memo.global_state()
+        self._node_keys: dict[torch.fx.Node, tuple] = {}  # memo keys of the nodes' values (fake_memo.py)
         self._fake_inputs: dict[int, torch.Tensor] = {}  # id of a real input -> its FakeTensor
         self._inputs_by_fake: dict[int, GraphInput] = {}  # id of an input's FakeTensor -> its first input
         # Graphs called by higher-order ops (an autograd.Function's `fwd_body_0`, `bwd_body_0`),
@@ -105,7 +107,8 @@ class OutputGraph:
     def create_node(self, op: str, target: Any, args: tuple, kwargs: dict) -> torch.fx.Node:
         """Record a call and propagate FakeTensors through it (`op` is call_function/call_method)."""
         modes = (self.grad_enabled, *self.autocast_stack)
-        memo_key = self.memo.key(op, target, args, kwargs, modes) if config.fast_fake_propagation else None
+        memo_key = (self.memo.key(op, target, args, kwargs, modes, self._memo_state, self._node_keys)
+                    if config.fast_fake_propagation else None)
         example = None
         if memo_key is not None:
             example = self.memo.lookup(memo_key)
@@ -125,6 +128,7 @@ class OutputGraph:
 
     def _propagate(self, op: str, target: Any, args: tuple, kwargs: dict, memo_key: tuple | None) -> Any:
         """Run the call on the arguments' FakeTensors; remember the output's metadata if it may be."""
+        self._node_keys.clear()  # a real propagation may change an input's metadata (`x.t_()`)
         fake_args = torch.fx.node.map_arg(args, _example_value)
         fake_kwargs = torch.fx.node.map_arg(kwargs, _example_value)
         if memo_key is not None:

@@ -504,6 +504,7 @@ class SubgraphTracer(OutputGraph):
         super().__init__(parent.backend, parent.backend_name)
         self.parent = parent
         self.guards = parent.guards
+        self._node_keys = parent._node_keys  # one FakeTensor may be a value of both graphs
         self.initial_grad_enabled = self.grad_enabled = parent.grad_enabled
         self.autocast_stack = list(parent.autocast_stack)
         self.lifted: dict[torch.fx.Node, torch.fx.Node] = {}
