@@ -337,3 +337,83 @@ def _cat(args: tuple, kwargs: dict) -> Optional[tuple]:
             return None
         shape[dim] += t.shape[dim]
     return tuple(shape), tensors
+
+
+# -- in place -----------------------------------------------------------------------------------
+# An in-place op gives back its first argument, whose metadata it leaves as it was: the output is
+# that very FakeTensor. It is answered only where autograd lets the op run and changes nothing a
+# trace can read: the tensor is dense and is no view (in place on a view rewrites its base's
+# history), does not require grad as a leaf (autograd raises), and requires grad already if any
+# other argument does (else the op would make it). The other argument is a Python number or a
+# tensor of the same dtype that broadcasts to the first's shape.
+
+InplaceRule = Callable[[tuple, dict], Optional[tuple]]  # -> (the tensor written, [other tensors])
+_INPLACE_RULES: dict[tuple[str, Any], InplaceRule] = {}
+
+
+def infer_inplace(op: str, target: Any, args: tuple, kwargs: dict, grad_enabled: bool,
+                  autocast: bool) -> Optional[FakeTensor]:
+    """The FakeTensor an in-place op gives back (its first argument's) if a rule knows the op
+    leaves it as it was; None to propagate it for real."""
+    if autocast:
+        return None
+    try:
+        rule = _INPLACE_RULES.get((op, target))
+    except TypeError:
+        return None
+    found = rule(args, kwargs) if rule is not None else None
+    if found is None:
+        return None
+    written, others = found
+    if written._is_view() or written.is_inference():
+        return None
+    for t in others:
+        if t.dtype is not written.dtype or t.fake_device != written.fake_device:
+            return None
+    if grad_enabled:
+        if written.requires_grad and written.is_leaf:
+            return None
+        if not written.requires_grad and any(t.requires_grad for t in others):
+            return None
+    return written
+
+
+def _inplace_unary(args: tuple, kwargs: dict) -> Optional[tuple]:
+    if len(args) != 1 or kwargs:
+        return None
+    t = _dense(args[0])
+    return (t, []) if t is not None else None
+
+
+def _inplace_activation(args: tuple, kwargs: dict) -> Optional[tuple]:
+    """F.relu(x, inplace=True), F.silu(x, True)."""
+    inplace = args[1] if len(args) == 2 else kwargs.get("inplace", False)
+    if len(args) not in (1, 2) or set(kwargs) - {"inplace"} or inplace is not True:
+        return None
+    t = _dense(args[0])
+    return (t, []) if t is not None else None
+
+
+def _inplace_binary(args: tuple, kwargs: dict) -> Optional[tuple]:
+    if len(args) != 2 or kwargs:
+        return None
+    written, other = _dense(args[0]), args[1]
+    if written is None:
+        return None
+    if type(other) in _SCALARS:
+        return written, []
+    t = _dense(other)
+    if t is None or broadcast_shapes(tuple(written.shape), tuple(t.shape)) != tuple(written.shape):
+        return None
+    return written, [t]
+
+
+for _name in ("relu_", "sigmoid_", "tanh_", "neg_", "exp_", "sin_", "cos_", "zero_"):
+    _INPLACE_RULES[("call_method", _name)] = _inplace_unary
+_INPLACE_RULES[("call_function", torch.relu_)] = _inplace_unary
+for _target in (F.relu, F.silu):
+    _INPLACE_RULES[("call_function", _target)] = _inplace_activation
+for _name in ("add_", "sub_", "mul_", "div_"):
+    _INPLACE_RULES[("call_method", _name)] = _inplace_binary
+for _target in (operator.iadd, operator.isub, operator.imul, operator.itruediv):
+    _INPLACE_RULES[("call_function", _target)] = _inplace_binary

@@ -113,10 +113,13 @@ class OutputGraph:
         if memo_key is not None:
             example = self.memo.lookup(memo_key)
             if example is None:
-                out = fake_rules.infer(op, target, args, kwargs, self.grad_enabled, _autocasting(modes))
+                autocast = _autocasting(modes)
+                out = fake_rules.infer(op, target, args, kwargs, self.grad_enabled, autocast)
                 if out is not None:
                     self.memo.store(memo_key, out)
                     example = out.build(self.fake_mode)
+                else:
+                    example = fake_rules.infer_inplace(op, target, args, kwargs, self.grad_enabled, autocast)
         if example is None:
             example = self._propagate(op, target, args, kwargs, memo_key)
         # Created bare, then given its arguments: Graph.create_node scans every argument for raw

@@ -214,3 +214,49 @@ def test_rules_decline_what_they_do_not_model():
     assert fake_rules.infer("call_function", torch.sin, (x,), {"out": x}, True, False) is None
     out = fake_rules.infer("call_function", torch._C._nn.linear, (x, w), {}, True, False)
     assert out is not None and out.shape == (2, 4)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_in_place_ops(seed):
+    """An in-place rule answers with its first argument's very FakeTensor, and only where the real
+    propagation gives back that tensor with its metadata unchanged (it raises on a leaf that
+    requires grad and on views of one; it makes a tensor require grad when the other argument does)."""
+    h = Harness(seed)
+    for _ in range(300):
+        shape = h.shape(h.rng.randint(0, 3))
+        dtype = h.dtype()
+        x = h.tensor(shape, dtype, layout=h.layout())
+        if h.rng.random() < 0.4:  # a value made by an op on a leaf, as most traced tensors are
+            x_fake = x.meta["example_value"]
+            with fake_mode(), torch.enable_grad():
+                made = x_fake * 2
+            x = h.graph.placeholder(f"t{len(h.graph.nodes)}")
+            x.meta["example_value"] = made
+        other = h.tensor(_broadcastable(h, shape), dtype if h.rng.random() < 0.9 else h.dtype()) \
+            if h.rng.random() < 0.5 else h.rng.choice([2, 0.5, True])
+        op, target, args, kwargs = h.rng.choice([
+            ("call_method", "relu_", (x,), {}), ("call_method", "add_", (x, other), {}),
+            ("call_method", "mul_", (x, other), {}), ("call_function", operator.iadd, (x, other), {}),
+            ("call_function", operator.itruediv, (x, other), {}), ("call_function", F.relu, (x,), {"inplace": True}),
+            ("call_function", F.silu, (x, True), {}), ("call_function", torch.relu_, (x,), {}),
+        ])
+        grad = h.rng.random() < 0.8
+        written = x.meta["example_value"]
+        before = _meta(written)
+        answer = fake_rules.infer_inplace(op, target, args, kwargs, grad, autocast=False)
+        fake_args = torch.fx.node.map_arg(args, lambda n: n.meta["example_value"])
+        try:
+            with fake_mode(), torch.set_grad_enabled(grad):
+                real = getattr(fake_args[0], target)(*fake_args[1:]) if op == "call_method" \
+                    else target(*fake_args, **kwargs)
+        except Exception as e:
+            assert answer is None, f"{target} answered where the op raises {type(e).__name__}: {e}"
+            h.declined += 1
+            continue
+        if answer is None:
+            h.declined += 1
+            continue
+        h.answered += 1
+        assert answer is written and real is written, target
+        assert _meta(real) == before, (target, args)
+    assert h.answered >= 75, f"the rules answered {h.answered} of 300 cases"
