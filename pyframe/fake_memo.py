@@ -70,6 +70,18 @@ class _Output:
                         self.device)
 
 
+class _Outputs:
+    """What a hit rebuilds for an op that gives a tuple or list of fresh tensors (and Nones)."""
+
+    __slots__ = ("kind", "items")
+
+    def __init__(self, kind: type, items: list[Optional[_Output]]) -> None:
+        self.kind, self.items = kind, items
+
+    def build(self, mode: FakeTensorMode) -> Any:
+        return self.kind([None if item is None else item.build(mode) for item in self.items])
+
+
 class _NonLeaf(torch.autograd.Function):
     """Gives a rebuilt output the grad_fn a real propagation would: autograd attaches this
     Function's node to what its forward makes. Example values are never differentiated."""
@@ -142,14 +154,24 @@ class PropagationMemo:
         self._entries[key] = out
 
     def remember(self, key: tuple, fake_inputs: list[torch.Tensor], versions: list[int], example: Any) -> None:
-        """After a real propagation: keep its output if a fresh tensor could stand for it."""
+        """After a real propagation: keep its output if fresh tensors could stand for it (one, or
+        a tuple or list of them and Nones: `F.multi_head_attention_forward` gives `(out, None)`)."""
         self.misses += 1
-        if not _is_fresh(example, self.mode, fake_inputs, versions):
+        if type(example) in (tuple, list):
+            tensors = [t for t in example if t is not None]
+            if not tensors or not all(_is_fresh(t, self.mode, fake_inputs, versions) for t in tensors):
+                return
+            if any(torch._C._is_alias_of(a, b) for i, a in enumerate(tensors) for b in tensors[i + 1:]):
+                return
+            out: Any = _Outputs(type(example), [None if t is None else _Output.of(t) for t in example])
+        elif _is_fresh(example, self.mode, fake_inputs, versions):
+            out = _Output.of(example)
+        else:
             return
         if len(self._entries) >= _MAX_ENTRIES:
             self._entries.clear()
         try:
-            self._entries[key] = _Output.of(example)
+            self._entries[key] = out
         except TypeError:
             pass
 

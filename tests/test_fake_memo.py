@@ -264,3 +264,18 @@ def test_new_fake_equals_the_constructor(shape, stride, dtype):
         except Exception as e:
             outcomes.append(("raised", type(e).__name__))
     assert outcomes[0] == outcomes[1]
+
+
+def test_tuples_of_fresh_tensors_are_remembered():
+    """`(out, None)` from F.multi_head_attention_forward, two outputs of torch.max: rebuilt item by
+    item; a tuple whose items share memory (torch.split) is not remembered."""
+    memo = propagation_memo()
+    mode = memo.mode
+    with mode:
+        x = torch.empty(4, 6, requires_grad=True)
+        memo.remember(("pair",), [x], [x._version], (x * 2, None))
+        memo.remember(("split",), [x], [x._version], tuple((x * 2).split(3, dim=1)))
+    pair = memo.lookup(("pair",))
+    assert type(pair) is tuple and pair[1] is None and pair[0].shape == (4, 6)
+    assert pair[0].requires_grad and pair[0].grad_fn is not None
+    assert memo.lookup(("split",)) is None
