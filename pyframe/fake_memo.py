@@ -8,7 +8,7 @@ long graphs. Yet a FakeTensor carries nothing but metadata, and the metadata of 
 a function of the op, its inputs' metadata, its constant arguments and torch's global state, so
 a program that repeats an op on same-shaped tensors (the blocks of a network, a chain of
 elementwise ops) needs to propagate it only once. A hit builds the output FakeTensor directly
-from the remembered metadata (~12 us).
+from the remembered metadata (~5 us; ~20 us for one that needs a grad_fn).
 
 Only outputs that are indistinguishable from a fresh tensor are remembered: one plain FakeTensor,
 its own new storage (not a view or an alias of an input: in-place ops, `out=` and views of inputs

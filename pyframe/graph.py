@@ -18,10 +18,9 @@ import torch
 import torch.fx
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from . import config
+from . import config, fake_rules
 from .backends import CompiledGraph, compile_with_backend
 from .exc import Unsupported
-from . import fake_rules
 from .fake_memo import PropagationMemo, plain_fake, tensor_inputs
 from .guards import GuardSet
 from .source import Source
@@ -109,17 +108,7 @@ class OutputGraph:
         modes = (self.grad_enabled, *self.autocast_stack)
         memo_key = (self.memo.key(op, target, args, kwargs, modes, self._memo_state, self._node_keys)
                     if config.fast_fake_propagation else None)
-        example = None
-        if memo_key is not None:
-            example = self.memo.lookup(memo_key)
-            if example is None:
-                autocast = _autocasting(modes)
-                out = fake_rules.infer(op, target, args, kwargs, self.grad_enabled, autocast)
-                if out is not None:
-                    self.memo.store(memo_key, out)
-                    example = out.build(self.fake_mode)
-                else:
-                    example = fake_rules.infer_inplace(op, target, args, kwargs, self.grad_enabled, autocast)
+        example = self._known_example(op, target, args, kwargs, memo_key, modes) if memo_key is not None else None
         if example is None:
             example = self._propagate(op, target, args, kwargs, memo_key)
         # Created bare, then given its arguments: Graph.create_node scans every argument for raw
@@ -128,6 +117,20 @@ class OutputGraph:
         node.args, node.kwargs = args, kwargs
         node.meta["example_value"] = example
         return node
+
+    def _known_example(self, op: str, target: Any, args: tuple, kwargs: dict, memo_key: tuple,
+                       modes: tuple) -> Any:
+        """The call's output where it is known without FakeTensorMode: remembered from an earlier
+        propagation, given by a shape rule, or an in-place op's own tensor; else None."""
+        example = self.memo.lookup(memo_key)
+        if example is not None:
+            return example
+        autocast = _autocasting(modes)
+        out = fake_rules.infer(op, target, args, kwargs, self.grad_enabled, autocast)
+        if out is not None:
+            self.memo.store(memo_key, out)
+            return out.build(self.fake_mode)
+        return fake_rules.infer_inplace(op, target, args, kwargs, self.grad_enabled, autocast)
 
     def _propagate(self, op: str, target: Any, args: tuple, kwargs: dict, memo_key: tuple | None) -> Any:
         """Run the call on the arguments' FakeTensors; remember the output's metadata if it may be."""
