@@ -1,6 +1,6 @@
 """InstructionTranslator: symbolic execution of one frame's 3.11 bytecode.
 
-The translator walks the frame's instructions (read with the `bytecode` library) keeping a stack
+The translator walks the frame's instructions (the `bytecode` library's, see decode.py) keeping a stack
 and locals of VariableTrackers. Each opcode has a handler named like the opcode, found with
 `getattr(self, inst.name)`; the handlers live in mixins by family (loads and stores, calls, stack
 and operators, jumps and loops, pattern matching). An opcode without a handler, or any operation a value does not
@@ -28,6 +28,7 @@ from ..source import (
     Source,
 )
 from .analysis import innermost_handlers
+from .decode import _NotModelled, fast_decode
 from .ops_calls import CallOps
 from .ops_exceptions import ExceptionOps
 from .ops_jumps import JumpOps
@@ -426,11 +427,16 @@ def decode(code: types.CodeType) -> tuple[list[Any], dict[Label, int]]:
     """`code`'s instructions as the `bytecode` library reads them, and the index of each label.
 
     Decoded once per code object: a module's forward is inlined at every call site, and decoding
-    costs more than tracing a short function. Translators only read the shared list."""
+    costs more than tracing a short function. Translators only read the shared list. The list is
+    built by `fast_decode` (a few times faster than the library); code it does not model is read
+    by the library itself."""
     found = _decoded.get(code)
     if found is None:
         # (the try ranges keep their stack depths: an exception raised while tracing cuts the stack to them)
-        instructions = list(Bytecode.from_code(code, conserve_exception_block_stackdepth=True))
+        try:
+            instructions = fast_decode(code)  # the same list, built without the library's checks
+        except _NotModelled:
+            instructions = list(Bytecode.from_code(code, conserve_exception_block_stackdepth=True))
         labels = {inst: i for i, inst in enumerate(instructions) if isinstance(inst, Label)}
         found = _decoded[code] = (instructions, labels)
     return found
