@@ -129,7 +129,9 @@ class PropagationMemo:
         if state is None:
             return None
         try:
-            return (op, target, _key_of(args, node_keys), _key_of(kwargs, node_keys), modes, state)
+            args_key = tuple([_key_of(arg, node_keys) for arg in args])
+            kwargs_key = tuple([(k, _key_of(v, node_keys)) for k, v in kwargs.items()]) if kwargs else ()
+            return (op, target, args_key, kwargs_key, modes, state)
         except (_Unkeyable, TypeError):  # TypeError: an unhashable target
             return None
 

@@ -111,10 +111,11 @@ class OutputGraph:
         example = self._known_example(op, target, args, kwargs, memo_key, modes) if memo_key is not None else None
         if example is None:
             example = self._propagate(op, target, args, kwargs, memo_key)
-        # Created bare, then given its arguments: Graph.create_node scans every argument for raw
-        # SymInts (a warning; shapes here are static), which costs more than the rest of the node.
+        # Created bare, then given its arguments in one step (what the `args` and `kwargs` setters
+        # each do): Graph.create_node scans every argument for raw SymInts (a warning; shapes here
+        # are static), which costs more than the rest of the node.
         node = self.graph.create_node(op, target, name=_name_candidate(self.graph, target))
-        node.args, node.kwargs = args, kwargs
+        node._update_args_kwargs(args, kwargs)
         node.meta["example_value"] = example
         return node
 

@@ -141,6 +141,9 @@ class PythonModuleVariable(VariableTracker):
     def __init__(self, module: types.ModuleType, source: Source | None = None):
         super().__init__(source)
         self.module = module
+        # Attributes read before that are modules or functions (`torch.sin` on every line): a
+        # trace assigns no module attribute, so they stay what they were, guards and all.
+        self._functions: dict[str, VariableTracker] = {}
 
     def real_object(self) -> Any:
         return self.module
@@ -152,6 +155,14 @@ class PythonModuleVariable(VariableTracker):
         return self.module
 
     def var_getattr(self, tx, name: str) -> VariableTracker:
+        found = self._functions.get(name)
+        if found is None:
+            found = self._read_attr(tx, name)
+            if type(found) in (PythonModuleVariable, TorchFunctionVariable):
+                self._functions[name] = found
+        return found
+
+    def _read_attr(self, tx, name: str) -> VariableTracker:
         try:
             value = getattr(self.module, name)
         except AttributeError as e:
