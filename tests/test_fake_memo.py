@@ -279,3 +279,21 @@ def test_tuples_of_fresh_tensors_are_remembered():
     assert type(pair) is tuple and pair[1] is None and pair[0].shape == (4, 6)
     assert pair[0].requires_grad and pair[0].grad_fn is not None
     assert memo.lookup(("split",)) is None
+
+
+def test_a_user_dispatch_mode_turns_the_memo_off():
+    """Hits build tensors with torch calls a user's dispatch mode would see (and could change)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Passthrough(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    def f(x):
+        return torch.sin(x) * 2 + torch.sin(x) * 2
+
+    x = torch.randn(3)
+    with Passthrough():
+        assert propagation_memo().global_state() is None
+        torch.testing.assert_close(pyframe.optimize("eager")(f)(x), f(x))
+    assert propagation_memo().global_state() is not None
