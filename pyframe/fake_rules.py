@@ -18,6 +18,7 @@ with FakeTensorMode on many shapes.
 """
 from __future__ import annotations
 
+import inspect
 import operator
 from typing import Any, Callable, Optional, Sequence
 
@@ -26,16 +27,18 @@ import torch.fx
 import torch.nn.functional as F
 from torch._subclasses.fake_tensor import FakeTensor
 
-from .fake_memo import _Output
+from .fake_memo import _Output, _Outputs
 
 _FLOATING = frozenset({torch.float32, torch.float64, torch.float16, torch.bfloat16})
 _SCALARS = (int, float, bool)
 
-Rule = Callable[[tuple, dict], Optional[tuple]]  # (args, kwargs) -> (shape, [tensor inputs]) or None
+# (args, kwargs) -> (shape, [tensor inputs]) or None; (shape, inputs, "with None") for `(out, None)`
+Rule = Callable[[tuple, dict], Optional[tuple]]
 _RULES: dict[tuple[str, Any], Rule] = {}
 
 
-def infer(op: str, target: Any, args: tuple, kwargs: dict, grad_enabled: bool, autocast: bool) -> Optional[_Output]:
+def infer(op: str, target: Any, args: tuple, kwargs: dict, grad_enabled: bool,
+          autocast: bool) -> Optional[_Output | _Outputs]:
     """The output of `target(*args, **kwargs)` (fx arguments: nodes and constants) if a rule
     knows it; None to propagate it for real."""
     if autocast:
@@ -49,14 +52,15 @@ def infer(op: str, target: Any, args: tuple, kwargs: dict, grad_enabled: bool, a
     found = rule(args, kwargs)
     if found is None:
         return None
-    shape, inputs = found
+    shape, inputs = found[0], found[1]
     first = inputs[0]
     dtype, device = first.dtype, first.fake_device
     for t in inputs:
         if t.dtype is not dtype or t.fake_device != device:
             return None
     requires_grad = grad_enabled and any(t.requires_grad for t in inputs)
-    return _Output(shape, contiguous_strides(shape), dtype, device, requires_grad, not requires_grad)
+    out = _Output(shape, contiguous_strides(shape), dtype, device, requires_grad, not requires_grad)
+    return _Outputs(tuple, [out, None]) if len(found) == 3 and found[2] == "with None" else out
 
 
 def contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
@@ -268,6 +272,54 @@ def _softmax(args: tuple, kwargs: dict) -> Optional[tuple]:
     if x is None or type(dim) is not int or not -max(x.dim(), 1) <= dim < max(x.dim(), 1):
         return None
     return tuple(x.shape), [x]
+
+
+# -- attention -------------------------------------------------------------------------------------
+
+_MHA_PARAMETERS = tuple(inspect.signature(F.multi_head_attention_forward).parameters)
+# What the rule models: packed in-projection, no extra key/value bias or zero attention, no masks,
+# no attention weights asked for. (Dropout changes values only.)
+_MHA_PLAIN = {"bias_k": None, "bias_v": None, "add_zero_attn": False, "key_padding_mask": None,
+              "need_weights": False, "attn_mask": None, "use_separate_proj_weight": False,
+              "q_proj_weight": None, "k_proj_weight": None, "v_proj_weight": None, "static_k": None,
+              "static_v": None, "is_causal": False}
+
+
+@_rule("call_function", F.multi_head_attention_forward)
+def _multi_head_attention(args: tuple, kwargs: dict) -> Optional[tuple]:
+    """nn.MultiheadAttention's functional core on batched (L, N, E) inputs, `need_weights=False`:
+    `(out, None)`, `out` a new contiguous (L, N, E) tensor."""
+    if len(args) > len(_MHA_PARAMETERS) or set(kwargs) - set(_MHA_PARAMETERS[len(args):]):
+        return None
+    bound = dict(zip(_MHA_PARAMETERS, args), **kwargs)
+    if "need_weights" not in bound:  # its default (True) asks for the weights
+        return None
+    for name, plain in _MHA_PLAIN.items():
+        value = bound.get(name, plain)
+        if value is not plain and not (type(value) is bool and value == plain):
+            return None
+    query, key, value = (_strided(bound.get(n)) for n in ("query", "key", "value"))
+    if query is None or key is None or value is None or query.dim() != 3:
+        return None
+    target_len, batch, embed = query.shape
+    heads = bound.get("num_heads")
+    if tuple(key.shape) != tuple(value.shape) or key.dim() != 3 or key.shape[1:] != query.shape[1:]:
+        return None
+    if bound.get("embed_dim_to_check") != embed or type(heads) is not int or heads < 1 or embed % heads:
+        return None
+    in_w, out_w = _dense(bound.get("in_proj_weight")), _dense(bound.get("out_proj_weight"))
+    if in_w is None or out_w is None or tuple(in_w.shape) != (3 * embed, embed) or tuple(out_w.shape) != (embed, embed):
+        return None
+    inputs = [query, key, value, in_w, out_w]
+    for name, size in (("in_proj_bias", 3 * embed), ("out_proj_bias", embed)):
+        if bound.get(name) is not None:
+            b = _dense(bound[name])
+            if b is None or tuple(b.shape) != (size,):
+                return None
+            inputs.append(b)
+    if type(bound.get("dropout_p")) not in (int, float) or type(bound.get("training", True)) is not bool:
+        return None
+    return (target_len, batch, embed), inputs, "with None"
 
 
 # -- convolution and concatenation ---------------------------------------------------------------

@@ -15,7 +15,11 @@ from pyframe import fake_rules
 from pyframe.graph import fake_mode
 
 
-def _meta(t: torch.Tensor) -> tuple:
+def _meta(t) -> tuple:
+    if isinstance(t, (tuple, list)):
+        return (type(t).__name__, *(_meta(item) for item in t))
+    if t is None:
+        return ("None",)
     return tuple(t.shape), t.stride(), t.dtype, t.device, t.requires_grad, t.is_leaf
 
 
@@ -260,3 +264,38 @@ def test_in_place_ops(seed):
         assert answer is written and real is written, target
         assert _meta(real) == before, (target, args)
     assert h.answered >= 75, f"the rules answered {h.answered} of 300 cases"
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_multi_head_attention(seed):
+    """F.multi_head_attention_forward as nn.MultiheadAttention calls it (batch_first inputs arrive
+    transposed), with and without biases and dropout; the weights asked for, masks, or extra key
+    biases make the rule decline."""
+    def one(h: Harness):
+        heads = h.rng.choice([1, 2, 4])
+        embed = heads * h.rng.randint(1, 4) * (1 if h.rng.random() < 0.95 else 3)
+        n, length, source = h.rng.randint(1, 3), h.rng.randint(1, 5), h.rng.randint(1, 5)
+        if h.rng.random() < 0.5:
+            query = h.tensor((n, length, embed), layout="transposed" if h.rng.random() < 0.2 else "contiguous")
+            query_t = h.graph.call_method("transpose", (query, 0, 1))
+            with fake_mode():
+                query_t.meta["example_value"] = query.meta["example_value"].transpose(0, 1)
+            query = query_t
+        else:
+            query = h.tensor((length, n, embed))
+        key = query if h.rng.random() < 0.6 else h.tensor((source, n, embed))
+        in_w, out_w = h.tensor((3 * embed, embed)), h.tensor((embed, embed))
+        in_b = h.tensor((3 * embed,)) if h.rng.random() < 0.7 else None
+        out_b = h.tensor((embed,)) if h.rng.random() < 0.7 else None
+        dropout, training = h.rng.choice([(0.0, False), (0.0, True), (0.5, True)])
+        kwargs = {"training": training, "need_weights": h.rng.random() >= 0.85}
+        if h.rng.random() < 0.1:
+            kwargs["attn_mask"] = h.tensor((length, key.meta["example_value"].shape[0]), requires_grad=False)
+        args = (query, key, key, embed if h.rng.random() < 0.95 else embed + 1, heads, in_w, in_b, None, None,
+                False, dropout, out_w, out_b)
+        h.check("call_function", F.multi_head_attention_forward, args, kwargs)
+
+    h = Harness(seed)
+    for _ in range(150):
+        one(h)
+    assert h.answered >= 60, f"the rule answered {h.answered} of 150 cases"
