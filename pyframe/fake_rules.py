@@ -368,6 +368,70 @@ def _conv2d(args: tuple, kwargs: dict) -> Optional[tuple]:
     return (n, out_channels, out_h, out_w), inputs
 
 
+def _pool_args(args: tuple, kwargs: dict, names: tuple[str, ...], plain: dict[str, Any]) -> Optional[dict]:
+    if len(args) > len(names) or set(kwargs) - set(names[len(args):]):
+        return None
+    bound = dict(zip(names, args), **kwargs)
+    for name, value in plain.items():
+        if bound.get(name, value) != value or type(bound.get(name, value)) is not type(value):
+            return None
+    return bound
+
+
+def _pooled_size(size: int, kernel: int, stride: int, padding: int, dilation: int = 1) -> int:
+    return (size + 2 * padding - dilation * (kernel - 1) - 1) // stride + 1
+
+
+def _pool2d(x: FakeTensor, bound: dict, dilated: bool) -> Optional[tuple]:
+    kernel = _pair(bound.get("kernel_size"))
+    stride = _pair(bound.get("stride") if bound.get("stride") not in (None, []) else bound.get("kernel_size"))
+    padding, dilation = _pair(bound.get("padding", 0)), _pair(bound.get("dilation", 1) if dilated else 1)
+    if x is None or x.dim() != 4 or None in (kernel, stride, padding, dilation):
+        return None
+    n, c, h, w = x.shape
+    if min(kernel) < 1 or min(stride) < 1 or min(dilation) < 1 or min(padding) < 0:
+        return None
+    if padding[0] * 2 > kernel[0] or padding[1] * 2 > kernel[1] or c == 1 or h * w == 1:
+        return None  # (the op rejects padding over half the kernel; one channel or pixel: see conv2d)
+    out_h = _pooled_size(h, kernel[0], stride[0], padding[0], dilation[0])
+    out_w = _pooled_size(w, kernel[1], stride[1], padding[1], dilation[1])
+    if out_h < 1 or out_w < 1 or out_h * out_w == 1:
+        return None
+    return (n, c, out_h, out_w), [x]
+
+
+@_rule("call_function", F.max_pool2d)
+def _max_pool2d(args: tuple, kwargs: dict) -> Optional[tuple]:
+    names = ("input", "kernel_size", "stride", "padding", "dilation", "ceil_mode", "return_indices")
+    bound = _pool_args(args, kwargs, names, {"ceil_mode": False, "return_indices": False})
+    return _pool2d(_dense(bound.get("input")), bound, dilated=True) if bound is not None else None
+
+
+@_rule("call_function", F.avg_pool2d, torch._C._nn.avg_pool2d)
+def _avg_pool2d(args: tuple, kwargs: dict) -> Optional[tuple]:
+    names = ("input", "kernel_size", "stride", "padding", "ceil_mode", "count_include_pad", "divisor_override")
+    bound = _pool_args(args, kwargs, names, {"ceil_mode": False})
+    if bound is None or bound.get("divisor_override") is not None or type(bound.get("count_include_pad", True)) is not bool:
+        return None
+    return _pool2d(_dense(bound.get("input")), bound, dilated=False)
+
+
+@_rule("call_function", F.adaptive_avg_pool2d)
+def _adaptive_avg_pool2d(args: tuple, kwargs: dict) -> Optional[tuple]:
+    bound = _pool_args(args, kwargs, ("input", "output_size"), {})
+    x = _dense(bound.get("input")) if bound is not None else None
+    if x is None or x.dim() != 4:
+        return None
+    size = bound.get("output_size")
+    size = (size, size) if type(size) is int else size
+    if type(size) not in (tuple, list) or len(size) != 2:
+        return None
+    out = tuple(x.shape[2 + i] if s is None else s for i, s in enumerate(size))
+    if any(type(s) is not int or s < 1 for s in out) or x.shape[1] == 1 or out[0] * out[1] == 1:
+        return None
+    return (x.shape[0], x.shape[1], *out), [x]
+
+
 @_rule("call_function", torch.cat)
 def _cat(args: tuple, kwargs: dict) -> Optional[tuple]:
     if not _only(kwargs, {"dim": None}) or not 1 <= len(args) + len(kwargs) <= 2:

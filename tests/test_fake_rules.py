@@ -299,3 +299,24 @@ def test_multi_head_attention(seed):
     for _ in range(150):
         one(h)
     assert h.answered >= 60, f"the rule answered {h.answered} of 150 cases"
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_pooling(seed):
+    def one(h: Harness):
+        n, c = h.rng.randint(1, 2), h.rng.randint(1, 4)
+        x = h.tensor((n, c, h.rng.randint(1, 9), h.rng.randint(1, 9)), layout=h.layout())
+        kind = h.rng.randrange(3)
+        if kind == 2:
+            size = h.rng.choice([1, 2, 3, (2, None), (None, 3), (1, 1)])
+            h.check("call_function", F.adaptive_avg_pool2d, (x, size))
+            return
+        kernel, stride = h.rng.choice([2, 3, (2, 1)]), h.rng.choice([None, 1, 2, (2, 1)])
+        padding = h.rng.choice([0, 0, 1, 2])
+        if kind == 0:
+            kwargs = {"ceil_mode": True} if h.rng.random() < 0.1 else {}
+            h.check("call_function", F.max_pool2d, (x, kernel, stride, padding, h.rng.choice([1, 1, 2])), kwargs)
+        else:
+            h.check("call_function", F.avg_pool2d, (x, kernel, stride, padding), {})
+
+    _run(one, seed)
