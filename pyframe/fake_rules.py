@@ -5,16 +5,18 @@ Python too: 60 us for `x.sin()`, 400 us for `F.linear` of a batch (five aten ops
 batched matmul. Dynamo pays this for every op; the memo (fake_memo.py) saves it for an op seen
 before on same-shaped inputs, but the first of each kind in a network still pays.
 
-Yet most of a network's ops are a few kinds (linear, convolution, normalization, arithmetic and
-activations, matmul, concatenation) on dense tensors of one floating dtype, and there what the op
-gives is simple: a new contiguous tensor of a computed shape, with its inputs' dtype and device,
-requiring grad when grad mode is on and an input requires it. A rule answers only in that narrow
-case: every tensor argument contiguous (its strides exactly the contiguous ones), of one floating
-dtype and one device, arguments of the kinds the rule knows. Anything else (strided or mixed-dtype
-inputs, `out=`, in-place, an argument the rule does not expect, a shape the op rejects) gets None
-and the real propagation. No autocast region may be active, and torch function modes and inference
-mode are ruled out before (the memo key is None then). tests/test_fake_rules.py compares every rule
-with FakeTensorMode on many shapes.
+Yet most of a network's ops are a few kinds (linear, convolution, pooling, normalization,
+arithmetic and activations, matmul, attention, concatenation) on dense tensors of one floating
+dtype, and there what the op gives is simple: a new contiguous tensor of a computed shape, with its
+inputs' dtype and device, requiring grad when grad mode is on and an input requires it. A rule
+answers only in that narrow case: every tensor argument contiguous (its strides exactly the
+contiguous ones; matmul and attention take any strides), of one floating dtype and one device,
+arguments of the kinds the rule knows. Anything else (strided or mixed-dtype inputs, `out=`, an
+argument the rule does not expect, a shape the op rejects) gets None and the real propagation.
+In-place ops have rules of their own (the end of this file): they give back their first argument.
+No autocast region may be active, and torch function and dispatch modes and inference mode are
+ruled out before (the memo key is None then). tests/test_fake_rules.py compares every rule with
+FakeTensorMode on random shapes, strides, dtypes and grad flags.
 """
 from __future__ import annotations
 
