@@ -118,8 +118,8 @@ class PropagationMemo:
         code, so it cannot change it); None when nothing may be memoized under it."""
         if torch._C._is_torch_function_mode_enabled() or torch.is_inference_mode_enabled():
             return None  # a user's mode sees (and may change) every call; inference tensors have no versions
-        if torch._C._len_torch_dispatch_stack():
-            return None  # a user's dispatch mode would see the tensors a hit builds
+        if torch._C._len_torch_dispatch_stack() or torch._C._are_functorch_transforms_active():
+            return None  # a user's dispatch mode or a torch.func transform would see what a hit builds
         return torch.get_default_dtype(), _autocast_state("cpu"), _autocast_state("cuda")
 
     def key(self, op: str, target: Any, args: tuple, kwargs: dict, modes: tuple, state: Optional[tuple],
