@@ -175,19 +175,25 @@ class RowResult:
 
 
 def measure(program: Program, repeat: int) -> RowResult:
+    """The engines' runs interleaved (pyframe, dynamo, pyframe, ...), so a noisy stretch of the
+    machine falls on both rather than on one engine's repeats."""
     eager = eager_call_s(program)
-    compile_s: dict[str, float | None] = {}
-    cold_s: dict[str, float | None] = {}
-    graphs: dict[str, int | None] = {}
-    for engine in JIT_ENGINES:
-        if engine_unavailable_reason(engine) is not None:
-            compile_s[engine] = cold_s[engine] = graphs[engine] = None
-            continue
-        runs = [first_call_s(program, engine) for _ in range(repeat)]
-        compile_s[engine] = max(min(t for t, _ in runs) - eager, 0.0)
-        graphs[engine] = runs[0][1]
-        cold = [first_call_s(program, engine, cold_shapes=True)[0] for _ in range(repeat)]
-        cold_s[engine] = max(min(cold) - eager, 0.0)
+    engines = [e for e in JIT_ENGINES if engine_unavailable_reason(e) is None]
+    warm: dict[str, list[tuple[float, int]]] = {e: [] for e in engines}
+    cold: dict[str, list[float]] = {e: [] for e in engines}
+    for _ in range(repeat):
+        for engine in engines:
+            warm[engine].append(first_call_s(program, engine))
+    for _ in range(repeat):
+        for engine in engines:
+            cold[engine].append(first_call_s(program, engine, cold_shapes=True)[0])
+    compile_s: dict[str, float | None] = {e: None for e in JIT_ENGINES}
+    cold_s: dict[str, float | None] = {e: None for e in JIT_ENGINES}
+    graphs: dict[str, int | None] = {e: None for e in JIT_ENGINES}
+    for engine in engines:
+        compile_s[engine] = max(min(t for t, _ in warm[engine]) - eager, 0.0)
+        cold_s[engine] = max(min(cold[engine]) - eager, 0.0)
+        graphs[engine] = warm[engine][0][1]
     return RowResult(program.name, eager, compile_s, graphs, cold_s)
 
 
