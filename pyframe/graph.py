@@ -22,6 +22,7 @@ from . import config, fake_rules
 from .backends import CompiledGraph, compile_with_backend
 from .exc import Unsupported
 from .fake_memo import PropagationMemo, plain_fake, tensor_inputs
+from .fake_mode import PyframeFakeTensorMode
 from .guards import GuardSet
 from .source import Source
 
@@ -41,7 +42,7 @@ def fake_mode() -> FakeTensorMode:
     """One shared FakeTensorMode (static shapes): creating one costs far more than a trace."""
     global _fake_mode, _memo
     if _fake_mode is None:
-        _fake_mode = FakeTensorMode(allow_non_fake_inputs=False)
+        _fake_mode = PyframeFakeTensorMode(allow_non_fake_inputs=False)
         _memo = PropagationMemo(_fake_mode)
     return _fake_mode
 

@@ -1,0 +1,98 @@
+"""pyframe's FakeTensorMode: FakeTensorMode with a short path for the plain view ops.
+
+A view (`x.transpose(1, 2)`, `x.permute(...)`, `w.t()`, `x.expand(...)`) cannot be rebuilt from
+remembered metadata: it must share its input's storage and be a view of it for autograd, which only
+the dispatch that makes it does. FakeTensorMode gets there through ~150 us of Python (its dispatch
+cache's key and bookkeeping, constant propagation and device checks, then the meta kernel under
+`in_kernel_invocation_manager`, then wrapping the result), a fifth of a transformer's trace.
+
+For view ops that FakeTensorMode itself runs on that plain path (a C++ meta kernel, no fake kernel
+of its own, no decomposition) and for inputs that make every other branch of it inert (FakeTensors
+of this mode, without constants or symbolic sizes, on one device), this mode takes that path
+directly: the meta kernel under `in_kernel_invocation_manager`, then the output wrapped as
+FakeTensorMode wraps it. The outputs are the ones FakeTensorMode makes (tests/test_fake_mode.py
+compares them, autograd's view relation and storage included); anything else goes to it.
+"""
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import torch
+from torch._ops import OpOverload
+from torch._subclasses import fake_impls
+from torch._subclasses import fake_tensor as ft
+from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode, in_kernel_invocation_manager
+
+
+@functools.cache
+def direct_view(func: Any) -> bool:
+    """Whether FakeTensorMode runs `func` on its plain path: an aten view op with a meta kernel,
+    which it neither decomposes nor hands to a fake kernel or handler of its own."""
+    try:
+        return _plain_path_view(func)
+    except RuntimeError:  # an overload the dispatcher does not know (TorchScript's list ones)
+        return False
+
+
+def _plain_path_view(func: Any) -> bool:
+    if not isinstance(func, OpOverload) or func.namespace != "aten" or not func.is_view:
+        return False
+    if func in ft._DISPATCH_META_HANDLERS or func in ft._DISPATCH_HANDLE_DIRECTLY or func in FakeTensorMode.lift_fns:
+        return False
+    if torch.Tag.inplace_view in func.tags or "prims::" in func._schema.name:
+        return False
+    from torch._decomp import decomposition_table, meta_table
+
+    if func not in meta_table and not (torch.Tag.view_copy in func.tags or func in FakeTensorMode._cpp_meta_supports_symint):
+        if func in decomposition_table and ft.torch_decomp_decompositions(func):
+            return False
+        implicit = torch._C.DispatchKey.CompositeImplicitAutograd
+        if implicit in func.py_kernels or torch._C._dispatch_has_kernel_for_dispatch_key(func.name(), implicit):
+            return False
+    if torch._library.simple_registry.singleton.find(func.name()).fake_impl.kernel:
+        return False
+    if any(check(func) for check, _ in fake_impls.op_implementations_checks):
+        return False
+    return fake_impls.has_meta(func)
+
+
+class PyframeFakeTensorMode(FakeTensorMode):
+    def dispatch(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        if direct_view(func) and not kwargs and not self.in_kernel_invocation and not self.propagate_real_tensors:
+            device = _common_device(self, args)
+            if device is not None:
+                with in_kernel_invocation_manager(self):
+                    out = func(*args)
+                return _wrap(self, out, device)
+        return super().dispatch(func, types, args, kwargs or {})
+
+
+def _common_device(mode: FakeTensorMode, args: tuple) -> torch.device | None:
+    """The device of the view's tensor argument, if every tensor argument is a plain FakeTensor
+    of `mode` on it; None otherwise (FakeTensorMode's own path decides)."""
+    device = None
+    for arg in args:
+        if isinstance(arg, (list, tuple)):
+            if any(isinstance(a, torch.Tensor) for a in arg):
+                return None
+            continue
+        if isinstance(arg, torch.Tensor):
+            if type(arg) is not FakeTensor or arg.fake_mode is not mode or arg.constant is not None:
+                return None
+            if arg._has_symbolic_sizes_strides or (device is not None and arg.fake_device != device):
+                return None
+            device = arg.fake_device
+        elif isinstance(arg, torch.SymInt):
+            return None
+    return device
+
+
+def _wrap(mode: FakeTensorMode, out: Any, device: torch.device) -> Any:
+    if isinstance(out, (list, tuple)):
+        return type(out)(_wrap(mode, item, device) for item in out)
+    if isinstance(out, FakeTensor) and out.fake_mode is mode:
+        return out
+    if isinstance(out, torch.Tensor):
+        return mode.fake_tensor_converter.from_meta_and_device(mode, out, device)
+    return out

@@ -1,0 +1,92 @@
+"""pyframe's FakeTensorMode (pyframe/fake_mode.py) against torch's: the view ops it takes a short
+path for give what FakeTensorMode gives, autograd's view relation, storage and version counter
+included, on random shapes, strides and grad flags."""
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+from pyframe.fake_mode import PyframeFakeTensorMode, direct_view
+
+aten = torch.ops.aten
+
+
+def _describe(t, inputs) -> tuple:
+    if isinstance(t, (tuple, list)):
+        return (type(t).__name__, *(_describe(item, inputs) for item in t))
+    if not isinstance(t, torch.Tensor):
+        return ("value", t)
+    base = t._base
+    return (type(t).__name__, tuple(t.shape), t.stride(), t.storage_offset(), t.dtype, str(t.device),
+            t.requires_grad, t.is_leaf, t._is_view(), type(t.grad_fn).__name__,
+            None if base is None else [base is i for i in inputs],
+            [torch._C._is_alias_of(t, i) for i in inputs], t._version)
+
+
+def _views(rng: random.Random, x: torch.Tensor) -> list[tuple]:
+    ndim = x.dim()
+    calls = [(aten.alias.default, (x,)), (aten.detach.default, (x,))]
+    if ndim >= 1:
+        dims = list(range(ndim))
+        rng.shuffle(dims)
+        calls += [(aten.permute.default, (x, dims)), (aten.unsqueeze.default, (x, rng.randint(-ndim - 1, ndim))),
+                  (aten.unbind.int, (x, rng.randrange(ndim))),
+                  (aten.expand.default, (x, [rng.choice([2, 3]) if s == 1 else s for s in x.shape])),
+                  (aten.squeeze.dims, (x, [rng.randrange(ndim)])),
+                  (aten.as_strided.default, (x, [1] * ndim, [1] * ndim, 0))]
+    if ndim >= 2:
+        calls += [(aten.transpose.int, (x, 0, rng.randrange(-ndim, ndim))),
+                  (aten.diagonal.default, (x, 0, 0, 1))]
+    if ndim <= 2:
+        calls.append((aten.t.default, (x,)))
+    return calls
+
+
+def _input(rng: random.Random) -> torch.Tensor:
+    shape = tuple(rng.choice([1, 2, 3, 4]) for _ in range(rng.randint(0, 4)))
+    t = torch.empty(shape)
+    kind = rng.randrange(4)
+    if kind == 1 and t.dim() >= 2:
+        t = t.transpose(0, 1)
+    elif kind == 2 and t.numel():
+        t = torch.empty(t.numel() + 3)[3:].view(shape)
+    if rng.random() < 0.5:
+        t = t.detach().requires_grad_()
+    return t
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_views_match_fake_tensor_mode(seed):
+    rng = random.Random(seed)
+    ours, theirs = PyframeFakeTensorMode(), FakeTensorMode()
+    shortcut = 0
+    for _ in range(150):
+        real = _input(rng)
+        made_by_op = rng.random() < 0.4
+        for func, args in _views(rng, real):
+            results = []
+            for mode in (ours, theirs):
+                x = mode.from_tensor(real, static_shapes=True)
+                with mode, torch.enable_grad():
+                    if made_by_op:
+                        x = x * 2  # a tensor with a grad_fn, as most traced values are
+                    call_args = (x, *args[1:])
+                    try:
+                        results.append(_describe(func(*call_args), [x]))
+                    except Exception as e:
+                        results.append(("raised", type(e).__name__))
+            assert results[0] == results[1], (func, tuple(real.shape), real.stride())
+            shortcut += direct_view(func)
+    assert shortcut > 500  # the short path was taken
+
+
+def test_the_short_path_covers_the_common_views_only():
+    for func in (aten.transpose.int, aten.t.default, aten.permute.default, aten.expand.default,
+                 aten.unsqueeze.default):
+        assert direct_view(func), func
+    for func in (aten.view.default, aten.slice.Tensor, aten.select.int, aten.add.Tensor, aten.add_.Tensor,
+                 aten.t_.default, aten.reshape.default):
+        assert not direct_view(func), func  # FakeTensorMode has its own handling, or not a plain view
