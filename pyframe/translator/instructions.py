@@ -1,14 +1,15 @@
 """InstructionTranslator: symbolic execution of one frame's 3.11 bytecode.
 
 The translator walks the frame's instructions (the `bytecode` library's, see decode.py) keeping a stack
-and locals of VariableTrackers. Each opcode has a handler named like the opcode, found with
-`getattr(self, inst.name)`; the handlers live in mixins by family (loads and stores, calls, stack
+and locals of VariableTrackers. Each opcode has a handler named like the opcode, looked
+up once per translator class; the handlers live in mixins by family (loads and stores, calls, stack
 and operators, jumps and loops, pattern matching). An opcode without a handler, or any operation a value does not
 support, raises Unsupported. Calls to Python functions are inlined by running a child translator
 over the callee's code with the same OutputGraph.
 """
 from __future__ import annotations
 
+import functools
 import inspect
 import os
 import types
@@ -109,12 +110,12 @@ class InstructionTranslator(LoadStoreOps, CallOps, StackOps, JumpOps, ExceptionO
             self.steps += 1
             if self.steps > _MAX_STEPS:
                 raise Unsupported("loop that does not finish while tracing")
-            handler = getattr(self, inst.name, None)
+            handler = _handler(type(self), inst.name)
             try:
                 if handler is None:
                     raise Unsupported(f"opcode {inst.name} is not supported")
                 try:
-                    handler(inst)
+                    handler(self, inst)
                 except RaisedException as raised:
                     self.catch(index, raised)
             except Unsupported as e:
@@ -417,6 +418,12 @@ def _code_signature(fn: types.FunctionType) -> inspect.Signature:
     plain = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
     plain.__kwdefaults__ = fn.__kwdefaults__
     return inspect.signature(plain, follow_wrapped=False)
+
+
+@functools.cache
+def _handler(cls: type, opname: str) -> Any:
+    """The handler of an opcode (a method named like it), looked up once per translator class."""
+    return getattr(cls, opname, None)
 
 
 _decoded: "weakref.WeakKeyDictionary[types.CodeType, tuple[list[Any], dict[Label, int]]]" = \
