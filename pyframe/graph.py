@@ -67,6 +67,8 @@ class OutputGraph:
         self.fake_mode = fake_mode()
         self.memo = propagation_memo()
         self._memo_state = self.memo.global_state()
+        # An autocast region around the whole call (the memo's state holds its dtypes): rules decline.
+        self._autocast_around = self._memo_state is not None and any(d is not None for d in self._memo_state[1:])
         self._node_keys: dict[torch.fx.Node, tuple] = {}  # memo keys of the nodes' values (fake_memo.py)
         self._fake_inputs: dict[int, torch.Tensor] = {}  # id of a real input -> its FakeTensor
         self._inputs_by_fake: dict[int, GraphInput] = {}  # id of an input's FakeTensor -> its first input
@@ -127,7 +129,7 @@ class OutputGraph:
         example = self.memo.lookup(memo_key)
         if example is not None:
             return example
-        autocast = _autocasting(modes)
+        autocast = len(modes) > 1 or self._autocast_around  # (modes: grad mode, then the trace's regions)
         out = fake_rules.infer(op, target, args, kwargs, self.grad_enabled, autocast)
         if out is not None:
             self.memo.store(memo_key, out)
@@ -216,12 +218,6 @@ class OutputGraph:
         gm.meta["pyframe_name"] = name
         examples = [inp.example for inp in self.inputs.values()]
         return compile_with_backend(self.backend, self.backend_name, gm, examples, name)
-
-
-def _autocasting(modes: tuple) -> bool:
-    """Whether an autocast region is active: one the trace entered (after the grad mode in
-    `modes`) or one around the whole call."""
-    return len(modes) > 1 or torch.is_autocast_enabled("cpu") or torch.is_autocast_enabled("cuda")
 
 
 _graph_counter = itertools.count(1)

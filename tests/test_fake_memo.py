@@ -297,3 +297,22 @@ def test_a_user_dispatch_mode_turns_the_memo_off():
         assert propagation_memo().global_state() is None
         torch.testing.assert_close(pyframe.optimize("eager")(f)(x), f(x))
     assert propagation_memo().global_state() is not None
+
+
+def test_rules_decline_under_autocast_around_the_call():
+    """F.linear under `torch.autocast("cpu")` gives bfloat16: no shape rule may answer float32."""
+    seen = []
+
+    def backend(gm, example_inputs):
+        seen.extend(n.meta["example_value"].dtype for n in gm.graph.nodes if n.op == "call_function")
+        return gm.forward
+
+    def f(x, w):
+        return torch.nn.functional.linear(x, w) + 1
+
+    x, w = torch.randn(4, 3), torch.randn(2, 3)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = pyframe.optimize(backend)(f)(x, w)
+        expected = f(x, w)
+    torch.testing.assert_close(out, expected)
+    assert seen and seen[0] == torch.bfloat16 == expected.dtype
