@@ -23,6 +23,7 @@ from .backends import CompiledGraph, compile_with_backend
 from .exc import Unsupported
 from .fake_memo import PropagationMemo, plain_fake, tensor_inputs
 from .fake_mode import PyframeFakeTensorMode
+from .fx_codegen import PyframeGraph
 from .guards import GuardSet
 from .source import Source
 
@@ -57,7 +58,7 @@ class OutputGraph:
     def __init__(self, backend: Callable, backend_name: str):
         self.backend = backend
         self.backend_name = backend_name
-        self.graph = torch.fx.Graph()
+        self.graph = PyframeGraph()
         self.inputs: dict[Source, GraphInput] = {}
         self.guards = GuardSet()
         self.initial_grad_enabled = torch.is_grad_enabled()

@@ -1,0 +1,196 @@
+"""The Python source of a traced graph, exactly as torch.fx writes it, in a fraction of its time.
+
+Every graph handed to a backend becomes a GraphModule, whose `forward` is Python source that
+torch.fx generates from the nodes (`Graph.python_code`). fx's generator is general (type
+annotations, stack-trace comments, pytree and boxed calling conventions, custom builtins, names
+re-derived in a fresh namespace) and pays for that generality on every node: it swaps a repr
+function into each node through `Node.__setattr__`, renames each node again, and tags each line
+with a `# COUNTER` comment it parses back out with a regular expression. On a 1000-op graph that is
+about a fifth of a whole trace.
+
+`PyframeGraph.python_code` writes the same text directly for the graphs a trace records: nodes
+whose names are already valid and unique (fx's own namespace made them), targets that are torch
+callables or Python operators, and arguments that are nodes, numbers, strings, dtypes, devices and
+containers of them. Anything else (an annotation, a user function as a target, an enum argument,
+any printing option) goes to fx's generator unchanged, so the result is always fx's: same source,
+same globals, same line map (tests/test_fx_codegen.py compares the two on every graph of the corpus).
+"""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import torch
+import torch.fx
+from torch.fx.graph import (
+    CodeGen,
+    PythonCode,
+    _custom_builtins,
+    _format_target,
+    _get_qualified_name,
+    _illegal_names,
+    _is_from_torch,
+    inplace_methods,
+    magic_methods,
+)
+
+# Argument types fx prints with plain repr() (its last case), each repr valid in the generated
+# module: dtypes print as `torch.float32` and devices as `device(type='cpu')` (both fx globals).
+_REPR_TYPES = frozenset({int, float, bool, complex, str, type(None), type(Ellipsis), torch.dtype,
+                         torch.device, torch.layout, torch.memory_format})
+
+_GLOBALS = {name: builtin.obj for name, builtin in _custom_builtins.items()}
+_SHOW_ENV = ("FX_GRAPH_SHOW_STRIDE", "FX_GRAPH_SHOW_DEVICE", "FX_GRAPH_SHOW_META")
+
+
+class _Fallback(Exception):
+    """Something this writer does not model: fx's own generator writes the graph."""
+
+
+class PyframeGraph(torch.fx.Graph):
+    """A torch.fx.Graph whose plain `python_code` (the one GraphModule.recompile asks for) is
+    written by `fast_python_code`; everything else is fx's."""
+
+    def python_code(self, root_module: str, **options: Any) -> PythonCode:
+        if not any(options.values()) and type(self._codegen) is CodeGen \
+                and not any(os.environ.get(name, "0") == "1" for name in _SHOW_ENV):
+            try:
+                return fast_python_code(self, root_module)
+            except _Fallback:
+                pass
+        return super().python_code(root_module, **options)
+
+
+def fast_python_code(graph: torch.fx.Graph, root_module: str) -> PythonCode:
+    """What `CodeGen._gen_python_code` returns for `graph` with default options, or _Fallback."""
+    codegen = graph._codegen
+    if codegen._body_transformer is not None or codegen.additional_globals():
+        raise _Fallback
+    nodes = list(graph.nodes)
+    if not nodes or nodes[-1].op != "output":
+        raise _Fallback
+    names = set()
+    for node in nodes:
+        # fx prints a node under a name it derives again in a fresh namespace; that name is the
+        # node's own when the name is unique, not a keyword, builtin or fx global, and not typed.
+        name = node.name
+        if name in names or name in _illegal_names or node.type is not None:
+            raise _Fallback
+        names.add(name)
+
+    # A node's last use, where fx frees it (`x = None`): the first user met walking backwards.
+    last_uses: dict[torch.fx.Node, list[torch.fx.Node]] = {}
+    seen: set[torch.fx.Node] = set()
+    for node in reversed(nodes):
+        for used in node._input_nodes:
+            if used not in seen:
+                seen.add(used)
+                last_uses.setdefault(node, []).append(used)
+
+    free_vars: list[str] = []
+    lines: list[str] = []       # the body, one statement a line
+    line_nodes: list[int] = []  # the index of the node each line belongs to (fx's line map)
+    for index, node in enumerate(nodes):
+        op = node.op
+        if op == "placeholder":
+            target = node.target
+            if node.args or "*" in target:
+                raise _Fallback
+            free_vars.append(target)
+            if target != node.name:
+                lines.append(f"{node.name} = {target}")
+                line_nodes.append(index)
+            continue
+        if op == "output":
+            lines.append(f"return {_repr(node.args[0])}")
+            lines.append("")  # the text ends with a newline: the last (empty) line maps here too
+            line_nodes += (index, index)
+            continue
+        statement = _statement(node, op, root_module)
+        dead = last_uses.get(node, [])
+        if not node.users:
+            dead = [*dead, node]
+        if dead:
+            statement += ";  " + " = ".join(n.name for n in dead) + " = None"
+        lines.append(statement)
+        line_nodes.append(index)
+
+    if free_vars and free_vars[0] == "self":
+        raise _Fallback  # gen_fn_def would not add another `self`: not a trace's graph
+    prologue = f"def {codegen._func_name}({', '.join(['self', *free_vars])}):"
+    lineno_map = {i + 1: node_index for i, node_index in enumerate(line_nodes)}  # prologue: 1 line
+    body = "\n".join(lines).lstrip("\n")
+    code = "\n".join("    " + line for line in body.split("\n"))
+    return PythonCode(f"\n\n\n{prologue}\n{code}", dict(_GLOBALS), _lineno_map=lineno_map,
+                      _prologue_start=4)
+
+
+def _statement(node: torch.fx.Node, op: str, root_module: str) -> str:
+    name = node.name
+    if op == "call_function":
+        target = node.target
+        if getattr(target, "__module__", "") == "_operator":
+            template = magic_methods.get(target.__name__)
+            if template is not None:
+                return f"{name} = {template.format(*map(_repr, node.args))}"
+            template = inplace_methods.get(target.__name__)
+            if template is not None:
+                return f"{template.format(*map(_repr, node.args))};  {name} = {_repr(node.args[0])}"
+        if node.meta.get("is_wrapped", False):
+            raise _Fallback
+        return f"{name} = {_torch_name(target)}({_format_args(node.args, node.kwargs)})"
+    if op == "call_method":
+        return f"{name} = {_format_target(_repr(node.args[0]), node.target)}" \
+               f"({_format_args(node.args[1:], node.kwargs)})"
+    if op == "call_module":
+        return f"{name} = {_format_target(root_module, node.target)}({_format_args(node.args, node.kwargs)})"
+    if op == "get_attr":
+        return f"{name} = {_format_target(root_module, node.target)}"
+    raise _Fallback
+
+
+_torch_names: dict[Any, str | None] = {}
+
+
+def _torch_name(target: Any) -> str:
+    """The qualified name fx calls a torch callable by (`torch.sin`, `torch._C._nn.linear`): torch's
+    own callables need no global of their own. Other callables get a global: fx's generator."""
+    try:
+        name = _torch_names[target]
+    except KeyError:
+        name = _torch_names[target] = (_get_qualified_name(target)
+                                       if _is_from_torch(target) and target is not torch.device else None)
+    except TypeError:  # unhashable
+        raise _Fallback from None
+    if name is None:
+        raise _Fallback
+    return name
+
+
+def _format_args(args: tuple, kwargs: dict) -> str:
+    parts = [_repr(a) for a in args]
+    if kwargs:
+        parts += [f"{k} = {_repr(v)}" for k, v in kwargs.items()]
+    return ", ".join(parts)
+
+
+def _repr(arg: Any) -> str:
+    """An argument as fx prints it (`CodeGen._gen_python_code`'s `_get_repr`), for the kinds of
+    argument a trace records."""
+    kind = type(arg)
+    if kind is torch.fx.Node:
+        return arg.name
+    if kind in _REPR_TYPES:
+        return repr(arg)
+    if isinstance(arg, tuple):
+        if hasattr(arg, "_fields"):  # a namedtuple: fx adds its type as a global
+            raise _Fallback
+        if len(arg) == 1:
+            return f"({_repr(arg[0])},)"
+        return "(" + ", ".join(map(_repr, arg)) + ")"
+    if isinstance(arg, list):  # (fx keeps lists as its immutable_list)
+        return "[" + ", ".join(map(_repr, arg)) + "]"
+    if kind is slice:
+        return f"slice({_repr(arg.start)}, {_repr(arg.stop)}, {_repr(arg.step)})"
+    raise _Fallback
+
