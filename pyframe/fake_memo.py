@@ -45,12 +45,15 @@ class _Output:
     """What a hit rebuilds: a fresh, contiguous-or-strided tensor on the fake device, requiring grad
     as the real output did (with a grad_fn unless that was a leaf)."""
 
-    __slots__ = ("shape", "stride", "dtype", "device", "requires_grad", "is_leaf")
+    __slots__ = ("shape", "stride", "dtype", "device", "requires_grad", "is_leaf", "value_key")
 
     def __init__(self, shape: tuple, stride: tuple, dtype: torch.dtype, device: torch.device,
                  requires_grad: bool, is_leaf: bool) -> None:
         self.shape, self.stride, self.dtype, self.device = shape, stride, dtype, device
         self.requires_grad, self.is_leaf = requires_grad, is_leaf
+        # What _tensor_key gives for every tensor build() makes (fresh: no offset, conj or neg bit),
+        # so the key of a node made from a hit needs no reading back.
+        self.value_key = (tuple(shape), tuple(stride), 0, dtype, device, requires_grad)
 
     @classmethod
     def of(cls, t: FakeTensor) -> "_Output":
@@ -138,14 +141,19 @@ class PropagationMemo:
             return None
 
     def lookup(self, key: tuple) -> Optional[FakeTensor]:
+        """The output remembered for `key`, built anew; None on a miss."""
+        out = self.entry(key)
+        return None if out is None else out.build(self.mode)
+
+    def entry(self, key: tuple) -> Optional[Any]:
+        """The `_Output` (or `_Outputs`) remembered for `key`, counted as a hit; None on a miss."""
         try:
             out = self._entries.get(key)
         except TypeError:
             return None
-        if out is None:
-            return None
-        self.hits += 1
-        return out.build(self.mode)
+        if out is not None:
+            self.hits += 1
+        return out
 
     def clear(self) -> None:
         self._entries.clear()

@@ -112,7 +112,8 @@ class OutputGraph:
         modes = (self.grad_enabled, *self.autocast_stack)
         memo_key = (self.memo.key(op, target, args, kwargs, modes, self._memo_state, self._node_keys)
                     if config.fast_fake_propagation else None)
-        example = self._known_example(op, target, args, kwargs, memo_key, modes) if memo_key is not None else None
+        example, value_key = (self._known_example(op, target, args, kwargs, memo_key, modes)
+                              if memo_key is not None else (None, None))
         if example is None:
             example = self._propagate(op, target, args, kwargs, memo_key)
         # Created bare, then given its arguments in one step (what the `args` and `kwargs` setters
@@ -121,21 +122,23 @@ class OutputGraph:
         node = self.graph.create_node(op, target, name=_name_candidate(self.graph, target))
         node._update_args_kwargs(args, kwargs)
         node.meta["example_value"] = example
+        if value_key is not None:
+            self._node_keys[node] = value_key
         return node
 
     def _known_example(self, op: str, target: Any, args: tuple, kwargs: dict, memo_key: tuple,
-                       modes: tuple) -> Any:
-        """The call's output where it is known without FakeTensorMode: remembered from an earlier
-        propagation, given by a shape rule, or an in-place op's own tensor; else None."""
-        example = self.memo.lookup(memo_key)
-        if example is not None:
-            return example
-        autocast = len(modes) > 1 or self._autocast_around  # (modes: grad mode, then the trace's regions)
-        out = fake_rules.infer(op, target, args, kwargs, self.grad_enabled, autocast)
-        if out is not None:
+                       modes: tuple) -> tuple[Any, tuple | None]:
+        """The call's output where it is known without FakeTensorMode (remembered from an earlier
+        propagation, given by a shape rule, or an in-place op's own tensor), else None; and the
+        output's memo key when the output was built from remembered metadata."""
+        out = self.memo.entry(memo_key)
+        if out is None:
+            autocast = len(modes) > 1 or self._autocast_around  # (modes: grad mode, then the trace's regions)
+            out = fake_rules.infer(op, target, args, kwargs, self.grad_enabled, autocast)
+            if out is None:
+                return fake_rules.infer_inplace(op, target, args, kwargs, self.grad_enabled, autocast), None
             self.memo.store(memo_key, out)
-            return out.build(self.fake_mode)
-        return fake_rules.infer_inplace(op, target, args, kwargs, self.grad_enabled, autocast)
+        return out.build(self.fake_mode), getattr(out, "value_key", None)
 
     def _propagate(self, op: str, target: Any, args: tuple, kwargs: dict, memo_key: tuple | None) -> Any:
         """Run the call on the arguments' FakeTensors; remember the output's metadata if it may be."""
@@ -235,6 +238,25 @@ def _name_candidate(graph: torch.fx.Graph, target: Any) -> str:
         return name
     except TypeError:  # an unhashable target
         return graph._target_to_str(target)
+
+
+def rename_node(node: torch.fx.Node, candidate: str) -> None:
+    """`node._rename(candidate)`: the node takes the namespace's next free name for `candidate`.
+
+    fx's rename assigns `node.name` through Node.__setattr__, which for a node of a graph held by
+    a module runs the module's replace hooks, and for every node takes it out of the graph's
+    find_nodes table and puts it back. A trace's graph has no module yet and that table is keyed
+    by op and target, not name, so here the name is set directly (a third of the cost)."""
+    if candidate == node.name:
+        return
+    graph = node.graph
+    if graph.owning_module is not None:
+        node._rename(candidate)
+        return
+    namespace = graph._graph_namespace
+    name = namespace.create_name(candidate, None)
+    object.__setattr__(node, "name", name)
+    namespace._rename_object(node, name)
 
 
 def _next_graph_name() -> str:

@@ -316,3 +316,25 @@ def test_rules_decline_under_autocast_around_the_call():
         expected = f(x, w)
     torch.testing.assert_close(out, expected)
     assert seen and seen[0] == torch.bfloat16 == expected.dtype
+
+
+@pytest.mark.parametrize("make", [
+    lambda: torch.empty(4, 5) * 2,                              # contiguous
+    lambda: torch.empty(5, 4).t() + 1,                          # strided as its input
+    lambda: torch.empty(4, 5, requires_grad=True) * 2,          # a non-leaf with a grad_fn
+    lambda: torch.zeros(3, requires_grad=True),                 # a leaf that requires grad
+    lambda: torch.empty(()) + 1,                                # 0-d
+])
+def test_value_key_of_a_hit_is_the_key_of_what_it_builds(make):
+    """A node made from a hit takes its memo key from the record (no reading back): the record's
+    value_key must be what _tensor_key reads from the tensor the record builds."""
+    from pyframe.fake_memo import _Output, _tensor_key
+
+    memo = propagation_memo()
+    with memo.mode:
+        real = make()
+    out = _Output.of(real)
+    with memo.mode:
+        built = out.build(memo.mode)
+    assert out.value_key == _tensor_key(built) == _tensor_key(real)
+    assert hash(out.value_key) == hash(_tensor_key(built))

@@ -12,6 +12,7 @@ import torch.fx
 import torch.nn.functional as F
 
 from pyframe import fake_rules
+from pyframe.fake_memo import _tensor_key
 from pyframe.graph import fake_mode
 
 
@@ -55,7 +56,10 @@ class Harness:
         out = fake_rules.infer(op, target, args, kwargs, grad, autocast=False)
         real = self.real(op, target, args, kwargs, grad, out)
         if real is not None:
-            assert _meta(out.build(fake_mode())) == _meta(real), (target, args, kwargs)
+            built = out.build(fake_mode())
+            assert _meta(built) == _meta(real), (target, args, kwargs)
+            if not isinstance(real, tuple):  # the key a node made from this answer is given
+                assert out.value_key == _tensor_key(real), (target, args, kwargs)
 
     def real(self, op: str, target, args: tuple, kwargs: dict, grad: bool, answer) -> torch.Tensor | None:
         """The real propagation's output when the rule answered (`answer` not None); None when it

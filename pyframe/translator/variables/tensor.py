@@ -15,6 +15,7 @@ import torch
 import torch.fx
 
 from ...exc import Unsupported
+from ...graph import rename_node
 from ...source import Source
 from .base import BoundMethodVariable, VariableTracker
 from .constant import ConstantVariable, is_constant_value, is_numpy_scalar
@@ -56,7 +57,7 @@ class TensorVariable(VariableTracker):
     def set_name_hint(self, name: str) -> None:
         """Name the node after the local it is first stored to (`a = torch.cos(x)` -> node `a`)."""
         if not self.name_hint_set:
-            self.node._rename(name)
+            rename_node(self.node, name)
             self.name_hint_set = True
 
     def truth(self) -> bool:
