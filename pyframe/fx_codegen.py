@@ -69,23 +69,26 @@ def fast_python_code(graph: torch.fx.Graph, root_module: str) -> PythonCode:
     nodes = list(graph.nodes)
     if not nodes or nodes[-1].op != "output":
         raise _Fallback
-    names = set()
-    for node in nodes:
-        # fx prints a node under a name it derives again in a fresh namespace; that name is the
-        # node's own when the name is unique, not a keyword, builtin or fx global, and not typed.
+
+    # A node's last use, where fx frees it (`x = None`): the first user met walking backwards.
+    # fx prints a node under a name it derives again in a fresh namespace; that name is the node's
+    # own when it is unique, not a keyword, builtin or fx global, and the node is not annotated.
+    last_uses: dict[torch.fx.Node, list[torch.fx.Node]] = {}
+    seen: set[torch.fx.Node] = set()
+    names: set[str] = set()
+    for node in reversed(nodes):
         name = node.name
         if name in names or name in _illegal_names or node.type is not None:
             raise _Fallback
         names.add(name)
-
-    # A node's last use, where fx frees it (`x = None`): the first user met walking backwards.
-    last_uses: dict[torch.fx.Node, list[torch.fx.Node]] = {}
-    seen: set[torch.fx.Node] = set()
-    for node in reversed(nodes):
         for used in node._input_nodes:
             if used not in seen:
                 seen.add(used)
-                last_uses.setdefault(node, []).append(used)
+                uses = last_uses.get(node)
+                if uses is None:
+                    last_uses[node] = [used]
+                else:
+                    uses.append(used)
 
     free_vars: list[str] = []
     lines: list[str] = []       # the body, one statement a line
@@ -94,7 +97,7 @@ def fast_python_code(graph: torch.fx.Graph, root_module: str) -> PythonCode:
         op = node.op
         if op == "placeholder":
             target = node.target
-            if node.args or "*" in target:
+            if node._args or "*" in target:
                 raise _Fallback
             free_vars.append(target)
             if target != node.name:
@@ -102,69 +105,78 @@ def fast_python_code(graph: torch.fx.Graph, root_module: str) -> PythonCode:
                 line_nodes.append(index)
             continue
         if op == "output":
-            lines.append(f"return {_repr(node.args[0])}")
+            lines.append(f"return {_repr(node._args[0])}")
             lines.append("")  # the text ends with a newline: the last (empty) line maps here too
             line_nodes += (index, index)
             continue
         statement = _statement(node, op, root_module)
-        dead = last_uses.get(node, [])
+        dead = last_uses.get(node)
         if not node.users:
-            dead = [*dead, node]
+            dead = [*dead, node] if dead else [node]
         if dead:
-            statement += ";  " + " = ".join(n.name for n in dead) + " = None"
+            statement += ";  " + " = ".join([n.name for n in dead]) + " = None"
         lines.append(statement)
         line_nodes.append(index)
 
     if free_vars and free_vars[0] == "self":
         raise _Fallback  # gen_fn_def would not add another `self`: not a trace's graph
     prologue = f"def {codegen._func_name}({', '.join(['self', *free_vars])}):"
-    lineno_map = {i + 1: node_index for i, node_index in enumerate(line_nodes)}  # prologue: 1 line
-    body = "\n".join(lines).lstrip("\n")
-    code = "\n".join("    " + line for line in body.split("\n"))
-    return PythonCode(f"\n\n\n{prologue}\n{code}", dict(_GLOBALS), _lineno_map=lineno_map,
+    lineno_map = dict(enumerate(line_nodes, start=1))  # (the prologue is line 0)
+    body = "\n    ".join(lines)  # (no line is empty but the last: fx's lstrip of the body is a no-op)
+    return PythonCode(f"\n\n\n{prologue}\n    {body}", dict(_GLOBALS), _lineno_map=lineno_map,
                       _prologue_start=4)
+
+
+# How a call_function target is printed: an operator's template, an in-place operator's template,
+# or a torch callable's qualified name (None: fx's generator).
+_MAGIC, _INPLACE, _TORCH = range(3)
+_call_formats: dict[Any, tuple[int, str] | None] = {}
+
+
+def _call_format(target: Any) -> tuple[int, str]:
+    try:
+        found = _call_formats[target]
+    except KeyError:
+        found = _call_formats[target] = _find_call_format(target)
+    except TypeError:  # unhashable
+        raise _Fallback from None
+    if found is None:
+        raise _Fallback
+    return found
+
+
+def _find_call_format(target: Any) -> tuple[int, str] | None:
+    if getattr(target, "__module__", "") == "_operator":
+        if target.__name__ in magic_methods:
+            return _MAGIC, magic_methods[target.__name__]
+        if target.__name__ in inplace_methods:
+            return _INPLACE, inplace_methods[target.__name__]
+    # torch's own callables are printed by qualified name (`torch.sin`, `torch._C._nn.linear`);
+    # anything else gets a global of the generated module's own: fx's generator.
+    if _is_from_torch(target) and target is not torch.device:
+        return _TORCH, _get_qualified_name(target)
+    return None
 
 
 def _statement(node: torch.fx.Node, op: str, root_module: str) -> str:
     name = node.name
+    args = node._args
     if op == "call_function":
-        target = node.target
-        if getattr(target, "__module__", "") == "_operator":
-            template = magic_methods.get(target.__name__)
-            if template is not None:
-                return f"{name} = {template.format(*map(_repr, node.args))}"
-            template = inplace_methods.get(target.__name__)
-            if template is not None:
-                return f"{template.format(*map(_repr, node.args))};  {name} = {_repr(node.args[0])}"
-        if node.meta.get("is_wrapped", False):
-            raise _Fallback
-        return f"{name} = {_torch_name(target)}({_format_args(node.args, node.kwargs)})"
+        kind, text = _call_format(node.target)
+        if kind == _TORCH:
+            if node.meta.get("is_wrapped", False):
+                raise _Fallback
+            return f"{name} = {text}({_format_args(args, node._kwargs)})"
+        if kind == _MAGIC:
+            return f"{name} = {text.format(*map(_repr, args))}"
+        return f"{text.format(*map(_repr, args))};  {name} = {_repr(args[0])}"
     if op == "call_method":
-        return f"{name} = {_format_target(_repr(node.args[0]), node.target)}" \
-               f"({_format_args(node.args[1:], node.kwargs)})"
+        return f"{name} = {_format_target(_repr(args[0]), node.target)}({_format_args(args[1:], node._kwargs)})"
     if op == "call_module":
-        return f"{name} = {_format_target(root_module, node.target)}({_format_args(node.args, node.kwargs)})"
+        return f"{name} = {_format_target(root_module, node.target)}({_format_args(args, node._kwargs)})"
     if op == "get_attr":
         return f"{name} = {_format_target(root_module, node.target)}"
     raise _Fallback
-
-
-_torch_names: dict[Any, str | None] = {}
-
-
-def _torch_name(target: Any) -> str:
-    """The qualified name fx calls a torch callable by (`torch.sin`, `torch._C._nn.linear`): torch's
-    own callables need no global of their own. Other callables get a global: fx's generator."""
-    try:
-        name = _torch_names[target]
-    except KeyError:
-        name = _torch_names[target] = (_get_qualified_name(target)
-                                       if _is_from_torch(target) and target is not torch.device else None)
-    except TypeError:  # unhashable
-        raise _Fallback from None
-    if name is None:
-        raise _Fallback
-    return name
 
 
 def _format_args(args: tuple, kwargs: dict) -> str:
