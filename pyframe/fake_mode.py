@@ -12,6 +12,12 @@ of this mode, without constants or symbolic sizes, on one device), this mode tak
 directly: the meta kernel under `in_kernel_invocation_manager`, then the output wrapped as
 FakeTensorMode wraps it. The outputs are the ones FakeTensorMode makes (tests/test_fake_mode.py
 compares them, autograd's view relation and storage included); anything else goes to it.
+
+`view`, `select` and `slice` take the short path too: FakeTensorMode's own kernels for them are
+written for symbolic sizes and compute the meta kernel's view on static ones, except for the
+strides of size-1 dimensions, where the meta kernel gives what the program's own tensors have and
+FakeTensorMode's Python view kernel its own choice (`view` of a (1, 3) tensor with strides (1, 1)
+to (1, 1, 3): (3, 3, 1) in eager, (1, 3, 1) there).
 """
 from __future__ import annotations
 
@@ -23,6 +29,9 @@ from torch._ops import OpOverload
 from torch._subclasses import fake_impls
 from torch._subclasses import fake_tensor as ft
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode, in_kernel_invocation_manager
+from torch.fx.experimental import _config as fx_config
+
+from .fake_memo import new_fake
 
 
 @functools.cache
@@ -35,7 +44,14 @@ def direct_view(func: Any) -> bool:
         return False
 
 
+# Views FakeTensorMode has fake kernels of its own for, written for symbolic sizes (unbacked sizes,
+# size-oblivious reasoning); on static sizes they compute the view the meta kernel computes.
+_STATIC_SIZE_IMPLS = (torch.ops.aten.view.default, torch.ops.aten.select.int, torch.ops.aten.slice.Tensor)
+
+
 def _plain_path_view(func: Any) -> bool:
+    if func in _STATIC_SIZE_IMPLS:
+        return fake_impls.has_meta(func)
     if not isinstance(func, OpOverload) or func.namespace != "aten" or not func.is_view:
         return False
     if func in ft._DISPATCH_META_HANDLERS or func in ft._DISPATCH_HANDLE_DIRECTLY or func in FakeTensorMode.lift_fns:
@@ -58,8 +74,15 @@ def _plain_path_view(func: Any) -> bool:
 
 
 class PyframeFakeTensorMode(FakeTensorMode):
+    @functools.cached_property
+    def avoid_device_init(self) -> bool:
+        """FakeTensorMode asks on every entry whether any accelerator is available (a tenth of a
+        propagation); the answer stands for the life of the process."""
+        return FakeTensorMode.avoid_device_init.fget(self)
+
     def dispatch(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        if direct_view(func) and not kwargs and not self.in_kernel_invocation and not self.propagate_real_tensors:
+        if direct_view(func) and not kwargs and not self.in_kernel_invocation and not self.propagate_real_tensors \
+                and not fx_config.backed_size_oblivious:
             device = _common_device(self, args)
             if device is not None:
                 with in_kernel_invocation_manager(self):
@@ -93,6 +116,10 @@ def _wrap(mode: FakeTensorMode, out: Any, device: torch.device) -> Any:
         return type(out)(_wrap(mode, item, device) for item in out)
     if isinstance(out, FakeTensor) and out.fake_mode is mode:
         return out
+    if type(out) is torch.Tensor and not out.requires_grad:
+        # A fresh meta tensor (autograd sits above this dispatch): wrapped as FakeTensorMode wraps
+        # it (from_meta_and_device: the constructor, and a memo from it nothing else reaches).
+        return new_fake(mode, out, device)
     if isinstance(out, torch.Tensor):
         return mode.fake_tensor_converter.from_meta_and_device(mode, out, device)
     return out

@@ -38,6 +38,7 @@ from .ops_match import MatchOps
 from .ops_stack import StackOps
 from .side_effects import SideEffects
 from .variables import VariableTracker, wrap
+from .variables.builder import is_immutable_tracker
 from .variables.constant import ConstantVariable
 from .variables.containers import DictVariable, GeneratorVariable, TupleVariable
 from .variables.exceptions import ExceptionVariable, RaisedException
@@ -70,6 +71,7 @@ class InstructionTranslator(LoadStoreOps, CallOps, StackOps, JumpOps, ExceptionO
         self.stack: list[VariableTracker] = []
         self.locals: dict[str, VariableTracker] = {}
         self.frame_values = frame_values or {}  # real argument values, wrapped on first read
+        self.immutable_globals: dict[str, VariableTracker] = {}  # modules and functions read, by name
         self.kw_names: tuple[str, ...] = ()
         self.current_inst: Instr | None = None
         self.return_value: VariableTracker | None = None
@@ -216,12 +218,19 @@ class InstructionTranslator(LoadStoreOps, CallOps, StackOps, JumpOps, ExceptionO
         raise Unsupported(f"global {name!r} of a function from another module, reached without a source")
 
     def read_global(self, name: str) -> VariableTracker:
+        tracker = self.immutable_globals.get(name)
+        if tracker is not None:  # `torch` on every line: what wrap() gives again, without its lookups
+            return tracker
         if name in self.f_globals:
             source, guard = self.global_source(name)
-            return self.wrap(self.f_globals[name], source, guard)
-        if name in self.f_builtins:
-            return self.wrap(self.f_builtins[name], BuiltinSource(name), not self.trusted)
-        raise Unsupported(f"name {name!r} is not defined")
+            tracker = self.wrap(self.f_globals[name], source, guard)
+        elif name in self.f_builtins:
+            tracker = self.wrap(self.f_builtins[name], BuiltinSource(name), not self.trusted)
+        else:
+            raise Unsupported(f"name {name!r} is not defined")
+        if is_immutable_tracker(tracker):
+            self.immutable_globals[name] = tracker
+        return tracker
 
     def read_free_var(self, name: str) -> VariableTracker:
         if name in self.closure_refs:

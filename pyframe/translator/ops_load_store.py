@@ -10,9 +10,11 @@ from bytecode import FreeVar, Instr
 from ..exc import Unsupported
 from .variables import NullVariable, TensorVariable, VariableTracker
 from .variables.base import DeferredMethodVariable
+from .variables.constant import ConstantVariable
 from .variables.torch import PythonModuleVariable
 
 _OBJECT_CLASS = object.__dict__["__class__"]
+_PLAIN_CONSTANTS = frozenset({type(None), bool, int, float, complex, str, bytes})
 
 
 class LoadStoreOps:
@@ -33,7 +35,11 @@ class LoadStoreOps:
         del self.locals[inst.arg]
 
     def LOAD_CONST(self, inst: Instr) -> None:
-        self.push(self.wrap_constant(inst.arg))
+        value = inst.arg
+        if type(value) in _PLAIN_CONSTANTS:  # what wrap() makes of them, without its dispatch
+            self.push(ConstantVariable(value))
+        else:
+            self.push(self.wrap_constant(value))
 
     def IMPORT_NAME(self, inst: Instr) -> None:
         """`import a.b` / `from a import b` of a module already imported: no import runs while

@@ -58,10 +58,16 @@ def wrap(tx: "InstructionTranslator", value: Any, source: Source | None, guard: 
         if cached is not None:
             return cached
         tracker = _wrap(tx, value, source, guard)
-        if type(tracker) in _IMMUTABLE_TRACKERS:
+        if is_immutable_tracker(tracker):
             tx.output.immutable_trackers[(source, guard)] = tracker
         return tracker
     return _wrap(tx, value, source, guard)
+
+
+def is_immutable_tracker(tracker: VariableTracker) -> bool:
+    """A tracker of a module, torch function or builtin: nothing a trace does changes it, so one
+    tracker serves every read of its source."""
+    return type(tracker) in _IMMUTABLE_TRACKERS
 
 
 def _wrap(tx: "InstructionTranslator", value: Any, source: Source | None, guard: bool) -> VariableTracker:
