@@ -216,3 +216,35 @@ def test_hasattr_on_namedtuples_and_what_cannot_be_decided():
         reasons = pyframe.explain(fn)(*args).break_reasons
         assert reasons  # a Python __getattribute__, an instance dict on a namedtuple: left to Python
         _same(pyframe.optimize(CountingBackend())(fn)(*args), fn(*args))
+
+
+def test_class_attribute_is_getattr_static_of_a_class():
+    """variables.base.class_attribute reads the MRO's dicts directly for classes whose metaclass is
+    `type`; for every class and name it must give what inspect.getattr_static gives."""
+    import abc
+    import collections
+    import enum
+    import inspect
+
+    from pyframe.translator.variables.base import class_attribute
+
+    class Base(abc.ABC):  # a metaclass of its own: getattr_static's path
+        x = 1
+
+    class Plain:
+        __slots__ = ("a",)
+        y = property(lambda self: 2)
+
+    class Color(enum.Enum):
+        RED = 1
+
+    missing = object()
+    classes = [torch.nn.Linear, torch.nn.Sequential, torch.nn.TransformerEncoderLayer, dict,
+               collections.OrderedDict, int, type, Base, Plain, Color, torch.Tensor, torch.nn.Parameter,
+               collections.namedtuple("Pair", "a b"), object]
+    names = ["forward", "weight", "training", "__call__", "__dict__", "__class__", "__name__", "mro",
+             "__init__", "items", "T", "_modules", "__getattr__", "a", "y", "x", "RED", "__mro__",
+             "__doc__", "__module__", "__qualname__", "__slots__", "__getitem__", "absent"]
+    for cls in classes:
+        for name in names:
+            assert class_attribute(cls, name, missing) is inspect.getattr_static(cls, name, missing), (cls, name)

@@ -419,14 +419,31 @@ class InstructionTranslator(LoadStoreOps, CallOps, StackOps, JumpOps, ExceptionO
 
 
 
+_signatures: "weakref.WeakKeyDictionary[types.FunctionType, tuple]" = weakref.WeakKeyDictionary()
+
+
 def _code_signature(fn: types.FunctionType) -> inspect.Signature:
     """The parameters `fn`'s code takes, whatever signature it advertises: a `__signature__` set
-    on it (torch._refs do) describes its callers' view, not the frame its code makes."""
-    if "__signature__" not in fn.__dict__:
-        return inspect.signature(fn, follow_wrapped=False)
-    plain = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
-    plain.__kwdefaults__ = fn.__kwdefaults__
-    return inspect.signature(plain, follow_wrapped=False)
+    on it (torch._refs do) describes its callers' view, not the frame its code makes.
+
+    Remembered per function while its code and defaults stay the objects they were (a module's
+    forward is bound at every call site; inspect.signature costs more than binding)."""
+    if "__signature__" in fn.__dict__:
+        plain = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
+        plain.__kwdefaults__ = fn.__kwdefaults__
+        return inspect.signature(plain, follow_wrapped=False)
+    try:
+        code, defaults, kwdefaults, signature = _signatures[fn]
+        if code is fn.__code__ and defaults is fn.__defaults__ and kwdefaults is fn.__kwdefaults__:
+            return signature
+    except (KeyError, TypeError):  # (TypeError: a function that cannot be weakly referenced)
+        pass
+    signature = inspect.signature(fn, follow_wrapped=False)
+    try:
+        _signatures[fn] = (fn.__code__, fn.__defaults__, fn.__kwdefaults__, signature)
+    except TypeError:
+        pass
+    return signature
 
 
 @functools.cache

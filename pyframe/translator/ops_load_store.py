@@ -2,14 +2,13 @@
 from __future__ import annotations
 
 import importlib.util
-import inspect
 import sys
 
 from bytecode import FreeVar, Instr
 
 from ..exc import Unsupported
 from .variables import NullVariable, TensorVariable, VariableTracker
-from .variables.base import DeferredMethodVariable
+from .variables.base import DeferredMethodVariable, class_attribute
 from .variables.constant import ConstantVariable
 from .variables.torch import PythonModuleVariable
 
@@ -84,7 +83,7 @@ class LoadStoreOps:
                 cls = obj.python_type()
             except Unsupported:
                 cls = None
-            if cls is not None and inspect.getattr_static(cls, "__class__", None) is _OBJECT_CLASS:
+            if cls is not None and class_attribute(cls, "__class__", None) is _OBJECT_CLASS:
                 return self.wrap(cls, None, guard=False)
         return obj.var_getattr(self, name)
 

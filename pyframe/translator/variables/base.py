@@ -7,6 +7,7 @@ support raises Unsupported, which becomes a graph break or a frame that runs nor
 """
 from __future__ import annotations
 
+import inspect
 from typing import TYPE_CHECKING, Any, Sequence
 
 from ...exc import Unsupported
@@ -142,3 +143,27 @@ def constant_args(args: Sequence[VariableTracker], kwargs: dict[str, VariableTra
     if not all(a.is_python_constant() for a in args) or not all(v.is_python_constant() for v in kwargs.values()):
         raise Unsupported(f"{what} with non-constant arguments")
     return [a.as_python_constant() for a in args], {k: v.as_python_constant() for k, v in kwargs.items()}
+
+
+_getattr_static = inspect.getattr_static
+_type_dict = type.__dict__["__dict__"].__get__
+
+
+def class_attribute(cls: type, name: str, default: Any) -> Any:
+    """`inspect.getattr_static(cls, name, default)` for a class: what its MRO's dicts hold, then its
+    metaclass's. Module attribute reads ask this of their class on every access; getattr_static
+    re-checks every metaclass of the MRO for a `__dict__` that shadows the real one, which no class
+    whose metaclass is `type` has, so for those the dicts are read directly (a tenth of the time)."""
+    if type(cls) is not type:
+        return _getattr_static(cls, name, default)
+    for entry in cls.__mro__:
+        if type(entry) is not type:  # (a base with a metaclass of its own)
+            return _getattr_static(cls, name, default)
+        entry_dict = _type_dict(entry)
+        if name in entry_dict:
+            return entry_dict[name]
+    for entry in (type, object):  # the metaclass's own attributes, as getattr_static reads them
+        entry_dict = _type_dict(entry)
+        if name in entry_dict:
+            return entry_dict[name]
+    return default

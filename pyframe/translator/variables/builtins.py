@@ -9,7 +9,6 @@ import abc
 import builtins
 import collections
 import functools
-import inspect
 import itertools
 import math
 import operator
@@ -21,7 +20,7 @@ import torch
 from ...exc import Unsupported
 from ...guards import GuardKind
 from ...source import AttrSource, Source
-from .base import UNKNOWN_OBJECT, VariableTracker, constant_args
+from .base import UNKNOWN_OBJECT, VariableTracker, class_attribute, constant_args
 from .constant import ConstantVariable, python_scalar
 from .containers import (
     BaseListVariable, DictVariable, DictViewVariable, ListIteratorVariable, ListVariable, SetVariable, TupleVariable,
@@ -160,7 +159,7 @@ def _python_method(vt: VariableTracker, name: str) -> tuple[Callable, Source | N
         cls_source = AttrSource(vt.source, "__class__") if vt.source is not None else None
     else:
         return None
-    method = inspect.getattr_static(cls, name, None)
+    method = class_attribute(cls, name, None)
     if not isinstance(method, types.FunctionType):
         return None
     return method, AttrSource(cls_source, name) if cls_source is not None else None
@@ -199,7 +198,7 @@ def _identity_equality(a: VariableTracker, b: VariableTracker) -> bool:
             cls = type(vt.value)
         else:
             return False
-        return all(inspect.getattr_static(cls, m, None) is getattr(object, m) for m in ("__eq__", "__ne__"))
+        return all(class_attribute(cls, m, None) is getattr(object, m) for m in ("__eq__", "__ne__"))
 
     def scalar(vt: VariableTracker) -> bool:
         return isinstance(vt, ConstantVariable) and type(vt.value) in (type(None), bool, int, float, str)
@@ -324,8 +323,8 @@ def _has_attr(tx, obj: VariableTracker, attr: str) -> bool | None:
 def plain_getattr(cls: type) -> bool:
     """Attribute reads on instances of cls run no Python code when the attribute is missing: no
     Python __getattribute__ or __getattr__."""
-    return not isinstance(inspect.getattr_static(cls, "__getattribute__"), types.FunctionType) \
-        and inspect.getattr_static(cls, "__getattr__", None) is None
+    return not isinstance(class_attribute(cls, "__getattribute__", None), types.FunctionType) \
+        and class_attribute(cls, "__getattr__", None) is None
 
 
 def _hasattr(tx, obj: VariableTracker, name: VariableTracker) -> VariableTracker:

@@ -27,13 +27,12 @@ from __future__ import annotations
 
 import abc
 import collections
-import inspect
 import types
 from typing import Any, Sequence
 
 from ...exc import Unsupported
 from ...source import AttrSource, Source
-from .base import BoundMethodVariable, VariableTracker
+from .base import BoundMethodVariable, VariableTracker, class_attribute
 from .builtins import iterate
 from .constant import ConstantVariable
 from .containers import BaseListVariable, DictVariable, DictViewVariable, ListIteratorVariable, positional_args
@@ -254,7 +253,7 @@ class DictSubclassMixin:
     def raw_setattr(self, tx, name: str, value: VariableTracker) -> None:
         """object.__setattr__(self, name, value): into the instance dict, unless a data descriptor
         of the class takes it (not modelled)."""
-        static = inspect.getattr_static(self.python_type(), name, None)
+        static = class_attribute(self.python_type(), name, None)
         if hasattr(type(static), "__set__") or hasattr(type(static), "__delete__"):
             raise Unsupported(f"assignment to attribute {name!r} of {self.python_type().__qualname__} "
                               f"through a descriptor")

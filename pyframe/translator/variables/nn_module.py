@@ -16,7 +16,7 @@ import torch
 from ...exc import Unsupported
 from ...guards import GuardKind
 from ...source import AttrSource, ItemSource, Source
-from .base import BoundMethodVariable, VariableTracker
+from .base import BoundMethodVariable, VariableTracker, class_attribute
 from .constant import ConstantVariable
 from .containers import BaseListVariable, ListIteratorVariable, TupleVariable
 
@@ -63,7 +63,7 @@ class NNModuleVariable(VariableTracker):
         # Python's order: a data descriptor of the class, the instance's __dict__, the class's other
         # attributes (methods), and only then nn.Module.__getattr__'s parameters, buffers, modules.
         module = self.module
-        static = inspect.getattr_static(type(module), name, _MISSING)
+        static = class_attribute(type(module), name, _MISSING)
         if isinstance(static, property):
             if static.fget is None:
                 raise Unsupported(f"write-only property {name!r} of {type(module).__name__}")

@@ -20,7 +20,7 @@ import torch
 from ...exc import Unsupported
 from ...guards import GuardKind
 from ...source import AttrSource, ItemSource, Source
-from .base import BoundMethodVariable, VariableTracker, constant_args
+from .base import BoundMethodVariable, VariableTracker, class_attribute, constant_args
 from .builtins import build_dict, iterate, plain_getattr
 from .constant import ConstantVariable
 from .containers import DequeVariable, NamedTupleVariable
@@ -84,7 +84,7 @@ class PythonObjectVariable(VariableTracker):
             return NewDictObjectVariable.make(tx, cls, self.source, args, kwargs)
         if _is_plain_class(cls):
             obj = NewObjectVariable(cls, self.source)
-            init = inspect.getattr_static(cls, "__init__")
+            init = class_attribute(cls, "__init__", None)
             if isinstance(init, types.FunctionType):
                 fn_source = AttrSource(self.source, "__init__") if self.source is not None else None
                 tx.inline_call(init, [obj, *args], kwargs, fn_source=fn_source)
@@ -137,10 +137,10 @@ class UserObjectVariable(VariableTracker):
         stored = tx.side_effects.load_attr(self, name)
         if stored is not None:
             return stored
-        static = inspect.getattr_static(type(self.value), name, None)
+        static = class_attribute(type(self.value), name, None)
         if isinstance(static, property) and static.fget is not None and name not in getattr(self.value, "__dict__", {}):
             return tx.inline_call(static.fget, [self], {})
-        fallback = inspect.getattr_static(type(self.value), "__getattr__", None)
+        fallback = class_attribute(type(self.value), "__getattr__", None)
         if isinstance(fallback, types.FunctionType) and not _has_static_attr(self.value, name):
             # Python calls __getattr__ only when the normal lookup fails, as it does here
             return tx.inline_call(fallback, [self, ConstantVariable(name)], {}, fn_source=self._class_attr_source("__getattr__"))
@@ -155,7 +155,7 @@ class UserObjectVariable(VariableTracker):
         if isinstance(method, types.FunctionType):
             return tx.inline_call(method, [self, *args], kwargs, fn_source=self._class_attr_source(name))
         if name == "__getitem__" and len(args) == 1 and isinstance(self.value, dict) \
-                and inspect.getattr_static(type(self.value), "__getitem__") is dict.__getitem__:
+                and class_attribute(type(self.value), "__getitem__", None) is dict.__getitem__:
             return self.getitem(tx, args[0])
         raise Unsupported(f"method {type(self.value).__name__}.{name}")
 
@@ -165,10 +165,10 @@ class UserObjectVariable(VariableTracker):
         dict subclass that keeps dict's own __getitem__."""
         if type(self.value).__module__ == "typing" and key.is_python_constant():
             return PythonObjectVariable(self.value[key.as_python_constant()])
-        if isinstance(inspect.getattr_static(type(self.value), "__getitem__", None), types.FunctionType):
+        if isinstance(class_attribute(type(self.value), "__getitem__", None), types.FunctionType):
             return self.call_method(tx, "__getitem__", [key], {})
         if not isinstance(self.value, dict) or \
-                inspect.getattr_static(type(self.value), "__getitem__") is not dict.__getitem__:
+                class_attribute(type(self.value), "__getitem__", None) is not dict.__getitem__:
             raise Unsupported(f"subscript of a {type(self.value).__name__}")
         k = key.as_python_constant()
         if type(k) not in (str, int) or k not in self.value:
@@ -220,7 +220,7 @@ def check_plain_store(cls: type, name: str) -> None:
     """Unsupported unless `obj.name = value` only puts value in the instance's __dict__."""
     if type(cls).__setattr__ is not type.__setattr__ or cls.__setattr__ is not object.__setattr__:
         raise Unsupported(f"assignment to attribute {name!r} of {cls.__qualname__}, which defines __setattr__")
-    static = inspect.getattr_static(cls, name, None)
+    static = class_attribute(cls, name, None)
     if hasattr(type(static), "__set__") or hasattr(type(static), "__delete__"):
         raise Unsupported(f"assignment to attribute {name!r} of {cls.__qualname__} through a descriptor")
 
@@ -245,7 +245,7 @@ class NewObjectVariable(VariableTracker):
             return self.attrs[name]
         if name == "__class__":
             return PythonObjectVariable(self.cls, self.cls_source)
-        static = inspect.getattr_static(self.cls, name, None)
+        static = class_attribute(self.cls, name, None)
         if isinstance(static, property) and static.fget is not None:
             return tx.inline_call(static.fget, [self], {})
         if isinstance(static, types.FunctionType):
@@ -259,7 +259,7 @@ class NewObjectVariable(VariableTracker):
         return tx.wrap(_static_attr(self.cls, name), source)
 
     def call_method(self, tx, name, args, kwargs) -> VariableTracker:
-        method = inspect.getattr_static(self.cls, name, None)
+        method = class_attribute(self.cls, name, None)
         if name not in self.attrs and isinstance(method, types.FunctionType):
             fn_source = AttrSource(self.cls_source, name) if self.cls_source is not None else None
             return tx.inline_call(method, [self, *args], kwargs, fn_source=fn_source)
@@ -270,7 +270,7 @@ class NewObjectVariable(VariableTracker):
 
     def getitem(self, tx, key: VariableTracker) -> VariableTracker:
         """`obj[key]`: the class's __getitem__, inlined."""
-        if not isinstance(inspect.getattr_static(self.cls, "__getitem__", None), types.FunctionType):
+        if not isinstance(class_attribute(self.cls, "__getitem__", None), types.FunctionType):
             raise Unsupported(f"subscript of a {self.cls.__qualname__}")
         return self.call_method(tx, "__getitem__", [key], {})
 
