@@ -130,19 +130,20 @@ def fast_python_code(graph: torch.fx.Graph, root_module: str) -> PythonCode:
 # How a call_function target is printed: an operator's template, an in-place operator's template,
 # or a torch callable's qualified name (None: fx's generator).
 _MAGIC, _INPLACE, _TORCH = range(3)
-_call_formats: dict[Any, tuple[int, str] | None] = {}
+_call_formats: dict[Any, tuple[int, str]] = {}  # (operators and torch's callables only: no user object is kept)
 
 
 def _call_format(target: Any) -> tuple[int, str]:
     try:
-        found = _call_formats[target]
+        return _call_formats[target]
     except KeyError:
-        found = _call_formats[target] = _find_call_format(target)
+        found = _find_call_format(target)
+        if found is None:
+            raise _Fallback from None
+        _call_formats[target] = found
+        return found
     except TypeError:  # unhashable
         raise _Fallback from None
-    if found is None:
-        raise _Fallback
-    return found
 
 
 def _find_call_format(target: Any) -> tuple[int, str] | None:
