@@ -13,9 +13,9 @@ from the remembered metadata (~5 us; ~20 us for one that needs a grad_fn).
 Only outputs that are indistinguishable from a fresh tensor are remembered: one plain FakeTensor,
 its own new storage (not a view or an alias of an input: in-place ops, `out=` and views of inputs
 always propagate) and no input mutated. An output that requires grad is rebuilt as the real propagation
-makes it: not a leaf, with a `grad_fn` (an autograd.Function whose forward builds the tensor gives
-it one for ~15 us more), so in-place ops and `is_leaf` behave on it as on the real one; a leaf
-that requires grad (`torch.zeros(2, requires_grad=True)`) is rebuilt as a leaf. A key holds only
+makes it: not a leaf, with a `grad_fn` (autograd records one when the fresh tensor is overwritten,
+in place and on the meta kernel, by a meta scalar that requires grad: ~10 us more), so in-place ops
+and `is_leaf` behave on it as on the real one; a leaf that requires grad (`torch.zeros(2, requires_grad=True)`) is rebuilt as a leaf. A key holds only
 values whose identity or value decides the output: tensors by metadata, and constants of a few
 immutable types; any other argument makes the op unmemoizable.
 
@@ -60,12 +60,12 @@ class _Output:
         return cls(tuple(t.shape), t.stride(), t.dtype, t.fake_device, t.requires_grad, t.is_leaf)
 
     def build(self, mode: FakeTensorMode) -> FakeTensor:
-        if self.requires_grad and not self.is_leaf:
-            with torch.enable_grad():
-                return _NonLeaf.apply(_grad_anchor(), self, mode)
         fake = self.fresh(mode)
         if self.requires_grad:
-            fake.requires_grad_()
+            if self.is_leaf:
+                fake.requires_grad_()
+            else:
+                _give_grad_fn(fake, mode)
         return fake
 
     def fresh(self, mode: FakeTensorMode) -> FakeTensor:
@@ -85,28 +85,29 @@ class _Outputs:
         return self.kind([None if item is None else item.build(mode) for item in self.items])
 
 
-class _NonLeaf(torch.autograd.Function):
-    """Gives a rebuilt output the grad_fn a real propagation would: autograd attaches this
-    Function's node to what its forward makes. Example values are never differentiated."""
-
-    @staticmethod
-    def forward(ctx: Any, anchor: torch.Tensor, out: _Output, mode: FakeTensorMode) -> FakeTensor:
-        return out.fresh(mode)
-
-    @staticmethod
-    def backward(ctx: Any, grad: torch.Tensor) -> None:
-        raise RuntimeError("pyframe: an example value was differentiated")
-
-
 _anchor: Optional[torch.Tensor] = None
 
 
-def _grad_anchor() -> torch.Tensor:
-    """The input that requires grad which makes autograd record _NonLeaf: a meta scalar."""
+def _give_grad_fn(fake: FakeTensor, mode: FakeTensorMode) -> None:
+    """Make a fresh FakeTensor a non-leaf that requires grad, as an op's output on inputs that
+    require grad is: `fake.copy_(anchor)`, a meta scalar that requires grad broadcast into it, has
+    autograd record a CopyBackwards node on it. The copy runs as FakeTensorMode runs its kernels
+    (`in_kernel_invocation_manager`: Python dispatch off, the meta kernel, a no-op), and the version
+    counter the copy bumped is put back: the real output is fresh, at version 0. Example values are
+    never differentiated."""
     global _anchor
     if _anchor is None:
         _anchor = torch.empty((), device=_META, requires_grad=True)
-    return _anchor
+    previous, meta_included = mode.in_kernel_invocation, torch._C._meta_in_tls_dispatch_include()
+    mode.in_kernel_invocation = True
+    torch._C._set_meta_in_tls_dispatch_include(True)
+    try:
+        with torch._C._DisableTorchDispatch(), torch.enable_grad():
+            fake.copy_(_anchor)
+    finally:
+        torch._C._set_meta_in_tls_dispatch_include(meta_included)
+        mode.in_kernel_invocation = previous
+    torch._C._autograd._unsafe_set_version_counter((fake,), (0,))
 
 
 class PropagationMemo:
