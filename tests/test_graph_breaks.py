@@ -9,6 +9,7 @@ import torch._dynamo
 
 import pyframe
 from pyframe import _C
+from pyframe.debug.compare import CountingBackend
 
 
 class Recorder:
@@ -504,3 +505,23 @@ def test_functions_methods_and_super_objects_live_across_a_break_are_rebuilt():
         code = getattr(fn, "__func__", fn)
         assert [r.status for r in pyframe.convert_frame.records_for(code.__code__)] == ["compiled"]
         assert rec.op_sequences() == dynamo_op_sequences(fn, args)
+
+
+def test_code_made_by_eval_is_traced_as_dynamo_traces_it():
+    """A lambda made by eval(), and a dataclass-like __init__ made by exec(), have the file name
+    `<string>`: user code all the same, compiled into the graphs torch._dynamo makes."""
+    adds = "+".join(["a", "b"] * 8)
+    fn = eval(f"lambda a, b: ({adds} + a if a.sum() > 0 else {adds} - b)")
+    a, b = torch.ones(4), -2 * torch.ones(4)
+    graphs = {}
+    for engine in ("pyframe", "dynamo"):
+        backend = CountingBackend()
+        torch._dynamo.reset()
+        pyframe.reset()
+        compiled = pyframe.optimize(backend)(fn) if engine == "pyframe" else \
+            torch.compile(fn, backend=backend, dynamic=False)
+        torch.testing.assert_close(compiled(a, b), fn(a, b))
+        torch.testing.assert_close(compiled(b, a), fn(b, a))
+        graphs[engine] = [g.ops for g in backend.graphs]
+    assert len(graphs["pyframe"]) == 3
+    assert graphs["pyframe"] == graphs["dynamo"]
