@@ -216,6 +216,9 @@ class InstructionTranslator(LoadStoreOps, CallOps, StackOps, JumpOps, ExceptionO
         raise Unsupported(f"global {name!r} of a function from another module, reached without a source")
 
     def read_global(self, name: str) -> VariableTracker:
+        stored = self.side_effects.load_global(self.f_globals, name)
+        if stored is not None:  # assigned earlier in this trace
+            return stored
         if name in self.f_globals:
             source, guard = self.global_source(name)
             return self.wrap(self.f_globals[name], source, guard)
