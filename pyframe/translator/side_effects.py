@@ -128,9 +128,15 @@ class SideEffects:
         if len(sources) > 1:
             raise Unsupported(f"mutation of an object reachable as {' and '.join(s.name() for s in sources)}")
 
+    def advanced_iterators(self) -> list[VariableTracker]:
+        """Iterators read from the frame that the trace took items from (ListIteratorVariable)."""
+        return [vt for vt in self._by_source.values() if getattr(vt, "kind", None) is _TUPLE_ITERATOR
+                and vt.index > 0]
+
     def changed_sources(self) -> set[Source]:
         """Where the objects the replay changes are read from."""
-        return {c.source for c in self.mutated.values()} | {obj.source for obj, _ in self.stores.values()}
+        return {c.source for c in self.mutated.values()} | {obj.source for obj, _ in self.stores.values()} | \
+            {it.source for it in self.advanced_iterators()}
 
     def replaced_sources(self) -> set[Source]:
         """Sources whose value the replay replaces without changing an object read through them:
@@ -168,6 +174,13 @@ class SideEffects:
                 effects.append((cg.new_temp("___effect"), _GlobalTarget(dict_source, name)))
                 value.reconstruct(cg)
                 cg.store_local(effects[-1][0])
+        for iterator in self.advanced_iterators():  # it.__setstate__(its position + items taken)
+            cg.push_null()
+            cg.load_const(advance_tuple_iterator)
+            cg.load_source(iterator.source)
+            cg.load_const(iterator.index)
+            cg.call(2)
+            cg.emit("POP_TOP")
         for temp, target in effects:
             if isinstance(target, _GlobalTarget):
                 cg.load_local(temp)
@@ -215,6 +228,15 @@ class SideEffects:
                         cg.load_local(arg)
                     cg.call(len(args))
                     cg.emit("POP_TOP")
+
+
+_TUPLE_ITERATOR = type(iter(()))
+
+
+def advance_tuple_iterator(it: Any, taken: int) -> None:
+    """Move a tuple iterator on by the `taken` items the trace took from it."""
+    for _ in range(taken):
+        next(it)
 
 
 class _GlobalTarget(NamedTuple):
