@@ -82,6 +82,12 @@ def _wrap(tx: "InstructionTranslator", value: Any, source: Source | None, guard:
         if source is None:
             raise Unsupported("a tensor that is not an input of the frame (a global tensor made in C?)")
         tx.output.guards.add(source, GuardKind.TENSOR_MATCH, TensorMeta.of(value))  # always: it is an input
+        if type(value) is not torch.nn.Parameter and not _is_buffer(source):
+            # Which inputs are one tensor is part of what the graph means to a backend that
+            # functionalizes it (aot_autograd, inductor: `x.mul_(2); y.mul_(2)` with x is y), so
+            # it is guarded, as torch._dynamo guards it; parameters and buffers, the model's own
+            # state, are left out, as torch._dynamo leaves them (skip_no_tensor_aliasing_guards_on_parameters).
+            tx.output.guards.add_aliasing(source, value)
         return TensorVariable(tx.output.add_input(source, value), source, type(value))
     if value is None:
         add(GuardKind.NONE_MATCH)
@@ -241,6 +247,11 @@ def _wrap(tx: "InstructionTranslator", value: Any, source: Source | None, guard:
         return PythonObjectVariable(value, source)
     add(GuardKind.TYPE_MATCH, type(value))
     return _mutable(tx, source, value, UserObjectVariable(value, source))
+
+
+def _is_buffer(source: Source) -> bool:
+    """A tensor read as a module's buffer (`L['self']._modules['bn']._buffers['running_mean']`)."""
+    return isinstance(source, ItemSource) and isinstance(source.base, AttrSource) and source.base.attr == "_buffers"
 
 
 def _is_stack_slot(source: Source) -> bool:
