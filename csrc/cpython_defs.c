@@ -389,6 +389,29 @@ PyObject **pf_instance_dict_slot(PyObject *obj)
     return dictptr;
 }
 
+/* ---- the rest of a tuple iterator (guards on a loop's iterator passed to a resume function) -- */
+
+/* 3.11 Objects/tupleobject.c: tupleiterobject, a struct no header exports. it_seq is NULL once
+   the iterator is exhausted. */
+typedef struct {
+    PyObject_HEAD
+    Py_ssize_t it_index;
+    PyTupleObject *it_seq;
+} pf_tupleiterobject;
+
+PyObject *pf_tuple_iterator_rest(PyObject *it)
+{
+    if (Py_TYPE(it) != &PyTupleIter_Type) {
+        PyErr_SetString(PyExc_TypeError, "tuple_iterator_rest: not a tuple iterator");
+        return NULL;
+    }
+    pf_tupleiterobject *ti = (pf_tupleiterobject *)it;
+    if (ti->it_seq == NULL) {
+        return PyTuple_New(0);
+    }
+    return PyTuple_GetSlice((PyObject *)ti->it_seq, ti->it_index, PyTuple_GET_SIZE(ti->it_seq));
+}
+
 #else
 /* Each function above mirrors a 3.11 source (frame.c, frameobject.c, pystate.c, codeobject.c):
    re-check every one of them, and csrc/eval_frame.c, against the new version before porting. */

@@ -208,7 +208,7 @@ struct AliasingMatch {
 
 // ---- nodes ------------------------------------------------------------------------------------
 
-enum class Access : uint8_t { Local, Global, Builtin, Closure, Attr, Item, DictKey, DictValue };
+enum class Access : uint8_t { Local, Global, Builtin, Closure, Attr, Item, DictKey, DictValue, TupleIterRest };
 
 class GuardManager {
 public:
@@ -234,6 +234,12 @@ public:
     GuardManager *dict_value(Py_ssize_t index) {
         check_index(index);
         return child(Access::DictValue, py::none(), index, source_ + "[" + key_text(index) + "]");
+    }
+
+    // The items a tuple iterator has still to give, as a tuple (an iterator a loop hands to a
+    // resume function): its items and length are guarded as a tuple's.
+    GuardManager *tuple_iterator_rest() {
+        return child(Access::TupleIterRest, py::none(), 0, "___tuple_iterator_rest(" + source_ + ")");
     }
 
     void add_type_match(py::object tp, std::string text) {
@@ -338,6 +344,9 @@ public:
         }
         if (access_ == Access::DictKey || access_ == Access::DictValue) {
             return fetch_entry(parent);
+        }
+        if (access_ == Access::TupleIterRest) {
+            return pf_tuple_iterator_rest(parent);
         }
         if (PyDict_Check(parent)) {  // exact lookup: no __getitem__/__missing__ call
             PyObject *v = PyDict_GetItemWithError(parent, key_.ptr());
@@ -636,8 +645,10 @@ private:
     GuardManager *child(Access access, const py::object &key, Py_ssize_t index,
                         std::string source) {
         has_attr_children_ = has_attr_children_ || access == Access::Attr;
+        // (an iterator moves on without a version: a snapshot of its parent is never safe)
         has_item_children_ = has_item_children_ || access == Access::Item ||
-                             access == Access::DictKey || access == Access::DictValue;
+                             access == Access::DictKey || access == Access::DictValue ||
+                             access == Access::TupleIterRest;
         has_position_children_ = has_position_children_ || access == Access::DictKey ||
                                  access == Access::DictValue;
         snapshot_valid_ = false;
@@ -908,6 +919,14 @@ constexpr auto kChild = py::return_value_policy::reference_internal;
 }  // namespace
 
 void bind_guards(py::module_ &m) {
+    m.def("tuple_iterator_rest", [](py::handle it) {
+              PyObject *rest = pf_tuple_iterator_rest(it.ptr());
+              if (rest == nullptr) {
+                  throw py::error_already_set();
+              }
+              return py::reinterpret_steal<py::tuple>(rest);
+          }, py::arg("it"),
+          "the items a tuple iterator has still to give, as a tuple (what its guards read)");
     py::class_<GuardManager>(m, "GuardManager", py::module_local(),
                              "One node of a guard tree: fetches one value (once per check) and "
                              "runs its leaf checks, then its children.")
@@ -920,6 +939,8 @@ void bind_guards(py::module_ &m) {
              "child node: the index-th key of a dict, in its iteration order")
         .def("dict_value", &GuardManager::dict_value, py::arg("index"), kChild,
              "child node: the value of the index-th key of a dict")
+        .def("tuple_iterator_rest", &GuardManager::tuple_iterator_rest, kChild,
+             "child node: the items a tuple iterator has still to give, as a tuple")
         .def("add_type_match", &GuardManager::add_type_match, py::arg("tp"), py::arg("text") = "")
         .def("add_id_match", &GuardManager::add_id_match, py::arg("obj"), py::arg("text") = "")
         .def("add_equals_match", &GuardManager::add_equals_match, py::arg("value"),

@@ -95,6 +95,9 @@ PyObject *pf_instance_dict(PyObject *obj);
 /* Where `obj` keeps its instance dict (materialized as above), or NULL: the slot's address is fixed
    for the object's life, so a later check reads the current dict with one load. */
 PyObject **pf_instance_dict_slot(PyObject *obj);
+/* The items a tuple iterator has still to give, as a new tuple (NULL with TypeError if `it` is
+   not a tuple iterator). */
+PyObject *pf_tuple_iterator_rest(PyObject *it);
 /* The co_extra index requested by pf_eval_frame_init (-1 before). */
 extern Py_ssize_t pf_extra_index;
 

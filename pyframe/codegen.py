@@ -17,7 +17,7 @@ from bytecode import Bytecode, CellVar, FreeVar, Instr, Label
 from . import _C
 from .source import (
     AttrSource, BuiltinSource, CellContentsSource, ChildSource, ClosureSource, DictItemSource, DictKeySource,
-    DictValueSource, FreeCellSource, GlobalSource, ItemSource, LocalSource, Source,
+    DictValueSource, FreeCellSource, GlobalSource, ItemSource, LocalSource, Source, TupleIteratorRestSource,
 )
 
 _BUILD = {tuple: "BUILD_TUPLE", list: "BUILD_LIST"}
@@ -118,6 +118,11 @@ class PyCodegen:
             self.load_source(source.base)
             self.load_source(DictKeySource(source.base, source.index))
             self.emit("BINARY_SUBSCR")
+        elif isinstance(source, TupleIteratorRestSource):  # what its guard reads
+            self.push_null()
+            self.load_const(_C.tuple_iterator_rest)
+            self.load_source(source.base)
+            self.call(1)
         else:
             raise TypeError(f"cannot load source {source!r}")
 

@@ -41,6 +41,7 @@ _SKIP_DIRS = tuple(os.path.join(os.path.realpath(p), "") for p in {
 })
 # pyframe's own files are machinery, except the demo: its seed programs are user code.
 _OWN_USER_CODE = (os.path.join(os.path.realpath(os.path.dirname(__file__)), "demo.py"),)
+_SKIP_GENERATED = ("<frozen ", "<__array_function__ internals>")
 # Codes traced even though their file is skipped: forward() of modules given to optimize().
 force_trace: "weakref.WeakSet[types.CodeType]" = weakref.WeakSet()
 
@@ -85,7 +86,10 @@ def skip_reason(code: types.CodeType) -> str | None:
     if code in force_trace:
         return None
     filename = code.co_filename
-    if filename.startswith("<") and filename != "<stdin>" and not filename.startswith("<ipython"):
+    # Code made by exec/eval (`<string>`: a lambda, a dataclass's __init__) is user code, as for
+    # torch._dynamo; the interpreter's frozen modules are the standard library, and a named tuple's
+    # generated __new__ only builds the tuple.
+    if filename.startswith(_SKIP_GENERATED) or (filename == "<string>" and code.co_name == "__new__"):
         return f"generated code {filename}"
     path = os.path.realpath(filename)
     if path.startswith(_SKIP_DIRS) and path not in _OWN_USER_CODE:

@@ -20,7 +20,7 @@ import torch
 from . import _C, config
 from .source import (
     AttrSource, BuiltinSource, CellContentsSource, ClosureSource, DictKeySource, DictValueSource, GlobalSource,
-    ItemSource, LocalSource, Source,
+    ItemSource, LocalSource, Source, TupleIteratorRestSource,
 )
 
 
@@ -266,6 +266,8 @@ def _node_for(source: Source, root: Any, nodes: dict[Source, Any], code: types.C
         node = _node_for(source.base, root, nodes, code).dict_key(source.index)
     elif isinstance(source, DictValueSource):
         node = _node_for(source.base, root, nodes, code).dict_value(source.index)
+    elif isinstance(source, TupleIteratorRestSource):
+        node = _node_for(source.base, root, nodes, code).tuple_iterator_rest()
     else:
         raise TypeError(f"no guard lowering for source {source!r}")
     nodes[source] = node

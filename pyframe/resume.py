@@ -76,15 +76,18 @@ def offset_of(code: types.CodeType, instructions: list, index: int) -> int:
     return offsets[count] if count < len(offsets) else offsets[-1] + 2
 
 
+STACK_ARG_PREFIX = "___stack_"
+
+
 def stack_arg_names(stack: tuple[Slot, ...]) -> list[str]:
-    return [f"___stack_{i}" for i, slot in enumerate(stack) if slot is False]
+    return [f"{STACK_ARG_PREFIX}{i}" for i, slot in enumerate(stack) if slot is False]
 
 
 def _slot_instructions(i: int, slot: Slot) -> list[Instr]:
     if slot is True:
         return [Instr("PUSH_NULL")]
     if slot is False:
-        return [Instr("LOAD_FAST", f"___stack_{i}")]
+        return [Instr("LOAD_FAST", f"{STACK_ARG_PREFIX}{i}")]
     return slot.instructions()
 
 

@@ -157,6 +157,16 @@ class DictValueSource(ChildSource):
         return f"{self.base.name()}[list({self.base.name()}.keys())[{self.index}]]"
 
 
+@dataclass(frozen=True)
+class TupleIteratorRestSource(ChildSource):
+    """The items the tuple iterator at `base` has still to give, as a tuple (a loop's iterator a
+    resume function is handed: `iter(<the items still to come>)`, see ListIteratorVariable)."""
+
+    @functools.cached_property
+    def _name(self) -> str:
+        return f"___tuple_iterator_rest({self.base.name()})"
+
+
 def _remember_hashes(cls: type) -> None:
     """Make each source hash its fields once: a source is a key of the trace's input, guard and
     constant tables, and the dataclass hash walks the whole chain (`self.features.block1.conv.weight`)

@@ -9,6 +9,7 @@ import torch._dynamo
 
 import pyframe
 from pyframe import _C
+from pyframe.debug.compare import CountingBackend
 
 
 class Recorder:
@@ -504,3 +505,100 @@ def test_functions_methods_and_super_objects_live_across_a_break_are_rebuilt():
         code = getattr(fn, "__func__", fn)
         assert [r.status for r in pyframe.convert_frame.records_for(code.__code__)] == ["compiled"]
         assert rec.op_sequences() == dynamo_op_sequences(fn, args)
+
+
+def test_code_made_by_eval_is_traced_as_dynamo_traces_it():
+    """A lambda made by eval(), and a dataclass-like __init__ made by exec(), have the file name
+    `<string>`: user code all the same, compiled into the graphs torch._dynamo makes."""
+    adds = "+".join(["a", "b"] * 8)
+    fn = eval(f"lambda a, b: ({adds} + a if a.sum() > 0 else {adds} - b)")
+    a, b = torch.ones(4), -2 * torch.ones(4)
+    graphs = {}
+    for engine in ("pyframe", "dynamo"):
+        backend = CountingBackend()
+        torch._dynamo.reset()
+        pyframe.reset()
+        compiled = pyframe.optimize(backend)(fn) if engine == "pyframe" else \
+            torch.compile(fn, backend=backend, dynamic=False)
+        torch.testing.assert_close(compiled(a, b), fn(a, b))
+        torch.testing.assert_close(compiled(b, a), fn(b, a))
+        graphs[engine] = [g.ops for g in backend.graphs]
+    assert len(graphs["pyframe"]) == 3
+    assert graphs["pyframe"] == graphs["dynamo"]
+
+
+def _graphs_of(fn, make_args, engines=("pyframe", "dynamo")):
+    """{engine: (results of two calls, op sequences)}; make_args() gives fresh arguments."""
+    out = {}
+    for engine in engines:
+        backend = CountingBackend()
+        torch._dynamo.reset()
+        pyframe.reset()
+        compiled = pyframe.optimize(backend)(fn) if engine == "pyframe" else \
+            torch.compile(fn, backend=backend, dynamic=False)
+        results = [compiled(*make_args()) for _ in range(2)]
+        out[engine] = results, [g.ops for g in backend.graphs]
+    return out
+
+
+def iterator_across_a_break(x):
+    it = iter((1, 2, 3, 4, 5))
+    x = x + next(it)
+    torch._dynamo.graph_break()
+    x = x * next(it)
+    x = x - next(it)
+    return x, it
+
+
+def test_an_iterator_live_across_a_break_is_traced_on_in_the_resume_function():
+    """The resume function is handed a tuple iterator: its items still to come are guarded as a
+    tuple's and traced, not a break at each next(); the real iterator is moved on after the graph."""
+    def fn(x):
+        out, it = iterator_across_a_break(x)
+        return out, list(it)
+
+    expected = fn(torch.ones(3))
+    runs = _graphs_of(iterator_across_a_break, lambda: (torch.ones(3),))
+    for engine, (results, _) in runs.items():
+        for out, it in results:
+            assert type(it) is type(iter(()))
+            torch.testing.assert_close((out, list(it)), expected)
+    assert runs["pyframe"][1] == runs["dynamo"][1] == [("add",), ("mul", "sub")]
+
+
+def test_a_tuple_iterator_argument_is_moved_on_by_what_the_trace_took():
+    def fn(x, it):
+        x = x + next(it)
+        for _ in range(2):
+            x = x * next(it)
+        return x
+
+    iterators = [iter((1.0, 2.0, 3.0, 4.0)), iter((5.0, 6.0, 7.0, 8.0)), iter((1.0, 2.0))]
+    backend = CountingBackend()
+    compiled = pyframe.optimize(backend)(fn)
+    for it in iterators[:2]:
+        eager_it = iter(tuple(it.__reduce__()[1][0]))
+        torch.testing.assert_close(compiled(torch.ones(2), it), fn(torch.ones(2), eager_it))
+        assert list(it) == list(eager_it) == [(4.0, 8.0)[iterators.index(it)]]
+    assert [g.ops for g in backend.graphs] == [("add", "mul", "mul")] * 2  # the items are guarded
+    it = iterators[2]
+    next(it)  # one item left: the trace raises StopIteration as eager does
+    with pytest.raises((StopIteration, RuntimeError)):
+        compiled(torch.ones(2), it)
+
+
+def test_a_for_loop_broken_inside_keeps_its_iterator_opaque():
+    """A for loop's own iterator, on the stack at the break, is not unrolled by the resume
+    function: one cache entry per number of items left would hit the recompile limit."""
+    def fn(x):
+        for i in range(20):
+            x = x + i
+            torch._dynamo.graph_break()
+        return x
+
+    backend = CountingBackend()
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        torch.testing.assert_close(pyframe.optimize(backend)(fn)(torch.ones(2)), fn(torch.ones(2)))
+    assert len(backend.graphs) == 1

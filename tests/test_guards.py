@@ -397,3 +397,40 @@ def test_numpy_scalars_fold_with_numpy_rules_and_break_where_torch_reads_their_d
     for actual, expected in zip(pyframe.optimize(Counter())(full)(x, *args), full(x, *args)):
         assert actual.dtype == expected.dtype
         torch.testing.assert_close(actual, expected)
+
+
+def mutates_both(x, y):
+    x.mul_(2)
+    y.mul_(3)
+    return x + y
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_the_same_tensor_passed_twice_recompiles_for_a_functionalizing_backend(backend):
+    """A graph traced with distinct inputs means something else when one tensor is passed as both
+    (aot_autograd dedupes inputs by identity): which inputs alias is guarded, as torch._dynamo
+    guards it, so each arrangement has its own entry and the results are eager's."""
+    compiled = pyframe.optimize(backend)(mutates_both)
+    for arrangement in ("distinct", "same", "distinct", "same"):
+        args = [torch.ones(3), torch.full((3,), 2.0)]
+        eager_args = [a.clone() for a in args]
+        if arrangement == "same":
+            args[1], eager_args[1] = args[0], eager_args[0]
+        torch.testing.assert_close(compiled(*args), mutates_both(*eager_args))
+        torch.testing.assert_close(args, eager_args)
+    counter = Counter()
+    pyframe.reset()
+    counted = pyframe.optimize(counter)(mutates_both)
+    for arrangement in ("distinct", "same", "distinct", "same"):
+        x = torch.ones(3)
+        counted(x, x if arrangement == "same" else torch.ones(3))
+    assert counter.compiles == 2
+
+
+def test_parameters_are_left_out_of_the_aliasing_guard():
+    model = torch.nn.Linear(3, 3)
+    compiled = pyframe.optimize(Counter())(model)
+    compiled(torch.ones(3))
+    [entry] = pyframe.debug.cache_entries(model.forward)
+    aliasing = [t for t in entry.guards if t.startswith("aliasing(")]
+    assert aliasing == []

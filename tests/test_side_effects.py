@@ -195,3 +195,102 @@ def appending_while_iterating(x, lst):
 
 def test_a_loop_over_a_list_sees_what_the_loop_appends():
     run_both(appending_while_iterating, [torch.ones(4)], calls=1)
+
+
+G_COUNT = 0
+G_LAST = None
+
+
+def _reset_globals() -> None:
+    global G_COUNT, G_LAST
+    G_COUNT, G_LAST = 0, None
+    globals().pop("G_NEW", None)
+
+
+def assign_globals(x):
+    global G_COUNT, G_LAST, G_NEW
+    old = G_LAST            # read before the assignment: the old object, not what the replay stores
+    G_LAST = x.sin()
+    G_COUNT += 1
+    G_NEW = G_LAST * 2      # a global that did not exist, read back in the same trace
+    return G_NEW + G_COUNT, old
+
+
+def _run_assign_globals(fn, calls: int = 3) -> list:
+    _reset_globals()
+    out = []
+    for i in range(calls):
+        out.append(fn(torch.full((3,), float(i))))
+    return [*out, G_COUNT, G_LAST, G_NEW]
+
+
+def test_global_assignments_are_replayed_after_one_graph():
+    expected = _run_assign_globals(assign_globals)
+    backend = CountingBackend()
+    actual = _run_assign_globals(pyframe.optimize(backend)(assign_globals))
+    torch.testing.assert_close(actual, expected)
+    torch._dynamo.reset()
+    dynamo = CountingBackend()
+    _run_assign_globals(torch.compile(assign_globals, backend=dynamo, dynamic=False))
+    # one graph per call: G_COUNT is a constant of the trace, guarded by value, as in torch._dynamo
+    # (whose first trace, with G_NEW not yet defined, leaves the `+ G_COUNT` out of its graph)
+    assert [g.ops for g in backend.graphs] == [("sin", "mul", "add")] * 3
+    assert [g.ops for g in dynamo.graphs][1:] == [g.ops for g in backend.graphs][1:]
+
+
+def test_global_assigned_before_a_graph_break_is_seen_after_it():
+    def fn(x):
+        global G_COUNT
+        G_COUNT += 1
+        torch._dynamo.graph_break()
+        return x + G_COUNT
+
+    _reset_globals()
+    expected = [fn(torch.ones(2)) for _ in range(2)], G_COUNT
+    _reset_globals()
+    compiled = pyframe.optimize(CountingBackend())(fn)
+    actual = [compiled(torch.ones(2)) for _ in range(2)], G_COUNT
+    torch.testing.assert_close(actual, expected)
+
+
+def test_global_of_another_module_assigned_by_an_inlined_function():
+    namespace: dict = {"hits": 0}
+    exec(compile("def bump(x):\n    global hits\n    hits = hits + 1\n    return x * hits\n",
+                 "other_module.py", "exec"), namespace)
+    bump = namespace["bump"]
+
+    def fn(x):
+        return bump(x) + 1
+
+    x = torch.ones(3)
+    expected = [fn(x), fn(x)]
+    assert namespace["hits"] == 2
+    backend = CountingBackend()
+    compiled = pyframe.optimize(backend)(fn)
+    actual = [compiled(x), compiled(x)]
+    torch.testing.assert_close(actual, [x * 3 + 1, x * 4 + 1])
+    assert namespace["hits"] == 4
+    assert len(backend.graphs) == 2  # `hits` is guarded by value: a new graph per value
+    torch.testing.assert_close(expected, [x * 1 + 1, x * 2 + 1])
+
+
+G_ACTIVATION = torch.relu
+
+
+def test_global_function_rebound_after_it_was_read_is_seen_by_later_reads():
+    """A module-level function read once (its tracker then served again by name without a
+    lookup) and assigned later in the same trace: reads after the store see the new one."""
+    def fn(x):
+        global G_ACTIVATION
+        y = G_ACTIVATION(x)
+        G_ACTIVATION = torch.tanh
+        z = G_ACTIVATION(x)
+        G_ACTIVATION = torch.relu
+        return y + z
+
+    x = torch.randn(5)
+    expected = fn(x)
+    backend = CountingBackend()
+    torch.testing.assert_close(pyframe.optimize(backend)(fn)(x), expected)
+    assert G_ACTIVATION is torch.relu
+    assert [g.ops for g in backend.graphs] == [("relu", "tanh", "add")]

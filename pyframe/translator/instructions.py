@@ -218,6 +218,9 @@ class InstructionTranslator(LoadStoreOps, CallOps, StackOps, JumpOps, ExceptionO
         raise Unsupported(f"global {name!r} of a function from another module, reached without a source")
 
     def read_global(self, name: str) -> VariableTracker:
+        stored = self.side_effects.load_global(self.f_globals, name)
+        if stored is not None:  # assigned earlier in this trace (before any tracker read earlier)
+            return stored
         tracker = self.immutable_globals.get(name)
         if tracker is not None:  # `torch` on every line: what wrap() gives again, without its lookups
             return tracker

@@ -7,6 +7,7 @@ import sys
 from bytecode import FreeVar, Instr
 
 from ..exc import Unsupported
+from ..source import AttrSource
 from .variables import NullVariable, TensorVariable, VariableTracker
 from .variables.base import DeferredMethodVariable, class_attribute
 from .variables.constant import ConstantVariable
@@ -70,7 +71,16 @@ class LoadStoreOps:
         raise Unsupported("LOAD_NAME (module or class body code)")
 
     def STORE_GLOBAL(self, inst: Instr) -> None:
-        raise Unsupported(f"assignment to global {inst.arg!r}")
+        """`global g; g = value`: recorded, replayed after the graph (side_effects.py); later reads
+        of `g` in this trace see the value."""
+        value = self.pop()
+        if self.f_globals is self.root.f_globals:
+            dict_source = None
+        elif self.fn_source is not None and not self.trusted:
+            dict_source = AttrSource(self.fn_source, "__globals__")
+        else:
+            raise Unsupported(f"assignment to global {inst.arg!r} of a function from another module")
+        self.side_effects.store_global(self.f_globals, dict_source, inst.arg, value)
 
     def LOAD_ATTR(self, inst: Instr) -> None:
         obj = self.pop()

@@ -15,6 +15,8 @@ performs all of them for real, after the graph call, in one go:
     self.calls = ___effect_2                   an attribute store (object.__setattr__, where the
                                                class's own __setattr__ was inlined)
     <cell>.cell_contents = ___effect_3         a closure cell assigned (`nonlocal out; out = y`)
+    STORE_GLOBAL counter (___effect_4)         a global assigned (`global counter; counter += 1`);
+                                               fn.__globals__[name] for another module's function
     <return, or the unsupported step and the resume call>
 
 A closure cell is one tracker per cell object, however many functions share it (a setter and a
@@ -28,10 +30,10 @@ they are built with their final contents if they outlive the trace.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..exc import Unsupported
-from ..source import FreeCellSource, Source
+from ..source import FreeCellSource, GlobalSource, ItemSource, Source
 from .variables.base import VariableTracker
 from .variables.dict_subclass import DictSubclassMixin, refill
 from .variables.containers import build_dict_items, made_keys
@@ -49,6 +51,9 @@ class SideEffects:
         self.mutated: dict[int, VariableTracker] = {}   # containers whose items changed, by tracker id
         self.stores: dict[int, tuple[VariableTracker, dict[str, VariableTracker]]] = {}  # attributes set
         self._cells: dict[int, VariableTracker] = {}    # id of a closure cell -> its one tracker
+        # globals assigned, per globals dict: (where the transformed code finds the dict, None for
+        # the frame's own, which STORE_GLOBAL writes; {name: value})
+        self.global_stores: dict[int, tuple[Source | None, dict[str, VariableTracker]]] = {}
         self.effects = 0  # mutations traced so far, of any object (made here or not): see `note`
 
     # -- reading ----------------------------------------------------------------------------------
@@ -83,7 +88,20 @@ class SideEffects:
         entry = self.stores.get(id(obj))
         return entry[1].get(name) if entry is not None else None
 
+    def load_global(self, f_globals: dict, name: str) -> VariableTracker | None:
+        """The value the trace assigned to the global `name` of `f_globals`, if it did."""
+        entry = self.global_stores.get(id(f_globals))
+        return entry[1].get(name) if entry is not None else None
+
     # -- writing ----------------------------------------------------------------------------------
+    def store_global(self, f_globals: dict, dict_source: Source | None, name: str, value: VariableTracker) -> None:
+        """`global name; name = value` in code whose globals are `f_globals` (read by the
+        transformed code from `dict_source`, or the frame's own when None)."""
+        self.effects += 1
+        if id(f_globals) not in self.global_stores:
+            self._objects.append(f_globals)  # keeps the id valid for the trace
+        self.global_stores.setdefault(id(f_globals), (dict_source, {}))[1][name] = value
+
     def note(self) -> None:
         """Count a mutation the trace made (a lazy iterator's items must not be made early if
         making them mutates anything: see output.realize_lazy_iterators)."""
@@ -110,16 +128,24 @@ class SideEffects:
         if len(sources) > 1:
             raise Unsupported(f"mutation of an object reachable as {' and '.join(s.name() for s in sources)}")
 
+    def advanced_iterators(self) -> list[VariableTracker]:
+        """Iterators read from the frame that the trace took items from (ListIteratorVariable)."""
+        return [vt for vt in self._by_source.values() if getattr(vt, "kind", None) is _TUPLE_ITERATOR
+                and vt.index > 0]
+
     def changed_sources(self) -> set[Source]:
         """Where the objects the replay changes are read from."""
-        return {c.source for c in self.mutated.values()} | {obj.source for obj, _ in self.stores.values()}
+        return {c.source for c in self.mutated.values()} | {obj.source for obj, _ in self.stores.values()} | \
+            {it.source for it in self.advanced_iterators()}
 
     def replaced_sources(self) -> set[Source]:
         """Sources whose value the replay replaces without changing an object read through them:
         the contents of the frame's own closure cells (ClosureSource reads the cell, not a child
         of FreeCellSource)."""
-        return {obj.source.contents() for obj, attrs in self.stores.values()
-                if isinstance(obj.source, FreeCellSource) and "cell_contents" in attrs}
+        cells = {obj.source.contents() for obj, attrs in self.stores.values()
+                 if isinstance(obj.source, FreeCellSource) and "cell_contents" in attrs}
+        return cells | {GlobalSource(name) if dict_source is None else ItemSource(dict_source, name)
+                        for dict_source, names in self.global_stores.values() for name in names}
 
     # -- replaying ----------------------------------------------------------------------------------
     def live_values(self) -> list[VariableTracker]:
@@ -127,6 +153,8 @@ class SideEffects:
         values: list[VariableTracker] = [*self.mutated.values()]
         for _, attrs in self.stores.values():
             values.extend(attrs.values())
+        for _, names in self.global_stores.values():
+            values.extend(names.values())
         return [item for value in values for item in _contents(value)]
 
     def codegen(self, cg: "PyCodegen") -> None:
@@ -141,8 +169,28 @@ class SideEffects:
                 effects.append((cg.new_temp("___effect"), (obj, name)))
                 value.reconstruct(cg)
                 cg.store_local(effects[-1][0])
+        for dict_source, names in self.global_stores.values():
+            for name, value in names.items():
+                effects.append((cg.new_temp("___effect"), _GlobalTarget(dict_source, name)))
+                value.reconstruct(cg)
+                cg.store_local(effects[-1][0])
+        for iterator in self.advanced_iterators():  # it.__setstate__(its position + items taken)
+            cg.push_null()
+            cg.load_const(advance_tuple_iterator)
+            cg.load_source(iterator.source)
+            cg.load_const(iterator.index)
+            cg.call(2)
+            cg.emit("POP_TOP")
         for temp, target in effects:
-            if isinstance(target, tuple) and isinstance(target[0], DictSubclassMixin):
+            if isinstance(target, _GlobalTarget):
+                cg.load_local(temp)
+                if target.dict_source is None:  # the frame's own globals
+                    cg.emit("STORE_GLOBAL", target.name)
+                else:  # fn.__globals__[name] = temp
+                    cg.load_source(target.dict_source)
+                    cg.load_const(target.name)
+                    cg.emit("STORE_SUBSCR")
+            elif isinstance(target, tuple) and isinstance(target[0], DictSubclassMixin):
                 # object.__setattr__(obj, "name", temp): what the trace recorded is the store
                 # itself, the class's own __setattr__ having run (inlined) already
                 obj, name = target
@@ -180,6 +228,20 @@ class SideEffects:
                         cg.load_local(arg)
                     cg.call(len(args))
                     cg.emit("POP_TOP")
+
+
+_TUPLE_ITERATOR = type(iter(()))
+
+
+def advance_tuple_iterator(it: Any, taken: int) -> None:
+    """Move a tuple iterator on by the `taken` items the trace took from it."""
+    for _ in range(taken):
+        next(it)
+
+
+class _GlobalTarget(NamedTuple):
+    dict_source: Source | None
+    name: str
 
 
 def _contents(value: VariableTracker) -> list[VariableTracker]:

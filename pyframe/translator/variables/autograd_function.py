@@ -486,7 +486,9 @@ def _side_effect_state(side_effects) -> tuple:
     containers = tuple((key, tuple(map(id, _items(vt)))) for key, vt in side_effects.mutated.items())
     stores = tuple((key, tuple((name, id(value)) for name, value in attrs.items()))
                    for key, (_, attrs) in side_effects.stores.items())
-    return containers, stores
+    global_stores = tuple((key, tuple((name, id(value)) for name, value in names.items()))
+                          for key, (_, names) in side_effects.global_stores.items())
+    return containers, stores, global_stores
 
 
 # -- the graphs of forward and backward ---------------------------------------------------------------

@@ -18,14 +18,18 @@ import torch
 
 from ... import _C
 from ...exc import Unsupported
+from ...resume import STACK_ARG_PREFIX
 from ...guards import GuardKind, KeysById, TensorMeta
-from ...source import AttrSource, DictItemSource, DictKeySource, DictValueSource, ItemSource, Source
+from ...source import (
+    AttrSource, DictItemSource, DictKeySource, DictValueSource, ItemSource, LocalSource, Source,
+    TupleIteratorRestSource,
+)
 from .autograd_function import AutogradFunctionVariable, is_autograd_function, is_bound_apply
 from .base import VariableTracker
 from .builtins import BUILTIN_FUNCTIONS, PURE_FUNCTIONS, BuiltinVariable
 from .constant import ConstantVariable, is_constant_value, is_numpy_scalar
 from .containers import (
-    DictVariable, ListVariable, NamedTupleVariable, ObjectKey, SetVariable, SizeVariable, TupleVariable,
+    DictVariable, ListIteratorVariable, ListVariable, NamedTupleVariable, ObjectKey, SetVariable, SizeVariable, TupleVariable,
     hashes_by_identity, is_constant_key,
 )
 from .dict_subclass import BuiltinMethodOfVariable, UserDictObjectVariable, builtin_method_descriptor, dict_base
@@ -43,6 +47,7 @@ _EQUALS_TYPES = (bool, int, float, complex, str, bytes, torch.device)
 # Trackers with no state a trace changes: wrap() gives one per source and output graph.
 _IMMUTABLE_TRACKERS = (PythonModuleVariable, TorchFunctionVariable, BuiltinVariable)
 _CONTAINER_TYPES = (list, dict, collections.OrderedDict, collections.defaultdict)
+_TUPLE_ITERATOR = type(iter(()))
 
 
 def wrap(tx: "InstructionTranslator", value: Any, source: Source | None, guard: bool = True) -> VariableTracker:
@@ -52,8 +57,9 @@ def wrap(tx: "InstructionTranslator", value: Any, source: Source | None, guard: 
         if known is not None:
             return known
         # A module or function read before (`torch` and `torch.sin` on every line of a long
-        # function): the same tracker, its guard already added. A trace assigns no global and no
-        # module attribute (STORE_GLOBAL breaks the graph), so a source's value stays the same.
+        # function): the same tracker, its guard already added. A global the trace assigns is
+        # read from the side effects before this (read_global), and no module attribute is
+        # assigned (it breaks the graph), so the value behind a source stays the same.
         cached = tx.output.immutable_trackers.get((source, guard))
         if cached is not None:
             return cached
@@ -83,6 +89,12 @@ def _wrap(tx: "InstructionTranslator", value: Any, source: Source | None, guard:
         if source is None:
             raise Unsupported("a tensor that is not an input of the frame (a global tensor made in C?)")
         tx.output.guards.add(source, GuardKind.TENSOR_MATCH, TensorMeta.of(value))  # always: it is an input
+        if type(value) is not torch.nn.Parameter and not _is_buffer(source):
+            # Which inputs are one tensor is part of what the graph means to a backend that
+            # functionalizes it (aot_autograd, inductor: `x.mul_(2); y.mul_(2)` with x is y), so
+            # it is guarded, as torch._dynamo guards it; parameters and buffers, the model's own
+            # state, are left out, as torch._dynamo leaves them (skip_no_tensor_aliasing_guards_on_parameters).
+            tx.output.guards.add_aliasing(source, value)
         return TensorVariable(tx.output.add_input(source, value), source, type(value))
     if value is None:
         add(GuardKind.NONE_MATCH)
@@ -103,6 +115,19 @@ def _wrap(tx: "InstructionTranslator", value: Any, source: Source | None, guard:
         if type(value) is tuple:
             return TupleVariable(items, source)
         return _mutable(tx, source, value, ListVariable(items, source))
+    if type(value) is _TUPLE_ITERATOR and source is not None and not _is_stack_slot(source):
+        # An iterator live across a graph break (`it = iter(t)`; ListIteratorVariable.reconstruct
+        # hands a resume function a tuple iterator): its items still to come, guarded as a tuple's;
+        # the replay moves the real one on. A for loop's own iterator (a value on the stack at the
+        # break) stays opaque, as the loop is not traced on: one cache entry per number of items
+        # left would run into the recompile limit on any long loop.
+        add(GuardKind.TYPE_MATCH, _TUPLE_ITERATOR)
+        rest_source = TupleIteratorRestSource(source)
+        rest = _C.tuple_iterator_rest(value)
+        if guards is not None:
+            guards.add(rest_source, GuardKind.LEN_MATCH, len(rest))
+        items = [wrap(tx, v, ItemSource(rest_source, i), guard) for i, v in enumerate(rest)]
+        return _mutable(tx, source, value, ListIteratorVariable(items, _TUPLE_ITERATOR, source=source))
     if isinstance(value, tuple) and hasattr(type(value), "_fields"):  # a namedtuple
         add(GuardKind.TYPE_MATCH, type(value))
         items = [wrap(tx, v, AttrSource(source, f) if source is not None else None, guard)
@@ -229,6 +254,16 @@ def _wrap(tx: "InstructionTranslator", value: Any, source: Source | None, guard:
         return PythonObjectVariable(value, source)
     add(GuardKind.TYPE_MATCH, type(value))
     return _mutable(tx, source, value, UserObjectVariable(value, source))
+
+
+def _is_buffer(source: Source) -> bool:
+    """A tensor read as a module's buffer (`L['self']._modules['bn']._buffers['running_mean']`)."""
+    return isinstance(source, ItemSource) and isinstance(source.base, AttrSource) and source.base.attr == "_buffers"
+
+
+def _is_stack_slot(source: Source) -> bool:
+    """A resume function's argument holding a value of the stack at the break (resume.py)."""
+    return isinstance(source, LocalSource) and source.local_name.startswith(STACK_ARG_PREFIX)
 
 
 _WRAPPING: set[int] = set()  # dict-subclass instances whose items are being wrapped (one inside itself)

@@ -720,11 +720,13 @@ class ListIteratorVariable(VariableTracker):
     reversed(), filter(), itertools and generators return. `items` holds the items it has
     produced; a lazy one (map, zip, a generator...) produces the rest from `pending`, one at a
     time as its consumer asks, so calls traced for them interleave with the consumer's as in Python.
-    `kind` is the type Python would give it (zip, map, list_iterator...)."""
+    `kind` is the type Python would give it (zip, map, list_iterator...). One read from the frame
+    (a tuple iterator, as a loop's iterator reaches a resume function) has a source: its items are
+    the ones it has still to give, and the side-effect replay moves the real one on by `index`."""
 
     def __init__(self, items: list[VariableTracker], kind: type = type(iter(())),
-                 pending: Iterator[VariableTracker] | None = None):
-        super().__init__()
+                 pending: Iterator[VariableTracker] | None = None, source: Source | None = None):
+        super().__init__(source)
         self.items = items
         self.index = 0
         self.kind = kind
@@ -760,7 +762,11 @@ class ListIteratorVariable(VariableTracker):
         return True
 
     def reconstruct(self, cg) -> None:
-        """`iter((items still to come))`: a graph break inside a loop continues the same iterations."""
+        """`iter((items still to come))`: a graph break inside a loop continues the same iterations.
+        One read from the frame is itself, moved on by the replay (side_effects.py)."""
+        if self.source is not None:
+            cg.load_source(self.source)
+            return
         rest = self.remaining()
 
         def build() -> None:
