@@ -42,6 +42,9 @@ from .variables.constant import ConstantVariable
 from .variables.containers import DictVariable, GeneratorVariable, TupleVariable
 from .variables.exceptions import ExceptionVariable, RaisedException
 from .variables.functions import CellReference, CellVariable, NestedFunctionVariable
+from .variables.nn_module import NNModuleVariable
+
+_MODULE_GETATTR = torch.nn.Module.__getattr__
 
 # Code flags of generators, coroutines and async generators (their frames are never traced).
 _GENERATOR_FLAGS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ITERABLE_COROUTINE | \
@@ -354,6 +357,10 @@ class InstructionTranslator(LoadStoreOps, CallOps, StackOps, JumpOps, ExceptionO
                     output: OutputGraph | None = None) -> VariableTracker:
         """Trace a call to a Python function into this frame's graph (or into `output`, a graph of
         its own: an autograd.Function's forward or backward, and every call made from it)."""
+        if fn is _MODULE_GETATTR and len(args) == 2 and not kwargs and isinstance(args[0], NNModuleVariable) \
+                and args[1].is_python_constant():
+            # `super().__getattr__(name)` in a module's own __getattr__: what it finds is modelled
+            return args[0].module_getattr(self, args[1].as_python_constant())
         if self.depth >= config.inline_depth_limit:
             raise Unsupported(f"inlining deeper than {config.inline_depth_limit} calls ({fn.__qualname__})")
         check_inlinable(fn.__code__)

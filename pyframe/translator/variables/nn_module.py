@@ -19,6 +19,7 @@ from ...source import AttrSource, ItemSource, Source
 from .base import BoundMethodVariable, VariableTracker
 from .constant import ConstantVariable
 from .containers import BaseListVariable, ListIteratorVariable, TupleVariable
+from .exceptions import raise_symbolic
 
 _TREE_PARAMETERS = {
     "children": (), "named_children": (), "modules": (), "named_modules": ("memo", "prefix", "remove_duplicate"),
@@ -76,13 +77,26 @@ class NNModuleVariable(VariableTracker):
             return BoundMethodVariable(self, name)
         if static is not _MISSING:
             return tx.wrap(getattr(module, name), AttrSource(self.source, name) if self.source else None)
-        if type(module).__getattr__ is not torch.nn.Module.__getattr__:
-            raise Unsupported(f"{type(module).__name__} defines its own __getattr__")
+        fallback = type(module).__getattr__
+        if fallback is not torch.nn.Module.__getattr__:
+            # A class's own __getattr__ (a wrapper forwarding to the model it wraps), called as
+            # Python calls it: when the normal lookup fails. Its `super().__getattr__(name)` is
+            # module_getattr (InstructionTranslator.inline_call).
+            if not isinstance(fallback, types.FunctionType):
+                raise Unsupported(f"{type(module).__name__} defines its own __getattr__")
+            source = AttrSource(AttrSource(self.source, "__class__"), "__getattr__") if self.source else None
+            return tx.inline_call(fallback, [self, ConstantVariable(name)], {}, fn_source=source)
+        return self.module_getattr(tx, name)
+
+    def module_getattr(self, tx, name: str) -> VariableTracker:
+        """nn.Module.__getattr__: a parameter, buffer or submodule; else AttributeError, raised in
+        the traced program (a wrapper's __getattr__ may catch it)."""
+        module = self.module
         for table in ("_parameters", "_buffers", "_modules"):
             entries = module.__dict__.get(table)
             if entries is not None and name in entries:
                 return tx.wrap(entries[name], self._child_source(table, name))
-        raise Unsupported(f"{type(module).__name__} has no attribute {name!r}")
+        raise_symbolic(AttributeError, f"'{type(module).__name__}' object has no attribute '{name}'")
 
     def store_attr(self, tx, name: str, value: VariableTracker) -> None:
         """A plain attribute (a counter, a cached value); parameters, buffers and submodules are
