@@ -420,10 +420,14 @@ class InstructionTranslator(LoadStoreOps, CallOps, StackOps, JumpOps, ExceptionO
 
 
 
+_ADVERTISED_SIGNATURES = ("__signature__", "_partialmethod", "__partialmethod__")  # (3.13 renames it)
+
+
 def _code_signature(fn: types.FunctionType) -> inspect.Signature:
     """The parameters `fn`'s code takes, whatever signature it advertises: a `__signature__` set
-    on it (torch._refs do) describes its callers' view, not the frame its code makes."""
-    if "__signature__" not in fn.__dict__:
+    on it (torch._refs do) describes its callers' view, not the frame its code makes; so does the
+    `_partialmethod` of the function a functools.partialmethod makes (inspect reads it)."""
+    if not any(name in fn.__dict__ for name in _ADVERTISED_SIGNATURES):
         return inspect.signature(fn, follow_wrapped=False)
     plain = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
     plain.__kwdefaults__ = fn.__kwdefaults__
