@@ -25,6 +25,7 @@ from .base import UNKNOWN_OBJECT, VariableTracker, constant_args
 from .constant import ConstantVariable, python_scalar
 from .containers import (
     BaseListVariable, DictVariable, DictViewVariable, ListIteratorVariable, ListVariable, SetVariable, TupleVariable,
+    sort_trackers,
 )
 from .exceptions import ExceptionVariable, RaisedException, is_exception_class, raise_symbolic
 from .functions import PartialVariable
@@ -653,6 +654,16 @@ def _minmax(fn: Callable) -> Callable:
     return handler
 
 
+def _sorted(tx, iterable: VariableTracker, *, key: VariableTracker | None = None,
+            reverse: VariableTracker | None = None) -> VariableTracker | None:
+    """sorted(iterable, key=..., reverse=...): the items themselves (tensors too), reordered by
+    keys known while tracing."""
+    items = list(iterate(tx, iterable))
+    if key is None and all(i.is_python_constant() for i in items):
+        return None  # folded like any pure builtin on constants
+    return ListVariable(sort_trackers(tx, items, key, reverse))
+
+
 class OperatorGetterVariable(VariableTracker):
     """operator.itemgetter(...) / attrgetter(...) made while tracing: a call reads the items or
     (dotted) attributes of its argument, each traced like `obj[key]` / `obj.name`."""
@@ -727,7 +738,7 @@ _HANDLERS: dict[Callable, Callable] = {
     set: _set, dict: _dict, id: _id, itertools.repeat: _repeat, **{fn: _itertools(fn) for fn in _ITERTOOLS},
     operator.itemgetter: _getter(operator.itemgetter), operator.attrgetter: _getter(operator.attrgetter),
     functools.partial: _partial, **{t.fromkeys: _fromkeys(t) for t in _DICT_TYPES},
-    min: _minmax(min), max: _minmax(max), any: _any_all(any), all: _any_all(all), bool: lambda tx, obj: ConstantVariable(obj.truth()),
+    sorted: _sorted, min: _minmax(min), max: _minmax(max), any: _any_all(any), all: _any_all(all), bool: lambda tx, obj: ConstantVariable(obj.truth()),
     **{fn: _binary(fn) for fn in (operator.add, operator.iadd, operator.mul, operator.imul)},
 }
 
