@@ -216,3 +216,42 @@ def test_hasattr_on_namedtuples_and_what_cannot_be_decided():
         reasons = pyframe.explain(fn)(*args).break_reasons
         assert reasons  # a Python __getattribute__, an instance dict on a namedtuple: left to Python
         _same(pyframe.optimize(CountingBackend())(fn)(*args), fn(*args))
+
+
+class Registry:
+    created = 0  # counted by every instance, through type(self)
+    scale = 2.0
+
+    def __init__(self):
+        type(self).created += 1
+
+
+def count_instances(x):
+    Registry()
+    return x + Registry.created
+
+
+def scale_through_the_class(x, obj):
+    return x * type(obj).scale + obj.__class__.scale
+
+
+def test_a_class_attribute_read_through_type_of_an_object_is_guarded():
+    """`type(self).created += 1` and `type(obj).scale`: the class comes from the object, and what
+    the trace reads of it is guarded (once, its value was a constant of the first trace, and every
+    later call stored and added that same value)."""
+    runs = {}
+    for engine in ("eager", "pyframe", "dynamo"):
+        Registry.created, Registry.scale = 0, 2.0
+        backend = CountingBackend()
+        torch._dynamo.reset()
+        fn = {"eager": lambda f: f, "pyframe": pyframe.optimize(backend),
+              "dynamo": lambda f: torch.compile(f, backend=backend, dynamic=False)}[engine]
+        counted, scaled = fn(count_instances), fn(scale_through_the_class)
+        obj, results = Registry(), []
+        for i in range(3):
+            results.append(counted(torch.zeros(2)))
+            Registry.scale = 2.0 + i
+            results.append(scaled(torch.ones(2), obj))
+        runs[engine] = results, Registry.created, len(backend.graphs)
+    torch.testing.assert_close(runs["pyframe"][:2], runs["eager"][:2])
+    assert runs["pyframe"][2] == runs["dynamo"][2] == 6  # one graph per value read, in both functions

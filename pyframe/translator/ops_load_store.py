@@ -11,6 +11,7 @@ from ..exc import Unsupported
 from ..source import AttrSource
 from .variables import NullVariable, TensorVariable, VariableTracker
 from .variables.base import DeferredMethodVariable
+from .variables.builtins import class_of
 from .variables.torch import PythonModuleVariable
 
 _OBJECT_CLASS = object.__dict__["__class__"]
@@ -89,7 +90,7 @@ class LoadStoreOps:
             except Unsupported:
                 cls = None
             if cls is not None and inspect.getattr_static(cls, "__class__", None) is _OBJECT_CLASS:
-                return self.wrap(cls, None, guard=False)
+                return class_of(self, obj)
         return obj.var_getattr(self, name)
 
     def LOAD_METHOD(self, inst: Instr) -> None:

@@ -340,7 +340,23 @@ def _hasattr(tx, obj: VariableTracker, name: VariableTracker) -> VariableTracker
 
 
 def _type(tx, obj: VariableTracker) -> VariableTracker:
-    return tx.wrap(obj.python_type(), None, guard=False)
+    return class_of(tx, obj)
+
+
+def class_of(tx, obj: VariableTracker) -> VariableTracker:
+    """type(obj). A user class is read through the object (`L['self'].__class__`, or the source of
+    the class an object made here was made from), so what the trace reads of the class (a counter
+    in a class attribute) is guarded; a class of torch's or a builtin is a constant."""
+    from .objects import NewObjectVariable  # (objects.py imports this module)
+
+    cls = obj.python_type()
+    if getattr(cls, "__module__", "builtins").split(".")[0] in ("torch", "builtins"):
+        return tx.wrap(cls, None, guard=False)
+    if isinstance(obj, NewObjectVariable):
+        return tx.wrap(cls, obj.cls_source, guard=obj.cls_source is not None)
+    if obj.source is not None:
+        return tx.wrap(cls, AttrSource(obj.source, "__class__"))
+    return tx.wrap(cls, None, guard=False)
 
 
 def _sequence(kind: type) -> Callable:
