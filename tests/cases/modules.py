@@ -218,3 +218,18 @@ class GetattrRenamingSubmodules(nn.Module):
         except AttributeError:
             missing = 1.0
         return self.my_inner(x) + self.inner.lin.bias * missing
+
+
+@case(inputs=lambda: torch.randn(3, 4))
+class BufferAugmentedAssignment(nn.Module):
+    """`self.steps += 1` on a buffer: an in-place add, then Module.__setattr__ of the same tensor
+    (a no-op for the trace)."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("steps", torch.zeros(()))
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x):
+        self.steps += 1
+        return self.lin(x) * self.steps

@@ -102,7 +102,13 @@ class NNModuleVariable(VariableTracker):
         """A plain attribute (a counter, a cached value); parameters, buffers and submodules are
         registered by Module.__setattr__ and are not replaced while tracing."""
         module = self.module
-        if any(name in module.__dict__.get(t, ()) for t in ("_parameters", "_buffers", "_modules")):
+        registered = [t for t in ("_parameters", "_buffers", "_modules") if name in module.__dict__.get(t, ())]
+        if registered and registered[0] != "_modules" and getattr(value, "node", None) is not None and \
+                getattr(self.module_getattr(tx, name), "node", None) is value.node:
+            # `self.steps += 1` on a buffer: the in-place op changed the tensor, and the store puts
+            # the same tensor back (Module.__setattr__ of the same object changes nothing)
+            return
+        if registered:
             raise Unsupported(f"assignment to {type(module).__name__}.{name}, a parameter, buffer or submodule")
         if isinstance(value, NNModuleVariable) or type(module).__setattr__ is not torch.nn.Module.__setattr__:
             raise Unsupported(f"assignment to attribute {name!r} of {type(module).__name__}")
