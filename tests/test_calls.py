@@ -48,6 +48,17 @@ def bound_method_argument(x, y, fn=Scaler(0.5).apply):
     return fn(x + y)
 
 
+class Halver:
+    def _scale(self, x, factor):
+        return x * factor
+
+    half = functools.partialmethod(_scale, factor=0.5)  # a function whose signature is advertised
+
+
+def partialmethod_call(x, y, h=Halver()):
+    return h.half(x) + y
+
+
 @pytest.mark.parametrize("fn", [reduce_sum, decorated_no_grad, bound_method_global, bound_method_argument])
 def test_inlined_like_torch_dynamo(fn):
     x, y = torch.randn(4, requires_grad=True), torch.randn(4)
@@ -178,3 +189,42 @@ def test_lru_cache_wrapped_functions_are_traced_through_with_a_warning():
     assert _affine.cache_info().currsize == 0  # the traced call did not go through the cache
     with pytest.warns(UserWarning):
         test_inlined_like_torch_dynamo(lru_cached_helpers)
+
+
+def test_a_partialmethod_of_a_user_object_is_inlined():
+    """`h.half(x)` with `half = functools.partialmethod(_scale, factor=0.5)`: its function, bound,
+    with the stored arguments (inlining it once took its advertised signature for its code's)."""
+    x, y = torch.randn(4, requires_grad=True), torch.randn(4)
+    ours = CountingBackend()
+    torch.testing.assert_close(pyframe.optimize(ours)(partialmethod_call)(x, y), partialmethod_call(x, y))
+    # (torch._dynamo 2.13 compiles only the mul into its graph here)
+    assert [g.ops for g in ours.graphs] == [("mul", "add")]
+
+
+
+def _attribute_or(self, name, default):
+    try:
+        return torch.nn.Module.__getattr__(self, name)
+    except AttributeError:
+        return default
+
+
+class DefaultingModule(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    # read through the class, a function whose inspect signature (self, name, *, default) is not its code's
+    __getattr__ = functools.partialmethod(_attribute_or, default=2.0)
+
+    def forward(self, x):
+        return self.lin(x) * self.scale
+
+
+def test_a_partialmethod_getattr_of_a_module_is_inlined_by_its_code():
+    model, x = DefaultingModule(), torch.randn(2, 4)
+    ours = CountingBackend()
+    torch.testing.assert_close(pyframe.optimize(ours)(model)(x), model(x))
+    assert [g.ops for g in ours.graphs] == [("linear", "mul")]
+    records = pyframe.convert_frame.records_for(DefaultingModule.forward.__code__)
+    assert [r.error for r in records] == [None]

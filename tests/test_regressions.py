@@ -452,3 +452,24 @@ def test_ordered_dict_methods_with_keyword_arguments():
 
     eager, compiled, _ = run_both(fn, torch.ones(2))
     assert_same_result(compiled, eager)
+
+
+@dataclasses.dataclass(frozen=True)
+class _FrozenConfig:
+    depth: int
+    scale: float = 2.0
+
+
+def replaces_a_frozen_dataclass(x):
+    config = dataclasses.replace(_FrozenConfig(3), scale=4.0)  # its __init__ runs as a frame of its own
+    return x * config.depth + config.scale, dataclasses.asdict(config)
+
+
+def test_a_frozen_dataclass_half_built_is_never_hashed(caplog):
+    """A frozen dataclass's __hash__ reads its fields: in its own __init__ (code made by exec,
+    traced) `self` has none yet, and looking it up among the builtins once hashed it (an internal
+    error, the frame run normally)."""
+    with caplog.at_level("WARNING", logger="pyframe"):
+        eager, compiled, backend = run_both(replaces_a_frozen_dataclass, torch.ones(3))
+    assert_same_result(compiled, eager)
+    assert not [r for r in caplog.records if "internal error" in r.getMessage()]

@@ -248,3 +248,42 @@ def test_class_attribute_is_getattr_static_of_a_class():
     for cls in classes:
         for name in names:
             assert class_attribute(cls, name, missing) is inspect.getattr_static(cls, name, missing), (cls, name)
+
+
+class Registry:
+    created = 0  # counted by every instance, through type(self)
+    scale = 2.0
+
+    def __init__(self):
+        type(self).created += 1
+
+
+def count_instances(x):
+    Registry()
+    return x + Registry.created
+
+
+def scale_through_the_class(x, obj):
+    return x * type(obj).scale + obj.__class__.scale
+
+
+def test_a_class_attribute_read_through_type_of_an_object_is_guarded():
+    """`type(self).created += 1` and `type(obj).scale`: the class comes from the object, and what
+    the trace reads of it is guarded (once, its value was a constant of the first trace, and every
+    later call stored and added that same value)."""
+    runs = {}
+    for engine in ("eager", "pyframe", "dynamo"):
+        Registry.created, Registry.scale = 0, 2.0
+        backend = CountingBackend()
+        torch._dynamo.reset()
+        fn = {"eager": lambda f: f, "pyframe": pyframe.optimize(backend),
+              "dynamo": lambda f: torch.compile(f, backend=backend, dynamic=False)}[engine]
+        counted, scaled = fn(count_instances), fn(scale_through_the_class)
+        obj, results = Registry(), []
+        for i in range(3):
+            results.append(counted(torch.zeros(2)))
+            Registry.scale = 2.0 + i
+            results.append(scaled(torch.ones(2), obj))
+        runs[engine] = results, Registry.created, len(backend.graphs)
+    torch.testing.assert_close(runs["pyframe"][:2], runs["eager"][:2])
+    assert runs["pyframe"][2] == runs["dynamo"][2] == 6  # one graph per value read, in both functions

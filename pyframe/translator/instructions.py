@@ -43,6 +43,9 @@ from .variables.constant import ConstantVariable
 from .variables.containers import DictVariable, GeneratorVariable, TupleVariable
 from .variables.exceptions import ExceptionVariable, RaisedException
 from .variables.functions import CellReference, CellVariable, NestedFunctionVariable
+from .variables.nn_module import NNModuleVariable
+
+_MODULE_GETATTR = torch.nn.Module.__getattr__
 
 # Code flags of generators, coroutines and async generators (their frames are never traced).
 _GENERATOR_FLAGS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ITERABLE_COROUTINE | \
@@ -363,6 +366,10 @@ class InstructionTranslator(LoadStoreOps, CallOps, StackOps, JumpOps, ExceptionO
                     output: OutputGraph | None = None) -> VariableTracker:
         """Trace a call to a Python function into this frame's graph (or into `output`, a graph of
         its own: an autograd.Function's forward or backward, and every call made from it)."""
+        if fn is _MODULE_GETATTR and len(args) == 2 and not kwargs and isinstance(args[0], NNModuleVariable) \
+                and args[1].is_python_constant():
+            # `super().__getattr__(name)` in a module's own __getattr__: what it finds is modelled
+            return args[0].module_getattr(self, args[1].as_python_constant())
         if self.depth >= config.inline_depth_limit:
             raise Unsupported(f"inlining deeper than {config.inline_depth_limit} calls ({fn.__qualname__})")
         check_inlinable(fn.__code__)
@@ -423,15 +430,17 @@ class InstructionTranslator(LoadStoreOps, CallOps, StackOps, JumpOps, ExceptionO
 
 
 _signatures: "weakref.WeakKeyDictionary[types.FunctionType, tuple]" = weakref.WeakKeyDictionary()
+_ADVERTISED_SIGNATURES = ("__signature__", "_partialmethod", "__partialmethod__")  # (3.13 renames it)
 
 
 def _code_signature(fn: types.FunctionType) -> inspect.Signature:
     """The parameters `fn`'s code takes, whatever signature it advertises: a `__signature__` set
-    on it (torch._refs do) describes its callers' view, not the frame its code makes.
+    on it (torch._refs do) describes its callers' view, not the frame its code makes; so does the
+    `_partialmethod` of the function a functools.partialmethod makes (inspect reads it).
 
     Remembered per function while its code and defaults stay the objects they were (a module's
     forward is bound at every call site; inspect.signature costs more than binding)."""
-    if "__signature__" in fn.__dict__:
+    if any(name in fn.__dict__ for name in _ADVERTISED_SIGNATURES):
         plain = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
         plain.__kwdefaults__ = fn.__kwdefaults__
         return inspect.signature(plain, follow_wrapped=False)

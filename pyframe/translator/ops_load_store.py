@@ -10,6 +10,7 @@ from ..exc import Unsupported
 from ..source import AttrSource
 from .variables import NullVariable, TensorVariable, VariableTracker
 from .variables.base import DeferredMethodVariable, class_attribute
+from .variables.builtins import class_of
 from .variables.constant import ConstantVariable
 from .variables.torch import PythonModuleVariable
 
@@ -94,7 +95,7 @@ class LoadStoreOps:
             except Unsupported:
                 cls = None
             if cls is not None and class_attribute(cls, "__class__", None) is _OBJECT_CLASS:
-                return self.wrap(cls, None, guard=False)
+                return class_of(self, obj)
         return obj.var_getattr(self, name)
 
     def LOAD_METHOD(self, inst: Instr) -> None:

@@ -119,3 +119,24 @@ def relative_imports_in_the_frame(x):
     from .inlining import _affine
 
     return _affine(x) + inlining._affine(x, shift=0.5)
+
+
+@case(inputs=lambda: ([torch.randn(3), torch.randn(2, 2), torch.randn(5)], torch.randn(4, 6)))
+def sorted_with_a_key(tensors, x):
+    """sorted() of tensors by a key known while tracing (their numel), reversed; sorted() of ints
+    by a lambda; both keep Python's stable order."""
+    biggest_first = sorted(tensors, key=lambda t: t.numel(), reverse=True)
+    cols = list(x.unbind(1))
+    order = sorted(range(len(cols)), key=lambda i: (i % 2, -i))
+    return [t * 2 for t in biggest_first], torch.stack([cols[i] for i in order], 1)
+
+
+@case(inputs=lambda: torch.randn(4, 3))
+def list_sort_in_place(x):
+    """list.sort(key=..., reverse=...) on a list made in the frame: tensors ordered by a constant
+    field of their pair."""
+    pairs = list(zip([3, 1, 2, 0], x.unbind(0)))
+    pairs.sort(key=lambda p: p[0])
+    names = ["b", "a", "c"]
+    names.sort(reverse=True)
+    return torch.stack([t for _, t in pairs]), names

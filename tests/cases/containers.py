@@ -301,3 +301,18 @@ def deepcopy_dispatch_table(x, items, n):
     scale = n if atomic is copy._deepcopy_atomic else 1
     return x * scale, container is copy._deepcopy_list, type(x) in copy._deepcopy_dispatch, \
         copy._deepcopy_dispatch[type(None)] is atomic
+
+
+@case(inputs=lambda: (torch.randn(3), _Pair(torch.randn(3), 2)))
+def namedtuple_replace_and_asdict(x, pair):
+    """`pair._replace(first=...)` (a new namedtuple of the same class) and `._asdict()`, on a
+    namedtuple argument and on one built in the frame; a bad field name raises ValueError."""
+    doubled = pair._replace(second=pair.second * 2)
+    built = _Pair(x.sum(0), 1)._replace(first=x * doubled.second)
+    try:
+        pair._replace(third=1)
+        bad = False
+    except ValueError:
+        bad = True
+    fields = doubled._asdict()
+    return built, doubled, fields["first"] + built.first, list(fields), bad

@@ -166,3 +166,70 @@ class SequentialAndModuleListSlices(nn.Module):
         x = self.layers[-1](x)
         assert isinstance(self.head[:2], nn.Sequential) and len(self.layers[::2]) == 2
         return self.head[:2](x) + self.head[-1](x)
+
+
+class _Backbone(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.scale = 3.0
+
+    def forward(self, x):
+        return self.lin(x)
+
+
+@case(inputs=lambda: torch.randn(2, 4))
+class WrapperForwardingGetattr(nn.Module):
+    """A wrapper whose own `__getattr__` tries nn.Module's lookup and falls back to the wrapped
+    model's attributes (`self.scale`, `self.lin` live on the backbone), as adapter wrappers do."""
+
+    def __init__(self):
+        super().__init__()
+        self.model = _Backbone()
+        self.head = nn.Linear(4, 2)
+
+    def __getattr__(self, name):
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            return getattr(self.model, name)
+
+    def forward(self, x):
+        return self.head(self.model(x) * self.scale + self.lin(x))
+
+
+@case(inputs=lambda: torch.randn(2, 4))
+class GetattrRenamingSubmodules(nn.Module):
+    """`__getattr__` that maps `my_<name>` to a submodule through `nn.Module.__getattr__` called
+    explicitly, and a missing name whose AttributeError the forward catches."""
+
+    def __init__(self):
+        super().__init__()
+        self.inner = _Backbone()
+
+    def __getattr__(self, name):
+        if name.startswith("my_"):
+            return nn.Module.__getattr__(self, name[3:])
+        return nn.Module.__getattr__(self, name)
+
+    def forward(self, x):
+        try:
+            missing = self.nothing
+        except AttributeError:
+            missing = 1.0
+        return self.my_inner(x) + self.inner.lin.bias * missing
+
+
+@case(inputs=lambda: torch.randn(3, 4))
+class BufferAugmentedAssignment(nn.Module):
+    """`self.steps += 1` on a buffer: an in-place add, then Module.__setattr__ of the same tensor
+    (a no-op for the trace)."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("steps", torch.zeros(()))
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x):
+        self.steps += 1
+        return self.lin(x) * self.steps

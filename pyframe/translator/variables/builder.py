@@ -340,7 +340,11 @@ def _disabled_twin(fn: types.FunctionType) -> Any:
 
 def _is_builtin(value: Any) -> bool:
     """A builtin function or type (len, int, super, ...) or a math/operator function."""
+    if not isinstance(value, (types.BuiltinFunctionType, type)):
+        # never hash anything else: a user object's __hash__ may raise or run code (a frozen
+        # dataclass's, in its own __init__, reads fields not set yet)
+        return False
     try:
         return value in BUILTIN_FUNCTIONS or value in PURE_FUNCTIONS
-    except TypeError:  # unhashable
+    except TypeError:  # unhashable (a class whose metaclass makes it so)
         return False

@@ -24,6 +24,7 @@ from .base import UNKNOWN_OBJECT, VariableTracker, class_attribute, constant_arg
 from .constant import ConstantVariable, python_scalar
 from .containers import (
     BaseListVariable, DictVariable, DictViewVariable, ListIteratorVariable, ListVariable, SetVariable, TupleVariable,
+    sort_trackers,
 )
 from .exceptions import ExceptionVariable, RaisedException, is_exception_class, raise_symbolic
 from .functions import PartialVariable
@@ -338,7 +339,23 @@ def _hasattr(tx, obj: VariableTracker, name: VariableTracker) -> VariableTracker
 
 
 def _type(tx, obj: VariableTracker) -> VariableTracker:
-    return tx.wrap(obj.python_type(), None, guard=False)
+    return class_of(tx, obj)
+
+
+def class_of(tx, obj: VariableTracker) -> VariableTracker:
+    """type(obj). A user class is read through the object (`L['self'].__class__`, or the source of
+    the class an object made here was made from), so what the trace reads of the class (a counter
+    in a class attribute) is guarded; a class of torch's or a builtin is a constant."""
+    from .objects import NewObjectVariable  # (objects.py imports this module)
+
+    cls = obj.python_type()
+    if getattr(cls, "__module__", "builtins").split(".")[0] in ("torch", "builtins"):
+        return tx.wrap(cls, None, guard=False)
+    if isinstance(obj, NewObjectVariable):
+        return tx.wrap(cls, obj.cls_source, guard=obj.cls_source is not None)
+    if obj.source is not None:
+        return tx.wrap(cls, AttrSource(obj.source, "__class__"))
+    return tx.wrap(cls, None, guard=False)
 
 
 def _sequence(kind: type) -> Callable:
@@ -652,6 +669,16 @@ def _minmax(fn: Callable) -> Callable:
     return handler
 
 
+def _sorted(tx, iterable: VariableTracker, *, key: VariableTracker | None = None,
+            reverse: VariableTracker | None = None) -> VariableTracker | None:
+    """sorted(iterable, key=..., reverse=...): the items themselves (tensors too), reordered by
+    keys known while tracing."""
+    items = list(iterate(tx, iterable))
+    if key is None and all(i.is_python_constant() for i in items):
+        return None  # folded like any pure builtin on constants
+    return ListVariable(sort_trackers(tx, items, key, reverse))
+
+
 class OperatorGetterVariable(VariableTracker):
     """operator.itemgetter(...) / attrgetter(...) made while tracing: a call reads the items or
     (dotted) attributes of its argument, each traced like `obj[key]` / `obj.name`."""
@@ -726,7 +753,7 @@ _HANDLERS: dict[Callable, Callable] = {
     set: _set, dict: _dict, id: _id, itertools.repeat: _repeat, **{fn: _itertools(fn) for fn in _ITERTOOLS},
     operator.itemgetter: _getter(operator.itemgetter), operator.attrgetter: _getter(operator.attrgetter),
     functools.partial: _partial, **{t.fromkeys: _fromkeys(t) for t in _DICT_TYPES},
-    min: _minmax(min), max: _minmax(max), any: _any_all(any), all: _any_all(all), bool: lambda tx, obj: ConstantVariable(obj.truth()),
+    sorted: _sorted, min: _minmax(min), max: _minmax(max), any: _any_all(any), all: _any_all(all), bool: lambda tx, obj: ConstantVariable(obj.truth()),
     **{fn: _binary(fn) for fn in (operator.add, operator.iadd, operator.mul, operator.imul)},
 }
 

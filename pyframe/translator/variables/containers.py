@@ -116,6 +116,10 @@ class SizeVariable(TupleVariable):
         return super().call_method(tx, name, args, kwargs)
 
 
+_NAMEDTUPLE_CODES = {name: getattr(collections.namedtuple("_Probe", "a"), name).__code__
+                     for name in ("_replace", "_asdict")}
+
+
 class NamedTupleVariable(TupleVariable):
     """A namedtuple or a structseq (torch.return_types.max: `.values`, `.indices`)."""
 
@@ -136,6 +140,21 @@ class NamedTupleVariable(TupleVariable):
     def getitem(self, tx, key: VariableTracker) -> VariableTracker:
         result = super().getitem(tx, key)
         return TupleVariable(result.items) if isinstance(result, NamedTupleVariable) else result
+
+    def call_method(self, tx, name, args, kwargs) -> VariableTracker:
+        # collections.namedtuple's own _replace and _asdict (one code object for every namedtuple
+        # class; a class that overrides them is inlined as any method)
+        method = getattr(self.container_type, name, None)
+        code = getattr(method, "__code__", None)
+        if code is _NAMEDTUPLE_CODES["_replace"] and not args:
+            unknown = [k for k in kwargs if k not in self.fields]
+            if unknown:
+                raise_symbolic(ValueError, f"Got unexpected field names: {unknown!r}")
+            items = [kwargs.get(f, item) for f, item in zip(self.fields, self.items)]
+            return NamedTupleVariable(items, self.container_type)
+        if code is _NAMEDTUPLE_CODES["_asdict"] and not args and not kwargs:
+            return DictVariable(dict(zip(self.fields, self.items)))
+        return super().call_method(tx, name, args, kwargs)
 
     def reconstruct(self, cg) -> None:
         if self.source is not None:
@@ -182,9 +201,28 @@ class ListVariable(BaseListVariable):
             self.items.clear()
         elif name == "reverse" and not args:
             self.items.reverse()
+        elif name == "sort" and not args and set(kwargs) <= {"key", "reverse"}:
+            self.items[:] = sort_trackers(tx, self.items, kwargs.get("key"), kwargs.get("reverse"))
         else:
             raise Unsupported(f"list.{name}() with these arguments")
         return ConstantVariable(None)
+
+
+def sort_trackers(tx, items: list[VariableTracker], key: VariableTracker | None,
+                  reverse: VariableTracker | None) -> list[VariableTracker]:
+    """`items` in the order sorted() gives them: by their values, or by what `key` returns for each
+    (called as Python calls it, once per item, in order), which must be known while tracing; stable,
+    also in reverse, as Python's sort is."""
+    if key is not None and not (key.is_python_constant() and key.as_python_constant() is None):
+        keys = [key.call(tx, [item], {}) for item in items]
+    else:
+        keys = items
+    if not all(k.is_python_constant() for k in keys):
+        raise Unsupported("sorting by values unknown while tracing")
+    values = [k.as_python_constant() for k in keys]
+    descending = bool(reverse.as_python_constant()) if reverse is not None else False
+    order = sorted(range(len(items)), key=values.__getitem__, reverse=descending)
+    return [items[i] for i in order]
 
 
 class DequeVariable(ListVariable):

@@ -7,7 +7,6 @@ record the torch / torch.nn.functional calls their forward makes (ReLU records `
 """
 from __future__ import annotations
 
-import inspect
 import types
 from typing import Any
 
@@ -19,6 +18,7 @@ from ...source import AttrSource, ItemSource, Source
 from .base import BoundMethodVariable, VariableTracker, class_attribute
 from .constant import ConstantVariable
 from .containers import BaseListVariable, ListIteratorVariable, TupleVariable
+from .exceptions import raise_symbolic
 
 _TREE_PARAMETERS = {
     "children": (), "named_children": (), "modules": (), "named_modules": ("memo", "prefix", "remove_duplicate"),
@@ -76,19 +76,38 @@ class NNModuleVariable(VariableTracker):
             return BoundMethodVariable(self, name)
         if static is not _MISSING:
             return tx.wrap(getattr(module, name), AttrSource(self.source, name) if self.source else None)
-        if type(module).__getattr__ is not torch.nn.Module.__getattr__:
-            raise Unsupported(f"{type(module).__name__} defines its own __getattr__")
+        fallback = type(module).__getattr__
+        if fallback is not torch.nn.Module.__getattr__:
+            # A class's own __getattr__ (a wrapper forwarding to the model it wraps), called as
+            # Python calls it: when the normal lookup fails. Its `super().__getattr__(name)` is
+            # module_getattr (InstructionTranslator.inline_call).
+            if not isinstance(fallback, types.FunctionType):
+                raise Unsupported(f"{type(module).__name__} defines its own __getattr__")
+            source = AttrSource(AttrSource(self.source, "__class__"), "__getattr__") if self.source else None
+            return tx.inline_call(fallback, [self, ConstantVariable(name)], {}, fn_source=source)
+        return self.module_getattr(tx, name)
+
+    def module_getattr(self, tx, name: str) -> VariableTracker:
+        """nn.Module.__getattr__: a parameter, buffer or submodule; else AttributeError, raised in
+        the traced program (a wrapper's __getattr__ may catch it)."""
+        module = self.module
         for table in ("_parameters", "_buffers", "_modules"):
             entries = module.__dict__.get(table)
             if entries is not None and name in entries:
                 return tx.wrap(entries[name], self._child_source(table, name))
-        raise Unsupported(f"{type(module).__name__} has no attribute {name!r}")
+        raise_symbolic(AttributeError, f"'{type(module).__name__}' object has no attribute '{name}'")
 
     def store_attr(self, tx, name: str, value: VariableTracker) -> None:
         """A plain attribute (a counter, a cached value); parameters, buffers and submodules are
         registered by Module.__setattr__ and are not replaced while tracing."""
         module = self.module
-        if any(name in module.__dict__.get(t, ()) for t in ("_parameters", "_buffers", "_modules")):
+        registered = [t for t in ("_parameters", "_buffers", "_modules") if name in module.__dict__.get(t, ())]
+        if registered and registered[0] != "_modules" and getattr(value, "node", None) is not None and \
+                getattr(self.module_getattr(tx, name), "node", None) is value.node:
+            # `self.steps += 1` on a buffer: the in-place op changed the tensor, and the store puts
+            # the same tensor back (Module.__setattr__ of the same object changes nothing)
+            return
+        if registered:
             raise Unsupported(f"assignment to {type(module).__name__}.{name}, a parameter, buffer or submodule")
         if isinstance(value, NNModuleVariable) or type(module).__setattr__ is not torch.nn.Module.__setattr__:
             raise Unsupported(f"assignment to attribute {name!r} of {type(module).__name__}")
@@ -126,7 +145,7 @@ class NNModuleVariable(VariableTracker):
     def call_method(self, tx, name, args, kwargs) -> VariableTracker:
         if name in _TREE_METHODS and getattr(type(self.module), name) is getattr(torch.nn.Module, name):
             return self._tree(tx, name, args, kwargs)
-        static = inspect.getattr_static(type(self.module), name, None)
+        static = class_attribute(type(self.module), name, None)
         # the function read through the module's class (its closure cells are read through it)
         fn_source = AttrSource(AttrSource(self.source, "__class__"), name) if self.source is not None else None
         if isinstance(static, staticmethod):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import abc
 import collections
+import functools
 import inspect
 import types
 from typing import Any
@@ -25,6 +26,8 @@ from .builtins import build_dict, iterate, plain_getattr
 from .constant import ConstantVariable
 from .containers import DequeVariable, NamedTupleVariable
 from .exceptions import ExceptionVariable, is_exception_class
+from .functions import PartialVariable
+from .misc import InlinedMethodVariable
 
 
 class PythonObjectVariable(VariableTracker):
@@ -140,6 +143,12 @@ class UserObjectVariable(VariableTracker):
         static = class_attribute(type(self.value), name, None)
         if isinstance(static, property) and static.fget is not None and name not in getattr(self.value, "__dict__", {}):
             return tx.inline_call(static.fget, [self], {})
+        if isinstance(static, functools.partialmethod) and isinstance(static.func, types.FunctionType) \
+                and name not in getattr(self.value, "__dict__", {}):
+            # a partialmethod reads as partial(<its function bound to obj>, *args, **keywords)
+            constant = functools.partial(tx.wrap, source=None, guard=False)
+            return PartialVariable(InlinedMethodVariable(static.func, self), [constant(a) for a in static.args],
+                                   {k: constant(v) for k, v in static.keywords.items()})
         fallback = class_attribute(type(self.value), "__getattr__", None)
         if isinstance(fallback, types.FunctionType) and not _has_static_attr(self.value, name):
             # Python calls __getattr__ only when the normal lookup fails, as it does here
