@@ -452,3 +452,21 @@ def test_ordered_dict_methods_with_keyword_arguments():
 
     eager, compiled, _ = run_both(fn, torch.ones(2))
     assert_same_result(compiled, eager)
+
+
+def test_inplace_operator_on_a_number_and_a_tensor():
+    """`s = 0.9; s += torch.rand(...)` (EfficientNet's drop_connect) was once recorded as
+    `operator.iadd(0.9, t)`, which fx writes as `0.9 += t`: a SyntaxError, and the frame ran as
+    plain Python. A number has no __iadd__, so Python computes `s + t`; the graph records `add`,
+    and the in-place form only once the name holds a tensor, as torch._dynamo's graph does."""
+    def fn(x):
+        keep = 0.8
+        keep += torch.rand([x.shape[0], 1])
+        n = 2
+        n *= x.sum()
+        n -= 1
+        return x / 0.8 * torch.floor(keep), n
+
+    eager, compiled, backend = run_both(fn, torch.ones(4, 3))
+    assert_same_result(compiled, eager)
+    assert [g.ops for g in backend.graphs] == [("rand", "add", "sum", "mul", "isub", "truediv", "floor", "mul")]
