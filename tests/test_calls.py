@@ -178,3 +178,36 @@ def test_lru_cache_wrapped_functions_are_traced_through_with_a_warning():
     assert _affine.cache_info().currsize == 0  # the traced call did not go through the cache
     with pytest.warns(UserWarning):
         test_inlined_like_torch_dynamo(lru_cached_helpers)
+
+
+def _ops_under_both(fn, *args):
+    ours, dynamo = CountingBackend(), CountingBackend()
+    result = pyframe.optimize(ours)(fn)(*args)
+    torch._dynamo.reset()
+    expected = torch._dynamo.optimize(dynamo)(fn)(*args)
+    return result, expected, [g.ops for g in ours.graphs], [g.ops for g in dynamo.graphs]
+
+
+class _Stages(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.seq = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.ReLU(), torch.nn.Linear(3, 3))
+        self.layers = torch.nn.ModuleList([torch.nn.Linear(3, 3), torch.nn.Tanh()])
+
+    def forward(self, x):
+        h = self.seq[:-1](x)  # guided-diffusion's `in_rest, in_conv = self.in_layers[:-1], self.in_layers[-1]`
+        for layer in self.layers[1:]:
+            h = layer(h)
+        return torch.nn.ReLU()(h)
+
+
+def test_modules_made_while_tracing_log_their_creation_like_torch_dynamo():
+    """A Sequential or ModuleList sliced, or a module class called, makes a new nn.Module: its
+    __init__ calls torch._C._log_api_usage_once, which torch._dynamo (inlining __init__) records."""
+    torch.manual_seed(0)
+    model, x = _Stages(), torch.randn(2, 3)
+    result, expected, ours, theirs = _ops_under_both(model, x)
+    torch.testing.assert_close(result, expected)
+    assert ours == theirs == [("_log_api_usage_once", "linear", "relu", "_log_api_usage_once", "tanh",
+                               "_log_api_usage_once", "relu")]
+
