@@ -211,3 +211,17 @@ def test_modules_made_while_tracing_log_their_creation_like_torch_dynamo():
     assert ours == theirs == [("_log_api_usage_once", "linear", "relu", "_log_api_usage_once", "tanh",
                                "_log_api_usage_once", "relu")]
 
+
+def test_private_helpers_of_torch_nn_functional_are_inlined():
+    """F._canonical_mask (nn.TransformerEncoder, nn.MultiheadAttention) is Python, which
+    torch._dynamo inlines: its ops are recorded, not the helper as one op of the graph."""
+    import torch.nn.functional as F
+
+    def fn(x, mask):
+        mask = F._canonical_mask(mask=mask, mask_name="mask", other_type=None, other_name="",
+                                 target_type=x.dtype)
+        return x + mask
+
+    result, expected, ours, theirs = _ops_under_both(fn, torch.randn(2, 3), torch.tensor([[True, False, False]] * 2))
+    torch.testing.assert_close(result, expected)
+    assert ours == theirs == [("zeros_like", "masked_fill_", "add")]
