@@ -33,7 +33,19 @@ start every call from the case's seed).
   ``torch.sigmoid``, ``nn.SiLU``, ``drop_connect`` with ``torch.rand`` in training);
 - ``DLRM``: facebookresearch/dlrm: ``nn.EmbeddingBag`` per sparse feature with offsets, a bottom and a
   top MLP, the dot interaction with ``torch.bmm`` and index tensors (``torch.tensor`` of a
-  comprehension in the original, ``torch.triu_indices`` as torchrec writes it).
+  comprehension in the original, ``torch.triu_indices`` as torchrec writes it);
+- ``TorchTransformerEncoder``: torch's own ``nn.TransformerEncoder`` (its eval fast-path checks and
+  ``_transformer_encoder_layer_fwd``, ``F._canonical_mask`` of a padding mask; pre-norm GELU training);
+- ``DiffusionUNet``: openai/guided-diffusion: ``timestep_embedding``, ``GroupNorm32`` calling
+  ``super().forward(x.float())``, a ``TimestepEmbedSequential`` dispatching on ``isinstance``,
+  ``ResBlock`` slicing its ``nn.Sequential`` (``self.in_layers[:-1]``), a ``while`` that unsqueezes
+  the embedding, scale-shift norm, ``QKVAttentionLegacy`` with ``einsum``, ``b, c, *spatial = x.shape``;
+- ``WhisperDecode``: openai/whisper's text decoder: a kv-cache dict keyed by modules, filled by
+  forward hooks whose closure holds it, ``next(iter(kv_cache.values()))``, ``nn.Linear`` and
+  ``nn.LayerNorm`` subclasses casting dtypes, greedy steps feeding back the last token;
+- ``T5Encoder``: Hugging Face T5: ``_relative_position_bucket`` (a ``staticmethod``,
+  ``relative_buckets = 0; relative_buckets += tensor``, ``torch.log``, ``torch.where``),
+  ``T5LayerNorm``, the position bias computed by the first layer and passed on.
 """
 
 from __future__ import annotations
@@ -1723,4 +1735,733 @@ class DLRMTrainTriu(DLRM_Net):
 
     def __init__(self) -> None:
         super().__init__(use_triu_indices=True, loss_threshold=0.01)
+        self.train()
+
+
+# ------------------------------------------------------------------------------------------------
+# torch's own nn.TransformerEncoder (its eval fast path checks, its training path)
+
+
+class TorchTransformerEncoder(nn.Module):
+    def __init__(self, d_model=32, nhead=4, norm_first=False, activation="relu", num_layers=2):
+        super().__init__()
+        layer = nn.TransformerEncoderLayer(d_model, nhead, dim_feedforward=64, dropout=0.1, activation=activation,
+                                           batch_first=True, norm_first=norm_first)
+        self.encoder = nn.TransformerEncoder(layer, num_layers=num_layers, enable_nested_tensor=False)
+        self.embed = nn.Embedding(50, d_model)
+
+    def forward(self, tokens, padding_mask=None):
+        x = self.embed(tokens) * math.sqrt(self.embed.embedding_dim)
+        return self.encoder(x, src_key_padding_mask=padding_mask)
+
+
+def _padded_tokens() -> tuple:
+    return torch.randint(1, 50, (2, 7)), torch.tensor([[False] * 7, [False] * 5 + [True] * 2])
+
+
+@case(inputs=_padded_tokens, tags={"eval", "no_grad"})
+class TorchTransformerEncoderEval(TorchTransformerEncoder):
+    def __init__(self) -> None:
+        super().__init__()
+        self.eval()
+
+
+@case(inputs=_padded_tokens, tags={"train", "rng"})
+class TorchTransformerEncoderTrain(TorchTransformerEncoder):
+    """Pre-norm with GELU (``activation="gelu"``, a string turned into ``F.gelu`` at init)."""
+
+    def __init__(self) -> None:
+        super().__init__(norm_first=True, activation="gelu")
+        self.train()
+
+
+# ------------------------------------------------------------------------------------------------
+# A diffusion UNet's blocks (openai/guided-diffusion): timestep embedding, GroupNorm32, ResBlock
+
+
+def timestep_embedding(timesteps, dim, max_period=10000):
+    half = dim // 2
+    freqs = torch.exp(
+        -math.log(max_period) * torch.arange(start=0, end=half, dtype=torch.float32) / half
+    ).to(device=timesteps.device)
+    args = timesteps[:, None].float() * freqs[None]
+    embedding = torch.cat([torch.cos(args), torch.sin(args)], dim=-1)
+    if dim % 2:
+        embedding = torch.cat([embedding, torch.zeros_like(embedding[:, :1])], dim=-1)
+    return embedding
+
+
+class GroupNorm32(nn.GroupNorm):
+    def forward(self, x):
+        return super().forward(x.float()).type(x.dtype)
+
+
+def normalization(channels):
+    return GroupNorm32(4, channels)
+
+
+def checkpoint(func, inputs, params, flag):
+    if flag:
+        raise NotImplementedError("gradient checkpointing is not part of this corpus")
+    else:
+        return func(*inputs)
+
+
+class TimestepBlock(nn.Module):
+    """Any module where forward() takes timestep embeddings as a second argument."""
+
+    def forward(self, x, emb):
+        raise NotImplementedError
+
+
+class TimestepEmbedSequential(nn.Sequential, TimestepBlock):
+    def forward(self, x, emb):
+        for layer in self:
+            if isinstance(layer, TimestepBlock):
+                x = layer(x, emb)
+            else:
+                x = layer(x)
+        return x
+
+
+class Upsample(nn.Module):
+    def __init__(self, channels, use_conv, out_channels=None):
+        super().__init__()
+        self.channels = channels
+        self.out_channels = out_channels or channels
+        self.use_conv = use_conv
+        if use_conv:
+            self.conv = nn.Conv2d(self.channels, self.out_channels, 3, padding=1)
+
+    def forward(self, x):
+        assert x.shape[1] == self.channels
+        x = F.interpolate(x, scale_factor=2, mode="nearest")
+        if self.use_conv:
+            x = self.conv(x)
+        return x
+
+
+class Downsample(nn.Module):
+    def __init__(self, channels, use_conv, out_channels=None):
+        super().__init__()
+        self.channels = channels
+        self.out_channels = out_channels or channels
+        if use_conv:
+            self.op = nn.Conv2d(self.channels, self.out_channels, 3, stride=2, padding=1)
+        else:
+            assert self.channels == self.out_channels
+            self.op = nn.AvgPool2d(kernel_size=2, stride=2)
+
+    def forward(self, x):
+        assert x.shape[1] == self.channels
+        return self.op(x)
+
+
+class ResBlock(TimestepBlock):
+    def __init__(self, channels, emb_channels, dropout, out_channels=None, use_conv=False,
+                 use_scale_shift_norm=False, use_checkpoint=False, up=False, down=False):
+        super().__init__()
+        self.channels = channels
+        self.emb_channels = emb_channels
+        self.dropout = dropout
+        self.out_channels = out_channels or channels
+        self.use_conv = use_conv
+        self.use_checkpoint = use_checkpoint
+        self.use_scale_shift_norm = use_scale_shift_norm
+
+        self.in_layers = nn.Sequential(
+            normalization(channels),
+            nn.SiLU(),
+            nn.Conv2d(channels, self.out_channels, 3, padding=1),
+        )
+        self.updown = up or down
+        if up:
+            self.h_upd = Upsample(channels, False)
+            self.x_upd = Upsample(channels, False)
+        elif down:
+            self.h_upd = Downsample(channels, False)
+            self.x_upd = Downsample(channels, False)
+        else:
+            self.h_upd = self.x_upd = nn.Identity()
+
+        self.emb_layers = nn.Sequential(
+            nn.SiLU(),
+            nn.Linear(emb_channels, 2 * self.out_channels if use_scale_shift_norm else self.out_channels),
+        )
+        self.out_layers = nn.Sequential(
+            normalization(self.out_channels),
+            nn.SiLU(),
+            nn.Dropout(p=dropout),
+            nn.Conv2d(self.out_channels, self.out_channels, 3, padding=1),  # zero_module(...) upstream
+        )
+        if self.out_channels == channels:
+            self.skip_connection = nn.Identity()
+        elif use_conv:
+            self.skip_connection = nn.Conv2d(channels, self.out_channels, 3, padding=1)
+        else:
+            self.skip_connection = nn.Conv2d(channels, self.out_channels, 1)
+
+    def forward(self, x, emb):
+        return checkpoint(self._forward, (x, emb), self.parameters(), self.use_checkpoint)
+
+    def _forward(self, x, emb):
+        if self.updown:
+            in_rest, in_conv = self.in_layers[:-1], self.in_layers[-1]
+            h = in_rest(x)
+            h = self.h_upd(h)
+            x = self.x_upd(x)
+            h = in_conv(h)
+        else:
+            h = self.in_layers(x)
+        emb_out = self.emb_layers(emb).type(h.dtype)
+        while len(emb_out.shape) < len(h.shape):
+            emb_out = emb_out[..., None]
+        if self.use_scale_shift_norm:
+            out_norm, out_rest = self.out_layers[0], self.out_layers[1:]
+            scale, shift = torch.chunk(emb_out, 2, dim=1)
+            h = out_norm(h) * (1 + scale) + shift
+            h = out_rest(h)
+        else:
+            h = h + emb_out
+            h = self.out_layers(h)
+        return self.skip_connection(x) + h
+
+
+class QKVAttentionLegacy(nn.Module):
+    def __init__(self, n_heads):
+        super().__init__()
+        self.n_heads = n_heads
+
+    def forward(self, qkv):
+        bs, width, length = qkv.shape
+        assert width % (3 * self.n_heads) == 0
+        ch = width // (3 * self.n_heads)
+        q, k, v = qkv.reshape(bs * self.n_heads, ch * 3, length).split(ch, dim=1)
+        scale = 1 / math.sqrt(math.sqrt(ch))
+        weight = torch.einsum("bct,bcs->bts", q * scale, k * scale)  # More stable with f16 than dividing afterwards
+        weight = torch.softmax(weight.float(), dim=-1).type(weight.dtype)
+        a = torch.einsum("bts,bcs->bct", weight, v)
+        return a.reshape(bs, -1, length)
+
+
+class AttentionBlock(nn.Module):
+    def __init__(self, channels, num_heads=1, num_head_channels=-1, use_checkpoint=False):
+        super().__init__()
+        self.channels = channels
+        if num_head_channels == -1:
+            self.num_heads = num_heads
+        else:
+            assert channels % num_head_channels == 0
+            self.num_heads = channels // num_head_channels
+        self.use_checkpoint = use_checkpoint
+        self.norm = normalization(channels)
+        self.qkv = nn.Conv1d(channels, channels * 3, 1)
+        self.attention = QKVAttentionLegacy(self.num_heads)
+        self.proj_out = nn.Conv1d(channels, channels, 1)  # zero_module(...) upstream
+
+    def forward(self, x):
+        return checkpoint(self._forward, (x,), self.parameters(), True) if self.use_checkpoint else self._forward(x)
+
+    def _forward(self, x):
+        b, c, *spatial = x.shape
+        x = x.reshape(b, c, -1)
+        qkv = self.qkv(self.norm(x))
+        h = self.attention(qkv)
+        h = self.proj_out(h)
+        return (x + h).reshape(b, c, *spatial)
+
+
+class TinyDiffusionUNet(nn.Module):
+    def __init__(self, in_channels=3, model_channels=8, dropout=0.1, use_scale_shift_norm=True):
+        super().__init__()
+        self.model_channels = model_channels
+        time_embed_dim = model_channels * 4
+        self.time_embed = nn.Sequential(
+            nn.Linear(model_channels, time_embed_dim), nn.SiLU(), nn.Linear(time_embed_dim, time_embed_dim))
+        ch = model_channels
+        self.input_blocks = nn.ModuleList([TimestepEmbedSequential(nn.Conv2d(in_channels, ch, 3, padding=1))])
+        input_block_chans = [ch]
+        for level, mult in enumerate((1, 2)):
+            layers = [ResBlock(ch, time_embed_dim, dropout, out_channels=mult * model_channels,
+                               use_scale_shift_norm=use_scale_shift_norm)]
+            ch = mult * model_channels
+            if level == 1:
+                layers.append(AttentionBlock(ch, num_head_channels=4))
+            self.input_blocks.append(TimestepEmbedSequential(*layers))
+            input_block_chans.append(ch)
+            if level == 0:
+                self.input_blocks.append(TimestepEmbedSequential(
+                    ResBlock(ch, time_embed_dim, dropout, use_scale_shift_norm=use_scale_shift_norm, down=True)))
+                input_block_chans.append(ch)
+        self.middle_block = TimestepEmbedSequential(
+            ResBlock(ch, time_embed_dim, dropout, use_scale_shift_norm=use_scale_shift_norm),
+            AttentionBlock(ch, num_heads=2),
+            ResBlock(ch, time_embed_dim, dropout, use_scale_shift_norm=use_scale_shift_norm),
+        )
+        self.output_blocks = nn.ModuleList([])
+        for level, mult in list(enumerate((1, 2)))[::-1]:
+            for i in range(2):
+                ich = input_block_chans.pop()
+                layers = [ResBlock(ch + ich, time_embed_dim, dropout, out_channels=model_channels * mult,
+                                   use_scale_shift_norm=use_scale_shift_norm)]
+                ch = model_channels * mult
+                if level and i == 1:
+                    layers.append(ResBlock(ch, time_embed_dim, dropout, use_scale_shift_norm=use_scale_shift_norm,
+                                           up=True))
+                self.output_blocks.append(TimestepEmbedSequential(*layers))
+        self.out = nn.Sequential(normalization(ch), nn.SiLU(), nn.Conv2d(ch, in_channels, 3, padding=1))
+
+    def forward(self, x, timesteps, y=None):
+        hs = []
+        emb = self.time_embed(timestep_embedding(timesteps, self.model_channels))
+        h = x.type(torch.float32)
+        for module in self.input_blocks:
+            h = module(h, emb)
+            hs.append(h)
+        h = self.middle_block(h, emb)
+        for module in self.output_blocks:
+            h = torch.cat([h, hs.pop()], dim=1)
+            h = module(h, emb)
+        h = h.type(x.dtype)
+        return self.out(h)
+
+
+def _noisy_images() -> tuple:
+    return torch.randn(2, 3, 8, 8), torch.tensor([10, 500])
+
+
+@case(inputs=_noisy_images, tags={"eval", "no_grad"})
+class DiffusionUNetEval(TinyDiffusionUNet):
+    def __init__(self) -> None:
+        super().__init__()
+        self.eval()
+
+
+@case(inputs=_noisy_images, tags={"train", "rng"})
+class DiffusionUNetTrain(TinyDiffusionUNet):
+    """Without scale-shift norm: the embedding is added after the ``while`` that unsqueezes it."""
+
+    def __init__(self) -> None:
+        super().__init__(use_scale_shift_norm=False)
+        self.train()
+
+
+# ------------------------------------------------------------------------------------------------
+# Whisper's text decoder (openai/whisper): a kv-cache dict keyed by modules, filled by forward hooks
+
+
+class WhisperLayerNorm(nn.LayerNorm):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return super().forward(x.float()).type(x.dtype)
+
+
+class WhisperLinear(nn.Linear):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.linear(x, self.weight.to(x.dtype), None if self.bias is None else self.bias.to(x.dtype))
+
+
+SDPA_AVAILABLE = hasattr(F, "scaled_dot_product_attention")
+
+
+class WhisperMultiHeadAttention(nn.Module):
+    use_sdpa = False
+
+    def __init__(self, n_state: int, n_head: int):
+        super().__init__()
+        self.n_head = n_head
+        self.query = WhisperLinear(n_state, n_state)
+        self.key = WhisperLinear(n_state, n_state, bias=False)
+        self.value = WhisperLinear(n_state, n_state)
+        self.out = WhisperLinear(n_state, n_state)
+
+    def forward(self, x, xa=None, mask=None, kv_cache=None):
+        q = self.query(x)
+
+        if kv_cache is None or xa is None or self.key not in kv_cache:
+            # hooks, if installed (i.e. kv_cache is not None), will prepend the cached kv tensors;
+            # otherwise, perform key/value projections for self- or cross-attention as usual.
+            k = self.key(x if xa is None else xa)
+            v = self.value(x if xa is None else xa)
+        else:
+            # for cross-attention, calculate keys and values once and reuse in subsequent calls.
+            k = kv_cache[self.key]
+            v = kv_cache[self.value]
+
+        wv, qk = self.qkv_attention(q, k, v, mask)
+        return self.out(wv), qk
+
+    def qkv_attention(self, q, k, v, mask=None):
+        n_batch, n_ctx, n_state = q.shape
+        scale = (n_state // self.n_head) ** -0.25
+        q = q.view(*q.shape[:2], self.n_head, -1).permute(0, 2, 1, 3)
+        k = k.view(*k.shape[:2], self.n_head, -1).permute(0, 2, 1, 3)
+        v = v.view(*v.shape[:2], self.n_head, -1).permute(0, 2, 1, 3)
+
+        if SDPA_AVAILABLE and WhisperMultiHeadAttention.use_sdpa:
+            a = F.scaled_dot_product_attention(q, k, v, is_causal=mask is not None and n_ctx > 1)
+            out = a.permute(0, 2, 1, 3).flatten(start_dim=2)
+            qk = None
+        else:
+            qk = (q * scale) @ (k * scale).transpose(-1, -2)
+            if mask is not None:
+                qk = qk + mask[:n_ctx, :n_ctx]
+            qk = qk.float()
+
+            w = F.softmax(qk, dim=-1).to(q.dtype)
+            out = (w @ v).permute(0, 2, 1, 3).flatten(start_dim=2)
+            qk = qk.detach()
+
+        return out, qk
+
+
+class WhisperResidualAttentionBlock(nn.Module):
+    def __init__(self, n_state: int, n_head: int, cross_attention: bool = False):
+        super().__init__()
+        self.attn = WhisperMultiHeadAttention(n_state, n_head)
+        self.attn_ln = WhisperLayerNorm(n_state)
+        self.cross_attn = WhisperMultiHeadAttention(n_state, n_head) if cross_attention else None
+        self.cross_attn_ln = WhisperLayerNorm(n_state) if cross_attention else None
+        n_mlp = n_state * 4
+        self.mlp = nn.Sequential(WhisperLinear(n_state, n_mlp), nn.GELU(), WhisperLinear(n_mlp, n_state))
+        self.mlp_ln = WhisperLayerNorm(n_state)
+
+    def forward(self, x, xa=None, mask=None, kv_cache=None):
+        x = x + self.attn(self.attn_ln(x), mask=mask, kv_cache=kv_cache)[0]
+        if self.cross_attn:
+            x = x + self.cross_attn(self.cross_attn_ln(x), xa, kv_cache=kv_cache)[0]
+        x = x + self.mlp(self.mlp_ln(x))
+        return x
+
+
+class WhisperTextDecoder(nn.Module):
+    def __init__(self, n_vocab=40, n_ctx=16, n_state=32, n_head=4, n_layer=2):
+        super().__init__()
+        self.token_embedding = nn.Embedding(n_vocab, n_state)
+        self.positional_embedding = nn.Parameter(torch.empty(n_ctx, n_state).normal_(std=0.1))
+        self.blocks = nn.ModuleList(
+            [WhisperResidualAttentionBlock(n_state, n_head, cross_attention=True) for _ in range(n_layer)])
+        self.ln = WhisperLayerNorm(n_state)
+        mask = torch.empty(n_ctx, n_ctx).fill_(-float("inf")).triu_(1)
+        self.register_buffer("mask", mask, persistent=False)
+
+    def forward(self, x, xa, kv_cache=None):
+        offset = next(iter(kv_cache.values())).shape[1] if kv_cache else 0
+        x = self.token_embedding(x) + self.positional_embedding[offset: offset + x.shape[-1]]
+        x = x.to(xa.dtype)
+        for block in self.blocks:
+            x = block(x, xa, mask=self.mask, kv_cache=kv_cache)
+        x = self.ln(x)
+        logits = (x @ torch.transpose(self.token_embedding.weight.to(x.dtype), 0, 1)).float()
+        return logits
+
+
+class WhisperGreedyDecoder(nn.Module):
+    """Whisper's decoding loop, cut to its core: hooks fill the kv cache on the prompt, then each step
+    feeds the last token only; the cache is emptied when decoding ends (cleanup_caching)."""
+
+    n_text_ctx = 16
+
+    def __init__(self, steps=3):
+        super().__init__()
+        self.decoder = WhisperTextDecoder(n_ctx=self.n_text_ctx)
+        self.steps = steps
+        self.kv_cache, self.hooks = self.install_kv_cache_hooks()
+        self.eval()
+
+    def install_kv_cache_hooks(self, cache=None):
+        cache = {**cache} if cache is not None else {}
+        hooks = []
+
+        def save_to_cache(module, _, output):
+            if module not in cache or output.shape[1] > self.n_text_ctx:
+                # save as-is, for the first token or cross attention
+                cache[module] = output
+            else:
+                cache[module] = torch.cat([cache[module], output], dim=1).detach()
+            return cache[module]
+
+        def install_hooks(layer: nn.Module):
+            if isinstance(layer, WhisperMultiHeadAttention):
+                hooks.append(layer.key.register_forward_hook(save_to_cache))
+                hooks.append(layer.value.register_forward_hook(save_to_cache))
+
+        self.decoder.apply(install_hooks)
+        return cache, hooks
+
+    def forward(self, tokens, audio_features):
+        initial_token_length = tokens.shape[-1]
+        sum_logprobs = torch.zeros(tokens.shape[0])
+        for i in range(self.steps):
+            step_tokens = tokens[:, -1:] if tokens.shape[-1] > initial_token_length else tokens
+            logits = self.decoder(step_tokens, audio_features, kv_cache=self.kv_cache)
+            logits = logits[:, -1]
+            logprobs = F.log_softmax(logits.float(), dim=-1)
+            next_tokens = logits.argmax(dim=-1)
+            current_logprobs = logprobs[torch.arange(logprobs.shape[0]), next_tokens]
+            sum_logprobs += current_logprobs
+            tokens = torch.cat([tokens, next_tokens[:, None]], dim=-1)
+        cached = len(self.kv_cache)
+        self.kv_cache.clear()
+        return tokens, sum_logprobs, cached
+
+
+@case(inputs=lambda: (torch.randint(0, 40, (2, 3)), torch.randn(2, 10, 32)), tags={"eval", "no_grad"})
+class WhisperDecodeEval(WhisperGreedyDecoder):
+    pass
+
+
+# ------------------------------------------------------------------------------------------------
+# T5 (Hugging Face transformers): relative position buckets, T5LayerNorm, position_bias passed on
+
+
+class T5Config:
+    vocab_size = 40
+    d_model = 32
+    d_kv = 8
+    d_ff = 64
+    num_layers = 2
+    num_heads = 4
+    relative_attention_num_buckets = 8
+    relative_attention_max_distance = 20
+    dropout_rate = 0.1
+    layer_norm_epsilon = 1e-6
+    is_decoder = False
+
+
+class T5LayerNorm(nn.Module):
+    def __init__(self, hidden_size, eps=1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(hidden_size))
+        self.variance_epsilon = eps
+
+    def forward(self, hidden_states):
+        variance = hidden_states.to(torch.float32).pow(2).mean(-1, keepdim=True)
+        hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
+        # convert into half-precision if necessary
+        if self.weight.dtype in [torch.float16, torch.bfloat16]:
+            hidden_states = hidden_states.to(self.weight.dtype)
+        return self.weight * hidden_states
+
+
+class T5DenseActDense(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.wi = nn.Linear(config.d_model, config.d_ff, bias=False)
+        self.wo = nn.Linear(config.d_ff, config.d_model, bias=False)
+        self.dropout = nn.Dropout(config.dropout_rate)
+        self.act = nn.ReLU()
+
+    def forward(self, hidden_states):
+        hidden_states = self.wi(hidden_states)
+        hidden_states = self.act(hidden_states)
+        hidden_states = self.dropout(hidden_states)
+        if (
+            isinstance(self.wo.weight, torch.Tensor)
+            and hidden_states.dtype != self.wo.weight.dtype
+            and self.wo.weight.dtype != torch.int8
+        ):
+            hidden_states = hidden_states.to(self.wo.weight.dtype)
+        hidden_states = self.wo(hidden_states)
+        return hidden_states
+
+
+class T5Attention(nn.Module):
+    def __init__(self, config, has_relative_attention_bias=False):
+        super().__init__()
+        self.is_decoder = config.is_decoder
+        self.has_relative_attention_bias = has_relative_attention_bias
+        self.relative_attention_num_buckets = config.relative_attention_num_buckets
+        self.relative_attention_max_distance = config.relative_attention_max_distance
+        self.d_model = config.d_model
+        self.key_value_proj_dim = config.d_kv
+        self.n_heads = config.num_heads
+        self.dropout = config.dropout_rate
+        self.inner_dim = self.n_heads * self.key_value_proj_dim
+        self.q = nn.Linear(self.d_model, self.inner_dim, bias=False)
+        self.k = nn.Linear(self.d_model, self.inner_dim, bias=False)
+        self.v = nn.Linear(self.d_model, self.inner_dim, bias=False)
+        self.o = nn.Linear(self.inner_dim, self.d_model, bias=False)
+        if self.has_relative_attention_bias:
+            self.relative_attention_bias = nn.Embedding(self.relative_attention_num_buckets, self.n_heads)
+        self.gradient_checkpointing = False
+
+    @staticmethod
+    def _relative_position_bucket(relative_position, bidirectional=True, num_buckets=32, max_distance=128):
+        relative_buckets = 0
+        if bidirectional:
+            num_buckets //= 2
+            relative_buckets += (relative_position > 0).to(torch.long) * num_buckets
+            relative_position = torch.abs(relative_position)
+        else:
+            relative_position = -torch.min(relative_position, torch.zeros_like(relative_position))
+        # now relative_position is in the range [0, inf)
+
+        # half of the buckets are for exact increments in positions
+        max_exact = num_buckets // 2
+        is_small = relative_position < max_exact
+
+        # The other half of the buckets are for logarithmically bigger bins in positions up to max_distance
+        relative_position_if_large = max_exact + (
+            torch.log(relative_position.float() / max_exact)
+            / math.log(max_distance / max_exact)
+            * (num_buckets - max_exact)
+        ).to(torch.long)
+        relative_position_if_large = torch.min(
+            relative_position_if_large, torch.full_like(relative_position_if_large, num_buckets - 1)
+        )
+
+        relative_buckets += torch.where(is_small, relative_position, relative_position_if_large)
+        return relative_buckets
+
+    def compute_bias(self, query_length, key_length, device=None):
+        """Compute binned relative position bias"""
+        if device is None:
+            device = self.relative_attention_bias.weight.device
+        context_position = torch.arange(query_length, dtype=torch.long, device=device)[:, None]
+        memory_position = torch.arange(key_length, dtype=torch.long, device=device)[None, :]
+        relative_position = memory_position - context_position  # shape (query_length, key_length)
+        relative_position_bucket = self._relative_position_bucket(
+            relative_position,  # shape (query_length, key_length)
+            bidirectional=(not self.is_decoder),
+            num_buckets=self.relative_attention_num_buckets,
+            max_distance=self.relative_attention_max_distance,
+        )
+        values = self.relative_attention_bias(relative_position_bucket)  # shape (query_length, key_length, num_heads)
+        values = values.permute([2, 0, 1]).unsqueeze(0)  # shape (1, num_heads, query_length, key_length)
+        return values
+
+    def forward(self, hidden_states, mask=None, position_bias=None, output_attentions=False):
+        batch_size, seq_length = hidden_states.shape[:2]
+        real_seq_length = seq_length
+        key_length = real_seq_length
+
+        def shape(states):
+            """projection"""
+            return states.view(batch_size, -1, self.n_heads, self.key_value_proj_dim).transpose(1, 2)
+
+        def unshape(states):
+            """reshape"""
+            return states.transpose(1, 2).contiguous().view(batch_size, -1, self.inner_dim)
+
+        query_states = shape(self.q(hidden_states))
+        key_states = shape(self.k(hidden_states))
+        value_states = shape(self.v(hidden_states))
+
+        scores = torch.matmul(query_states, key_states.transpose(3, 2))
+
+        if position_bias is None:
+            if not self.has_relative_attention_bias:
+                position_bias = torch.zeros(
+                    (1, self.n_heads, real_seq_length, key_length), device=scores.device, dtype=scores.dtype)
+                if self.gradient_checkpointing and self.training:
+                    position_bias.requires_grad = True
+            else:
+                position_bias = self.compute_bias(real_seq_length, key_length, device=scores.device)
+            if mask is not None:
+                position_bias = position_bias + mask  # (batch_size, n_heads, seq_length, key_length)
+
+        position_bias_masked = position_bias
+        scores += position_bias_masked
+        attn_weights = nn.functional.softmax(scores.float(), dim=-1).type_as(scores)
+        attn_weights = nn.functional.dropout(attn_weights, p=self.dropout, training=self.training)
+        attn_output = unshape(torch.matmul(attn_weights, value_states))
+        attn_output = self.o(attn_output)
+
+        outputs = (attn_output,) + (None,) + (position_bias,)
+        if output_attentions:
+            outputs = outputs + (attn_weights,)
+        return outputs
+
+
+class T5Block(nn.Module):
+    def __init__(self, config, has_relative_attention_bias=False):
+        super().__init__()
+        self.SelfAttention = T5Attention(config, has_relative_attention_bias=has_relative_attention_bias)
+        self.attn_norm = T5LayerNorm(config.d_model, eps=config.layer_norm_epsilon)
+        self.ff = T5DenseActDense(config)
+        self.ff_norm = T5LayerNorm(config.d_model, eps=config.layer_norm_epsilon)
+        self.dropout = nn.Dropout(config.dropout_rate)
+
+    def forward(self, hidden_states, attention_mask=None, position_bias=None):
+        normed = self.attn_norm(hidden_states)
+        attention_output = self.SelfAttention(normed, mask=attention_mask, position_bias=position_bias)
+        hidden_states = hidden_states + self.dropout(attention_output[0])
+        attention_outputs = attention_output[1:]  # Keep self-attention outputs and relative position weights
+
+        # clamp inf values to enable fp16 training
+        if hidden_states.dtype == torch.float16:
+            clamp_value = torch.where(
+                torch.isinf(hidden_states).any(),
+                torch.finfo(hidden_states.dtype).max - 1000,
+                torch.finfo(hidden_states.dtype).max,
+            )
+            hidden_states = torch.clamp(hidden_states, min=-clamp_value, max=clamp_value)
+
+        hidden_states = hidden_states + self.dropout(self.ff(self.ff_norm(hidden_states)))
+        return (hidden_states,) + attention_outputs
+
+
+class T5EncoderModel(nn.Module):
+    def __init__(self, config=T5Config):
+        super().__init__()
+        self.config = config
+        self.embed_tokens = nn.Embedding(config.vocab_size, config.d_model)
+        self.block = nn.ModuleList([T5Block(config, has_relative_attention_bias=bool(i == 0))
+                                    for i in range(config.num_layers)])
+        self.final_layer_norm = T5LayerNorm(config.d_model, eps=config.layer_norm_epsilon)
+        self.dropout = nn.Dropout(config.dropout_rate)
+
+    def get_extended_attention_mask(self, attention_mask, input_shape, dtype=None):
+        if dtype is None:
+            dtype = self.embed_tokens.weight.dtype
+        if attention_mask.dim() == 3:
+            extended_attention_mask = attention_mask[:, None, :, :]
+        elif attention_mask.dim() == 2:
+            extended_attention_mask = attention_mask[:, None, None, :]
+        else:
+            raise ValueError(f"Wrong shape for input_ids (shape {input_shape}) or attention_mask")
+        extended_attention_mask = extended_attention_mask.to(dtype=dtype)  # fp16 compatibility
+        extended_attention_mask = (1.0 - extended_attention_mask) * torch.finfo(dtype).min
+        return extended_attention_mask
+
+    def forward(self, input_ids, attention_mask=None, output_hidden_states=False):
+        input_shape = input_ids.size()
+        input_ids = input_ids.view(-1, input_shape[-1])
+        inputs_embeds = self.embed_tokens(input_ids)
+        batch_size, seq_length = input_shape
+        if attention_mask is None:
+            attention_mask = torch.ones(batch_size, seq_length, device=inputs_embeds.device)
+        extended_attention_mask = self.get_extended_attention_mask(attention_mask, input_shape)
+
+        all_hidden_states = () if output_hidden_states else None
+        position_bias = None
+        hidden_states = self.dropout(inputs_embeds)
+        for i, layer_module in enumerate(self.block):
+            if output_hidden_states:
+                all_hidden_states = all_hidden_states + (hidden_states,)
+            layer_outputs = layer_module(hidden_states, attention_mask=extended_attention_mask,
+                                         position_bias=position_bias)
+            hidden_states = layer_outputs[0]
+            # We share the position biases between the layers - the first layer store them
+            position_bias = layer_outputs[2]
+
+        hidden_states = self.final_layer_norm(hidden_states)
+        hidden_states = self.dropout(hidden_states)
+        if output_hidden_states:
+            all_hidden_states = all_hidden_states + (hidden_states,)
+        return tuple(v for v in [hidden_states, all_hidden_states] if v is not None)
+
+
+@case(inputs=lambda: (torch.randint(0, 40, (2, 9)), torch.tensor([[1] * 9, [1] * 6 + [0] * 3])),
+      tags={"eval", "no_grad"})
+class T5EncoderEval(T5EncoderModel):
+    def __init__(self) -> None:
+        super().__init__()
+        self.eval()
+
+
+@case(inputs=lambda: Inputs((torch.randint(0, 40, (2, 9)),), {"output_hidden_states": True}), tags={"train", "rng"})
+class T5EncoderTrain(T5EncoderModel):
+    def __init__(self) -> None:
+        super().__init__()
         self.train()
