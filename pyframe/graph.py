@@ -280,7 +280,7 @@ def drop_unused_bookkeeping(graph: torch.fx.Graph) -> None:
     (`values, indices = x.max(0)` with only `values` read) and calls that made no tensor (helpers
     such as F._canonical_mask(None), which torch._dynamo runs inline)."""
     for node in reversed(list(graph.nodes)):
-        if node.op != "call_function" or node.users or _mutates(node):
+        if node.op != "call_function" or node.users or _mutates(node) or node.target in _KEPT_FOR_EFFECT:
             continue
         if node.target is operator.getitem or not _holds_tensor(node.meta.get("example_value")):
             graph.erase_node(node)
@@ -306,6 +306,9 @@ def drop_cancelling_grad_mode_pairs(graph: torch.fx.Graph, grad_enabled: bool) -
 def _sets_grad_mode(node: torch.fx.Node, mode: bool) -> bool:
     return node.target is torch._C._set_grad_enabled and tuple(node.args) == (mode,)
 
+
+# Calls made for an effect outside the tensors, which torch._dynamo records (and keeps) too.
+_KEPT_FOR_EFFECT = {torch._C._log_api_usage_once}  # nn.Module.__init__'s, for a module made while tracing
 
 _MUTATING_FUNCTIONS = {torch._C._set_grad_enabled, torch.amp._enter_autocast, torch.amp._exit_autocast,
                        operator.setitem, operator.delitem, operator.iadd, operator.isub, operator.imul,

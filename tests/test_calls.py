@@ -228,3 +228,50 @@ def test_a_partialmethod_getattr_of_a_module_is_inlined_by_its_code():
     assert [g.ops for g in ours.graphs] == [("linear", "mul")]
     records = pyframe.convert_frame.records_for(DefaultingModule.forward.__code__)
     assert [r.error for r in records] == [None]
+
+
+def _ops_under_both(fn, *args):
+    ours, dynamo = CountingBackend(), CountingBackend()
+    result = pyframe.optimize(ours)(fn)(*args)
+    torch._dynamo.reset()
+    expected = torch._dynamo.optimize(dynamo)(fn)(*args)
+    return result, expected, [g.ops for g in ours.graphs], [g.ops for g in dynamo.graphs]
+
+
+class _Stages(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.seq = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.ReLU(), torch.nn.Linear(3, 3))
+        self.layers = torch.nn.ModuleList([torch.nn.Linear(3, 3), torch.nn.Tanh()])
+
+    def forward(self, x):
+        h = self.seq[:-1](x)  # guided-diffusion's `in_rest, in_conv = self.in_layers[:-1], self.in_layers[-1]`
+        for layer in self.layers[1:]:
+            h = layer(h)
+        return torch.nn.ReLU()(h)
+
+
+def test_modules_made_while_tracing_log_their_creation_like_torch_dynamo():
+    """A Sequential or ModuleList sliced, or a module class called, makes a new nn.Module: its
+    __init__ calls torch._C._log_api_usage_once, which torch._dynamo (inlining __init__) records."""
+    torch.manual_seed(0)
+    model, x = _Stages(), torch.randn(2, 3)
+    result, expected, ours, theirs = _ops_under_both(model, x)
+    torch.testing.assert_close(result, expected)
+    assert ours == theirs == [("_log_api_usage_once", "linear", "relu", "_log_api_usage_once", "tanh",
+                               "_log_api_usage_once", "relu")]
+
+
+def test_private_helpers_of_torch_nn_functional_are_inlined():
+    """F._canonical_mask (nn.TransformerEncoder, nn.MultiheadAttention) is Python, which
+    torch._dynamo inlines: its ops are recorded, not the helper as one op of the graph."""
+    import torch.nn.functional as F
+
+    def fn(x, mask):
+        mask = F._canonical_mask(mask=mask, mask_name="mask", other_type=None, other_name="",
+                                 target_type=x.dtype)
+        return x + mask
+
+    result, expected, ours, theirs = _ops_under_both(fn, torch.randn(2, 3), torch.tensor([[True, False, False]] * 2))
+    torch.testing.assert_close(result, expected)
+    assert ours == theirs == [("zeros_like", "masked_fill_", "add")]

@@ -17,7 +17,7 @@ import os
 import pytest
 import torch
 
-from pyframe.debug.cases import Case, load_cases
+from pyframe.debug.cases import Case, Inputs, load_cases
 from pyframe.debug.compare import (
     CountingBackend,
     assert_same_result,
@@ -169,3 +169,33 @@ def test_graphs_mismatch_reports_count_and_ops() -> None:
     assert graphs_mismatch(add, add) is None
     assert "ops differ" in graphs_mismatch(add, mock)
     assert "graph(s)" in graphs_mismatch(add, eager)
+
+
+def _harness_case(fn, tags) -> Case:
+    return Case(name=fn.__name__, module=__name__, make_fn=lambda: fn, make_inputs=lambda: Inputs((torch.ones(3),)),
+                tags=frozenset(tags), target=fn)
+
+
+def test_no_grad_tag_calls_the_case_under_no_grad() -> None:
+    def grad_mode(x):
+        return torch.is_grad_enabled(), x + 1
+
+    for engine in ("eager", REFERENCE):
+        assert run_case(_harness_case(grad_mode, {"no_grad"}), engine, timing=False).result[0] is False
+        assert run_case(_harness_case(grad_mode, set()), engine, timing=False).result[0] is True
+
+
+def test_rng_tag_seeds_each_call_and_leaves_the_callers_rng_alone() -> None:
+    def noisy(x):
+        return x + torch.rand(3)
+
+    torch.manual_seed(1)
+    expected_next = torch.rand(3)
+    torch.manual_seed(1)
+    seeded = _harness_case(noisy, {"rng"})
+    eager, reference = run_case(seeded, "eager", timing=False), run_case(seeded, REFERENCE, timing=False)
+    torch.testing.assert_close(torch.rand(3), expected_next)
+    assert_same_result(reference.result, eager.result)
+    assert_same_result(eager.cached_result, eager.result)  # both calls start from the seed
+    unseeded = run_case(_harness_case(noisy, set()), "eager", timing=False)
+    assert not torch.equal(unseeded.result, unseeded.cached_result)

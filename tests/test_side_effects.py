@@ -294,3 +294,61 @@ def test_global_function_rebound_after_it_was_read_is_seen_by_later_reads():
     torch.testing.assert_close(pyframe.optimize(backend)(fn)(x), expected)
     assert G_ACTIVATION is torch.relu
     assert [g.ops for g in backend.graphs] == [("relu", "tanh", "add")]
+
+
+def test_one_object_reached_two_ways_has_one_tracker_and_an_aliasing_guard():
+    """The same list passed twice: appended to through one argument, measured through the other.
+    It was a graph break (two trackers would disagree); now the second read gets the first's
+    tracker, one graph as torch._dynamo makes, and the aliasing is guarded: distinct lists recompile."""
+    def fn(x, a, b):
+        a.append(x.sin())
+        return x + len(b)
+
+    backend = CountingBackend()
+    compiled = pyframe.optimize(backend)(fn)
+    shared, expected = [], []
+    x = torch.randn(3)
+    torch.testing.assert_close(compiled(x, shared, shared), fn(x, expected, expected))
+    _assert_same_state(shared, expected)
+    assert len(backend.graphs) == 1 == dynamo_graphs(fn, [], [])
+    a, b, a_eager, b_eager = [], [], [], []
+    torch.testing.assert_close(compiled(x, a, b), fn(x, a_eager, b_eager))  # len(b) == 0 here
+    _assert_same_state((a, b), (a_eager, b_eager))
+    assert len(backend.graphs) == 2
+
+
+def test_a_dict_in_a_module_and_in_its_hooks_closure():
+    """Whisper's kv cache: a dict that is a module attribute and is also captured by forward hooks
+    on submodules, which fill it; the module reads and clears it (a graph break at each hook call, once)."""
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.key, self.value = torch.nn.Linear(4, 4), torch.nn.Linear(4, 4)
+            cache = self.cache = {}
+
+            def save(module, _, output):
+                cache[module] = output if module not in cache else torch.cat([cache[module], output])
+                return cache[module]
+
+            self.key.register_forward_hook(save)
+            self.value.register_forward_hook(save)
+
+        def forward(self, x):
+            k = self.key(x)
+            v = self.value(x)
+            k = self.key(x + 1)
+            n = len(self.cache)
+            self.cache.clear()
+            return k, v, n
+
+    torch.manual_seed(0)
+    model, x = Net(), torch.randn(2, 4)
+    backend = CountingBackend()
+    compiled = pyframe.optimize(backend)(model)
+    for _ in range(2):
+        out = compiled(x)
+        expected = model(x)
+        for a, e in zip(out, expected):
+            torch.testing.assert_close(a, e)
+        assert model.cache == {}
+    assert len(backend.graphs) == 1

@@ -17,6 +17,11 @@ Your own programs work the same way: decorate them with ``@pyframe.debug.case(in
 module of yours and run ``python -m pyframe compare --cases mymodule`` (a module name importable from
 the current directory, or a path to a ``.py`` file).
 
+Tags that change how a case is run (``pyframe.debug.compare.run_case``): ``"no_grad"`` calls it
+inside ``with torch.no_grad()``, as inference code is called; ``"rng"`` starts each measured call
+from the case's seed, so a case drawing random numbers (dropout in training) draws the same ones
+under every engine.
+
 ``load_cases(["tests.cases.elementwise", ...])`` imports the modules and returns their cases. The
 same list feeds the differential test (tests/test_corpus.py), ``python -m pyframe compare`` and the
 benchmarks; running a case is the job of ``pyframe.debug.compare``.

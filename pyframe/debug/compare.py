@@ -257,7 +257,10 @@ def _warm_up(engine: str) -> None:
 # Running a case
 
 
-def _call(fn: Callable[..., Any], inputs: Inputs) -> Any:
+def _call(fn: Callable[..., Any], inputs: Inputs, no_grad: bool = False) -> Any:
+    if no_grad:  # a case tagged "no_grad" is called as inference code is: inside `with torch.no_grad()`
+        with torch.no_grad():
+            return fn(*inputs.args, **inputs.kwargs)
     return fn(*inputs.args, **inputs.kwargs)
 
 
@@ -294,14 +297,23 @@ def run_case(case: Case, engine: str, *, timing: bool = True,
     reset_engines()
     counting = CountingBackend(resolve_backend(backend))
     compiled = optimize_with(engine, case.make_fn(), counting)
+    no_grad, seeded = "no_grad" in case.tags, "rng" in case.tags
     try:
-        first_inputs, hit_inputs = case.make_inputs(), case.make_inputs()
-        start = time.perf_counter()
-        result = _snapshot(_call(compiled, first_inputs))
-        first_call_s = time.perf_counter() - start
-        graphs_after_first = len(counting.graphs)
-        cached_result = _snapshot(_call(compiled, hit_inputs))
-        call_s = time_per_call(functools.partial(_call, compiled, hit_inputs)) if timing else None
+        # A case tagged "rng" draws random numbers (dropout, drop-path in training): each measured
+        # call starts from the case's seed, so every engine draws the same ones; the caller's RNG
+        # state is left as it was.
+        with torch.random.fork_rng(devices=[], enabled=seeded):
+            first_inputs, hit_inputs = case.make_inputs(), case.make_inputs()
+            if seeded:
+                torch.manual_seed(case.seed)
+            start = time.perf_counter()
+            result = _snapshot(_call(compiled, first_inputs, no_grad))
+            first_call_s = time.perf_counter() - start
+            graphs_after_first = len(counting.graphs)
+            if seeded:
+                torch.manual_seed(case.seed)
+            cached_result = _snapshot(_call(compiled, hit_inputs, no_grad))
+            call_s = time_per_call(functools.partial(_call, compiled, hit_inputs, no_grad)) if timing else None
         graphs = list(counting.graphs)
         breaks = count_breaks(engine)
     finally:

@@ -23,8 +23,12 @@ A closure cell is one tracker per cell object, however many functions share it (
 getter made by the same call): a store through one is what a read through any other sees. The
 frame's own free variables are cells too (`FreeCellSource`, loaded with LOAD_CLOSURE).
 
-One real object reachable from two sources in the same trace (a list passed in and also a global)
-would have two trackers that disagree once either is mutated: such a mutation is Unsupported.
+One real object reachable from two sources in the same trace (a dict that is a module's attribute
+and also in a forward hook's closure, a list passed in and also a global) has one tracker, the one
+made for the first source read, so a mutation through either is seen through both; the trace then
+relies on the two sources holding one object, which an aliasing guard checks (torch._dynamo's
+DUPLICATE_INPUT guard). A module keeps one tracker per source: assigning an attribute of a module
+reached two ways is Unsupported.
 Objects made while tracing (NewObjectVariable, lists and dicts built in the frame) need no replay:
 they are built with their final contents if they outlive the trace.
 """
@@ -32,7 +36,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+import torch
+
 from ..exc import Unsupported
+from ..guards import GuardKind, GuardSet
 from ..source import FreeCellSource, GlobalSource, ItemSource, Source
 from .variables.base import VariableTracker
 from .variables.dict_subclass import DictSubclassMixin, refill
@@ -47,13 +54,13 @@ class SideEffects:
         self._by_source: dict[Source, VariableTracker] = {}
         self._sources_of: dict[int, list[Source]] = {}  # id of a real object -> where it was read from
         self._objects: list[Any] = []                   # keeps those ids valid for the trace
-        self._object_of: dict[int, Any] = {}            # id of a tracker -> its real object
         self.mutated: dict[int, VariableTracker] = {}   # containers whose items changed, by tracker id
         self.stores: dict[int, tuple[VariableTracker, dict[str, VariableTracker]]] = {}  # attributes set
         self._cells: dict[int, VariableTracker] = {}    # id of a closure cell -> its one tracker
         # globals assigned, per globals dict: (where the transformed code finds the dict, None for
         # the frame's own, which STORE_GLOBAL writes; {name: value})
         self.global_stores: dict[int, tuple[Source | None, dict[str, VariableTracker]]] = {}
+        self._modules_tracked: dict[int, Any] = {}      # id of a module's tracker -> the module
         self.effects = 0  # mutations traced so far, of any object (made here or not): see `note`
 
     # -- reading ----------------------------------------------------------------------------------
@@ -61,16 +68,28 @@ class SideEffects:
         """The tracker already made for the mutable object at `source` in this trace."""
         return self._by_source.get(source)
 
-    def track(self, source: Source, value: Any, tracker: VariableTracker) -> VariableTracker:
-        """Remember the tracker of a mutable object read from `source`."""
+    def track(self, source: Source, value: Any, tracker: VariableTracker, guards: GuardSet) -> VariableTracker:
+        """Remember the tracker of a mutable object read from `source`; an object read before
+        through another source keeps the tracker it has (`tracker` is dropped), guarded to be the
+        object that source holds (unless both are pinned by identity already)."""
         sources = self._sources_of.setdefault(id(value), [])
-        if sources and any(id(self._by_source[s]) in self.mutated or id(self._by_source[s]) in self.stores
-                           for s in sources):
-            raise Unsupported(f"{source.name()} is {sources[0].name()}, which the trace has mutated")
+        if not sources:
+            self._objects.append(value)
+        if isinstance(value, torch.nn.Module):
+            # A module keeps a tracker per source (each pinned by identity; its parameters lifted
+            # once per source, as torch._dynamo lifts them); an attribute assigned through one is
+            # not seen through another, so that is Unsupported (here and in store_attr).
+            if any(id(self._by_source[s]) in self.stores for s in sources):
+                raise Unsupported(f"{source.name()} is {sources[0].name()}, which the trace has mutated")
+            self._modules_tracked[id(tracker)] = value
+        elif sources:
+            first = sources[0]
+            tracker = self._by_source[first]
+            if not (guards.has(first, GuardKind.ID_MATCH) and guards.has(source, GuardKind.ID_MATCH)):
+                guards.add_aliasing(first, value)
+                guards.add_aliasing(source, value)
         self._by_source[source] = tracker
         sources.append(source)
-        self._objects.append(value)
-        self._object_of[id(tracker)] = value
         return tracker
 
     def known_cell(self, cell: Any) -> VariableTracker | None:
@@ -112,21 +131,17 @@ class SideEffects:
         self.effects += 1
         if container.source is None:
             return  # built in the frame: rebuilt with its final items if it outlives the trace
-        self._check_single_source(container)
         self.mutated[id(container)] = container
 
     def store_attr(self, obj: VariableTracker, name: str, value: VariableTracker) -> None:
         self.effects += 1
         if obj.source is None:
             raise Unsupported(f"assignment to attribute {name!r} of {obj}, which has no source")
-        self._check_single_source(obj)
+        module = self._modules_tracked.get(id(obj))
+        if module is not None and len(self._sources_of[id(module)]) > 1:
+            names = " and ".join(s.name() for s in self._sources_of[id(module)])
+            raise Unsupported(f"assignment to an attribute of a module reachable as {names}")
         self.stores.setdefault(id(obj), (obj, {}))[1][name] = value
-
-    def _check_single_source(self, tracker: VariableTracker) -> None:
-        value = self._object_of.get(id(tracker))
-        sources = self._sources_of.get(id(value), []) if value is not None else []
-        if len(sources) > 1:
-            raise Unsupported(f"mutation of an object reachable as {' and '.join(s.name() for s in sources)}")
 
     def advanced_iterators(self) -> list[VariableTracker]:
         """Iterators read from the frame that the trace took items from (ListIteratorVariable)."""

@@ -20,6 +20,7 @@ STRAIGHT_LINE = [
     "tests.cases.modules",
     "tests.cases.models",
     "tests.cases.model_zoo",
+    "tests.cases.model_zoo2",
     "tests.cases.inlining",
     "tests.cases.containers",
     "tests.cases.control_flow",

@@ -143,14 +143,7 @@ class ForwardHooksInlined(nn.Module):
         return self.lin(x).relu()
 
 
-@case(
-    inputs=lambda: torch.randn(2, 4),
-    difference=(
-        "torch._dynamo puts a torch._C._log_api_usage_once call in the graph for each container the "
-        "slices construct (nn.Module.__init__ logs its API use); pyframe records only the tensor ops, "
-        "which are the same"
-    ),
-)
+@case(inputs=lambda: torch.randn(2, 4))
 class SequentialAndModuleListSlices(nn.Module):
     """`self.layers[1:3]` iterated and `self.head[:2](x)` called: slices are new containers of the
     same type in Python (a slice of an nn.Sequential is callable)."""

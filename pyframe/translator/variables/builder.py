@@ -314,8 +314,9 @@ def _wrap_dict(tx: "InstructionTranslator", value: dict, source: Source | None, 
 
 def _mutable(tx: "InstructionTranslator", source: Source | None, value: Any,
              tracker: VariableTracker) -> VariableTracker:
-    """A tracker of a list, dict or object that the trace may mutate: one per source."""
-    return tx.side_effects.track(source, value, tracker) if source is not None else tracker
+    """A tracker of a list, dict or object that the trace may mutate: one per object (see
+    SideEffects.track)."""
+    return tx.side_effects.track(source, value, tracker, tx.output.guards) if source is not None else tracker
 
 
 _DISABLED_TWINS: "weakref.WeakKeyDictionary[types.FunctionType, Any]" = weakref.WeakKeyDictionary()

@@ -97,6 +97,10 @@ class BuiltinVariable(VariableTracker):
             if result is not None:
                 return result
         if fn in _TENSOR_OPERATORS and any(_is_tensor(a) for a in args) and not kwargs:
+            if fn in _INPLACE_TO_BINARY and not _is_tensor(args[0]):
+                # `s = 0.9; s += t`: a number has no __iadd__, so Python computes `s + t` (a new
+                # tensor bound to s), and the graph records `add`, as torch._dynamo's does.
+                fn = _INPLACE_TO_BINARY[fn]
             # (`x + np.int64(8)`: the NumPy number is an operand as a Python number would be)
             result = call_in_graph(tx, "call_function", fn, [python_scalar(a) for a in args], {})
             if fn in _INPLACE_TO_BINARY and _is_tensor(args[0]):

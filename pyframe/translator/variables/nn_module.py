@@ -19,6 +19,7 @@ from .base import BoundMethodVariable, VariableTracker, class_attribute
 from .constant import ConstantVariable
 from .containers import BaseListVariable, ListIteratorVariable, TupleVariable
 from .exceptions import raise_symbolic
+from .tensor import call_in_graph
 
 _TREE_PARAMETERS = {
     "children": (), "named_children": (), "modules": (), "named_modules": ("memo", "prefix", "remove_duplicate"),
@@ -175,6 +176,7 @@ class NNModuleVariable(VariableTracker):
             self._guard_len(tx)
             keys = list(self.module._modules)
             if isinstance(index, slice):  # `self.layers[::-1]`: the modules it selects, in order
+                record_module_init(tx)  # (the slice is a new Sequential or ModuleList)
                 return ModuleSliceVariable(self, index, [self.var_getattr(tx, key) for key in keys[index]])
             return self.var_getattr(tx, keys[index])
         raise Unsupported(f"{type(self.module).__name__}[{index!r}]")
@@ -235,6 +237,13 @@ class NNModuleVariable(VariableTracker):
 
     def __repr__(self) -> str:
         return f"NNModuleVariable({type(self.module).__name__})"
+
+
+def record_module_init(tx) -> None:
+    """A new nn.Module made while tracing (a torch module class called, a Sequential sliced):
+    nn.Module.__init__ logs the module's creation with `torch._C._log_api_usage_once`, a call
+    torch._dynamo traces into its graph (it inlines __init__), so the graph records it too."""
+    call_in_graph(tx, "call_function", torch._C._log_api_usage_once, [ConstantVariable("python.nn_module")], {})
 
 
 class ModuleSliceVariable(BaseListVariable):

@@ -28,6 +28,7 @@ from .containers import DequeVariable, NamedTupleVariable
 from .exceptions import ExceptionVariable, is_exception_class
 from .functions import PartialVariable
 from .misc import InlinedMethodVariable
+from .nn_module import record_module_init
 
 
 class PythonObjectVariable(VariableTracker):
@@ -68,8 +69,11 @@ class PythonObjectVariable(VariableTracker):
                 raise Unsupported(f"{cls.__name__}() raises {type(e).__name__}: {e}") from e
             finally:
                 torch.random.set_rng_state(rng)
-            if isinstance(value, torch.nn.Module) and any(True for _ in value.state_dict(keep_vars=True)):
-                raise Unsupported(f"{cls.__name__}() made in the frame owns parameters or buffers")
+            if isinstance(value, torch.nn.Module):
+                if any(True for _ in value.state_dict(keep_vars=True)):
+                    raise Unsupported(f"{cls.__name__}() made in the frame owns parameters or buffers")
+                if cls is not torch.nn.CrossEntropyLoss:  # torch._dynamo makes none: it calls F.cross_entropy
+                    record_module_init(tx)
             return tx.wrap_constant(value)
         if is_exception_class(cls):
             return ExceptionVariable.make(cls, list(args), kwargs)

@@ -73,7 +73,17 @@ def is_torch_op(value: Any) -> bool:
         return True
     if isinstance(value, types.MethodDescriptorType):
         return getattr(value, "__objclass__", None) is torch._C.TensorBase
+    if _is_functional_helper(value):
+        return False
     return getattr(value, "__module__", None) in _TORCH_OP_MODULES or _allowed_in_graph(value)
+
+
+def _is_functional_helper(value: Any) -> bool:
+    """A private Python helper of torch.nn.functional (`F._canonical_mask`, `F._in_projection_packed`,
+    `F._mha_shape_check`): inlined, its tensor work recorded op by op, as torch._dynamo traces
+    them; not an op of the graph."""
+    return isinstance(value, types.FunctionType) and value.__name__.startswith("_") \
+        and value.__module__ == "torch.nn.functional"
 
 
 def _allowed_in_graph(fn: Any) -> bool:
