@@ -10,7 +10,7 @@ arithmetic and activations, matmul, attention, concatenation) on dense tensors o
 dtype, and there what the op gives is simple: a new contiguous tensor of a computed shape, with its
 inputs' dtype and device, requiring grad when grad mode is on and an input requires it. A rule
 answers only in that narrow case: every tensor argument contiguous (its strides exactly the
-contiguous ones; matmul and attention take any strides), of one floating dtype and one device,
+contiguous ones; matmul, attention and linear's input take any strides), of one floating dtype and one device,
 arguments of the kinds the rule knows. Anything else (strided or mixed-dtype inputs, `out=`, an
 argument the rule does not expect, a shape the op rejects) gets None and the real propagation.
 In-place ops have rules of their own (the end of this file): they give back their first argument.
@@ -189,7 +189,7 @@ _rule("call_method", "add", "sub", "mul", "div", "__add__", "__sub__", "__mul__"
 def _linear(args: tuple, kwargs: dict) -> Optional[tuple]:
     if not _only(kwargs, {"bias": None}) or not 2 <= len(args) + len(kwargs) <= 3:
         return None
-    x, w = _dense(args[0]), _dense(args[1])
+    x, w = _strided(args[0]), _dense(args[1])
     bias = args[2] if len(args) == 3 else kwargs.get("bias")
     if x is None or w is None or w.dim() != 2 or x.dim() == 0 or x.shape[-1] != w.shape[1]:
         return None
