@@ -175,8 +175,27 @@ struct AliasingMatch {
     std::vector<int> slots;    // identity slots of the sources' nodes
     std::vector<int> classes;  // one per slot
     std::string text;
+    bool all_distinct = false;  // every class its own: "no two of these are one object"
+
+    // The common case (torch._dynamo's no-aliasing guard on a frame's tensors): a few values,
+    // pairwise distinct, compared without allocating.
+    static constexpr size_t kPairwise = 16;
 
     bool check(const std::vector<PyObject *> &values) const {
+        if (all_distinct && slots.size() <= kPairwise) {
+            for (size_t i = 0; i < slots.size(); i++) {
+                PyObject *v = values[slots[i]];
+                if (v == nullptr) {
+                    return false;
+                }
+                for (size_t j = 0; j < i; j++) {
+                    if (values[slots[j]] == v) {
+                        return false;
+                    }
+                }
+            }
+            return true;
+        }
         // One object, one class: sorted by object, neighbours with one object have one class;
         // sorted by class, neighbours with one class have one object.
         std::vector<std::pair<PyObject *, int>> by_object;
@@ -753,6 +772,10 @@ public:
         if (match.text.empty()) {
             match.text = "aliasing(...) of " + std::to_string(nodes.size()) + " values";
         }
+        match.all_distinct = true;  // (classes number values in order of first appearance)
+        for (size_t i = 0; i < match.classes.size(); i++) {
+            match.all_distinct = match.all_distinct && match.classes[i] == static_cast<int>(i);
+        }
         aliasing_.push_back(std::move(match));
     }
 
@@ -861,7 +884,13 @@ private:
         if (aliasing_.empty()) {
             return run_tree(fv, how);
         }
-        std::vector<PyObject *> identities(n_identities_, nullptr);
+        // The identities vector is kept between calls (no allocation on the hot path); a check
+        // re-entered while it runs (a guard's attribute read running compiled code) gets its own.
+        std::vector<PyObject *> reentrant;
+        std::vector<PyObject *> &identities = identities_busy_ ? reentrant : identities_;
+        bool outermost = !identities_busy_;
+        identities_busy_ = true;
+        identities.assign(n_identities_, nullptr);
         Run with_identities = how;
         with_identities.identities = &identities;
         bool ok = run_tree(fv, with_identities);
@@ -869,6 +898,7 @@ private:
             ok = aliasing_[i].check(identities);
         }
         release(identities);
+        identities_busy_ = identities_busy_ && !outermost;
         return ok;
     }
 
@@ -898,6 +928,8 @@ private:
     std::vector<AliasingMatch> aliasing_;
     mutable std::vector<PyObject *> scratch_;  // the exports of the running check
     mutable bool scratch_busy_ = false;
+    mutable std::vector<PyObject *> identities_;  // the identity slots of the running check
+    mutable bool identities_busy_ = false;
     std::vector<LeafPtr> leaves_;  // call matches (global state)
     std::vector<std::unique_ptr<GuardManager>> roots_;
 };

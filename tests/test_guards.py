@@ -434,3 +434,24 @@ def test_parameters_are_left_out_of_the_aliasing_guard():
     [entry] = pyframe.debug.cache_entries(model.forward)
     aliasing = [t for t in entry.guards if t.startswith("aliasing(")]
     assert aliasing == []
+
+
+@pytest.mark.parametrize("count", [3, 16, 17, 40])
+def test_aliasing_among_many_inputs_is_seen_wherever_it_is(count):
+    """The no-aliasing check compares a few inputs pairwise and many by sorting (csrc/guards.cpp,
+    AliasingMatch): on either side of that line, two inputs made one object recompile."""
+    def total(*xs):
+        xs[0].add_(1)  # in place: aliasing changes the result
+        return sum(x.sum() for x in xs)
+
+    counter = Counter()
+    compiled = pyframe.optimize(counter)(total)
+    distinct = [torch.ones(2) for _ in range(count)]
+    torch.testing.assert_close(compiled(*[t.clone() for t in distinct]), total(*[t.clone() for t in distinct]))
+    for i, j in ((0, count - 1), (count // 2, count - 1)):
+        same = [torch.ones(2) for _ in range(count)]
+        same[j] = same[i]
+        eager = [torch.ones(2) for _ in range(count)]
+        eager[j] = eager[i]
+        torch.testing.assert_close(compiled(*same), total(*eager))
+    assert counter.compiles >= 2  # the aliased arrangements did not reuse the distinct one's entry
