@@ -397,3 +397,31 @@ def test_numpy_scalars_fold_with_numpy_rules_and_break_where_torch_reads_their_d
     for actual, expected in zip(pyframe.optimize(Counter())(full)(x, *args), full(x, *args)):
         assert actual.dtype == expected.dtype
         torch.testing.assert_close(actual, expected)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "pyframe wraps a list's items when it reads the list, each tensor guarded by TENSOR_MATCH; "
+    "torch._dynamo wraps them lazily and guards only the items the trace reads"))
+def test_list_items_the_trace_only_replaces_are_not_guarded():
+    """YOLOv5's Detect head with `dynamic=True`: `self.grid[i] = make_grid(...)` replaces cached
+    tensors the trace never reads; their old shape should not be guarded (torch._dynamo compiles
+    once here, pyframe compiles again on the second call, when the grids have their new shape)."""
+    from pyframe.debug.compare import CountingBackend
+
+    class Head(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.grid = [torch.empty(0), torch.empty(0)]
+
+        def forward(self, xs):
+            out = []
+            for i in range(2):
+                self.grid[i] = torch.zeros(xs[i].shape)
+                out.append(xs[i] + self.grid[i])
+            return out
+
+    backend = CountingBackend()
+    compiled = pyframe.optimize(backend)(Head())
+    for _ in range(2):
+        compiled([torch.ones(2), torch.ones(3)])
+    assert len(backend.graphs) == 1

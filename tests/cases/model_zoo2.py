@@ -45,7 +45,17 @@ start every call from the case's seed).
   ``nn.LayerNorm`` subclasses casting dtypes, greedy steps feeding back the last token;
 - ``T5Encoder``: Hugging Face T5: ``_relative_position_bucket`` (a ``staticmethod``,
   ``relative_buckets = 0; relative_buckets += tensor``, ``torch.log``, ``torch.where``),
-  ``T5LayerNorm``, the position bias computed by the first layer and passed on.
+  ``T5LayerNorm``, the position bias computed by the first layer and passed on;
+- ``YOLODetect``: YOLOv5's ``Detect`` head: the input list rewritten in place (``x[i] = ...``), grids
+  cached in list attributes, ``torch.meshgrid(indexing="ij")``, ``split`` of sigmoids, a nested
+  conditional return;
+- ``Wav2Vec2``: Hugging Face wav2vec2's conv feature encoder and positional conv embedding under
+  ``nn.utils.parametrizations.weight_norm`` (a parametrized ``weight``), ``SamePad`` slicing;
+- ``DETRPosition``: DETR's ``NestedTensor`` (a plain class made in forward, ``decompose()``), the mask
+  resized with ``F.interpolate(m[None].float(), ...).to(torch.bool)[0]``, ``PositionEmbeddingSine``;
+- ``MoE``: a top-2 gate with dense dispatch as GShard/fairseq write it: ``argmax``, ``F.one_hot``,
+  ``cumsum`` capacity positions, ``gates1_s /= denom_s``, ``einsum`` dispatch and combine, ``*input``
+  varargs, the auxiliary loss stored on the module.
 """
 
 from __future__ import annotations
@@ -2465,3 +2475,390 @@ class T5EncoderTrain(T5EncoderModel):
     def __init__(self) -> None:
         super().__init__()
         self.train()
+
+
+# ------------------------------------------------------------------------------------------------
+# YOLOv5's Detect head (ultralytics/yolov5 models/yolo.py): the input list rewritten in place,
+# grids cached in list attributes and rebuilt with torch.meshgrid
+
+
+class Detect(nn.Module):
+    stride = None  # strides computed during build
+    dynamic = False  # force grid reconstruction
+    export = False  # export mode
+
+    def __init__(self, nc=3, anchors=((10, 13, 16, 30), (30, 61, 62, 45)), ch=(8, 16), inplace=True):
+        super().__init__()
+        self.nc = nc  # number of classes
+        self.no = nc + 5  # number of outputs per anchor
+        self.nl = len(anchors)  # number of detection layers
+        self.na = len(anchors[0]) // 2  # number of anchors
+        self.grid = [torch.empty(0) for _ in range(self.nl)]  # init grid
+        self.anchor_grid = [torch.empty(0) for _ in range(self.nl)]  # init anchor grid
+        self.register_buffer("anchors", torch.tensor(anchors).float().view(self.nl, -1, 2))  # shape(nl,na,2)
+        self.m = nn.ModuleList(nn.Conv2d(x, self.no * self.na, 1) for x in ch)  # output conv
+        self.inplace = inplace  # use inplace ops (e.g. slice assignment)
+
+    def forward(self, x):
+        z = []  # inference output
+        for i in range(self.nl):
+            x[i] = self.m[i](x[i])  # conv
+            bs, _, ny, nx = x[i].shape  # x(bs,255,20,20) to x(bs,3,20,20,85)
+            x[i] = x[i].view(bs, self.na, self.no, ny, nx).permute(0, 1, 3, 4, 2).contiguous()
+
+            if not self.training:  # inference
+                if self.dynamic or self.grid[i].shape[2:4] != x[i].shape[2:4]:
+                    self.grid[i], self.anchor_grid[i] = self._make_grid(nx, ny, i)
+
+                xy, wh, conf = x[i].sigmoid().split((2, 2, self.nc + 1), 4)
+                xy = (xy * 2 + self.grid[i]) * self.stride[i]  # xy
+                wh = (wh * 2) ** 2 * self.anchor_grid[i]  # wh
+                y = torch.cat((xy, wh, conf), 4)
+                z.append(y.view(bs, self.na * nx * ny, self.no))
+
+        return x if self.training else (torch.cat(z, 1),) if self.export else (torch.cat(z, 1), x)
+
+    def _make_grid(self, nx=20, ny=20, i=0):
+        d = self.anchors[i].device
+        t = self.anchors[i].dtype
+        shape = 1, self.na, ny, nx, 2  # grid shape
+        y, x = torch.arange(ny, device=d, dtype=t), torch.arange(nx, device=d, dtype=t)
+        yv, xv = torch.meshgrid(y, x, indexing="ij")
+        grid = torch.stack((xv, yv), 2).expand(shape) - 0.5  # add grid offset, i.e. y = 2.0 * x - 0.5
+        anchor_grid = (self.anchors[i] * self.stride[i]).view((1, self.na, 1, 1, 2)).expand(shape)
+        return grid, anchor_grid
+
+
+class TinyYOLO(nn.Module):
+    def __init__(self, dynamic=False):
+        super().__init__()
+        self.backbone = nn.ModuleList([
+            nn.Sequential(nn.Conv2d(3, 8, 3, 2, 1, bias=False), nn.BatchNorm2d(8), nn.SiLU()),
+            nn.Sequential(nn.Conv2d(8, 16, 3, 2, 1, bias=False), nn.BatchNorm2d(16), nn.SiLU()),
+        ])
+        self.detect = Detect()
+        self.detect.dynamic = dynamic
+        self.detect.stride = torch.tensor([2.0, 4.0])
+
+    def forward(self, x):
+        features = []
+        for stage in self.backbone:
+            x = stage(x)
+            features.append(x)
+        return self.detect(features)
+
+
+@case(inputs=_images, tags={"eval", "no_grad"})
+class YOLODetectEval(TinyYOLO):
+    """Warmed up as YOLOv5's ``DetectMultiBackend.warmup`` does (one eager call), so the head's
+    cached grids are read from its list attributes. (With ``dynamic=True`` the grids are rebuilt
+    and stored on every call, and pyframe recompiles once, on the second call: it guards every
+    tensor of a list it reads, torch._dynamo only the items the trace reads; see
+    tests/test_guards.py::test_list_items_the_trace_only_replaces_are_not_guarded.)"""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.eval()
+        with torch.no_grad():
+            self(torch.zeros(1, 3, 16, 16))
+
+
+@case(inputs=_images, tags={"train"})
+class YOLODetectTrain(TinyYOLO):
+    """Training returns the feature list the head rewrote in place."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.train()
+
+
+# ------------------------------------------------------------------------------------------------
+# wav2vec2 (Hugging Face transformers): a conv feature encoder, a weight-normed positional conv
+# (torch.nn.utils.parametrizations.weight_norm: a parametrized `weight` property), SamePad
+
+
+class Wav2Vec2GroupNormConvLayer(nn.Module):
+    def __init__(self, in_dim, out_dim, kernel, stride, first=False):
+        super().__init__()
+        self.conv = nn.Conv1d(in_dim, out_dim, kernel_size=kernel, stride=stride, bias=False)
+        self.activation = nn.GELU()
+        self.layer_norm = nn.GroupNorm(num_groups=out_dim, num_channels=out_dim, affine=True) if first else None
+
+    def forward(self, hidden_states):
+        hidden_states = self.conv(hidden_states)
+        if self.layer_norm is not None:
+            hidden_states = self.layer_norm(hidden_states)
+        hidden_states = self.activation(hidden_states)
+        return hidden_states
+
+
+class Wav2Vec2SamePadLayer(nn.Module):
+    def __init__(self, num_conv_pos_embeddings):
+        super().__init__()
+        self.num_pad_remove = 1 if num_conv_pos_embeddings % 2 == 0 else 0
+
+    def forward(self, hidden_states):
+        if self.num_pad_remove > 0:
+            hidden_states = hidden_states[:, :, : -self.num_pad_remove]
+        return hidden_states
+
+
+class Wav2Vec2PositionalConvEmbedding(nn.Module):
+    def __init__(self, hidden_size=16, num_conv_pos_embeddings=8, num_conv_pos_embedding_groups=4):
+        super().__init__()
+        self.conv = nn.Conv1d(hidden_size, hidden_size, kernel_size=num_conv_pos_embeddings,
+                              padding=num_conv_pos_embeddings // 2, groups=num_conv_pos_embedding_groups)
+        weight_norm = nn.utils.weight_norm
+        if hasattr(nn.utils.parametrizations, "weight_norm"):
+            weight_norm = nn.utils.parametrizations.weight_norm
+        self.conv = weight_norm(self.conv, name="weight", dim=2)
+        self.padding = Wav2Vec2SamePadLayer(num_conv_pos_embeddings)
+        self.activation = nn.GELU()
+
+    def forward(self, hidden_states):
+        hidden_states = hidden_states.transpose(1, 2)
+        hidden_states = self.conv(hidden_states)
+        hidden_states = self.padding(hidden_states)
+        hidden_states = self.activation(hidden_states)
+        hidden_states = hidden_states.transpose(1, 2)
+        return hidden_states
+
+
+class Wav2Vec2Style(nn.Module):
+    def __init__(self, conv_dim=(8, 8, 16), conv_kernel=(10, 3, 3), conv_stride=(5, 2, 2), hidden_size=16):
+        super().__init__()
+        layers = [Wav2Vec2GroupNormConvLayer(1, conv_dim[0], conv_kernel[0], conv_stride[0], first=True)]
+        for i in range(1, len(conv_dim)):
+            layers.append(Wav2Vec2GroupNormConvLayer(conv_dim[i - 1], conv_dim[i], conv_kernel[i], conv_stride[i]))
+        self.conv_layers = nn.ModuleList(layers)
+        self._requires_grad = True
+        self.layer_norm = nn.LayerNorm(conv_dim[-1], eps=1e-5)
+        self.projection = nn.Linear(conv_dim[-1], hidden_size)
+        self.dropout = nn.Dropout(0.1)
+        self.pos_conv_embed = Wav2Vec2PositionalConvEmbedding(hidden_size)
+        self.encoder_layer_norm = nn.LayerNorm(hidden_size, eps=1e-5)
+
+    def forward(self, input_values):
+        hidden_states = input_values[:, None]
+        # make sure hidden_states require grad for gradient_checkpointing
+        if self._requires_grad and self.training:
+            hidden_states.requires_grad = True
+        for conv_layer in self.conv_layers:
+            hidden_states = conv_layer(hidden_states)
+        extract_features = hidden_states.transpose(1, 2)
+        norm_hidden_states = self.layer_norm(extract_features)
+        hidden_states = self.projection(norm_hidden_states)
+        hidden_states = self.dropout(hidden_states)
+        position_embeddings = self.pos_conv_embed(hidden_states)
+        hidden_states = hidden_states + position_embeddings
+        hidden_states = self.encoder_layer_norm(hidden_states)
+        return hidden_states, extract_features
+
+
+@case(inputs=lambda: torch.randn(2, 160), tags={"eval", "no_grad"})
+class Wav2Vec2Eval(Wav2Vec2Style):
+    def __init__(self) -> None:
+        super().__init__()
+        self.eval()
+
+
+# ------------------------------------------------------------------------------------------------
+# DETR (facebookresearch/detr): NestedTensor, a user class holding tensors and a mask, and the
+# sine position embedding (cumsum of the mask, interleaved sin/cos)
+
+
+class NestedTensor(object):
+    def __init__(self, tensors, mask):
+        self.tensors = tensors
+        self.mask = mask
+
+    def decompose(self):
+        return self.tensors, self.mask
+
+    def __repr__(self):
+        return str(self.tensors)
+
+
+class PositionEmbeddingSine(nn.Module):
+    def __init__(self, num_pos_feats=8, temperature=10000, normalize=True, scale=None):
+        super().__init__()
+        self.num_pos_feats = num_pos_feats
+        self.temperature = temperature
+        self.normalize = normalize
+        if scale is not None and normalize is False:
+            raise ValueError("normalize should be True if scale is passed")
+        if scale is None:
+            scale = 2 * math.pi
+        self.scale = scale
+
+    def forward(self, tensor_list: NestedTensor):
+        x = tensor_list.tensors
+        mask = tensor_list.mask
+        assert mask is not None
+        not_mask = ~mask
+        y_embed = not_mask.cumsum(1, dtype=torch.float32)
+        x_embed = not_mask.cumsum(2, dtype=torch.float32)
+        if self.normalize:
+            eps = 1e-6
+            y_embed = y_embed / (y_embed[:, -1:, :] + eps) * self.scale
+            x_embed = x_embed / (x_embed[:, :, -1:] + eps) * self.scale
+
+        dim_t = torch.arange(self.num_pos_feats, dtype=torch.float32, device=x.device)
+        dim_t = self.temperature ** (2 * (dim_t // 2) / self.num_pos_feats)
+
+        pos_x = x_embed[:, :, :, None] / dim_t
+        pos_y = y_embed[:, :, :, None] / dim_t
+        pos_x = torch.stack((pos_x[:, :, :, 0::2].sin(), pos_x[:, :, :, 1::2].cos()), dim=4).flatten(3)
+        pos_y = torch.stack((pos_y[:, :, :, 0::2].sin(), pos_y[:, :, :, 1::2].cos()), dim=4).flatten(3)
+        pos = torch.cat((pos_y, pos_x), dim=3).permute(0, 3, 1, 2)
+        return pos
+
+
+class DETRBackboneJoiner(nn.Module):
+    """DETR's Backbone + Joiner: features of a NestedTensor, its mask resized to each of them."""
+
+    def __init__(self):
+        super().__init__()
+        self.body = nn.ModuleDict({
+            "layer1": nn.Sequential(nn.Conv2d(3, 8, 3, 2, 1), nn.ReLU()),
+            "layer2": nn.Sequential(nn.Conv2d(8, 16, 3, 2, 1), nn.ReLU()),
+        })
+        self.position_embedding = PositionEmbeddingSine(num_pos_feats=8)
+        self.input_proj = nn.Conv2d(16, 16, kernel_size=1)
+
+    def backbone(self, tensor_list: NestedTensor):
+        xs = {}
+        x = tensor_list.tensors
+        for name, layer in self.body.items():
+            x = layer(x)
+            xs[name] = x
+        out = {}
+        for name, x in xs.items():
+            m = tensor_list.mask
+            assert m is not None
+            mask = F.interpolate(m[None].float(), size=x.shape[-2:]).to(torch.bool)[0]
+            out[name] = NestedTensor(x, mask)
+        return out
+
+    def forward(self, samples, mask):
+        samples = NestedTensor(samples, mask)
+        xs = self.backbone(samples)
+        out, pos = [], []
+        for name, x in xs.items():
+            out.append(x)
+            pos.append(self.position_embedding(x).to(x.tensors.dtype))
+        src, mask = out[-1].decompose()
+        assert mask is not None
+        return self.input_proj(src), mask, pos[-1], [p.shape for p in pos]
+
+
+def _padded_images() -> tuple:
+    mask = torch.zeros(2, 16, 16, dtype=torch.bool)
+    mask[1, :, 12:] = True  # the second image is narrower: its right columns are padding
+    return torch.randn(2, 3, 16, 16), mask
+
+
+@case(inputs=_padded_images, tags={"eval", "no_grad"})
+class DETRPositionEval(DETRBackboneJoiner):
+    def __init__(self) -> None:
+        super().__init__()
+        self.eval()
+
+
+# ------------------------------------------------------------------------------------------------
+# A top-2 mixture of experts with dense dispatch (GShard / fairseq-moe style): topk, one_hot,
+# cumsum positions in each expert's capacity, einsum dispatch and combine, an auxiliary loss
+
+
+class Top2Gate(nn.Module):
+    def __init__(self, model_dim, num_experts, capacity_factor=2.0):
+        super().__init__()
+        self.wg = nn.Linear(model_dim, num_experts, bias=False)
+        self.capacity_factor = capacity_factor
+
+    def forward(self, input):
+        logits = self.wg(input)
+        gates = F.softmax(logits, dim=1)
+        num_tokens, num_experts = gates.shape
+        capacity = 2 * math.ceil(num_tokens / num_experts * self.capacity_factor)
+
+        indices1_s = torch.argmax(gates, dim=1, keepdim=True)
+        mask1 = F.one_hot(indices1_s.squeeze(1), num_classes=num_experts)
+        logits_except1 = logits.masked_fill(mask1.bool(), float("-inf"))
+        indices2_s = torch.argmax(logits_except1, dim=1, keepdim=True)
+        mask2 = F.one_hot(indices2_s.squeeze(1), num_classes=num_experts)
+
+        locations1 = torch.cumsum(mask1, dim=0) - 1
+        locations2 = torch.cumsum(mask2, dim=0) - 1
+        locations2 += torch.sum(mask1, dim=0, keepdim=True)
+
+        me = torch.mean(gates, dim=0)
+        ce = torch.mean(mask1.to(gates.dtype), dim=0)
+        l_aux = torch.mean(me * ce) * num_experts * num_experts
+
+        mask1 = mask1 * torch.lt(locations1, capacity)
+        mask2 = mask2 * torch.lt(locations2, capacity)
+        locations1_s = torch.sum(locations1 * mask1, dim=1)
+        locations2_s = torch.sum(locations2 * mask2, dim=1)
+
+        gates1_s = (gates * mask1).sum(dim=1)
+        gates2_s = (gates * mask2).sum(dim=1)
+        denom_s = gates1_s + gates2_s
+        denom_s = torch.clamp(denom_s, min=torch.finfo(denom_s.dtype).eps)
+        gates1_s /= denom_s
+        gates2_s /= denom_s
+
+        gates1 = gates1_s.unsqueeze(-1) * mask1.to(gates1_s.dtype)
+        gates2 = gates2_s.unsqueeze(-1) * mask2.to(gates2_s.dtype)
+        locations1_sc = F.one_hot(locations1_s, num_classes=capacity)
+        locations2_sc = F.one_hot(locations2_s, num_classes=capacity)
+        combine1_sec = torch.bmm(gates1.unsqueeze(-1), locations1_sc.to(gates1.dtype).unsqueeze(1))
+        combine2_sec = torch.bmm(gates2.unsqueeze(-1), locations2_sc.to(gates2.dtype).unsqueeze(1))
+        combine_weights = combine1_sec + combine2_sec
+        dispatch_mask = combine_weights.bool()
+        return l_aux, combine_weights, dispatch_mask
+
+
+class MOELayer(nn.Module):
+    def __init__(self, model_dim=16, num_experts=4):
+        super().__init__()
+        self.gate = Top2Gate(model_dim, num_experts)
+        self.experts = nn.ModuleList(
+            nn.Sequential(nn.Linear(model_dim, 32), nn.ReLU(), nn.Linear(32, model_dim)) for _ in range(num_experts))
+        self.num_local_experts = num_experts
+
+    def forward(self, *input, **kwargs):
+        assert len(input) == 1, "only single input Tensor supported"
+        input = input[0]
+        assert len(input.shape) == 3, "input Tensor must have dimensions: (s)equence, (t)oken, (m)odel"
+        d_model = input.shape[2]
+        reshaped_input = input.reshape(-1, d_model)
+        self.l_aux, combine_weights, dispatch_mask = self.gate(reshaped_input)
+        dispatched_input = torch.einsum("sec,sm->ecm", dispatch_mask.to(input.dtype), reshaped_input)
+        chunks = dispatched_input.chunk(self.num_local_experts, dim=0)
+        expert_outputs = []
+        for chunk, expert in zip(chunks, self.experts):
+            expert_outputs += [expert(chunk)]
+        expert_output = torch.cat(expert_outputs, dim=0)
+        combined_output = torch.einsum("sec,ecm->sm", combine_weights, expert_output)
+        return combined_output.reshape(input.shape)
+
+
+@case(inputs=lambda: torch.randn(2, 6, 16), tags={"eval", "no_grad"})
+class MoEEval(MOELayer):
+    def __init__(self) -> None:
+        super().__init__()
+        self.eval()
+
+
+@case(inputs=lambda: torch.randn(2, 6, 16), tags={"train"})
+class MoETrain(MOELayer):
+    """The auxiliary load-balancing loss stored on the module (``self.l_aux``), returned with the output."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.train()
+
+    def forward(self, x):
+        out = super().forward(x)
+        return out, self.l_aux
