@@ -55,7 +55,11 @@ start every call from the case's seed).
   resized with ``F.interpolate(m[None].float(), ...).to(torch.bool)[0]``, ``PositionEmbeddingSine``;
 - ``MoE``: a top-2 gate with dense dispatch as GShard/fairseq write it: ``argmax``, ``F.one_hot``,
   ``cumsum`` capacity positions, ``gates1_s /= denom_s``, ``einsum`` dispatch and combine, ``*input``
-  varargs, the auxiliary loss stored on the module.
+  varargs, the auxiliary loss stored on the module;
+- ``LlamaAutocastTrain`` and ``ViTCheckpointedTrain``: training-loop wrappers, a forward under
+  ``torch.autocast`` (bfloat16), timm's gradient checkpointing (``torch.utils.checkpoint``);
+- ``KwargsEncoder``: a Hugging Face-style encoder passing ``*args`` / ``**kwargs`` down its layers,
+  ``dict(kwargs, output_attentions=...)``, activations looked up by name in an ``ACT2FN`` table.
 """
 
 from __future__ import annotations
@@ -2862,3 +2866,141 @@ class MoETrain(MOELayer):
     def forward(self, x):
         out = super().forward(x)
         return out, self.l_aux
+
+
+# ------------------------------------------------------------------------------------------------
+# Training-loop wrappers around model code: mixed precision and activation checkpointing
+
+
+@case(inputs=lambda: torch.randint(1, 64, (2, 6)), tags={"train"})
+class LlamaAutocastTrain(LlamaForCausalLM):
+    """The forward as a mixed-precision training step runs it: under ``torch.autocast`` (bfloat16
+    on CPU), the loss computed in float32 outside the region."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.train()
+
+    def forward(self, input_ids):
+        with torch.autocast(device_type="cpu", dtype=torch.bfloat16):
+            logits = super().forward(input_ids)
+        shift_logits = logits[..., :-1, :].contiguous().float()
+        return F.cross_entropy(shift_logits.view(-1, shift_logits.size(-1)), input_ids[..., 1:].reshape(-1))
+
+
+@case(
+    inputs=_images,
+    tags={"train", "rng"},
+    difference=(
+        "torch._dynamo traces torch.utils.checkpoint.checkpoint as its tag_activation_checkpoint "
+        "higher-order op (each block a subgraph called from the one graph); pyframe has no higher-order "
+        "op for it: the checkpoint call is a graph break, checkpoint runs for real and the blocks are "
+        "compiled as frames of their own (the loop around the call is not resumable, so the rest of "
+        "forward_features runs as Python); results are equal"
+    ),
+)
+class ViTCheckpointedTrain(VisionTransformer):
+    """timm's ``set_grad_checkpointing()``: blocks run through ``torch.utils.checkpoint.checkpoint``
+    (``use_reentrant=False``), as ``checkpoint_seq`` does for each block."""
+
+    def __init__(self) -> None:
+        super().__init__(fused_attn=False, drop_path_rate=0.1)
+        self.grad_checkpointing = True
+        self.train()
+
+    def forward_features(self, x):
+        x = self.patch_embed(x)
+        x = self._pos_embed(x)
+        x = self.norm_pre(x)
+        if self.grad_checkpointing and not torch.jit.is_scripting():
+            for block in self.blocks:
+                x = torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False)
+        else:
+            x = self.blocks(x)
+        return self.norm(x)
+
+
+# ------------------------------------------------------------------------------------------------
+# A Hugging Face-style encoder layer passing **kwargs down, activations chosen by name
+
+
+ACT2FN = {"gelu": nn.GELU, "relu": nn.ReLU, "silu": nn.SiLU, "gelu_new": NewGELUActivation}
+
+
+class KwargsSelfAttention(nn.Module):
+    def __init__(self, hidden=32, heads=4):
+        super().__init__()
+        self.num_attention_heads = heads
+        self.attention_head_size = hidden // heads
+        self.all_head_size = hidden
+        self.query = nn.Linear(hidden, hidden)
+        self.key = nn.Linear(hidden, hidden)
+        self.value = nn.Linear(hidden, hidden)
+
+    def transpose_for_scores(self, x):
+        new_x_shape = x.size()[:-1] + (self.num_attention_heads, self.attention_head_size)
+        x = x.view(new_x_shape)
+        return x.permute(0, 2, 1, 3)
+
+    def forward(self, hidden_states, attention_mask=None, head_mask=None, output_attentions=False, **kwargs):
+        query_layer = self.transpose_for_scores(self.query(hidden_states))
+        key_layer = self.transpose_for_scores(self.key(hidden_states))
+        value_layer = self.transpose_for_scores(self.value(hidden_states))
+        attention_scores = torch.matmul(query_layer, key_layer.transpose(-1, -2))
+        attention_scores = attention_scores / math.sqrt(self.attention_head_size)
+        if attention_mask is not None:
+            attention_scores = attention_scores + attention_mask
+        attention_probs = nn.functional.softmax(attention_scores, dim=-1)
+        if head_mask is not None:
+            attention_probs = attention_probs * head_mask
+        context_layer = torch.matmul(attention_probs, value_layer)
+        context_layer = context_layer.permute(0, 2, 1, 3).contiguous()
+        new_context_layer_shape = context_layer.size()[:-2] + (self.all_head_size,)
+        context_layer = context_layer.view(new_context_layer_shape)
+        outputs = (context_layer, attention_probs) if output_attentions else (context_layer,)
+        return outputs
+
+
+class KwargsLayer(nn.Module):
+    def __init__(self, hidden=32, hidden_act="gelu_new"):
+        super().__init__()
+        self.attention = KwargsSelfAttention(hidden)
+        self.intermediate = nn.Linear(hidden, 2 * hidden)
+        act = ACT2FN[hidden_act]
+        self.intermediate_act_fn = act() if isinstance(act, type) else act
+        self.output = nn.Linear(2 * hidden, hidden)
+        self.norm = nn.LayerNorm(hidden)
+
+    def forward(self, hidden_states, *args, **kwargs):
+        self_attention_outputs = self.attention(hidden_states, *args, **kwargs)
+        attention_output = self_attention_outputs[0]
+        outputs = self_attention_outputs[1:]  # add self attentions if we output attention weights
+        layer_output = self.norm(self.output(self.intermediate_act_fn(self.intermediate(attention_output)))
+                                 + attention_output)
+        return (layer_output,) + outputs
+
+
+class KwargsEncoder(nn.Module):
+    def __init__(self, num_layers=2, **config):
+        super().__init__()
+        self.layer = nn.ModuleList([KwargsLayer(**config) for _ in range(num_layers)])
+
+    def forward(self, hidden_states, attention_mask=None, output_attentions=False, **kwargs):
+        all_self_attentions = () if output_attentions else None
+        layer_kwargs = dict(kwargs, output_attentions=output_attentions)
+        for i, layer_module in enumerate(self.layer):
+            layer_outputs = layer_module(hidden_states, attention_mask, **layer_kwargs)
+            hidden_states = layer_outputs[0]
+            if output_attentions:
+                all_self_attentions = all_self_attentions + (layer_outputs[1],)
+        return tuple(v for v in [hidden_states, all_self_attentions] if v is not None)
+
+
+@case(inputs=lambda: Inputs((torch.randn(2, 5, 32),), {"attention_mask": torch.zeros(2, 1, 1, 5),
+                                                      "output_attentions": True,
+                                                      "head_mask": torch.ones(1, 4, 1, 1)}),
+      tags={"eval", "no_grad"})
+class KwargsEncoderEval(KwargsEncoder):
+    def __init__(self) -> None:
+        super().__init__()
+        self.eval()
