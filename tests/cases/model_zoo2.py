@@ -59,13 +59,24 @@ start every call from the case's seed).
 - ``LlamaAutocastTrain`` and ``ViTCheckpointedTrain``: training-loop wrappers, a forward under
   ``torch.autocast`` (bfloat16), timm's gradient checkpointing (``torch.utils.checkpoint``);
 - ``KwargsEncoder``: a Hugging Face-style encoder passing ``*args`` / ``**kwargs`` down its layers,
-  ``dict(kwargs, output_attentions=...)``, activations looked up by name in an ``ACT2FN`` table.
+  ``dict(kwargs, output_attentions=...)``, activations looked up by name in an ``ACT2FN`` table;
+- ``ModelOutputTrain``: Hugging Face's ``ModelOutput`` as written there (an ``OrderedDict`` subclass
+  and dataclass whose ``__post_init__`` walks ``dataclasses.fields``, ``__setitem__`` and
+  ``__setattr__`` overridden);
+- ``DETRDecoder``: DETR's decoder layer on ``nn.MultiheadAttention`` (sequence first, weights
+  returned, a key padding mask, ``q = k = ...``);
+- ``SpatialTransformer``: Stable Diffusion's ``CrossAttention`` (``torch.baddbmm`` into
+  ``torch.empty`` with ``beta=0``, heads folded into the batch, an optional context);
+- ``TasNet``: Conv-TasNet: ``pad_signal`` with ``.type(input.type())``, reflect ``F.pad``, ``nn.PReLU``,
+  causal depthwise convs trimmed by slicing, the cumulative layer norm (``cumsum``, ``expand_as``),
+  skip connections summed from ``0.0``.
 """
 
 from __future__ import annotations
 
 import collections
 import collections.abc
+import dataclasses
 import math
 from functools import partial
 
@@ -3004,3 +3015,320 @@ class KwargsEncoderEval(KwargsEncoder):
     def __init__(self) -> None:
         super().__init__()
         self.eval()
+
+
+# ------------------------------------------------------------------------------------------------
+# Hugging Face's ModelOutput (an OrderedDict subclass, a dataclass, __post_init__ with fields())
+
+
+class ModelOutput(collections.OrderedDict):
+    def __post_init__(self):
+        class_fields = dataclasses.fields(self)
+        if not len(class_fields):
+            raise ValueError(f"{self.__class__.__name__} has no fields.")
+        if not all(field.default is None for field in class_fields[1:]):
+            raise ValueError(f"{self.__class__.__name__} should not have more than one required field.")
+        first_field = getattr(self, class_fields[0].name)
+        other_fields_are_none = all(getattr(self, field.name) is None for field in class_fields[1:])
+        if other_fields_are_none and isinstance(first_field, dict):
+            for key, value in first_field.items():
+                self[key] = value
+        else:
+            for field in class_fields:
+                v = getattr(self, field.name)
+                if v is not None:
+                    self[field.name] = v
+
+    def __getitem__(self, k):
+        if isinstance(k, str):
+            inner_dict = dict(self.items())
+            return inner_dict[k]
+        else:
+            return self.to_tuple()[k]
+
+    def __setattr__(self, name, value):
+        if name in self.keys() and value is not None:
+            super().__setitem__(name, value)
+        super().__setattr__(name, value)
+
+    def __setitem__(self, key, value):
+        super().__setitem__(key, value)
+        super().__setattr__(key, value)
+
+    def to_tuple(self):
+        return tuple(self[k] for k in self.keys())
+
+
+@dataclasses.dataclass
+class SequenceClassifierOutput(ModelOutput):
+    loss: torch.Tensor | None = None
+    logits: torch.Tensor = None
+    hidden_states: tuple | None = None
+    attentions: tuple | None = None
+
+
+class ModelOutputClassifier(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.encoder = KwargsEncoder()
+        self.classifier = nn.Linear(32, 3)
+
+    def forward(self, hidden_states, labels=None, return_dict=True):
+        outputs = self.encoder(hidden_states, output_attentions=True)
+        pooled = outputs[0][:, 0]
+        logits = self.classifier(pooled)
+        loss = None
+        if labels is not None:
+            loss = F.cross_entropy(logits.view(-1, 3), labels.view(-1))
+        if not return_dict:
+            output = (logits,) + outputs[1:]
+            return ((loss,) + output) if loss is not None else output
+        return SequenceClassifierOutput(loss=loss, logits=logits, attentions=outputs[1])
+
+
+@case(inputs=lambda: (torch.randn(2, 5, 32), torch.tensor([0, 2])), tags={"train"})
+class ModelOutputTrain(ModelOutputClassifier):
+    def __init__(self) -> None:
+        super().__init__()
+        self.train()
+
+
+# ------------------------------------------------------------------------------------------------
+# nn.MultiheadAttention as DETR's decoder layer uses it (sequence first, need_weights by default)
+
+
+class DETRDecoderLayer(nn.Module):
+    def __init__(self, d_model=16, nhead=4, dim_feedforward=32, dropout=0.1):
+        super().__init__()
+        self.self_attn = nn.MultiheadAttention(d_model, nhead, dropout=dropout)
+        self.multihead_attn = nn.MultiheadAttention(d_model, nhead, dropout=dropout)
+        self.linear1 = nn.Linear(d_model, dim_feedforward)
+        self.dropout = nn.Dropout(dropout)
+        self.linear2 = nn.Linear(dim_feedforward, d_model)
+        self.norm1, self.norm2, self.norm3 = nn.LayerNorm(d_model), nn.LayerNorm(d_model), nn.LayerNorm(d_model)
+        self.dropout1, self.dropout2, self.dropout3 = nn.Dropout(dropout), nn.Dropout(dropout), nn.Dropout(dropout)
+        self.activation = F.relu
+
+    def with_pos_embed(self, tensor, pos):
+        return tensor if pos is None else tensor + pos
+
+    def forward(self, tgt, memory, memory_key_padding_mask=None, pos=None, query_pos=None):
+        q = k = self.with_pos_embed(tgt, query_pos)
+        tgt2 = self.self_attn(q, k, value=tgt)[0]
+        tgt = tgt + self.dropout1(tgt2)
+        tgt = self.norm1(tgt)
+        tgt2, weights = self.multihead_attn(query=self.with_pos_embed(tgt, query_pos),
+                                            key=self.with_pos_embed(memory, pos), value=memory,
+                                            key_padding_mask=memory_key_padding_mask)
+        tgt = tgt + self.dropout2(tgt2)
+        tgt = self.norm2(tgt)
+        tgt2 = self.linear2(self.dropout(self.activation(self.linear1(tgt))))
+        tgt = tgt + self.dropout3(tgt2)
+        tgt = self.norm3(tgt)
+        return tgt, weights
+
+
+def _detr_decoder_inputs() -> Inputs:
+    mask = torch.zeros(2, 9, dtype=torch.bool)
+    mask[1, 6:] = True
+    return Inputs((torch.randn(5, 2, 16), torch.randn(9, 2, 16)),
+                  {"memory_key_padding_mask": mask, "pos": torch.randn(9, 2, 16), "query_pos": torch.randn(5, 2, 16)})
+
+
+@case(inputs=_detr_decoder_inputs, tags={"eval", "no_grad"})
+class DETRDecoderEval(DETRDecoderLayer):
+    def __init__(self) -> None:
+        super().__init__()
+        self.eval()
+
+
+@case(inputs=_detr_decoder_inputs, tags={"train", "rng"})
+class DETRDecoderTrain(DETRDecoderLayer):
+    def __init__(self) -> None:
+        super().__init__()
+        self.train()
+
+
+# ------------------------------------------------------------------------------------------------
+# Stable Diffusion's CrossAttention (ldm): baddbmm into an empty tensor with beta=0, heads folded
+# into the batch, an optional context
+
+
+class CrossAttention(nn.Module):
+    def __init__(self, query_dim=16, context_dim=None, heads=2, dim_head=8, dropout=0.0):
+        super().__init__()
+        inner_dim = dim_head * heads
+        context_dim = context_dim if context_dim is not None else query_dim
+        self.scale = dim_head ** -0.5
+        self.heads = heads
+        self.to_q = nn.Linear(query_dim, inner_dim, bias=False)
+        self.to_k = nn.Linear(context_dim, inner_dim, bias=False)
+        self.to_v = nn.Linear(context_dim, inner_dim, bias=False)
+        self.to_out = nn.Sequential(nn.Linear(inner_dim, query_dim), nn.Dropout(dropout))
+
+    def reshape_heads_to_batch_dim(self, tensor):
+        batch_size, seq_len, dim = tensor.shape
+        head_size = self.heads
+        tensor = tensor.reshape(batch_size, seq_len, head_size, dim // head_size)
+        tensor = tensor.permute(0, 2, 1, 3).reshape(batch_size * head_size, seq_len, dim // head_size)
+        return tensor
+
+    def reshape_batch_dim_to_heads(self, tensor):
+        batch_size, seq_len, dim = tensor.shape
+        head_size = self.heads
+        tensor = tensor.reshape(batch_size // head_size, head_size, seq_len, dim)
+        tensor = tensor.permute(0, 2, 1, 3).reshape(batch_size // head_size, seq_len, dim * head_size)
+        return tensor
+
+    def forward(self, hidden_states, context=None, mask=None):
+        query = self.to_q(hidden_states)
+        context = context if context is not None else hidden_states
+        key = self.to_k(context)
+        value = self.to_v(context)
+        query = self.reshape_heads_to_batch_dim(query)
+        key = self.reshape_heads_to_batch_dim(key)
+        value = self.reshape_heads_to_batch_dim(value)
+        attention_scores = torch.baddbmm(
+            torch.empty(query.shape[0], query.shape[1], key.shape[1], dtype=query.dtype, device=query.device),
+            query, key.transpose(-1, -2), beta=0, alpha=self.scale)
+        attention_probs = attention_scores.softmax(dim=-1)
+        hidden_states = torch.bmm(attention_probs, value)
+        hidden_states = self.reshape_batch_dim_to_heads(hidden_states)
+        return self.to_out(hidden_states)
+
+
+class SpatialTransformerStyle(nn.Module):
+    def __init__(self, channels=16, context_dim=12):
+        super().__init__()
+        self.norm = nn.GroupNorm(4, channels, eps=1e-6)
+        self.proj_in = nn.Conv2d(channels, channels, 1)
+        self.attn1 = CrossAttention(channels)
+        self.attn2 = CrossAttention(channels, context_dim=context_dim)
+        self.norm1, self.norm2 = nn.LayerNorm(channels), nn.LayerNorm(channels)
+        self.proj_out = nn.Conv2d(channels, channels, 1)
+
+    def forward(self, x, context=None):
+        b, c, h, w = x.shape
+        x_in = x
+        x = self.proj_in(self.norm(x))
+        x = x.permute(0, 2, 3, 1).reshape(b, h * w, c)
+        x = self.attn1(self.norm1(x)) + x
+        x = self.attn2(self.norm2(x), context=context) + x
+        x = x.reshape(b, h, w, c).permute(0, 3, 1, 2)
+        return self.proj_out(x) + x_in
+
+
+@case(inputs=lambda: (torch.randn(2, 16, 4, 4), torch.randn(2, 7, 12)), tags={"eval", "no_grad"})
+class SpatialTransformerEval(SpatialTransformerStyle):
+    def __init__(self) -> None:
+        super().__init__()
+        self.eval()
+
+
+# ------------------------------------------------------------------------------------------------
+# Conv-TasNet's separator pieces: reflect padding, PReLU, cumulative layer norm with cumsum
+
+
+class cLN(nn.Module):
+    """Cumulative layer norm (Conv-TasNet): statistics over time steps seen so far."""
+
+    def __init__(self, dimension, eps=1e-8):
+        super().__init__()
+        self.eps = eps
+        self.gain = nn.Parameter(torch.ones(1, dimension, 1))
+        self.bias = nn.Parameter(torch.zeros(1, dimension, 1))
+
+    def forward(self, input):
+        batch_size = input.size(0)
+        channel = input.size(1)
+        time_step = input.size(2)
+        step_sum = input.sum(1)  # B, T
+        step_pow_sum = input.pow(2).sum(1)  # B, T
+        cum_sum = torch.cumsum(step_sum, dim=1)  # B, T
+        cum_pow_sum = torch.cumsum(step_pow_sum, dim=1)  # B, T
+        entry_cnt = torch.arange(channel, channel * (time_step + 1), channel, dtype=input.dtype,
+                                 device=input.device)
+        entry_cnt = entry_cnt.view(1, -1).expand_as(cum_sum)
+        cum_mean = cum_sum / entry_cnt  # B, T
+        cum_var = (cum_pow_sum - 2 * cum_mean * cum_sum) / entry_cnt + cum_mean.pow(2)  # B, T
+        cum_std = (cum_var + self.eps).sqrt()  # B, T
+        cum_mean = cum_mean.unsqueeze(1)
+        cum_std = cum_std.unsqueeze(1)
+        x = (input - cum_mean.expand_as(input)) / cum_std.expand_as(input)
+        return x * self.gain.expand_as(x).type(x.type()) + self.bias.expand_as(x).type(x.type())
+
+
+class DepthConv1d(nn.Module):
+    def __init__(self, input_channel, hidden_channel, kernel, padding, dilation=1, skip=True, causal=False):
+        super().__init__()
+        self.causal = causal
+        self.skip = skip
+        self.conv1d = nn.Conv1d(input_channel, hidden_channel, 1)
+        self.padding = (kernel - 1) * dilation if self.causal else padding
+        self.dconv1d = nn.Conv1d(hidden_channel, hidden_channel, kernel, dilation=dilation,
+                                 groups=hidden_channel, padding=self.padding)
+        self.res_out = nn.Conv1d(hidden_channel, input_channel, 1)
+        self.nonlinearity1 = nn.PReLU()
+        self.nonlinearity2 = nn.PReLU()
+        if self.causal:
+            self.reg1 = cLN(hidden_channel, eps=1e-08)
+            self.reg2 = cLN(hidden_channel, eps=1e-08)
+        else:
+            self.reg1 = nn.GroupNorm(1, hidden_channel, eps=1e-08)
+            self.reg2 = nn.GroupNorm(1, hidden_channel, eps=1e-08)
+        if self.skip:
+            self.skip_out = nn.Conv1d(hidden_channel, input_channel, 1)
+
+    def forward(self, input):
+        output = self.reg1(self.nonlinearity1(self.conv1d(input)))
+        if self.causal:
+            output = self.reg2(self.nonlinearity2(self.dconv1d(output)[:, :, :-self.padding]))
+        else:
+            output = self.reg2(self.nonlinearity2(self.dconv1d(output)))
+        residual = self.res_out(output)
+        if self.skip:
+            skip = self.skip_out(output)
+            return residual, skip
+        else:
+            return residual
+
+
+class TasNetStyle(nn.Module):
+    def __init__(self, causal=True):
+        super().__init__()
+        self.encoder = nn.Conv1d(1, 8, 4, stride=2, bias=False)
+        self.blocks = nn.ModuleList([DepthConv1d(8, 16, 3, padding=2 ** i, dilation=2 ** i, causal=causal)
+                                     for i in range(3)])
+        self.output = nn.Sequential(nn.PReLU(), nn.Conv1d(8, 8, 1))
+
+    def pad_signal(self, input):
+        if input.dim() not in [2, 3]:
+            raise RuntimeError("Input can only be 2 or 3 dimensional.")
+        if input.dim() == 2:
+            input = input.unsqueeze(1)
+        batch_size = input.size(0)
+        nsample = input.size(2)
+        rest = 4 - (2 + nsample % 4) % 4
+        if rest > 0:
+            pad = torch.zeros(batch_size, 1, rest).type(input.type())
+            input = torch.cat([input, pad], 2)
+        pad_aux = torch.zeros(batch_size, 1, 2).type(input.type())
+        input = torch.cat([pad_aux, input, pad_aux], 2)
+        return input, rest
+
+    def forward(self, input):
+        output, rest = self.pad_signal(input)
+        output = F.pad(self.encoder(output), (1, 1), mode="reflect")
+        skip_connection = 0.0
+        for block in self.blocks:
+            residual, skip = block(output)
+            output = output + residual
+            skip_connection = skip_connection + skip
+        return torch.sigmoid(self.output(skip_connection)), rest
+
+
+@case(inputs=lambda: torch.randn(2, 37), tags={"train"})
+class TasNetTrain(TasNetStyle):
+    def __init__(self) -> None:
+        super().__init__()
+        self.train()
