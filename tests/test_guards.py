@@ -399,13 +399,11 @@ def test_numpy_scalars_fold_with_numpy_rules_and_break_where_torch_reads_their_d
         torch.testing.assert_close(actual, expected)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "pyframe wraps a list's items when it reads the list, each tensor guarded by TENSOR_MATCH; "
-    "torch._dynamo wraps them lazily and guards only the items the trace reads"))
 def test_list_items_the_trace_only_replaces_are_not_guarded():
     """YOLOv5's Detect head with `dynamic=True`: `self.grid[i] = make_grid(...)` replaces cached
-    tensors the trace never reads; their old shape should not be guarded (torch._dynamo compiles
-    once here, pyframe compiles again on the second call, when the grids have their new shape)."""
+    tensors the trace never reads. A frame list's items are wrapped (and guarded) when first read,
+    as torch._dynamo's lazy trackers are; they were all guarded when the list was read, so the
+    second call, with the new grids, compiled again (torch._dynamo compiles once)."""
     from pyframe.debug.compare import CountingBackend
 
     class Head(torch.nn.Module):
@@ -423,5 +421,6 @@ def test_list_items_the_trace_only_replaces_are_not_guarded():
     backend = CountingBackend()
     compiled = pyframe.optimize(backend)(Head())
     for _ in range(2):
-        compiled([torch.ones(2), torch.ones(3)])
+        out = compiled([torch.ones(2), torch.ones(3)])
+        torch.testing.assert_close(out, [torch.ones(2), torch.ones(3)])
     assert len(backend.graphs) == 1

@@ -2566,16 +2566,23 @@ class TinyYOLO(nn.Module):
 @case(inputs=_images, tags={"eval", "no_grad"})
 class YOLODetectEval(TinyYOLO):
     """Warmed up as YOLOv5's ``DetectMultiBackend.warmup`` does (one eager call), so the head's
-    cached grids are read from its list attributes. (With ``dynamic=True`` the grids are rebuilt
-    and stored on every call, and pyframe recompiles once, on the second call: it guards every
-    tensor of a list it reads, torch._dynamo only the items the trace reads; see
-    tests/test_guards.py::test_list_items_the_trace_only_replaces_are_not_guarded.)"""
+    cached grids are read from its list attributes."""
 
     def __init__(self) -> None:
         super().__init__()
         self.eval()
         with torch.no_grad():
             self(torch.zeros(1, 3, 16, 16))
+
+
+@case(inputs=_images, tags={"eval", "no_grad"})
+class YOLODetectDynamicEval(TinyYOLO):
+    """Grids rebuilt on every call (``dynamic``) and stored in the head's list attributes: the
+    items replaced are never read, so their old values are not guarded."""
+
+    def __init__(self) -> None:
+        super().__init__(dynamic=True)
+        self.eval()
 
 
 @case(inputs=_images, tags={"train"})
