@@ -455,3 +455,30 @@ def test_aliasing_among_many_inputs_is_seen_wherever_it_is(count):
         eager[j] = eager[i]
         torch.testing.assert_close(compiled(*same), total(*eager))
     assert counter.compiles >= 2  # the aliased arrangements did not reuse the distinct one's entry
+
+
+def test_list_items_the_trace_only_replaces_are_not_guarded():
+    """YOLOv5's Detect head with `dynamic=True`: `self.grid[i] = make_grid(...)` replaces cached
+    tensors the trace never reads. A frame list's items are wrapped (and guarded) when first read,
+    as torch._dynamo's lazy trackers are; they were all guarded when the list was read, so the
+    second call, with the new grids, compiled again (torch._dynamo compiles once)."""
+    from pyframe.debug.compare import CountingBackend
+
+    class Head(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.grid = [torch.empty(0), torch.empty(0)]
+
+        def forward(self, xs):
+            out = []
+            for i in range(2):
+                self.grid[i] = torch.zeros(xs[i].shape)
+                out.append(xs[i] + self.grid[i])
+            return out
+
+    backend = CountingBackend()
+    compiled = pyframe.optimize(backend)(Head())
+    for _ in range(2):
+        out = compiled([torch.ones(2), torch.ones(3)])
+        torch.testing.assert_close(out, [torch.ones(2), torch.ones(3)])
+    assert len(backend.graphs) == 1

@@ -10,7 +10,7 @@ from bytecode import Instr
 
 from ..exc import Unsupported
 from .variables import ConstantVariable
-from .variables.containers import ListIteratorVariable, ListVariable
+from .variables.containers import FrameListVariable, ListIteratorVariable, ListVariable
 
 
 class JumpOps:
@@ -64,7 +64,7 @@ class JumpOps:
         iterable = self.pop()
         if isinstance(iterable, ListIteratorVariable):
             self.push(iterable)
-        elif type(iterable) is ListVariable:
+        elif type(iterable) in (ListVariable, FrameListVariable):
             # A list iterator sees items appended while it runs: it reads the tracker's own list.
             self.push(ListIteratorVariable(iterable.items))
         else:

@@ -11,7 +11,7 @@ from ..exc import Unsupported
 from .variables import (
     BuiltinVariable, ConstantVariable, DictVariable, ListVariable, TensorVariable, TupleVariable,
 )
-from .variables.containers import SetVariable
+from .variables.containers import FrameListVariable, SetVariable
 from .variables.dict_subclass import DictSubclassMixin, mapping_or_pairs
 from .variables.misc import AutocastVariable, GeneratorContextVariable, GradModeVariable
 from .variables.objects import NewObjectVariable
@@ -103,7 +103,7 @@ class StackOps:
         elif isinstance(obj, ListVariable) and isinstance(key.as_python_constant(), (int, slice)):
             index = key.as_python_constant()
             self.side_effects.mutate(obj)
-            obj.items[index] = value.unpack(self) if isinstance(index, slice) else value
+            obj.store_item(index, value.unpack(self) if isinstance(index, slice) else value)
         else:
             raise Unsupported(f"item assignment on {obj}")
 
@@ -114,7 +114,7 @@ class StackOps:
         if isinstance(obj, DictSubclassMixin):
             obj.call_special(self, "__delitem__", [key])
             return
-        if not (isinstance(obj, DictVariable) or type(obj) is ListVariable):
+        if not (isinstance(obj, DictVariable) or type(obj) in (ListVariable, FrameListVariable)):
             raise Unsupported(f"item deletion on {obj}")
         obj.call_method(self, "__delitem__", [key], {})
 

@@ -45,13 +45,38 @@ start every call from the case's seed).
   ``nn.LayerNorm`` subclasses casting dtypes, greedy steps feeding back the last token;
 - ``T5Encoder``: Hugging Face T5: ``_relative_position_bucket`` (a ``staticmethod``,
   ``relative_buckets = 0; relative_buckets += tensor``, ``torch.log``, ``torch.where``),
-  ``T5LayerNorm``, the position bias computed by the first layer and passed on.
+  ``T5LayerNorm``, the position bias computed by the first layer and passed on;
+- ``YOLODetect``: YOLOv5's ``Detect`` head: the input list rewritten in place (``x[i] = ...``), grids
+  cached in list attributes, ``torch.meshgrid(indexing="ij")``, ``split`` of sigmoids, a nested
+  conditional return;
+- ``Wav2Vec2``: Hugging Face wav2vec2's conv feature encoder and positional conv embedding under
+  ``nn.utils.parametrizations.weight_norm`` (a parametrized ``weight``), ``SamePad`` slicing;
+- ``DETRPosition``: DETR's ``NestedTensor`` (a plain class made in forward, ``decompose()``), the mask
+  resized with ``F.interpolate(m[None].float(), ...).to(torch.bool)[0]``, ``PositionEmbeddingSine``;
+- ``MoE``: a top-2 gate with dense dispatch as GShard/fairseq write it: ``argmax``, ``F.one_hot``,
+  ``cumsum`` capacity positions, ``gates1_s /= denom_s``, ``einsum`` dispatch and combine, ``*input``
+  varargs, the auxiliary loss stored on the module;
+- ``LlamaAutocastTrain`` and ``ViTCheckpointedTrain``: training-loop wrappers, a forward under
+  ``torch.autocast`` (bfloat16), timm's gradient checkpointing (``torch.utils.checkpoint``);
+- ``KwargsEncoder``: a Hugging Face-style encoder passing ``*args`` / ``**kwargs`` down its layers,
+  ``dict(kwargs, output_attentions=...)``, activations looked up by name in an ``ACT2FN`` table;
+- ``ModelOutputTrain``: Hugging Face's ``ModelOutput`` as written there (an ``OrderedDict`` subclass
+  and dataclass whose ``__post_init__`` walks ``dataclasses.fields``, ``__setitem__`` and
+  ``__setattr__`` overridden);
+- ``DETRDecoder``: DETR's decoder layer on ``nn.MultiheadAttention`` (sequence first, weights
+  returned, a key padding mask, ``q = k = ...``);
+- ``SpatialTransformer``: Stable Diffusion's ``CrossAttention`` (``torch.baddbmm`` into
+  ``torch.empty`` with ``beta=0``, heads folded into the batch, an optional context);
+- ``TasNet``: Conv-TasNet: ``pad_signal`` with ``.type(input.type())``, reflect ``F.pad``, ``nn.PReLU``,
+  causal depthwise convs trimmed by slicing, the cumulative layer norm (``cumsum``, ``expand_as``),
+  skip connections summed from ``0.0``.
 """
 
 from __future__ import annotations
 
 import collections
 import collections.abc
+import dataclasses
 import math
 from functools import partial
 
@@ -2462,6 +2487,855 @@ class T5EncoderEval(T5EncoderModel):
 
 @case(inputs=lambda: Inputs((torch.randint(0, 40, (2, 9)),), {"output_hidden_states": True}), tags={"train", "rng"})
 class T5EncoderTrain(T5EncoderModel):
+    def __init__(self) -> None:
+        super().__init__()
+        self.train()
+
+
+# ------------------------------------------------------------------------------------------------
+# YOLOv5's Detect head (ultralytics/yolov5 models/yolo.py): the input list rewritten in place,
+# grids cached in list attributes and rebuilt with torch.meshgrid
+
+
+class Detect(nn.Module):
+    stride = None  # strides computed during build
+    dynamic = False  # force grid reconstruction
+    export = False  # export mode
+
+    def __init__(self, nc=3, anchors=((10, 13, 16, 30), (30, 61, 62, 45)), ch=(8, 16), inplace=True):
+        super().__init__()
+        self.nc = nc  # number of classes
+        self.no = nc + 5  # number of outputs per anchor
+        self.nl = len(anchors)  # number of detection layers
+        self.na = len(anchors[0]) // 2  # number of anchors
+        self.grid = [torch.empty(0) for _ in range(self.nl)]  # init grid
+        self.anchor_grid = [torch.empty(0) for _ in range(self.nl)]  # init anchor grid
+        self.register_buffer("anchors", torch.tensor(anchors).float().view(self.nl, -1, 2))  # shape(nl,na,2)
+        self.m = nn.ModuleList(nn.Conv2d(x, self.no * self.na, 1) for x in ch)  # output conv
+        self.inplace = inplace  # use inplace ops (e.g. slice assignment)
+
+    def forward(self, x):
+        z = []  # inference output
+        for i in range(self.nl):
+            x[i] = self.m[i](x[i])  # conv
+            bs, _, ny, nx = x[i].shape  # x(bs,255,20,20) to x(bs,3,20,20,85)
+            x[i] = x[i].view(bs, self.na, self.no, ny, nx).permute(0, 1, 3, 4, 2).contiguous()
+
+            if not self.training:  # inference
+                if self.dynamic or self.grid[i].shape[2:4] != x[i].shape[2:4]:
+                    self.grid[i], self.anchor_grid[i] = self._make_grid(nx, ny, i)
+
+                xy, wh, conf = x[i].sigmoid().split((2, 2, self.nc + 1), 4)
+                xy = (xy * 2 + self.grid[i]) * self.stride[i]  # xy
+                wh = (wh * 2) ** 2 * self.anchor_grid[i]  # wh
+                y = torch.cat((xy, wh, conf), 4)
+                z.append(y.view(bs, self.na * nx * ny, self.no))
+
+        return x if self.training else (torch.cat(z, 1),) if self.export else (torch.cat(z, 1), x)
+
+    def _make_grid(self, nx=20, ny=20, i=0):
+        d = self.anchors[i].device
+        t = self.anchors[i].dtype
+        shape = 1, self.na, ny, nx, 2  # grid shape
+        y, x = torch.arange(ny, device=d, dtype=t), torch.arange(nx, device=d, dtype=t)
+        yv, xv = torch.meshgrid(y, x, indexing="ij")
+        grid = torch.stack((xv, yv), 2).expand(shape) - 0.5  # add grid offset, i.e. y = 2.0 * x - 0.5
+        anchor_grid = (self.anchors[i] * self.stride[i]).view((1, self.na, 1, 1, 2)).expand(shape)
+        return grid, anchor_grid
+
+
+class TinyYOLO(nn.Module):
+    def __init__(self, dynamic=False):
+        super().__init__()
+        self.backbone = nn.ModuleList([
+            nn.Sequential(nn.Conv2d(3, 8, 3, 2, 1, bias=False), nn.BatchNorm2d(8), nn.SiLU()),
+            nn.Sequential(nn.Conv2d(8, 16, 3, 2, 1, bias=False), nn.BatchNorm2d(16), nn.SiLU()),
+        ])
+        self.detect = Detect()
+        self.detect.dynamic = dynamic
+        self.detect.stride = torch.tensor([2.0, 4.0])
+
+    def forward(self, x):
+        features = []
+        for stage in self.backbone:
+            x = stage(x)
+            features.append(x)
+        return self.detect(features)
+
+
+@case(inputs=_images, tags={"eval", "no_grad"})
+class YOLODetectEval(TinyYOLO):
+    """Warmed up as YOLOv5's ``DetectMultiBackend.warmup`` does (one eager call), so the head's
+    cached grids are read from its list attributes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.eval()
+        with torch.no_grad():
+            self(torch.zeros(1, 3, 16, 16))
+
+
+@case(inputs=_images, tags={"eval", "no_grad"})
+class YOLODetectDynamicEval(TinyYOLO):
+    """Grids rebuilt on every call (``dynamic``) and stored in the head's list attributes: the
+    items replaced are never read, so their old values are not guarded."""
+
+    def __init__(self) -> None:
+        super().__init__(dynamic=True)
+        self.eval()
+
+
+@case(inputs=_images, tags={"train"})
+class YOLODetectTrain(TinyYOLO):
+    """Training returns the feature list the head rewrote in place."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.train()
+
+
+# ------------------------------------------------------------------------------------------------
+# wav2vec2 (Hugging Face transformers): a conv feature encoder, a weight-normed positional conv
+# (torch.nn.utils.parametrizations.weight_norm: a parametrized `weight` property), SamePad
+
+
+class Wav2Vec2GroupNormConvLayer(nn.Module):
+    def __init__(self, in_dim, out_dim, kernel, stride, first=False):
+        super().__init__()
+        self.conv = nn.Conv1d(in_dim, out_dim, kernel_size=kernel, stride=stride, bias=False)
+        self.activation = nn.GELU()
+        self.layer_norm = nn.GroupNorm(num_groups=out_dim, num_channels=out_dim, affine=True) if first else None
+
+    def forward(self, hidden_states):
+        hidden_states = self.conv(hidden_states)
+        if self.layer_norm is not None:
+            hidden_states = self.layer_norm(hidden_states)
+        hidden_states = self.activation(hidden_states)
+        return hidden_states
+
+
+class Wav2Vec2SamePadLayer(nn.Module):
+    def __init__(self, num_conv_pos_embeddings):
+        super().__init__()
+        self.num_pad_remove = 1 if num_conv_pos_embeddings % 2 == 0 else 0
+
+    def forward(self, hidden_states):
+        if self.num_pad_remove > 0:
+            hidden_states = hidden_states[:, :, : -self.num_pad_remove]
+        return hidden_states
+
+
+class Wav2Vec2PositionalConvEmbedding(nn.Module):
+    def __init__(self, hidden_size=16, num_conv_pos_embeddings=8, num_conv_pos_embedding_groups=4):
+        super().__init__()
+        self.conv = nn.Conv1d(hidden_size, hidden_size, kernel_size=num_conv_pos_embeddings,
+                              padding=num_conv_pos_embeddings // 2, groups=num_conv_pos_embedding_groups)
+        weight_norm = nn.utils.weight_norm
+        if hasattr(nn.utils.parametrizations, "weight_norm"):
+            weight_norm = nn.utils.parametrizations.weight_norm
+        self.conv = weight_norm(self.conv, name="weight", dim=2)
+        self.padding = Wav2Vec2SamePadLayer(num_conv_pos_embeddings)
+        self.activation = nn.GELU()
+
+    def forward(self, hidden_states):
+        hidden_states = hidden_states.transpose(1, 2)
+        hidden_states = self.conv(hidden_states)
+        hidden_states = self.padding(hidden_states)
+        hidden_states = self.activation(hidden_states)
+        hidden_states = hidden_states.transpose(1, 2)
+        return hidden_states
+
+
+class Wav2Vec2Style(nn.Module):
+    def __init__(self, conv_dim=(8, 8, 16), conv_kernel=(10, 3, 3), conv_stride=(5, 2, 2), hidden_size=16):
+        super().__init__()
+        layers = [Wav2Vec2GroupNormConvLayer(1, conv_dim[0], conv_kernel[0], conv_stride[0], first=True)]
+        for i in range(1, len(conv_dim)):
+            layers.append(Wav2Vec2GroupNormConvLayer(conv_dim[i - 1], conv_dim[i], conv_kernel[i], conv_stride[i]))
+        self.conv_layers = nn.ModuleList(layers)
+        self._requires_grad = True
+        self.layer_norm = nn.LayerNorm(conv_dim[-1], eps=1e-5)
+        self.projection = nn.Linear(conv_dim[-1], hidden_size)
+        self.dropout = nn.Dropout(0.1)
+        self.pos_conv_embed = Wav2Vec2PositionalConvEmbedding(hidden_size)
+        self.encoder_layer_norm = nn.LayerNorm(hidden_size, eps=1e-5)
+
+    def forward(self, input_values):
+        hidden_states = input_values[:, None]
+        # make sure hidden_states require grad for gradient_checkpointing
+        if self._requires_grad and self.training:
+            hidden_states.requires_grad = True
+        for conv_layer in self.conv_layers:
+            hidden_states = conv_layer(hidden_states)
+        extract_features = hidden_states.transpose(1, 2)
+        norm_hidden_states = self.layer_norm(extract_features)
+        hidden_states = self.projection(norm_hidden_states)
+        hidden_states = self.dropout(hidden_states)
+        position_embeddings = self.pos_conv_embed(hidden_states)
+        hidden_states = hidden_states + position_embeddings
+        hidden_states = self.encoder_layer_norm(hidden_states)
+        return hidden_states, extract_features
+
+
+@case(inputs=lambda: torch.randn(2, 160), tags={"eval", "no_grad"})
+class Wav2Vec2Eval(Wav2Vec2Style):
+    def __init__(self) -> None:
+        super().__init__()
+        self.eval()
+
+
+# ------------------------------------------------------------------------------------------------
+# DETR (facebookresearch/detr): NestedTensor, a user class holding tensors and a mask, and the
+# sine position embedding (cumsum of the mask, interleaved sin/cos)
+
+
+class NestedTensor(object):
+    def __init__(self, tensors, mask):
+        self.tensors = tensors
+        self.mask = mask
+
+    def decompose(self):
+        return self.tensors, self.mask
+
+    def __repr__(self):
+        return str(self.tensors)
+
+
+class PositionEmbeddingSine(nn.Module):
+    def __init__(self, num_pos_feats=8, temperature=10000, normalize=True, scale=None):
+        super().__init__()
+        self.num_pos_feats = num_pos_feats
+        self.temperature = temperature
+        self.normalize = normalize
+        if scale is not None and normalize is False:
+            raise ValueError("normalize should be True if scale is passed")
+        if scale is None:
+            scale = 2 * math.pi
+        self.scale = scale
+
+    def forward(self, tensor_list: NestedTensor):
+        x = tensor_list.tensors
+        mask = tensor_list.mask
+        assert mask is not None
+        not_mask = ~mask
+        y_embed = not_mask.cumsum(1, dtype=torch.float32)
+        x_embed = not_mask.cumsum(2, dtype=torch.float32)
+        if self.normalize:
+            eps = 1e-6
+            y_embed = y_embed / (y_embed[:, -1:, :] + eps) * self.scale
+            x_embed = x_embed / (x_embed[:, :, -1:] + eps) * self.scale
+
+        dim_t = torch.arange(self.num_pos_feats, dtype=torch.float32, device=x.device)
+        dim_t = self.temperature ** (2 * (dim_t // 2) / self.num_pos_feats)
+
+        pos_x = x_embed[:, :, :, None] / dim_t
+        pos_y = y_embed[:, :, :, None] / dim_t
+        pos_x = torch.stack((pos_x[:, :, :, 0::2].sin(), pos_x[:, :, :, 1::2].cos()), dim=4).flatten(3)
+        pos_y = torch.stack((pos_y[:, :, :, 0::2].sin(), pos_y[:, :, :, 1::2].cos()), dim=4).flatten(3)
+        pos = torch.cat((pos_y, pos_x), dim=3).permute(0, 3, 1, 2)
+        return pos
+
+
+class DETRBackboneJoiner(nn.Module):
+    """DETR's Backbone + Joiner: features of a NestedTensor, its mask resized to each of them."""
+
+    def __init__(self):
+        super().__init__()
+        self.body = nn.ModuleDict({
+            "layer1": nn.Sequential(nn.Conv2d(3, 8, 3, 2, 1), nn.ReLU()),
+            "layer2": nn.Sequential(nn.Conv2d(8, 16, 3, 2, 1), nn.ReLU()),
+        })
+        self.position_embedding = PositionEmbeddingSine(num_pos_feats=8)
+        self.input_proj = nn.Conv2d(16, 16, kernel_size=1)
+
+    def backbone(self, tensor_list: NestedTensor):
+        xs = {}
+        x = tensor_list.tensors
+        for name, layer in self.body.items():
+            x = layer(x)
+            xs[name] = x
+        out = {}
+        for name, x in xs.items():
+            m = tensor_list.mask
+            assert m is not None
+            mask = F.interpolate(m[None].float(), size=x.shape[-2:]).to(torch.bool)[0]
+            out[name] = NestedTensor(x, mask)
+        return out
+
+    def forward(self, samples, mask):
+        samples = NestedTensor(samples, mask)
+        xs = self.backbone(samples)
+        out, pos = [], []
+        for name, x in xs.items():
+            out.append(x)
+            pos.append(self.position_embedding(x).to(x.tensors.dtype))
+        src, mask = out[-1].decompose()
+        assert mask is not None
+        return self.input_proj(src), mask, pos[-1], [p.shape for p in pos]
+
+
+def _padded_images() -> tuple:
+    mask = torch.zeros(2, 16, 16, dtype=torch.bool)
+    mask[1, :, 12:] = True  # the second image is narrower: its right columns are padding
+    return torch.randn(2, 3, 16, 16), mask
+
+
+@case(inputs=_padded_images, tags={"eval", "no_grad"})
+class DETRPositionEval(DETRBackboneJoiner):
+    def __init__(self) -> None:
+        super().__init__()
+        self.eval()
+
+
+# ------------------------------------------------------------------------------------------------
+# A top-2 mixture of experts with dense dispatch (GShard / fairseq-moe style): topk, one_hot,
+# cumsum positions in each expert's capacity, einsum dispatch and combine, an auxiliary loss
+
+
+class Top2Gate(nn.Module):
+    def __init__(self, model_dim, num_experts, capacity_factor=2.0):
+        super().__init__()
+        self.wg = nn.Linear(model_dim, num_experts, bias=False)
+        self.capacity_factor = capacity_factor
+
+    def forward(self, input):
+        logits = self.wg(input)
+        gates = F.softmax(logits, dim=1)
+        num_tokens, num_experts = gates.shape
+        capacity = 2 * math.ceil(num_tokens / num_experts * self.capacity_factor)
+
+        indices1_s = torch.argmax(gates, dim=1, keepdim=True)
+        mask1 = F.one_hot(indices1_s.squeeze(1), num_classes=num_experts)
+        logits_except1 = logits.masked_fill(mask1.bool(), float("-inf"))
+        indices2_s = torch.argmax(logits_except1, dim=1, keepdim=True)
+        mask2 = F.one_hot(indices2_s.squeeze(1), num_classes=num_experts)
+
+        locations1 = torch.cumsum(mask1, dim=0) - 1
+        locations2 = torch.cumsum(mask2, dim=0) - 1
+        locations2 += torch.sum(mask1, dim=0, keepdim=True)
+
+        me = torch.mean(gates, dim=0)
+        ce = torch.mean(mask1.to(gates.dtype), dim=0)
+        l_aux = torch.mean(me * ce) * num_experts * num_experts
+
+        mask1 = mask1 * torch.lt(locations1, capacity)
+        mask2 = mask2 * torch.lt(locations2, capacity)
+        locations1_s = torch.sum(locations1 * mask1, dim=1)
+        locations2_s = torch.sum(locations2 * mask2, dim=1)
+
+        gates1_s = (gates * mask1).sum(dim=1)
+        gates2_s = (gates * mask2).sum(dim=1)
+        denom_s = gates1_s + gates2_s
+        denom_s = torch.clamp(denom_s, min=torch.finfo(denom_s.dtype).eps)
+        gates1_s /= denom_s
+        gates2_s /= denom_s
+
+        gates1 = gates1_s.unsqueeze(-1) * mask1.to(gates1_s.dtype)
+        gates2 = gates2_s.unsqueeze(-1) * mask2.to(gates2_s.dtype)
+        locations1_sc = F.one_hot(locations1_s, num_classes=capacity)
+        locations2_sc = F.one_hot(locations2_s, num_classes=capacity)
+        combine1_sec = torch.bmm(gates1.unsqueeze(-1), locations1_sc.to(gates1.dtype).unsqueeze(1))
+        combine2_sec = torch.bmm(gates2.unsqueeze(-1), locations2_sc.to(gates2.dtype).unsqueeze(1))
+        combine_weights = combine1_sec + combine2_sec
+        dispatch_mask = combine_weights.bool()
+        return l_aux, combine_weights, dispatch_mask
+
+
+class MOELayer(nn.Module):
+    def __init__(self, model_dim=16, num_experts=4):
+        super().__init__()
+        self.gate = Top2Gate(model_dim, num_experts)
+        self.experts = nn.ModuleList(
+            nn.Sequential(nn.Linear(model_dim, 32), nn.ReLU(), nn.Linear(32, model_dim)) for _ in range(num_experts))
+        self.num_local_experts = num_experts
+
+    def forward(self, *input, **kwargs):
+        assert len(input) == 1, "only single input Tensor supported"
+        input = input[0]
+        assert len(input.shape) == 3, "input Tensor must have dimensions: (s)equence, (t)oken, (m)odel"
+        d_model = input.shape[2]
+        reshaped_input = input.reshape(-1, d_model)
+        self.l_aux, combine_weights, dispatch_mask = self.gate(reshaped_input)
+        dispatched_input = torch.einsum("sec,sm->ecm", dispatch_mask.to(input.dtype), reshaped_input)
+        chunks = dispatched_input.chunk(self.num_local_experts, dim=0)
+        expert_outputs = []
+        for chunk, expert in zip(chunks, self.experts):
+            expert_outputs += [expert(chunk)]
+        expert_output = torch.cat(expert_outputs, dim=0)
+        combined_output = torch.einsum("sec,ecm->sm", combine_weights, expert_output)
+        return combined_output.reshape(input.shape)
+
+
+@case(inputs=lambda: torch.randn(2, 6, 16), tags={"eval", "no_grad"})
+class MoEEval(MOELayer):
+    def __init__(self) -> None:
+        super().__init__()
+        self.eval()
+
+
+@case(inputs=lambda: torch.randn(2, 6, 16), tags={"train"})
+class MoETrain(MOELayer):
+    """The auxiliary load-balancing loss stored on the module (``self.l_aux``), returned with the output."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.train()
+
+    def forward(self, x):
+        out = super().forward(x)
+        return out, self.l_aux
+
+
+# ------------------------------------------------------------------------------------------------
+# Training-loop wrappers around model code: mixed precision and activation checkpointing
+
+
+@case(inputs=lambda: torch.randint(1, 64, (2, 6)), tags={"train"})
+class LlamaAutocastTrain(LlamaForCausalLM):
+    """The forward as a mixed-precision training step runs it: under ``torch.autocast`` (bfloat16
+    on CPU), the loss computed in float32 outside the region."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.train()
+
+    def forward(self, input_ids):
+        with torch.autocast(device_type="cpu", dtype=torch.bfloat16):
+            logits = super().forward(input_ids)
+        shift_logits = logits[..., :-1, :].contiguous().float()
+        return F.cross_entropy(shift_logits.view(-1, shift_logits.size(-1)), input_ids[..., 1:].reshape(-1))
+
+
+@case(
+    inputs=_images,
+    tags={"train", "rng"},
+    difference=(
+        "torch._dynamo traces torch.utils.checkpoint.checkpoint as its tag_activation_checkpoint "
+        "higher-order op (each block a subgraph called from the one graph); pyframe has no higher-order "
+        "op for it: the checkpoint call is a graph break, checkpoint runs for real and the blocks are "
+        "compiled as frames of their own (the loop around the call is not resumable, so the rest of "
+        "forward_features runs as Python); results are equal"
+    ),
+)
+class ViTCheckpointedTrain(VisionTransformer):
+    """timm's ``set_grad_checkpointing()``: blocks run through ``torch.utils.checkpoint.checkpoint``
+    (``use_reentrant=False``), as ``checkpoint_seq`` does for each block."""
+
+    def __init__(self) -> None:
+        super().__init__(fused_attn=False, drop_path_rate=0.1)
+        self.grad_checkpointing = True
+        self.train()
+
+    def forward_features(self, x):
+        x = self.patch_embed(x)
+        x = self._pos_embed(x)
+        x = self.norm_pre(x)
+        if self.grad_checkpointing and not torch.jit.is_scripting():
+            for block in self.blocks:
+                x = torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False)
+        else:
+            x = self.blocks(x)
+        return self.norm(x)
+
+
+# ------------------------------------------------------------------------------------------------
+# A Hugging Face-style encoder layer passing **kwargs down, activations chosen by name
+
+
+ACT2FN = {"gelu": nn.GELU, "relu": nn.ReLU, "silu": nn.SiLU, "gelu_new": NewGELUActivation}
+
+
+class KwargsSelfAttention(nn.Module):
+    def __init__(self, hidden=32, heads=4):
+        super().__init__()
+        self.num_attention_heads = heads
+        self.attention_head_size = hidden // heads
+        self.all_head_size = hidden
+        self.query = nn.Linear(hidden, hidden)
+        self.key = nn.Linear(hidden, hidden)
+        self.value = nn.Linear(hidden, hidden)
+
+    def transpose_for_scores(self, x):
+        new_x_shape = x.size()[:-1] + (self.num_attention_heads, self.attention_head_size)
+        x = x.view(new_x_shape)
+        return x.permute(0, 2, 1, 3)
+
+    def forward(self, hidden_states, attention_mask=None, head_mask=None, output_attentions=False, **kwargs):
+        query_layer = self.transpose_for_scores(self.query(hidden_states))
+        key_layer = self.transpose_for_scores(self.key(hidden_states))
+        value_layer = self.transpose_for_scores(self.value(hidden_states))
+        attention_scores = torch.matmul(query_layer, key_layer.transpose(-1, -2))
+        attention_scores = attention_scores / math.sqrt(self.attention_head_size)
+        if attention_mask is not None:
+            attention_scores = attention_scores + attention_mask
+        attention_probs = nn.functional.softmax(attention_scores, dim=-1)
+        if head_mask is not None:
+            attention_probs = attention_probs * head_mask
+        context_layer = torch.matmul(attention_probs, value_layer)
+        context_layer = context_layer.permute(0, 2, 1, 3).contiguous()
+        new_context_layer_shape = context_layer.size()[:-2] + (self.all_head_size,)
+        context_layer = context_layer.view(new_context_layer_shape)
+        outputs = (context_layer, attention_probs) if output_attentions else (context_layer,)
+        return outputs
+
+
+class KwargsLayer(nn.Module):
+    def __init__(self, hidden=32, hidden_act="gelu_new"):
+        super().__init__()
+        self.attention = KwargsSelfAttention(hidden)
+        self.intermediate = nn.Linear(hidden, 2 * hidden)
+        act = ACT2FN[hidden_act]
+        self.intermediate_act_fn = act() if isinstance(act, type) else act
+        self.output = nn.Linear(2 * hidden, hidden)
+        self.norm = nn.LayerNorm(hidden)
+
+    def forward(self, hidden_states, *args, **kwargs):
+        self_attention_outputs = self.attention(hidden_states, *args, **kwargs)
+        attention_output = self_attention_outputs[0]
+        outputs = self_attention_outputs[1:]  # add self attentions if we output attention weights
+        layer_output = self.norm(self.output(self.intermediate_act_fn(self.intermediate(attention_output)))
+                                 + attention_output)
+        return (layer_output,) + outputs
+
+
+class KwargsEncoder(nn.Module):
+    def __init__(self, num_layers=2, **config):
+        super().__init__()
+        self.layer = nn.ModuleList([KwargsLayer(**config) for _ in range(num_layers)])
+
+    def forward(self, hidden_states, attention_mask=None, output_attentions=False, **kwargs):
+        all_self_attentions = () if output_attentions else None
+        layer_kwargs = dict(kwargs, output_attentions=output_attentions)
+        for i, layer_module in enumerate(self.layer):
+            layer_outputs = layer_module(hidden_states, attention_mask, **layer_kwargs)
+            hidden_states = layer_outputs[0]
+            if output_attentions:
+                all_self_attentions = all_self_attentions + (layer_outputs[1],)
+        return tuple(v for v in [hidden_states, all_self_attentions] if v is not None)
+
+
+@case(inputs=lambda: Inputs((torch.randn(2, 5, 32),), {"attention_mask": torch.zeros(2, 1, 1, 5),
+                                                      "output_attentions": True,
+                                                      "head_mask": torch.ones(1, 4, 1, 1)}),
+      tags={"eval", "no_grad"})
+class KwargsEncoderEval(KwargsEncoder):
+    def __init__(self) -> None:
+        super().__init__()
+        self.eval()
+
+
+# ------------------------------------------------------------------------------------------------
+# Hugging Face's ModelOutput (an OrderedDict subclass, a dataclass, __post_init__ with fields())
+
+
+class ModelOutput(collections.OrderedDict):
+    def __post_init__(self):
+        class_fields = dataclasses.fields(self)
+        if not len(class_fields):
+            raise ValueError(f"{self.__class__.__name__} has no fields.")
+        if not all(field.default is None for field in class_fields[1:]):
+            raise ValueError(f"{self.__class__.__name__} should not have more than one required field.")
+        first_field = getattr(self, class_fields[0].name)
+        other_fields_are_none = all(getattr(self, field.name) is None for field in class_fields[1:])
+        if other_fields_are_none and isinstance(first_field, dict):
+            for key, value in first_field.items():
+                self[key] = value
+        else:
+            for field in class_fields:
+                v = getattr(self, field.name)
+                if v is not None:
+                    self[field.name] = v
+
+    def __getitem__(self, k):
+        if isinstance(k, str):
+            inner_dict = dict(self.items())
+            return inner_dict[k]
+        else:
+            return self.to_tuple()[k]
+
+    def __setattr__(self, name, value):
+        if name in self.keys() and value is not None:
+            super().__setitem__(name, value)
+        super().__setattr__(name, value)
+
+    def __setitem__(self, key, value):
+        super().__setitem__(key, value)
+        super().__setattr__(key, value)
+
+    def to_tuple(self):
+        return tuple(self[k] for k in self.keys())
+
+
+@dataclasses.dataclass
+class SequenceClassifierOutput(ModelOutput):
+    loss: torch.Tensor | None = None
+    logits: torch.Tensor = None
+    hidden_states: tuple | None = None
+    attentions: tuple | None = None
+
+
+class ModelOutputClassifier(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.encoder = KwargsEncoder()
+        self.classifier = nn.Linear(32, 3)
+
+    def forward(self, hidden_states, labels=None, return_dict=True):
+        outputs = self.encoder(hidden_states, output_attentions=True)
+        pooled = outputs[0][:, 0]
+        logits = self.classifier(pooled)
+        loss = None
+        if labels is not None:
+            loss = F.cross_entropy(logits.view(-1, 3), labels.view(-1))
+        if not return_dict:
+            output = (logits,) + outputs[1:]
+            return ((loss,) + output) if loss is not None else output
+        return SequenceClassifierOutput(loss=loss, logits=logits, attentions=outputs[1])
+
+
+@case(inputs=lambda: (torch.randn(2, 5, 32), torch.tensor([0, 2])), tags={"train"})
+class ModelOutputTrain(ModelOutputClassifier):
+    def __init__(self) -> None:
+        super().__init__()
+        self.train()
+
+
+# ------------------------------------------------------------------------------------------------
+# nn.MultiheadAttention as DETR's decoder layer uses it (sequence first, need_weights by default)
+
+
+class DETRDecoderLayer(nn.Module):
+    def __init__(self, d_model=16, nhead=4, dim_feedforward=32, dropout=0.1):
+        super().__init__()
+        self.self_attn = nn.MultiheadAttention(d_model, nhead, dropout=dropout)
+        self.multihead_attn = nn.MultiheadAttention(d_model, nhead, dropout=dropout)
+        self.linear1 = nn.Linear(d_model, dim_feedforward)
+        self.dropout = nn.Dropout(dropout)
+        self.linear2 = nn.Linear(dim_feedforward, d_model)
+        self.norm1, self.norm2, self.norm3 = nn.LayerNorm(d_model), nn.LayerNorm(d_model), nn.LayerNorm(d_model)
+        self.dropout1, self.dropout2, self.dropout3 = nn.Dropout(dropout), nn.Dropout(dropout), nn.Dropout(dropout)
+        self.activation = F.relu
+
+    def with_pos_embed(self, tensor, pos):
+        return tensor if pos is None else tensor + pos
+
+    def forward(self, tgt, memory, memory_key_padding_mask=None, pos=None, query_pos=None):
+        q = k = self.with_pos_embed(tgt, query_pos)
+        tgt2 = self.self_attn(q, k, value=tgt)[0]
+        tgt = tgt + self.dropout1(tgt2)
+        tgt = self.norm1(tgt)
+        tgt2, weights = self.multihead_attn(query=self.with_pos_embed(tgt, query_pos),
+                                            key=self.with_pos_embed(memory, pos), value=memory,
+                                            key_padding_mask=memory_key_padding_mask)
+        tgt = tgt + self.dropout2(tgt2)
+        tgt = self.norm2(tgt)
+        tgt2 = self.linear2(self.dropout(self.activation(self.linear1(tgt))))
+        tgt = tgt + self.dropout3(tgt2)
+        tgt = self.norm3(tgt)
+        return tgt, weights
+
+
+def _detr_decoder_inputs() -> Inputs:
+    mask = torch.zeros(2, 9, dtype=torch.bool)
+    mask[1, 6:] = True
+    return Inputs((torch.randn(5, 2, 16), torch.randn(9, 2, 16)),
+                  {"memory_key_padding_mask": mask, "pos": torch.randn(9, 2, 16), "query_pos": torch.randn(5, 2, 16)})
+
+
+@case(inputs=_detr_decoder_inputs, tags={"eval", "no_grad"})
+class DETRDecoderEval(DETRDecoderLayer):
+    def __init__(self) -> None:
+        super().__init__()
+        self.eval()
+
+
+@case(inputs=_detr_decoder_inputs, tags={"train", "rng"})
+class DETRDecoderTrain(DETRDecoderLayer):
+    def __init__(self) -> None:
+        super().__init__()
+        self.train()
+
+
+# ------------------------------------------------------------------------------------------------
+# Stable Diffusion's CrossAttention (ldm): baddbmm into an empty tensor with beta=0, heads folded
+# into the batch, an optional context
+
+
+class CrossAttention(nn.Module):
+    def __init__(self, query_dim=16, context_dim=None, heads=2, dim_head=8, dropout=0.0):
+        super().__init__()
+        inner_dim = dim_head * heads
+        context_dim = context_dim if context_dim is not None else query_dim
+        self.scale = dim_head ** -0.5
+        self.heads = heads
+        self.to_q = nn.Linear(query_dim, inner_dim, bias=False)
+        self.to_k = nn.Linear(context_dim, inner_dim, bias=False)
+        self.to_v = nn.Linear(context_dim, inner_dim, bias=False)
+        self.to_out = nn.Sequential(nn.Linear(inner_dim, query_dim), nn.Dropout(dropout))
+
+    def reshape_heads_to_batch_dim(self, tensor):
+        batch_size, seq_len, dim = tensor.shape
+        head_size = self.heads
+        tensor = tensor.reshape(batch_size, seq_len, head_size, dim // head_size)
+        tensor = tensor.permute(0, 2, 1, 3).reshape(batch_size * head_size, seq_len, dim // head_size)
+        return tensor
+
+    def reshape_batch_dim_to_heads(self, tensor):
+        batch_size, seq_len, dim = tensor.shape
+        head_size = self.heads
+        tensor = tensor.reshape(batch_size // head_size, head_size, seq_len, dim)
+        tensor = tensor.permute(0, 2, 1, 3).reshape(batch_size // head_size, seq_len, dim * head_size)
+        return tensor
+
+    def forward(self, hidden_states, context=None, mask=None):
+        query = self.to_q(hidden_states)
+        context = context if context is not None else hidden_states
+        key = self.to_k(context)
+        value = self.to_v(context)
+        query = self.reshape_heads_to_batch_dim(query)
+        key = self.reshape_heads_to_batch_dim(key)
+        value = self.reshape_heads_to_batch_dim(value)
+        attention_scores = torch.baddbmm(
+            torch.empty(query.shape[0], query.shape[1], key.shape[1], dtype=query.dtype, device=query.device),
+            query, key.transpose(-1, -2), beta=0, alpha=self.scale)
+        attention_probs = attention_scores.softmax(dim=-1)
+        hidden_states = torch.bmm(attention_probs, value)
+        hidden_states = self.reshape_batch_dim_to_heads(hidden_states)
+        return self.to_out(hidden_states)
+
+
+class SpatialTransformerStyle(nn.Module):
+    def __init__(self, channels=16, context_dim=12):
+        super().__init__()
+        self.norm = nn.GroupNorm(4, channels, eps=1e-6)
+        self.proj_in = nn.Conv2d(channels, channels, 1)
+        self.attn1 = CrossAttention(channels)
+        self.attn2 = CrossAttention(channels, context_dim=context_dim)
+        self.norm1, self.norm2 = nn.LayerNorm(channels), nn.LayerNorm(channels)
+        self.proj_out = nn.Conv2d(channels, channels, 1)
+
+    def forward(self, x, context=None):
+        b, c, h, w = x.shape
+        x_in = x
+        x = self.proj_in(self.norm(x))
+        x = x.permute(0, 2, 3, 1).reshape(b, h * w, c)
+        x = self.attn1(self.norm1(x)) + x
+        x = self.attn2(self.norm2(x), context=context) + x
+        x = x.reshape(b, h, w, c).permute(0, 3, 1, 2)
+        return self.proj_out(x) + x_in
+
+
+@case(inputs=lambda: (torch.randn(2, 16, 4, 4), torch.randn(2, 7, 12)), tags={"eval", "no_grad"})
+class SpatialTransformerEval(SpatialTransformerStyle):
+    def __init__(self) -> None:
+        super().__init__()
+        self.eval()
+
+
+# ------------------------------------------------------------------------------------------------
+# Conv-TasNet's separator pieces: reflect padding, PReLU, cumulative layer norm with cumsum
+
+
+class cLN(nn.Module):
+    """Cumulative layer norm (Conv-TasNet): statistics over time steps seen so far."""
+
+    def __init__(self, dimension, eps=1e-8):
+        super().__init__()
+        self.eps = eps
+        self.gain = nn.Parameter(torch.ones(1, dimension, 1))
+        self.bias = nn.Parameter(torch.zeros(1, dimension, 1))
+
+    def forward(self, input):
+        batch_size = input.size(0)
+        channel = input.size(1)
+        time_step = input.size(2)
+        step_sum = input.sum(1)  # B, T
+        step_pow_sum = input.pow(2).sum(1)  # B, T
+        cum_sum = torch.cumsum(step_sum, dim=1)  # B, T
+        cum_pow_sum = torch.cumsum(step_pow_sum, dim=1)  # B, T
+        entry_cnt = torch.arange(channel, channel * (time_step + 1), channel, dtype=input.dtype,
+                                 device=input.device)
+        entry_cnt = entry_cnt.view(1, -1).expand_as(cum_sum)
+        cum_mean = cum_sum / entry_cnt  # B, T
+        cum_var = (cum_pow_sum - 2 * cum_mean * cum_sum) / entry_cnt + cum_mean.pow(2)  # B, T
+        cum_std = (cum_var + self.eps).sqrt()  # B, T
+        cum_mean = cum_mean.unsqueeze(1)
+        cum_std = cum_std.unsqueeze(1)
+        x = (input - cum_mean.expand_as(input)) / cum_std.expand_as(input)
+        return x * self.gain.expand_as(x).type(x.type()) + self.bias.expand_as(x).type(x.type())
+
+
+class DepthConv1d(nn.Module):
+    def __init__(self, input_channel, hidden_channel, kernel, padding, dilation=1, skip=True, causal=False):
+        super().__init__()
+        self.causal = causal
+        self.skip = skip
+        self.conv1d = nn.Conv1d(input_channel, hidden_channel, 1)
+        self.padding = (kernel - 1) * dilation if self.causal else padding
+        self.dconv1d = nn.Conv1d(hidden_channel, hidden_channel, kernel, dilation=dilation,
+                                 groups=hidden_channel, padding=self.padding)
+        self.res_out = nn.Conv1d(hidden_channel, input_channel, 1)
+        self.nonlinearity1 = nn.PReLU()
+        self.nonlinearity2 = nn.PReLU()
+        if self.causal:
+            self.reg1 = cLN(hidden_channel, eps=1e-08)
+            self.reg2 = cLN(hidden_channel, eps=1e-08)
+        else:
+            self.reg1 = nn.GroupNorm(1, hidden_channel, eps=1e-08)
+            self.reg2 = nn.GroupNorm(1, hidden_channel, eps=1e-08)
+        if self.skip:
+            self.skip_out = nn.Conv1d(hidden_channel, input_channel, 1)
+
+    def forward(self, input):
+        output = self.reg1(self.nonlinearity1(self.conv1d(input)))
+        if self.causal:
+            output = self.reg2(self.nonlinearity2(self.dconv1d(output)[:, :, :-self.padding]))
+        else:
+            output = self.reg2(self.nonlinearity2(self.dconv1d(output)))
+        residual = self.res_out(output)
+        if self.skip:
+            skip = self.skip_out(output)
+            return residual, skip
+        else:
+            return residual
+
+
+class TasNetStyle(nn.Module):
+    def __init__(self, causal=True):
+        super().__init__()
+        self.encoder = nn.Conv1d(1, 8, 4, stride=2, bias=False)
+        self.blocks = nn.ModuleList([DepthConv1d(8, 16, 3, padding=2 ** i, dilation=2 ** i, causal=causal)
+                                     for i in range(3)])
+        self.output = nn.Sequential(nn.PReLU(), nn.Conv1d(8, 8, 1))
+
+    def pad_signal(self, input):
+        if input.dim() not in [2, 3]:
+            raise RuntimeError("Input can only be 2 or 3 dimensional.")
+        if input.dim() == 2:
+            input = input.unsqueeze(1)
+        batch_size = input.size(0)
+        nsample = input.size(2)
+        rest = 4 - (2 + nsample % 4) % 4
+        if rest > 0:
+            pad = torch.zeros(batch_size, 1, rest).type(input.type())
+            input = torch.cat([input, pad], 2)
+        pad_aux = torch.zeros(batch_size, 1, 2).type(input.type())
+        input = torch.cat([pad_aux, input, pad_aux], 2)
+        return input, rest
+
+    def forward(self, input):
+        output, rest = self.pad_signal(input)
+        output = F.pad(self.encoder(output), (1, 1), mode="reflect")
+        skip_connection = 0.0
+        for block in self.blocks:
+            residual, skip = block(output)
+            output = output + residual
+            skip_connection = skip_connection + skip
+        return torch.sigmoid(self.output(skip_connection)), rest
+
+
+@case(inputs=lambda: torch.randn(2, 37), tags={"train"})
+class TasNetTrain(TasNetStyle):
     def __init__(self) -> None:
         super().__init__()
         self.train()

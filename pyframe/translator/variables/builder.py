@@ -29,7 +29,8 @@ from .base import VariableTracker
 from .builtins import BUILTIN_FUNCTIONS, PURE_FUNCTIONS, BuiltinVariable
 from .constant import ConstantVariable, is_constant_value, is_numpy_scalar
 from .containers import (
-    DictVariable, ListIteratorVariable, ListVariable, NamedTupleVariable, ObjectKey, SetVariable, SizeVariable, TupleVariable,
+    DictVariable, FrameListVariable, ListIteratorVariable, ListVariable, NamedTupleVariable, ObjectKey, SetVariable,
+    SizeVariable, TupleVariable,
     hashes_by_identity, is_constant_key,
 )
 from .dict_subclass import BuiltinMethodOfVariable, UserDictObjectVariable, builtin_method_descriptor, dict_base
@@ -105,6 +106,14 @@ def _wrap(tx: "InstructionTranslator", value: Any, source: Source | None, guard:
     if isinstance(value, (torch.dtype, torch.layout, torch.memory_format, enum.Enum)) or value is Ellipsis:
         add(GuardKind.ID_MATCH, value)
         return ConstantVariable(value, source)
+    if type(value) is list and source is not None:
+        add(GuardKind.TYPE_MATCH, list)
+        add(GuardKind.LEN_MATCH, len(value))
+
+        def read_item(i: int) -> VariableTracker:  # when the trace first reads item i
+            return wrap(tx, value[i], ItemSource(source, i), guard)
+
+        return _mutable(tx, source, value, FrameListVariable(len(value), read_item, source))
     if type(value) in (tuple, list, torch.Size):
         add(GuardKind.TYPE_MATCH, type(value))
         add(GuardKind.LEN_MATCH, len(value))

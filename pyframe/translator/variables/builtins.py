@@ -23,8 +23,8 @@ from ...source import AttrSource, Source
 from .base import UNKNOWN_OBJECT, VariableTracker, class_attribute, constant_args
 from .constant import ConstantVariable, python_scalar
 from .containers import (
-    BaseListVariable, DictVariable, DictViewVariable, ListIteratorVariable, ListVariable, SetVariable, TupleVariable,
-    sort_trackers,
+    BaseListVariable, DictVariable, DictViewVariable, FrameListVariable, ListIteratorVariable, ListVariable, SetVariable,
+    TupleVariable, sort_trackers,
 )
 from .exceptions import ExceptionVariable, RaisedException, is_exception_class, raise_symbolic
 from .functions import PartialVariable
@@ -417,7 +417,7 @@ def _iter(tx, obj: VariableTracker, *sentinel: VariableTracker) -> VariableTrack
         raise Unsupported("iter(callable, sentinel)")
     if isinstance(obj, ListIteratorVariable):
         return obj  # an iterator is its own iterator
-    if type(obj) is ListVariable:  # sees items appended while it runs, as a list iterator does
+    if type(obj) in (ListVariable, FrameListVariable):  # sees items appended while it runs, as a list iterator does
         return ListIteratorVariable(obj.items, type(iter([])))
     return ListIteratorVariable(obj.unpack(tx))
 

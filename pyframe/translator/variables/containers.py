@@ -177,6 +177,10 @@ class NamedTupleVariable(TupleVariable):
 class ListVariable(BaseListVariable):
     container_type = list
 
+    def store_item(self, index: Any, value: Any) -> None:
+        """`lst[index] = value` (for a slice, `value` is the list of new items)."""
+        self.items[index] = value
+
     def call_method(self, tx, name, args, kwargs) -> VariableTracker:
         mutating = {"append", "extend", "insert", "pop", "clear", "reverse", "remove", "sort", "__delitem__"}
         if name not in mutating:
@@ -223,6 +227,65 @@ def sort_trackers(tx, items: list[VariableTracker], key: VariableTracker | None,
     descending = bool(reverse.as_python_constant()) if reverse is not None else False
     order = sorted(range(len(items)), key=values.__getitem__, reverse=descending)
     return [items[i] for i in order]
+
+
+class _Unread:
+    """An item of a list the frame holds that the trace has not read yet: its original index."""
+
+    __slots__ = ("index",)
+
+    def __init__(self, index: int):
+        self.index = index
+
+    def __repr__(self) -> str:
+        return f"<unread item {self.index}>"
+
+
+class FrameListVariable(ListVariable):
+    """A list the frame holds (it has a Source). Each item is wrapped, and so guarded, when the
+    trace first reads it, as torch._dynamo's lazy trackers are: an item the trace only replaces
+    (YOLOv5's `self.grid[i] = self._make_grid(...)`) is never guarded, so the new value stored
+    there does not fail the guards of the next call. Any use of `items` reads them all."""
+
+    def __init__(self, length: int, read_item: Callable[[int], VariableTracker], source: Source):
+        self._read_item = read_item  # original index -> the item's tracker, guarded
+        super().__init__([_Unread(i) for i in range(length)], source)
+
+    @property
+    def items(self) -> list[VariableTracker]:
+        if self._unread:
+            items = self._items
+            for j, item in enumerate(items):
+                if type(item) is _Unread:
+                    items[j] = self._read_item(item.index)
+            self._unread = 0
+        return self._items
+
+    @items.setter
+    def items(self, items: list) -> None:
+        self._items = items
+        self._unread = sum(type(item) is _Unread for item in items)
+
+    def _item(self, index: int) -> VariableTracker:
+        item = self._items[index]
+        if type(item) is _Unread:
+            item = self._items[index] = self._read_item(item.index)
+            self._unread -= 1
+        return item
+
+    def getitem(self, tx, key: VariableTracker) -> VariableTracker:
+        index = _index(key)
+        if type(index) is int and -len(self._items) <= index < len(self._items):
+            return self._item(index)
+        return super().getitem(tx, key)
+
+    def store_item(self, index: Any, value: Any) -> None:
+        if type(index) is int and -len(self._items) <= index < len(self._items):
+            if type(self._items[index]) is _Unread:
+                self._unread -= 1
+            self._items[index] = value
+        else:
+            super().store_item(index, value)
 
 
 class DequeVariable(ListVariable):
