@@ -69,7 +69,8 @@ start every call from the case's seed).
   ``torch.empty`` with ``beta=0``, heads folded into the batch, an optional context);
 - ``TasNet``: Conv-TasNet: ``pad_signal`` with ``.type(input.type())``, reflect ``F.pad``, ``nn.PReLU``,
   causal depthwise convs trimmed by slicing, the cumulative layer norm (``cumsum``, ``expand_as``),
-  skip connections summed from ``0.0``.
+  skip connections summed from ``0.0``;
+- ``MegatronMLPTrain``: Megatron-LM's MLP with its ``@torch.jit.script`` fused bias-GeLU.
 """
 
 from __future__ import annotations
@@ -3336,6 +3337,43 @@ class TasNetStyle(nn.Module):
 
 @case(inputs=lambda: torch.randn(2, 37), tags={"train"})
 class TasNetTrain(TasNetStyle):
+    def __init__(self) -> None:
+        super().__init__()
+        self.train()
+
+
+# ------------------------------------------------------------------------------------------------
+# Megatron-LM's MLP with its TorchScript-fused bias GeLU
+
+
+@torch.jit.script
+def bias_gelu(bias, y):
+    x = bias + y
+    return x * 0.5 * (1.0 + torch.tanh(0.79788456 * x * (1 + 0.044715 * x * x)))
+
+
+class ParallelMLPStyle(nn.Module):
+    """Megatron's ParallelMLP without the parallelism: the first linear skips its bias
+    (``skip_bias_add``) and returns it, the fused ``@torch.jit.script`` bias-GeLU adds it."""
+
+    def __init__(self, hidden=16, ffn=64):
+        super().__init__()
+        self.dense_h_to_4h = nn.Linear(hidden, ffn, bias=False)
+        self.dense_h_to_4h_bias = nn.Parameter(torch.randn(ffn) * 0.1)
+        self.dense_4h_to_h = nn.Linear(ffn, hidden)
+        self.bias_gelu_fusion = True
+
+    def forward(self, hidden_states):
+        intermediate_parallel, bias_parallel = self.dense_h_to_4h(hidden_states), self.dense_h_to_4h_bias
+        if self.bias_gelu_fusion:
+            intermediate_parallel = bias_gelu(bias_parallel, intermediate_parallel)
+        else:
+            intermediate_parallel = F.gelu(intermediate_parallel + bias_parallel)
+        return self.dense_4h_to_h(intermediate_parallel)
+
+
+@case(inputs=lambda: torch.randn(2, 8, 16), tags={"train"})
+class MegatronMLPTrain(ParallelMLPStyle):
     def __init__(self) -> None:
         super().__init__()
         self.train()
