@@ -70,7 +70,9 @@ start every call from the case's seed).
 - ``TasNet``: Conv-TasNet: ``pad_signal`` with ``.type(input.type())``, reflect ``F.pad``, ``nn.PReLU``,
   causal depthwise convs trimmed by slicing, the cumulative layer norm (``cumsum``, ``expand_as``),
   skip connections summed from ``0.0``;
-- ``MegatronMLPTrain``: Megatron-LM's MLP with its ``@torch.jit.script`` fused bias-GeLU.
+- ``MegatronMLPTrain``: Megatron-LM's MLP with its ``@torch.jit.script`` fused bias-GeLU;
+- ``SNGANDiscriminator``: ``nn.utils.spectral_norm`` (a callable ``SpectralNorm`` object as forward
+  pre-hook, a power iteration updating buffers in training).
 """
 
 from __future__ import annotations
@@ -3377,3 +3379,37 @@ class MegatronMLPTrain(ParallelMLPStyle):
     def __init__(self) -> None:
         super().__init__()
         self.train()
+
+
+# ------------------------------------------------------------------------------------------------
+# An SNGAN discriminator: torch.nn.utils.spectral_norm, a SpectralNorm object as forward pre-hook
+# (its __call__ runs a power iteration under no_grad, updating the u and v buffers in training)
+
+
+class SNDiscriminator(nn.Module):
+    def __init__(self):
+        super().__init__()
+        sn = nn.utils.spectral_norm
+        self.main = nn.Sequential(
+            sn(nn.Conv2d(3, 8, 4, 2, 1)), nn.LeakyReLU(0.1, inplace=True),
+            sn(nn.Conv2d(8, 16, 4, 2, 1)), nn.LeakyReLU(0.1, inplace=True),
+        )
+        self.fc = sn(nn.Linear(16 * 4 * 4, 1))
+
+    def forward(self, x):
+        h = self.main(x)
+        return self.fc(h.view(h.size(0), -1)), self.fc.weight_u.clone()
+
+
+@case(inputs=_images, tags={"train"})
+class SNGANDiscriminatorTrain(SNDiscriminator):
+    def __init__(self) -> None:
+        super().__init__()
+        self.train()
+
+
+@case(inputs=_images, tags={"eval", "no_grad"})
+class SNGANDiscriminatorEval(SNDiscriminator):
+    def __init__(self) -> None:
+        super().__init__()
+        self.eval()
