@@ -275,3 +275,20 @@ def test_private_helpers_of_torch_nn_functional_are_inlined():
     result, expected, ours, theirs = _ops_under_both(fn, torch.randn(2, 3), torch.tensor([[True, False, False]] * 2))
     torch.testing.assert_close(result, expected)
     assert ours == theirs == [("zeros_like", "masked_fill_", "add")]
+
+
+@torch.jit.script
+def _scripted_bias_gelu(bias, y):
+    x = bias + y
+    return x * 0.5 * (1.0 + torch.tanh(0.79788456 * x * (1 + 0.044715 * x * x)))
+
+
+def test_torch_jit_script_functions_are_inlined_like_torch_dynamo():
+    """A `@torch.jit.script` helper (Megatron's bias_gelu) was a graph break on each side of its
+    call: its Python original, which torch.jit.script keeps as `_torchdynamo_inline`, is inlined."""
+    def fn(x, bias):
+        return _scripted_bias_gelu(bias, x * 2).sum(-1)
+
+    result, expected, ours, theirs = _ops_under_both(fn, torch.randn(2, 4), torch.randn(4))
+    torch.testing.assert_close(result, expected)
+    assert ours == theirs and len(ours) == 1 and "tanh" in ours[0]

@@ -7,6 +7,7 @@ caller holds, alive at a graph break) is built for real with the attributes the 
 from __future__ import annotations
 
 import collections
+import copy
 import dataclasses
 
 import pytest
@@ -287,3 +288,33 @@ def test_a_class_attribute_read_through_type_of_an_object_is_guarded():
         runs[engine] = results, Registry.created, len(backend.graphs)
     torch.testing.assert_close(runs["pyframe"][:2], runs["eager"][:2])
     assert runs["pyframe"][2] == runs["dynamo"][2] == 6  # one graph per value read, in both functions
+
+
+def test_calling_an_object_inlines_its_class_call():
+    """`obj(x)` for an instance of a class with a Python __call__ (spectral_norm's SpectralNorm
+    forward pre-hook is one) was `call of UserObjectVariable`, a graph break: the class's
+    __call__ is inlined, as torch._dynamo does; the hooked modules stay in the one graph."""
+    class Scale:
+        def __init__(self, factor):
+            self.factor = factor
+
+        def __call__(self, x):
+            return x * self.factor
+
+    scale = Scale(3.0)
+
+    def fn(x):
+        return scale(x + 1)
+
+    backend = CountingBackend()
+    x = torch.randn(4)
+    torch.testing.assert_close(pyframe.optimize(backend)(fn)(x), fn(x))
+    assert [g.ops for g in backend.graphs] == [("add", "mul")]
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.utils.spectral_norm(torch.nn.Linear(4, 4)), torch.nn.ReLU())
+    eager_model = copy.deepcopy(model)
+    backend = CountingBackend()
+    torch.testing.assert_close(pyframe.optimize(backend)(model)(x[None]), eager_model(x[None]))
+    torch.testing.assert_close(model[0].weight_u, eager_model[0].weight_u)  # the power iteration's update
+    assert len(backend.graphs) == 1 and "linear" in backend.graphs[0].ops

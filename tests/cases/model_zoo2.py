@@ -69,7 +69,10 @@ start every call from the case's seed).
   ``torch.empty`` with ``beta=0``, heads folded into the batch, an optional context);
 - ``TasNet``: Conv-TasNet: ``pad_signal`` with ``.type(input.type())``, reflect ``F.pad``, ``nn.PReLU``,
   causal depthwise convs trimmed by slicing, the cumulative layer norm (``cumsum``, ``expand_as``),
-  skip connections summed from ``0.0``.
+  skip connections summed from ``0.0``;
+- ``MegatronMLPTrain``: Megatron-LM's MLP with its ``@torch.jit.script`` fused bias-GeLU;
+- ``SNGANDiscriminator``: ``nn.utils.spectral_norm`` (a callable ``SpectralNorm`` object as forward
+  pre-hook, a power iteration updating buffers in training).
 """
 
 from __future__ import annotations
@@ -3339,3 +3342,74 @@ class TasNetTrain(TasNetStyle):
     def __init__(self) -> None:
         super().__init__()
         self.train()
+
+
+# ------------------------------------------------------------------------------------------------
+# Megatron-LM's MLP with its TorchScript-fused bias GeLU
+
+
+@torch.jit.script
+def bias_gelu(bias, y):
+    x = bias + y
+    return x * 0.5 * (1.0 + torch.tanh(0.79788456 * x * (1 + 0.044715 * x * x)))
+
+
+class ParallelMLPStyle(nn.Module):
+    """Megatron's ParallelMLP without the parallelism: the first linear skips its bias
+    (``skip_bias_add``) and returns it, the fused ``@torch.jit.script`` bias-GeLU adds it."""
+
+    def __init__(self, hidden=16, ffn=64):
+        super().__init__()
+        self.dense_h_to_4h = nn.Linear(hidden, ffn, bias=False)
+        self.dense_h_to_4h_bias = nn.Parameter(torch.randn(ffn) * 0.1)
+        self.dense_4h_to_h = nn.Linear(ffn, hidden)
+        self.bias_gelu_fusion = True
+
+    def forward(self, hidden_states):
+        intermediate_parallel, bias_parallel = self.dense_h_to_4h(hidden_states), self.dense_h_to_4h_bias
+        if self.bias_gelu_fusion:
+            intermediate_parallel = bias_gelu(bias_parallel, intermediate_parallel)
+        else:
+            intermediate_parallel = F.gelu(intermediate_parallel + bias_parallel)
+        return self.dense_4h_to_h(intermediate_parallel)
+
+
+@case(inputs=lambda: torch.randn(2, 8, 16), tags={"train"})
+class MegatronMLPTrain(ParallelMLPStyle):
+    def __init__(self) -> None:
+        super().__init__()
+        self.train()
+
+
+# ------------------------------------------------------------------------------------------------
+# An SNGAN discriminator: torch.nn.utils.spectral_norm, a SpectralNorm object as forward pre-hook
+# (its __call__ runs a power iteration under no_grad, updating the u and v buffers in training)
+
+
+class SNDiscriminator(nn.Module):
+    def __init__(self):
+        super().__init__()
+        sn = nn.utils.spectral_norm
+        self.main = nn.Sequential(
+            sn(nn.Conv2d(3, 8, 4, 2, 1)), nn.LeakyReLU(0.1, inplace=True),
+            sn(nn.Conv2d(8, 16, 4, 2, 1)), nn.LeakyReLU(0.1, inplace=True),
+        )
+        self.fc = sn(nn.Linear(16 * 4 * 4, 1))
+
+    def forward(self, x):
+        h = self.main(x)
+        return self.fc(h.view(h.size(0), -1)), self.fc.weight_u.clone()
+
+
+@case(inputs=_images, tags={"train"})
+class SNGANDiscriminatorTrain(SNDiscriminator):
+    def __init__(self) -> None:
+        super().__init__()
+        self.train()
+
+
+@case(inputs=_images, tags={"eval", "no_grad"})
+class SNGANDiscriminatorEval(SNDiscriminator):
+    def __init__(self) -> None:
+        super().__init__()
+        self.eval()

@@ -181,6 +181,13 @@ def _wrap(tx: "InstructionTranslator", value: Any, source: Source | None, guard:
             return DisabledFunctionVariable(value, source)
         # Inside a traced region the outer optimize decides: the wrapped function is inlined.
         return wrap(tx, value.fn, AttrSource(source, "fn") if source is not None else None, guard)
+    if isinstance(value, torch.jit.ScriptFunction) and \
+            isinstance(getattr(value, "_torchdynamo_inline", None), types.FunctionType):
+        # `@torch.jit.script def bias_gelu(bias, y)` (Megatron's fused helpers): torch.jit.script
+        # keeps the Python function as `_torchdynamo_inline`, which is inlined, as torch._dynamo does.
+        add(GuardKind.ID_MATCH, value)
+        inline_source = AttrSource(source, "_torchdynamo_inline") if source is not None else None
+        return wrap(tx, value._torchdynamo_inline, inline_source, guard)
     if isinstance(value, torch.nn.Module):
         add(GuardKind.ID_MATCH, value)
         return _mutable(tx, source, value, NNModuleVariable(value, source))

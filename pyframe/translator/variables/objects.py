@@ -172,6 +172,13 @@ class UserObjectVariable(VariableTracker):
             return self.getitem(tx, args[0])
         raise Unsupported(f"method {type(self.value).__name__}.{name}")
 
+    def call(self, tx, args, kwargs) -> VariableTracker:
+        """`obj(...)`: its class's __call__, inlined (Python looks it up on the type): a hook
+        object such as spectral_norm's SpectralNorm, a callable of the user's."""
+        if isinstance(class_attribute(type(self.value), "__call__", None), types.FunctionType):
+            return self.call_method(tx, "__call__", args, kwargs)
+        return super().call(tx, args, kwargs)
+
     def getitem(self, tx, key: VariableTracker) -> VariableTracker:
         """`obj[key]` on a typing construct (`typing.List[int]` in an annotation), through a
         user class's __getitem__ (inlined: a Sequence or Mapping subclass), or on an instance of a
