@@ -29,3 +29,13 @@ skip_guards_on_unchanged_objects: bool = True
 # (fake_rules.py). An op costs ~10 us instead of 60-900. False propagates every op (to rule them
 # out when debugging a trace).
 fast_fake_propagation: bool = True
+
+# What is user code (pyframe/trace_rules.py): torch._dynamo's rules, extended by module name. A
+# module in `skip_modules` (a package: everything under it) is never traced: the hook runs its
+# frames as Python and a call into it from traced code is a graph break. A module in
+# `trace_modules` is traced even where a rule would skip it (a part of torch, a library torch._dynamo
+# skips). Read when the hook first meets a code object; `pyframe.reset()` forgets earlier decisions.
+#     pyframe.config.skip_modules = ["mylib.io"]          # keep a data loader out of the graph
+#     pyframe.config.trace_modules = ["torch.optim"]      # trace an optimizer's Python step
+skip_modules: list[str] = []
+trace_modules: list[str] = []

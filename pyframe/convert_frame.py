@@ -1,7 +1,7 @@
 """The miss path: what the eval-frame hook calls when no cache entry of a code object matches.
 
 `Compiler(backend)` is the callback installed by `optimize()`. For each frame it decides: skip the
-code for good (generators, module bodies, files of torch, the standard library and pyframe itself),
+code for good (generators, module bodies, and what trace_rules.py says is not user code),
 stop compiling it (past `config.recompile_limit`), or translate it into a new cache entry
 (transformed code, guard tree, and a FrameRecord kept for explain() and pyframe.debug).
 
@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import inspect
 import logging
-import os
-import sysconfig
 import time
 import types
 import warnings
@@ -22,9 +20,8 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-import torch
 
-from . import _C, config, logs
+from . import _C, config, logs, trace_rules
 from .backends import CompiledGraph
 from .exc import BackendCompilerFailed, Unsupported
 from .graph import OutputGraph
@@ -35,13 +32,6 @@ log = logging.getLogger("pyframe")
 
 _NOT_FUNCTION_FLAGS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ITERABLE_COROUTINE | \
     inspect.CO_ASYNC_GENERATOR
-_SKIP_DIRS = tuple(os.path.join(os.path.realpath(p), "") for p in {
-    os.path.dirname(torch.__file__), os.path.dirname(__file__),
-    sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["platstdlib"],
-})
-# pyframe's own files are machinery, except the demo: its seed programs are user code.
-_OWN_USER_CODE = (os.path.join(os.path.realpath(os.path.dirname(__file__)), "demo.py"),)
-_SKIP_GENERATED = ("<frozen ", "<__array_function__ internals>")
 # Codes traced even though their file is skipped: forward() of modules given to optimize().
 force_trace: "weakref.WeakSet[types.CodeType]" = weakref.WeakSet()
 
@@ -85,16 +75,10 @@ def skip_reason(code: types.CodeType) -> str | None:
         return "module or class body"
     if code in force_trace:
         return None
-    filename = code.co_filename
-    # Code made by exec/eval (`<string>`: a lambda, a dataclass's __init__) is user code, as for
-    # torch._dynamo; the interpreter's frozen modules are the standard library, and a named tuple's
-    # generated __new__ only builds the tuple.
-    if filename.startswith(_SKIP_GENERATED) or (filename == "<string>" and code.co_name == "__new__"):
-        return f"generated code {filename}"
-    path = os.path.realpath(filename)
-    if path.startswith(_SKIP_DIRS) and path not in _OWN_USER_CODE:
-        return f"file of torch, the standard library or pyframe ({filename})"
-    return None
+    # A named tuple's generated __new__ (made by exec) only builds the tuple.
+    if code.co_filename == "<string>" and code.co_name == "__new__":
+        return "generated code <string>"
+    return trace_rules.file_skip_reason(code.co_filename)
 
 
 class Compiler:

@@ -212,7 +212,12 @@ def test_a_new_module_for_every_call_still_stops_at_the_recompile_limit(monkeypa
             m = torch.nn.Linear(4, 4)
             torch.testing.assert_close(opt(m, x), apply(m, x))
             del m
-    assert counter.compiles == 3
+    assert [r.status for r in pyframe.convert_frame.records_for(apply.__code__)] == ["compiled"] * 3 + ["run_only"]
+    # Past the limit `apply` runs as Python, and the hook meets Linear.forward (torch.nn's model
+    # code, traced wherever it is met): it compiles for the three modules that came after.
+    linear = [r.status for r in pyframe.convert_frame.records_for(torch.nn.Linear.forward.__code__)]
+    assert linear == ["compiled"] * 3
+    assert counter.compiles == 6
 
 
 def test_death_of_a_function_frees_its_entries():

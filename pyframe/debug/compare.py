@@ -355,8 +355,8 @@ def compare_case(case: Case, engines: Iterable[str] = ENGINES, *, timing: bool =
 def assert_same_result(actual: Any, expected: Any, path: str = "result") -> None:
     """Assert two results are equal: tensors and numbers with ``torch.testing.assert_close``,
     containers (tuple, list, dict and its views, named tuples, torch.Size, dataclasses) item by item with the same type
-    (an instance of a dict subclass: its attributes too), anything
-    else (dtypes, strings, None) with ``==``. ``path`` names the item in the failure message."""
+    (an instance of a dict subclass: its attributes too), instances of user classes without an
+    ``__eq__`` attribute by attribute, anything else (dtypes, strings, None) with ``==``. ``path`` names the item in the failure message."""
     if isinstance(expected, torch.Tensor):
         if not isinstance(actual, torch.Tensor):
             raise AssertionError(f"{path}: expected a tensor, got {type(actual).__name__}")
@@ -386,8 +386,17 @@ def assert_same_result(actual: Any, expected: Any, path: str = "result") -> None
             assert_same_result(getattr(actual, field.name), getattr(expected, field.name), f"{path}.{field.name}")
     elif isinstance(expected, (bool, int, float, complex)):
         torch.testing.assert_close(actual, expected, msg=lambda m: f"{path}: {m}")
+    elif _is_plain_object(expected):  # (a library's state object: a kv-cache) attribute by attribute
+        assert_same_result(vars(actual), vars(expected), f"{path}.__dict__")
     elif actual != expected:
         raise AssertionError(f"{path}: {actual!r} != expected {expected!r}")
+
+
+def _is_plain_object(value: Any) -> bool:
+    """An instance of a user class that keeps object's __eq__ (== would only compare identity),
+    with attributes to compare."""
+    return type(value).__eq__ is object.__eq__ and type(value).__module__ != "builtins" \
+        and isinstance(getattr(value, "__dict__", None), dict) and not isinstance(value, (type, torch.nn.Module))
 
 
 def _hashes_by_identity(key: Any) -> bool:

@@ -20,7 +20,7 @@ import torch
 
 from bytecode import Bytecode, Instr, Label
 
-from .. import config
+from .. import config, trace_rules
 from ..exc import Unsupported, UserLocation
 from ..guards import GuardKind
 from ..graph import OutputGraph
@@ -373,6 +373,9 @@ class InstructionTranslator(LoadStoreOps, CallOps, StackOps, JumpOps, ExceptionO
         if self.depth >= config.inline_depth_limit:
             raise Unsupported(f"inlining deeper than {config.inline_depth_limit} calls ({fn.__qualname__})")
         check_inlinable(fn.__code__)
+        skipped = trace_rules.call_skip_reason(fn.__code__)
+        if skipped is not None:
+            raise Unsupported(skipped)
         child = InstructionTranslator(fn.__code__, fn.__globals__, self.f_builtins, fn.__closure__,
                                       output or self.output, parent=self, fn_source=fn_source)
         child.locals = self.bind_arguments(fn, args, kwargs, fn_source)

@@ -1,0 +1,168 @@
+"""Which code is user code: traced when the eval-frame hook meets its frame, inlined when called.
+
+The rules are torch._dynamo 2.13's (`torch/_dynamo/trace_rules.py`), stated by place:
+
+- The standard library is skipped: its directory, without the `site-packages` / `dist-packages`
+  folders that lie inside it on a normal install (everything pip installs is user code).
+- torch is skipped, except its model code (`TORCH_TRACED`: torch.nn's modules and torch.nn.functional's
+  Python helpers, torch.distributions, and what torch._dynamo traces as user code), traced wherever
+  the hook meets it (a DistributedDataParallel's forward, a torch.nn module called from a frame
+  that runs as Python). nn.Module's calling machinery (`_call_impl`) is not traced as a frame of its
+  own: the hook meets the `forward` it calls.
+- pyframe is skipped (its demo's programs excepted: they are user code).
+- Third-party libraries torch._dynamo skips (numpy, tqdm, onnx, ...; `THIRDPARTY_SKIPPED`) are
+  skipped; every other installed package is traced.
+- `config.skip_modules` and `config.trace_modules` extend both lists by module name (a package
+  covers everything under it); a name in `trace_modules` wins over every skip rule.
+
+A call from traced code into a skipped third-party or configured module is a graph break: the
+function runs as Python, as torch._dynamo runs a SkipFunctionVariable (standard library and torch
+functions are handled by the translator's own models, not by this rule).
+
+Decisions are per file and remembered; the C cache remembers a code object marked SKIP, so a
+change to `config` applies to code the hook has not yet met (`pyframe.reset()` forgets the rest).
+"""
+from __future__ import annotations
+
+import functools
+import importlib.util
+import os
+import sysconfig
+import types
+
+import torch
+
+from . import config
+
+# torch modules whose frames are traced where the hook meets them: model code (torch.nn's modules
+# and functional helpers, torch.ao.nn's, torch.distributions'), and the modules torch._dynamo traces
+# as if they were user code (its LEGACY_MOD_INLINELIST). The rest of torch is skipped as a frame;
+# called from traced code, a torch function is recorded or inlined by the translator's own models.
+TORCH_TRACED = (
+    "torch.nn", "torch.ao.nn", "torch.distributions",
+    "torch._dynamo.external_utils", "torch._functorch.apis", "torch._functorch.deprecated",
+    "torch.utils._typing_utils", "torch.ao.quantization.stubs", "torch.export.unflatten",
+    "torch.distributed.algorithms._checkpoint.checkpoint_wrapper",
+)
+# Under torch.nn, but nn's machinery rather than model code: Module.__call__ (the hook meets the
+# forward it calls), Parameter's metaclass (isinstance checks), the learning-rate schedulers.
+TORCH_SKIPPED_FILES = ("torch/nn/modules/module.py", "torch/nn/parameter.py", "torch/optim/lr_scheduler.py")
+
+# Third-party packages torch._dynamo skips (its THIRDPARTY_SKIPLIST), and pyframe's own
+# dependencies that only run while compiling.
+THIRDPARTY_SKIPPED = (
+    "fx2trt_oss", "hypothesis", "networkx", "numpy", "onnx", "onnxruntime", "onnx_tf", "pandas", "sklearn",
+    "tabulate", "tensorflow", "tensorrt", "torch2trt", "tqdm", "tree", "tvm", "xarray", "bytecode",
+)
+
+_GENERATED = ("<frozen ", "<__array_function__ internals>")
+_INSTALLED = (f"{os.sep}site-packages{os.sep}", f"{os.sep}dist-packages{os.sep}")
+
+
+def _dir(path: str) -> str:
+    return os.path.join(os.path.realpath(path), "")
+
+
+_PYFRAME_DIR = _dir(os.path.dirname(__file__))
+_TORCH_DIR = _dir(os.path.dirname(torch.__file__))
+_STDLIB_DIRS = tuple({_dir(sysconfig.get_paths()[k]) for k in ("stdlib", "platstdlib")})
+# pyframe's own files are machinery, except the demo: its seed programs are user code.
+_OWN_USER_CODE = (os.path.join(_PYFRAME_DIR, "demo.py"),)
+
+
+def module_prefix(name: str) -> str | None:
+    """The path a module name covers: a package's directory, a module's file (None: not found).
+    Found without importing the module itself (its parent packages are imported, as by import)."""
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError, AttributeError):
+        return None
+    if spec is None or not spec.origin or spec.origin in ("built-in", "frozen"):
+        return None
+    origin = os.path.realpath(spec.origin)
+    if spec.submodule_search_locations is not None:  # a package: everything under its directory
+        return _dir(os.path.dirname(origin))
+    return origin
+
+
+@functools.lru_cache(maxsize=None)
+def _prefixes(names: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(p for p in map(module_prefix, names) if p is not None)
+
+
+def _torch_prefixes() -> tuple[str, ...]:
+    return tuple(_TORCH_DIR + name[len("torch."):].replace(".", os.sep) for name in TORCH_TRACED)
+
+
+_TORCH_TRACED_PREFIXES = _torch_prefixes()
+_TORCH_SKIPPED_FILES = tuple(_TORCH_DIR + name[len("torch/"):].replace("/", os.sep) for name in TORCH_SKIPPED_FILES)
+
+
+def _under(path: str, prefixes: tuple[str, ...]) -> bool:
+    """`path` is one of `prefixes` or inside one (a prefix without a separator is a module's
+    file, or a module path matched as torch._dynamo matches it: `torch/nn` covers `torch/nn.py`
+    and `torch/nn/...`)."""
+    return any(path == p or path.startswith(p if p.endswith(os.sep) else (p + os.sep, p + ".py"))
+               for p in prefixes)
+
+
+def _is_stdlib(path: str) -> bool:
+    return path.startswith(_STDLIB_DIRS) and not any(part in path for part in _INSTALLED)
+
+
+@functools.lru_cache(maxsize=4096)
+def _file_rule(path: str, skip: tuple[str, ...], trace: tuple[str, ...]) -> str | None:
+    if trace and _under(path, _prefixes(trace)):
+        return None
+    if skip and _under(path, _prefixes(skip)):
+        return "a module config.skip_modules lists"
+    if path.startswith(_PYFRAME_DIR):
+        return None if path in _OWN_USER_CODE else "pyframe's own code"
+    if path.startswith(_TORCH_DIR):
+        if _under(path, _TORCH_TRACED_PREFIXES) and path not in _TORCH_SKIPPED_FILES:
+            return None
+        return "torch's internals"
+    if _is_stdlib(path):
+        return "the standard library"
+    if _under(path, _prefixes(THIRDPARTY_SKIPPED)):
+        return "a third-party library torch._dynamo skips"
+    return None
+
+
+def _names(setting: str) -> tuple[str, ...]:
+    """config.skip_modules / config.trace_modules as a tuple of module names (one name alone is
+    taken as a list of one)."""
+    value = getattr(config, setting)
+    names = (value,) if isinstance(value, str) else tuple(value)
+    if not all(isinstance(n, str) for n in names):
+        raise TypeError(f"pyframe.config.{setting} takes module names (str), not {value!r}")
+    return names
+
+
+def file_skip_reason(filename: str) -> str | None:
+    """Why the code of `filename` is not user code, or None: it is traced."""
+    if filename.startswith(_GENERATED):
+        return f"generated code {filename}"
+    if filename.startswith("<"):  # exec/eval (`<string>`): user code, as for torch._dynamo
+        return None
+    reason = _file_rule(os.path.realpath(filename), _names("skip_modules"), _names("trace_modules"))
+    return None if reason is None else f"{reason} ({filename})"
+
+
+def call_skip_reason(code: types.CodeType) -> str | None:
+    """Why a call from traced code into `code` is left to Python (a graph break), or None: it is
+    inlined. Only third-party and configured skips apply: the standard library and torch are
+    modelled by the translator itself."""
+    filename = code.co_filename
+    if filename.startswith("<"):
+        return None
+    path = os.path.realpath(filename)
+    trace, skip = _names("trace_modules"), _names("skip_modules")
+    if trace and _under(path, _prefixes(trace)):
+        return None
+    if skip and _under(path, _prefixes(skip)):
+        return f"a call into a module config.skip_modules lists ({code.co_qualname} in {filename})"
+    if not path.startswith((_TORCH_DIR, _PYFRAME_DIR)) and not _is_stdlib(path) \
+            and _under(path, _prefixes(THIRDPARTY_SKIPPED)):
+        return f"a call into a third-party library torch._dynamo skips ({code.co_qualname} in {filename})"
+    return None
