@@ -10,6 +10,8 @@ work: bytecode analysis, symbolic execution, FakeTensor propagation, guards and 
   filename (pyframe skips code whose filename starts with ``<``); this measures how compile time
   grows with graph size, which should be linear: pyframe n=1000 / n=100 is printed (about 10).
 - ``models.*``: the eval-mode model cases of tests/cases/models.py, a fresh module per engine.
+- ``transformers_models.*``: Hugging Face's BERT, GPT-2, LLaMA and T5 as pip installs them
+  (tests/cases/transformers_models.py: tiny random configs), eval mode under ``torch.no_grad()``.
 
 Compile time = wall time of the first call (trace + backend + run) minus a plain eager call, the
 minimum over ``--repeat`` fresh programs. Both engines first compile an unrelated function (and
@@ -28,6 +30,7 @@ Run from the repo root:  python benchmarks/compile_time.py [--quick] [--rows PAT
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import gc
 import linecache
@@ -46,7 +49,7 @@ from tabulate import tabulate  # noqa: E402
 
 from torch._subclasses.fake_tensor import FakeTensorMode  # noqa: E402
 
-from pyframe.debug.cases import load_cases  # noqa: E402
+from pyframe.debug.cases import Inputs, load_cases  # noqa: E402
 from pyframe.debug.compare import (  # noqa: E402
     CountingBackend,
     engine_unavailable_reason,
@@ -64,6 +67,8 @@ MODEL_CASES = (
     "TorchEncoderLayerEval", "TinyViTEval",
 )
 QUICK_MODEL_CASES = ("MLPEval", "TransformerBlockEval")
+LIBRARY_CASES = ("BertEval", "GPT2Eval", "LlamaEval", "T5Eval")  # (when transformers is installed)
+QUICK_LIBRARY_CASES = ("BertEval",)
 
 # The chain's ops, cycled: torch functions and Python operators with constants, as user code mixes them.
 CHAIN_OPS = (
@@ -78,7 +83,12 @@ class Program:
 
     name: str
     make_fn: Callable[[], Callable[..., Any]]
-    make_args: Callable[[], tuple]
+    make_inputs: Callable[[], Inputs]
+    no_grad: bool = False
+
+    def call(self, fn: Callable[..., Any], inputs: Inputs) -> Any:
+        with torch.no_grad() if self.no_grad else contextlib.nullcontext():
+            return fn(*inputs.args, **inputs.kwargs)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -104,15 +114,13 @@ def make_chain(n: int) -> Callable[[torch.Tensor], torch.Tensor]:
 
 
 def chain_program(n: int) -> Program:
-    return Program(f"chain n={n}", lambda: make_chain(n), lambda: (torch.randn(64),))
+    return Program(f"chain n={n}", lambda: make_chain(n), lambda: Inputs((torch.randn(64),)))
 
 
-def model_programs(names: tuple[str, ...]) -> list[Program]:
-    cases = {c.name: c for c in load_cases(["tests.cases.models"])}
-    return [
-        Program(cases[name].qualname, cases[name].make_fn, lambda c=cases[name]: c.make_inputs().args)
-        for name in names
-    ]
+def model_programs(names: tuple[str, ...], module: str = "tests.cases.models") -> list[Program]:
+    cases = {c.name: c for c in load_cases([module])}
+    return [Program(cases[name].qualname, cases[name].make_fn, cases[name].make_inputs, "no_grad" in cases[name].tags)
+            for name in names if name in cases]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -131,12 +139,12 @@ def warm_up(engine: str) -> None:
 
 def eager_call_s(program: Program) -> float:
     """Median wall time of a plain call (after one warm call), to subtract from the first call."""
-    fn, args = program.make_fn(), program.make_args()
-    fn(*args)
+    fn, inputs = program.make_fn(), program.make_inputs()
+    program.call(fn, inputs)
     times = []
     for _ in range(5):
         start = time.perf_counter()
-        fn(*args)
+        program.call(fn, inputs)
         times.append(time.perf_counter() - start)
     return statistics.median(times)
 
@@ -154,11 +162,11 @@ def first_call_s(program: Program, engine: str, cold_shapes: bool = False) -> tu
         clear_shape_caches()
     backend = CountingBackend()
     compiled = optimize_with(engine, program.make_fn(), backend)
-    args = program.make_args()
+    inputs = program.make_inputs()
     gc.collect()
     try:
         start = time.perf_counter()
-        compiled(*args)
+        program.call(compiled, inputs)
         elapsed = time.perf_counter() - start
     finally:
         reset_engines()
@@ -244,6 +252,7 @@ def main(argv: list[str] | None = None) -> int:
 
     programs = [chain_program(n) for n in (QUICK_CHAIN_SIZES if args.quick else CHAIN_SIZES)]
     programs += model_programs(QUICK_MODEL_CASES if args.quick else MODEL_CASES)
+    programs += model_programs(QUICK_LIBRARY_CASES if args.quick else LIBRARY_CASES, "tests.cases.transformers_models")
     if args.rows:
         programs = [p for p in programs if re.search(args.rows, p.name)]
         if not programs:
