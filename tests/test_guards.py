@@ -487,3 +487,53 @@ def test_list_items_the_trace_only_replaces_are_not_guarded():
         out = compiled([torch.ones(2), torch.ones(3)])
         torch.testing.assert_close(out, [torch.ones(2), torch.ones(3)])
     assert len(backend.graphs) == 1
+
+
+class _BreakingItems:
+    @property
+    def items(self):
+        torch._dynamo.graph_break()
+        return [1.0, 2.0]
+
+
+def _comprehension_over_a_breaking_read(x, holder):
+    return x[:2] * torch.stack([torch.tensor(t) for t in holder.items])  # MAKE_FUNCTION, then the break
+
+
+def _lambda_over_a_breaking_read(x, holder):
+    scale = lambda v, k=2.0: v * k  # noqa: E731
+    items = holder.items
+    return scale(x) + items[0]
+
+
+@pytest.mark.parametrize("fn", [_comprehension_over_a_breaking_read, _lambda_over_a_breaking_read])
+def test_a_function_made_by_each_call_is_guarded_by_its_code_not_its_identity(fn):
+    """A comprehension or nested function without cells, alive across a graph break (the resume
+    function takes it as an argument), is a new object on every call: guarded by identity, every
+    call recompiled (up to accumulated_recompile_limit). Its code, and the defaults the trace reads,
+    say what it computes."""
+    counter = Counter()
+    opt = pyframe.optimize(counter)(fn)
+    holder = _BreakingItems()
+    for _ in range(4):
+        torch.testing.assert_close(opt(torch.ones(3), holder), fn(torch.ones(3), holder))
+    first = counter.compiles
+    for _ in range(3):
+        torch.testing.assert_close(opt(torch.ones(3), holder), fn(torch.ones(3), holder))
+    assert counter.compiles == first
+
+
+def test_a_nested_function_with_other_code_recompiles():
+    counter = Counter()
+
+    def apply(f, x):
+        return f(x) + 1
+
+    opt = pyframe.optimize(counter)(apply)
+    x = torch.ones(3)
+    for k in (2.0, 3.0):  # same code, a default changed: the default is guarded where it is read
+        def scale(v, k=k):
+            return v * k
+        torch.testing.assert_close(opt(scale, x), apply(scale, x))
+    torch.testing.assert_close(opt(lambda v: v - 5, x), x - 4)
+    assert counter.compiles == 3

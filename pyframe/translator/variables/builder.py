@@ -220,9 +220,10 @@ def _wrap(tx: "InstructionTranslator", value: Any, source: Source | None, guard:
         obj = wrap(tx, value.__self__, AttrSource(source, "__self__") if source is not None else None, guard)
         return SuperVariable(value.__thisclass__, obj)
     if isinstance(value, types.FunctionType):
-        if value.__closure__ is None:
+        if value.__closure__ is None and "<locals>" not in value.__qualname__:
             add(GuardKind.ID_MATCH, value)
-        else:  # made anew by each call of its parent: what it computes is its code and its cells
+        else:  # made anew by each call of its parent (a nested def, lambda or comprehension, with
+            # cells or without): what it computes is its code, its cells and defaults (guarded where read)
             add(GuardKind.TYPE_MATCH, types.FunctionType)
             if source is not None and guards is not None:
                 guards.add(AttrSource(source, "__code__"), GuardKind.ID_MATCH, value.__code__)
