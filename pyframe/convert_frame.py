@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import threading
 import time
 import types
 import warnings
@@ -32,6 +33,7 @@ log = logging.getLogger("pyframe")
 
 _NOT_FUNCTION_FLAGS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ITERABLE_COROUTINE | \
     inspect.CO_ASYNC_GENERATOR
+_compile_lock = threading.RLock()
 # Codes traced even though their file is skipped: forward() of modules given to optimize().
 force_trace: "weakref.WeakSet[types.CodeType]" = weakref.WeakSet()
 
@@ -97,9 +99,19 @@ class Compiler:
         reason = skip_reason(code)
         if reason is not None:
             return _C.SKIP
+        # One miss at a time, process-wide: the translator's FakeTensorMode, memos and the records
+        # are shared, and two threads missing on the same inputs must make one entry, not two.
+        with _compile_lock:
+            return self._miss(frame, code)
+
+    def _miss(self, frame: Any, code: types.CodeType) -> Any:
         entries = [e for e in _C.get_cache_entries(code) if e.owner is self]
         failures = [e.guards.first_failure(frame.f_locals, frame.f_globals, frame.f_builtins, frame.closure)
                     for e in entries]
+        if any(f is None for f in failures):
+            # Another thread installed an entry for these inputs while this one waited: run the
+            # frame as Python this once (eager's result); the next call hits that entry.
+            return None
         why = "first compile" if not entries else "guard failed: " + "; ".join(str(f) for f in failures)
         same_objects = sum(1 for e in entries if _pins_match(e.info, frame.f_locals))
         if same_objects >= config.recompile_limit:
