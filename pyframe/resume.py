@@ -57,11 +57,21 @@ Slot = Union[bool, Reentry]
 
 @dataclass(frozen=True)
 class ResumeInfo:
-    original: types.CodeType
+    """What a resume code continues. The original is held weakly: `_cache` keeps each resume code
+    alive as long as its original lives, so a strong reference back would keep both forever."""
+
+    original_ref: "weakref.ref[types.CodeType]"
     offset: int                  # bytecode offset in the original where it continues
     stack: tuple[Slot, ...]      # each stack slot it rebuilds
     args: tuple[str, ...]        # its positional parameters, in order
     added: int                   # real instructions its prologue has beyond the original's
+
+    @property
+    def original(self) -> types.CodeType:
+        code = self.original_ref()
+        if code is None:  # (a resume code outliving its original: run by a frame still going)
+            raise Unsupported("the code this resume function continues is gone")
+        return code
 
 
 def instruction_offsets(code: types.CodeType) -> list[int]:
@@ -151,7 +161,7 @@ def resume_code(code: types.CodeType, target: int, stack: tuple[Slot, ...], live
         new_code = bc.to_code(stacksize=max(code.co_stacksize, prologue_depth) + len(stack),
                               compute_exception_stack_depths=False)
     per_code[key] = new_code
-    origins[new_code] = ResumeInfo(code, offset, stack, tuple(args), added)
+    origins[new_code] = ResumeInfo(weakref.ref(code), offset, stack, tuple(args), added)
     return new_code
 
 

@@ -1,0 +1,31 @@
+"""What compiling keeps alive, and what dropping a function and `pyframe.reset()` give back."""
+from __future__ import annotations
+
+import gc
+import weakref
+
+import torch
+
+import pyframe
+from pyframe import resume
+
+
+def _compile_a_new_function_with_a_break(i: int) -> "weakref.ref":
+    namespace = {"torch": torch}
+    source = f"def f(x):\n    y = x + {i}\n    torch._dynamo.graph_break()\n    return y * 2\n"
+    exec(compile(source, f"dropped_{i}.py", "exec"), namespace)
+    f = namespace.pop("f")
+    torch.testing.assert_close(pyframe.optimize("eager")(f)(torch.ones(2)), (torch.ones(2) + i) * 2)
+    return weakref.ref(f.__code__)
+
+
+def test_code_with_a_graph_break_dies_with_its_function():
+    """resume.py remembered each resume code under its original (weak key) and each original in the
+    resume code's info (weak key, strong value): the two kept each other alive for good."""
+    pyframe.reset()
+    before = len(resume.origins)
+    codes = [_compile_a_new_function_with_a_break(i) for i in range(10)]
+    pyframe.reset()
+    gc.collect()
+    assert [c for c in codes if c() is not None] == []
+    assert len(resume.origins) == before
