@@ -1,8 +1,12 @@
 """Settings read by the translator and the miss path (`convert_frame.py`).
 
-Change them as attributes: `pyframe.config.recompile_limit = 4`.
+Change them as attributes: `pyframe.config.recompile_limit = 4`. A value of the wrong kind is
+refused when it is set, with a TypeError or ValueError that says what the setting takes.
 """
 from __future__ import annotations
+
+import sys
+import types
 
 # Most cache entries one code object may hold for the same objects (torch._dynamo's default is 8):
 # entries made for other objects the trace guarded by identity (another instance of a module
@@ -39,3 +43,47 @@ fast_fake_propagation: bool = True
 #     pyframe.config.trace_modules = ["torch.optim"]      # trace an optimizer's Python step
 skip_modules: list[str] = []
 trace_modules: list[str] = []
+
+
+def _check_limit(name: str, value: object) -> None:
+    if type(value) is not int or value < 0:
+        raise TypeError(f"pyframe.config.{name} takes an int >= 0, not {value!r}")
+
+
+def _check_flag(name: str, value: object) -> None:
+    if type(value) is not bool:
+        raise TypeError(f"pyframe.config.{name} takes True or False, not {value!r}")
+
+
+def _check_module_names(name: str, value: object) -> None:
+    names = [value] if isinstance(value, str) else value
+    try:
+        ok = all(isinstance(n, str) and n for n in names)  # type: ignore[union-attr]
+    except TypeError:
+        ok = False
+    if not ok:
+        raise TypeError(f"pyframe.config.{name} takes a list of module names (str), not {value!r}")
+
+
+_CHECKS = {
+    "recompile_limit": _check_limit, "accumulated_recompile_limit": _check_limit,
+    "inline_depth_limit": _check_limit, "suppress_errors": _check_flag,
+    "skip_guards_on_unchanged_objects": _check_flag, "fast_fake_propagation": _check_flag,
+    "skip_modules": _check_module_names, "trace_modules": _check_module_names,
+}
+
+
+class _CheckedSettings(types.ModuleType):
+    """This module, whose settings are checked when they are set (a string where an int is
+    expected would otherwise fail much later, inside the miss path)."""
+
+    def __setattr__(self, name: str, value: object) -> None:
+        check = _CHECKS.get(name)
+        if check is not None:
+            check(name, value)
+        elif not name.startswith("_") and name not in vars(self):
+            raise AttributeError(f"pyframe.config has no setting {name!r}; settings: {', '.join(sorted(_CHECKS))}")
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _CheckedSettings

@@ -60,7 +60,12 @@ _fallback = _FallbackHandler()
 
 def parse(spec: str | Iterable[str]) -> frozenset[str]:
     """`"graph,guards"`, `["graph", "guards"]` or `"all"` as a set of channel names."""
-    items = spec.split(",") if isinstance(spec, str) else [part for s in spec for part in s.split(",")]
+    given = [spec] if isinstance(spec, str) else list(spec)
+    bad = [s for s in given if not isinstance(s, str)]
+    if bad:
+        raise TypeError(f"log channels are names (str) such as 'graph' or 'all', not {bad[0]!r}; "
+                        f"known: {', '.join(CHANNELS)}, all")
+    items = [part for s in given for part in s.split(",")]
     names = {item.strip().lower() for item in items if item.strip()}
     if "all" in names:
         return frozenset(CHANNELS)

@@ -314,3 +314,31 @@ def test_optimized_module_runs_global_module_hooks_and_an_instance_forward():
     assert seen == [model]
     model.forward = lambda x: x - 1  # an instance attribute wins over the class's forward
     torch.testing.assert_close(compiled(x), x - 1)
+
+
+@pytest.mark.parametrize("setting, value, message", [
+    ("recompile_limit", "3", "takes an int >= 0"),
+    ("recompile_limit", None, "takes an int >= 0"),
+    ("accumulated_recompile_limit", -1, "takes an int >= 0"),
+    ("suppress_errors", "no", "takes True or False"),
+    ("skip_modules", [1], "takes a list of module names"),
+])
+def test_a_setting_of_the_wrong_kind_is_refused_when_set(setting, value, message):
+    before = getattr(pyframe.config, setting)
+    with pytest.raises(TypeError, match=message):
+        setattr(pyframe.config, setting, value)
+    assert getattr(pyframe.config, setting) == before
+
+
+def test_a_misspelt_setting_is_an_error_that_lists_the_settings():
+    with pytest.raises(AttributeError, match="no setting 'recompile_limt'.*recompile_limit"):
+        pyframe.config.recompile_limt = 3
+
+
+def test_set_logs_and_register_backend_say_what_they_take():
+    with pytest.raises(TypeError, match="log channels are names"):
+        pyframe.set_logs(123)
+    with pytest.raises(TypeError, match="register_backend takes a callable"):
+        pyframe.register_backend(123)
+    with pytest.raises(TypeError, match=r"register_backend\(name=\.\.\.\) takes a str"):
+        pyframe.register_backend(lambda gm, ex: gm.forward, name=5)

@@ -163,10 +163,8 @@ def test_config_trace_modules_wins_over_the_skip_rules(monkeypatch):
 
 
 def test_config_lists_take_module_names():
-    old = pyframe.config.skip_modules
-    try:
+    with pytest.raises(TypeError, match="config.skip_modules takes a list of module names"):
         pyframe.config.skip_modules = [123]
-        with pytest.raises(TypeError, match="config.skip_modules takes module names"):
-            trace_rules.file_skip_reason(tabulate.__file__)
-    finally:
-        pyframe.config.skip_modules = old
+    with pytest.raises(TypeError, match="config.trace_modules takes a list of module names"):
+        pyframe.config.trace_modules = None
+    assert pyframe.config.skip_modules == [] and pyframe.config.trace_modules == []

@@ -29,8 +29,17 @@ _BACKENDS: dict[str, Callable] = {}
 def register_backend(fn: Callable | None = None, name: str | None = None) -> Any:
     """Register `fn` under `name` (default: its __name__). Usable as `@register_backend` and
     `@register_backend(name="...")`; a later registration of the same name replaces the earlier."""
+    if name is not None and not isinstance(name, str):
+        raise TypeError(f"register_backend(name=...) takes a str, not {name!r}")
+
     def register(f: Callable) -> Callable:
-        _BACKENDS[name or f.__name__] = f
+        if not callable(f):
+            raise TypeError(f"register_backend takes a callable (gm, example_inputs) -> callable, "
+                            f"not {type(f).__name__}: {f!r}")
+        key = name or getattr(f, "__name__", None)
+        if not isinstance(key, str):
+            raise TypeError(f"register_backend: {f!r} has no __name__; pass name=\"...\"")
+        _BACKENDS[key] = f
         return f
     return register(fn) if fn is not None else register
 
