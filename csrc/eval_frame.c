@@ -589,10 +589,13 @@ pf_scope_vectorcall(PyObject *obj, PyObject *const *args, size_t nargsf, PyObjec
         /* Off for one call made inside a region (a compiled graph, pyframe.disable): clear the
            slot without touching the counts, as the hook does around guards. The hook stays
            installed and lets this thread's frames run as they are; installing and removing it
-           on every graph call would cost more than the graph call itself. */
+           on every graph call would cost more than the graph call itself. `fn` is held for the
+           call: a graph's first-call check replaces itself (`scope.fn = ...`) while it runs. */
         PyObject *old = pf_tls_callback;
         pf_tls_callback = NULL;
-        PyObject *result = PyObject_Vectorcall(self->fn, args, nargsf, kwnames);
+        PyObject *fn = Py_NewRef(self->fn);
+        PyObject *result = PyObject_Vectorcall(fn, args, nargsf, kwnames);
+        Py_DECREF(fn);
         Py_XDECREF(pf_callback_return(old));
         return result;
     }
@@ -681,6 +684,23 @@ pf_scope_get_callback(PfCallbackScope *self, void *Py_UNUSED(closure))
     return Py_NewRef(self->callback != NULL ? self->callback : Py_None);
 }
 
+static int
+pf_scope_set_fn(PfCallbackScope *self, PyObject *value, void *Py_UNUSED(closure))
+{
+    if (value == NULL || !PyCallable_Check(value)) {
+        PyErr_SetString(PyExc_TypeError, "CallbackScope.fn must be a callable");
+        return -1;
+    }
+    Py_SETREF(self->fn, Py_NewRef(value));
+    return 0;
+}
+
+static PyObject *
+pf_scope_get_fn(PfCallbackScope *self, void *Py_UNUSED(closure))
+{
+    return Py_NewRef(self->fn);
+}
+
 static PyObject *
 pf_scope_repr(PfCallbackScope *self)
 {
@@ -688,12 +708,9 @@ pf_scope_repr(PfCallbackScope *self)
                                 self->callback != NULL ? self->callback : Py_None);
 }
 
-static PyMemberDef pf_scope_members[] = {
-    {"fn", T_OBJECT, offsetof(PfCallbackScope, fn), READONLY, "the wrapped callable"},
-    {NULL},
-};
-
 static PyGetSetDef pf_scope_getset[] = {
+    {"fn", (getter)pf_scope_get_fn, (setter)pf_scope_set_fn,
+     "the wrapped callable (replaceable: a compiled graph's first-call check swaps itself out)", NULL},
     {"callback", (getter)pf_scope_get_callback, NULL,
      "the thread callback installed around each call (None, False or a callable)", NULL},
     {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
@@ -718,7 +735,6 @@ static PyTypeObject PfCallbackScope_Type = {
     .tp_dictoffset = offsetof(PfCallbackScope, dict),
     .tp_weaklistoffset = offsetof(PfCallbackScope, weakreflist),
     .tp_repr = (reprfunc)pf_scope_repr,
-    .tp_members = pf_scope_members,
     .tp_getset = pf_scope_getset,
 };
 

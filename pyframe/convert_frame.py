@@ -24,6 +24,7 @@ from typing import Any, Callable
 
 from . import _C, config, logs, trace_rules
 from .backends import CompiledGraph
+from .backends.compile import FirstCallCheck
 from .exc import BackendCompilerFailed, Unsupported
 from .graph import OutputGraph
 from .guards import PinnedObject
@@ -187,4 +188,7 @@ def _pins_match(record: Any, f_locals: dict[str, Any]) -> bool:
 
 def disable_wrap(fn: Callable) -> Callable:
     """Run `fn` (a compiled graph) with the hook off for this thread: its frames are not user code."""
-    return _C.CallbackScope(fn, None)
+    scope = _C.CallbackScope(fn, None)
+    if isinstance(fn, FirstCallCheck):
+        fn.scope = scope  # it takes itself out of the call once its check passes
+    return scope

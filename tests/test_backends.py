@@ -531,3 +531,36 @@ def test_avg_pool2d_backward_decomposition_matches_autograd(kernel, stride, padd
     grad = torch.randn_like(y)
     (expected,) = torch.autograd.grad(y, x, grad)
     torch.testing.assert_close(decompositions.avg_pool2d_backward(grad, x.detach(), *args), expected)
+
+
+def test_a_backend_returning_the_wrong_number_of_outputs_warns_once_and_runs_the_graph():
+    pyframe.reset()
+
+    def one_output_too_few(gm, example_inputs):
+        return lambda *args: gm(*args)[:1]
+
+    def f(x):
+        return x + 1, x * 2
+
+    opt = pyframe.optimize(one_output_too_few)(f)
+    x = torch.ones(2)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(3):
+            torch.testing.assert_close(opt(x), f(x))
+    messages = [str(w.message) for w in caught if "pyframe" in str(w.message)]
+    assert len(messages) == 1 and "'one_output_too_few'" in messages[0] and "gave 1 outputs where the graph has 2" in messages[0]
+    pyframe.reset()
+
+
+def test_a_backend_returning_the_wrong_number_of_outputs_raises_when_errors_are_not_suppressed(monkeypatch):
+    pyframe.reset()
+    monkeypatch.setattr(pyframe.config, "suppress_errors", False)
+
+    def f(x):
+        return x + 1, x * 2
+
+    opt = pyframe.optimize(lambda gm, ex: (lambda *args: gm(*args)[0]))(f)
+    with pytest.raises(pyframe.BackendCompilerFailed, match="gave a Tensor where the graph has 2"):
+        opt(torch.ones(2))
+    pyframe.reset()

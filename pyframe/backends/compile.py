@@ -6,6 +6,11 @@ for that graph, naming the backend and the reason, and runs the graph as it is (
 `pyframe.config.suppress_errors = False` it raises `BackendCompilerFailed` instead, the backend's own
 exception chained as `__cause__`. What the backend returned is never called here: an error it raises
 at run time reaches the user as the same code would raise it eagerly, once, without a retry.
+
+One thing is checked when the compiled graph first runs: that it returns as many outputs as the
+graph (`FirstCallCheck`, which then takes itself out of the call path). A backend that returns
+another number gives one warning naming it and what it returned, and the graph runs as it is from
+then on (`BackendCompilerFailed` with `suppress_errors = False`).
 """
 from __future__ import annotations
 
@@ -29,6 +34,12 @@ class CompiledGraph:
     backend_name: str
     error: str | None = None  # why the backend's result is not used
 
+    def checked_fn(self) -> Callable:
+        """What the transformed code calls: the backend's callable, checked on its first call."""
+        if self.error is not None:
+            return self.fn
+        return FirstCallCheck(self.fn, self.gm, self.backend_name, self.name)
+
 
 def compile_with_backend(backend: Callable, name: str, gm: torch.fx.GraphModule,
                          example_inputs: list[torch.Tensor], graph_name: str) -> CompiledGraph:
@@ -46,3 +57,55 @@ def compile_with_backend(backend: Callable, name: str, gm: torch.fx.GraphModule,
                       f"running the graph eagerly", stacklevel=2)
         return CompiledGraph(graph_name, gm, gm.forward, name, error=f"{type(e).__name__}: {e}")
     return CompiledGraph(graph_name, gm, fn, name)
+
+
+def _output_count(gm: torch.fx.GraphModule) -> int | None:
+    """How many values gm.forward returns (a tuple), or None when it returns something else."""
+    output = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
+    result = output.args[0]
+    return len(result) if isinstance(result, (tuple, list)) else None
+
+
+class FirstCallCheck:
+    """The backend's callable, checked on its first call for the number of outputs the graph has.
+
+    The transformed code calls it through a `_C.CallbackScope` (`scope`): once the check passes the
+    scope calls the backend's callable directly, so later calls pay nothing for the check."""
+
+    def __init__(self, fn: Callable, gm: torch.fx.GraphModule, backend_name: str, graph_name: str):
+        self.fn, self.gm, self.backend_name, self.graph_name = fn, gm, backend_name, graph_name
+        self.expected = _output_count(gm)
+        self.scope = None  # set by whoever wraps it (convert_frame.disable_wrap)
+
+    def __call__(self, *args):
+        outputs = self.fn(*args)
+        if self.expected is None or (isinstance(outputs, (tuple, list)) and len(outputs) == self.expected):
+            self._replace_with(self.fn)
+            return outputs
+        got = f"{len(outputs)} outputs" if isinstance(outputs, (tuple, list)) else f"a {type(outputs).__name__}"
+        message = (f"the callable backend {self.backend_name!r} returned for {self.graph_name} gave {got} "
+                   f"where the graph has {self.expected}")
+        if not config.suppress_errors:
+            raise BackendCompilerFailed(self.backend_name, RuntimeError(message))
+        if any(_mutates(node) for node in self.gm.graph.nodes):
+            # Running the graph again would apply its mutations twice: the user's result would change.
+            raise BackendCompilerFailed(self.backend_name, RuntimeError(message + " (the graph mutates its "
+                                                                        "inputs, so it cannot be run again)"))
+        warnings.warn(f"pyframe: {message}; running the graph eagerly", stacklevel=2)
+        self._replace_with(self.gm.forward)
+        return self.gm.forward(*args)
+
+    def _replace_with(self, fn: Callable) -> None:
+        if self.scope is not None:
+            self.scope.fn = fn
+            self.scope = None
+
+
+def _mutates(node: torch.fx.Node) -> bool:
+    """An in-place op (a trailing underscore, `out=`, `inplace=True`, setitem)."""
+    if node.op not in ("call_function", "call_method"):
+        return False
+    if node.kwargs.get("inplace") is True or "out" in node.kwargs:
+        return True
+    name = node.target if node.op == "call_method" else getattr(node.target, "__name__", "")
+    return (name.endswith("_") and not name.endswith("__")) or name in ("setitem", "iadd", "isub", "imul", "itruediv")

@@ -33,7 +33,8 @@ def _const_names(entry: CacheEntryInfo | None) -> dict[int, str]:
     names: dict[int, str] = {}
     for const in entry.transformed.co_consts:
         if isinstance(const, _C.CallbackScope):
-            name = next((g.name for g in entry.compiled if g.fn == const.fn), None)
+            fn = getattr(const.fn, "fn", None) if type(const.fn).__name__ == "FirstCallCheck" else const.fn
+            name = next((g.name for g in entry.compiled if g.fn is fn), None)
             names[id(const)] = name or f"compiled graph {const.fn!r}"
         elif isinstance(const, types.FunctionType):
             names[id(const)] = const.__name__

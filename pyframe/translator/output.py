@@ -159,7 +159,7 @@ def emit_graph_call(tx: InstructionTranslator, cg: PyCodegen, live: list[Variabl
     if compiled is None:
         return []
     sources = [inp.source for inp in output.inputs.values()]
-    cg.call_graph(wrap_compiled(compiled.fn), sources, outputs)
+    cg.call_graph(wrap_compiled(compiled.checked_fn()), sources, outputs)
     return [compiled]
 
 
