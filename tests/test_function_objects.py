@@ -283,3 +283,14 @@ def test_user_function_wrapping_a_torch_function_is_not_a_torch_op():
         return shifted_cos(x) * 2
 
     _like_dynamo(fn, torch.randn(3))
+
+
+def test_signature_of_a_function_with_a_tensor_keyword_default_is_left_to_python():
+    def weighted(x, *, w=torch.ones(3)):
+        return x * w
+
+    def fn(x):
+        return x * len(inspect.signature(weighted).parameters)
+
+    x = torch.randn(3)
+    torch.testing.assert_close(pyframe.optimize(CountingBackend())(fn)(x), fn(x))

@@ -439,8 +439,11 @@ def _guard_signature_facts(tx, fn: types.FunctionType, source: Source, follow: b
             value = getattr(fn, name)
             if value is None:
                 guards.add(AttrSource(source, name), GuardKind.NONE_MATCH)
-            else:  # a dict: compared with a copy of what it holds now
+            elif all(map(_compares_plainly, value.values())):  # compared with a copy of it now
                 guards.add(AttrSource(source, name), GuardKind.EQUALS_MATCH, dict(value))
+            else:  # (a tensor default: `==` would not give a bool)
+                raise Unsupported(f"inspect.signature() of {fn.__qualname__}: its {name} hold objects "
+                                  f"a guard cannot compare")
         wrapped = fn.__dict__.get("__wrapped__")
         if not follow or wrapped is None:
             return
@@ -448,6 +451,12 @@ def _guard_signature_facts(tx, fn: types.FunctionType, source: Source, follow: b
             raise Unsupported(f"inspect.signature() of a function wrapping a {type(wrapped).__name__}")
         fn, source = wrapped, AttrSource(source, "__wrapped__")
         guards.add(source, GuardKind.ID_MATCH, fn)
+
+
+def _compares_plainly(value: Any) -> bool:
+    """A default or annotation whose `==` gives a plain bool: constants, classes, typing's forms."""
+    return is_constant_value(value) or isinstance(value, type) or \
+        type(value).__module__ in ("typing", "types") or isinstance(value, enum.Enum)
 
 
 # What a signature holds that is itself immutable: kept as the real objects.
