@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import inspect
 import os
+import sys
 import types
 import weakref
 from typing import Any
@@ -66,6 +67,7 @@ class InstructionTranslator(LoadStoreOps, CallOps, StackOps, JumpOps, ExceptionO
         self.output = output
         self.parent = parent
         self.fn_source = fn_source
+        self.fn: types.FunctionType | None = None  # the real function inlined (see function_source)
         self.depth = 0 if parent is None else parent.depth + 1
         # Code of trusted libraries (torch's own modules) reads its globals without guards.
         self.trusted = code.co_filename.startswith(_TORCH_DIR)
@@ -216,9 +218,43 @@ class InstructionTranslator(LoadStoreOps, CallOps, StackOps, JumpOps, ExceptionO
             return GlobalSource(name), True
         if self.trusted:
             return None, False
+        return ItemSource(self.globals_dict_source(), name), True
+
+    def globals_dict_source(self) -> Source:
+        """Where the transformed code (and its guards) find this code's globals dict, when it is
+        not the compiled frame's own: the function's `__globals__` when the function has a source;
+        else its module, found by name in sys.modules (torch._dynamo's import source), or the dict
+        itself (a scope that is no module's), made a global of the compiled frame."""
         if self.fn_source is not None:
-            return ItemSource(AttrSource(self.fn_source, "__globals__"), name), True
-        raise Unsupported(f"global {name!r} of a function from another module, reached without a source")
+            return AttrSource(self.fn_source, "__globals__")
+        module = sys.modules.get(self.f_globals.get("__name__"))
+        if isinstance(module, types.ModuleType) and module.__dict__ is self.f_globals:
+            return AttrSource(self.root.install_global(module), "__dict__")
+        return self.root.install_global(self.f_globals)
+
+    def install_global(self, value: Any) -> GlobalSource:
+        """A global of the compiled frame holding `value`, so that guards and the transformed code
+        reach an object the frame itself cannot name (a module another function reads its globals
+        from, a function reached without a source): a module under its own name
+        (`___pyframe_module_transformers_dot_cache_utils`), anything else by id. Only this trace's
+        own code reads these names; the global keeps `value` alive, so its id stays its own."""
+        if isinstance(value, types.ModuleType):
+            name = "___pyframe_module_" + value.__name__.replace(".", "_dot_")
+            if self.f_globals.get(name, value) is not value:  # (another module of that name: reloaded)
+                name += f"_{id(value):x}"
+        else:
+            name = f"___pyframe_{type(value).__name__}_{id(value):x}"
+        self.f_globals[name] = value
+        return GlobalSource(name)
+
+    def function_source(self) -> Source | None:
+        """The source of the function this translator inlines, made when first needed: one reached
+        without a source is made a global of the compiled frame (its closure cells, defaults and
+        attributes are then read, and guarded, through it). None for the compiled frame and for
+        functions made while tracing (their cells are known otherwise)."""
+        if self.fn_source is None and self.fn is not None:
+            self.fn_source = self.root.install_global(self.fn)
+        return self.fn_source
 
     def read_global(self, name: str) -> VariableTracker:
         stored = self.side_effects.load_global(self.f_globals, name)
@@ -258,21 +294,24 @@ class InstructionTranslator(LoadStoreOps, CallOps, StackOps, JumpOps, ExceptionO
             raise Unsupported(f"free variable {name!r} read before assignment") from e
         if self.parent is None:
             return self.wrap(value, ClosureSource(name, index))
-        if self.trusted or (name == "__class__" and isinstance(value, type)):
+        if name == "__class__" and isinstance(value, type):
             # (`__class__` is the cell super() reads: set when the class is made, never rebound)
             return self.wrap(value, None, guard=False)
+        # Torch's own code too: its closures hold the user's functions (the function a
+        # `@torch.no_grad()` decorator wraps), which the guards must pin.
         source = self._cell_source(index)
-        if source is not None:
-            return self.wrap(value, AttrSource(source, "cell_contents"))
-        raise Unsupported(f"free variable {name!r} of an inlined function reached without a source")
+        if source is None:
+            raise Unsupported(f"free variable {name!r} of an inlined function reached without a source")
+        return self.wrap(value, AttrSource(source, "cell_contents"))
 
     def _cell_source(self, index: int) -> Source | None:
         """Where the transformed code finds this function's closure cell `index` (the cell object):
         the root frame's own (LOAD_CLOSURE), or an inlined function's `fn.__closure__[i]`."""
         if self.parent is None:
             return FreeCellSource(self.code.co_freevars[index], index)
-        if self.fn_source is not None:
-            return ItemSource(AttrSource(self.fn_source, "__closure__"), index)
+        fn_source = self.function_source()
+        if fn_source is not None:
+            return ItemSource(AttrSource(fn_source, "__closure__"), index)
         return None
 
     def _same_cell(self, tracker: VariableTracker, source: Source | None, cell: Any) -> None:
@@ -378,6 +417,7 @@ class InstructionTranslator(LoadStoreOps, CallOps, StackOps, JumpOps, ExceptionO
             raise Unsupported(skipped)
         child = InstructionTranslator(fn.__code__, fn.__globals__, self.f_builtins, fn.__closure__,
                                       output or self.output, parent=self, fn_source=fn_source)
+        child.fn = fn
         child.locals = self.bind_arguments(fn, args, kwargs, fn_source)
         return child.run_call()
 

@@ -64,8 +64,10 @@ class CallOps:
         defaults = self.pop() if inst.arg & 0x01 else None
         if not all(isinstance(c, CellReference) for c in closure):
             raise Unsupported("closure of a function made while tracing")
-        self.push(NestedFunctionVariable(
+        fn = NestedFunctionVariable(
             code, self.f_globals,
             tuple(defaults.unpack(self)) if defaults is not None else (),
             dict(kwdefaults.items) if isinstance(kwdefaults, DictVariable) else {},
-            closure, self.fn_source))
+            closure, self.fn_source)
+        fn.annotated = bool(inst.arg & 0x04)
+        self.push(fn)

@@ -7,7 +7,6 @@ import sys
 from bytecode import FreeVar, Instr
 
 from ..exc import Unsupported
-from ..source import AttrSource
 from .variables import NullVariable, TensorVariable, VariableTracker
 from .variables.base import DeferredMethodVariable, class_attribute
 from .variables.builtins import class_of
@@ -77,8 +76,8 @@ class LoadStoreOps:
         value = self.pop()
         if self.f_globals is self.root.f_globals:
             dict_source = None
-        elif self.fn_source is not None and not self.trusted:
-            dict_source = AttrSource(self.fn_source, "__globals__")
+        elif not self.trusted:
+            dict_source = self.globals_dict_source()
         else:
             raise Unsupported(f"assignment to global {inst.arg!r} of a function from another module")
         self.side_effects.store_global(self.f_globals, dict_source, inst.arg, value)

@@ -3,6 +3,7 @@ methods, properties, super(), decorators, partials, recursion, closures over an 
 variables that escape the frame)."""
 
 import functools
+import inspect
 
 import torch
 
@@ -237,3 +238,41 @@ def super_init_reaches_object(x):
     """`super().__init__()` of a class deriving from object is object.__init__: nothing to trace."""
     a, b, c = _Base(x), _Derived(x * 2), _Explicit(3.0)
     return a.t + b.t * b.k + c.v
+
+
+def _tagged(tag):
+    def deco(fn):
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            return fn(*args, **kwargs) + tag
+        return wrapper
+    return deco
+
+
+@case(inputs=lambda: torch.randn(4))
+def wraps_chain_made_while_tracing(x):
+    """A chain of functools.wraps decorators made in the trace around torch.cos: the wrappers are
+    inlined (their `__module__`, copied from torch.cos, makes them no torch op)."""
+    around_torch = _tagged(1.0)(_tagged(2.0)(torch.cos))
+    return around_torch(x)
+
+
+@case(inputs=lambda: torch.randn(4))
+def wraps_chain_followed_back(x):
+    """`__wrapped__` followed back to the function a decorator of the module wraps."""
+    inner = _cos_plus
+    while hasattr(inner, "__wrapped__"):
+        inner = inner.__wrapped__
+    return inner(x, x)
+
+
+def _signature_size(fn):
+    return len(inspect.signature(fn).parameters)
+
+
+@case(inputs=lambda: (torch.randn(4), _Shape(3.0)))
+def signature_of_a_bound_method(x, shape):
+    """inspect.signature of a function and of a bound method, answered from guarded facts."""
+    if _signature_size(shape.apply) == 1 and _signature_size(_affine) == 3:
+        return shape.apply(x)
+    return x

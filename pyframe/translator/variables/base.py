@@ -8,10 +8,11 @@ support raises Unsupported, which becomes a graph break or a frame that runs nor
 from __future__ import annotations
 
 import inspect
+import types
 from typing import TYPE_CHECKING, Any, Sequence
 
 from ...exc import Unsupported
-from ...source import Source
+from ...source import AttrSource, Source
 
 if TYPE_CHECKING:
     from ..instructions import InstructionTranslator
@@ -71,6 +72,12 @@ class VariableTracker:
                     kwargs: dict[str, "VariableTracker"]) -> "VariableTracker":
         return self.var_getattr(tx, name).call(tx, args, kwargs)
 
+    def python_function(self, tx: "InstructionTranslator") -> tuple[Any, Source, bool] | None:
+        """For a Python function or a method bound to one: that function, the source its
+        attributes are read and guarded through, and whether a call binds its first parameter
+        (inspect.signature, `method.__func__`). None for any other value."""
+        return None
+
     def unpack(self, tx: "InstructionTranslator") -> list["VariableTracker"]:
         """The items of an iterable of known length (UNPACK_SEQUENCE, FOR_ITER, *args)."""
         raise Unsupported(f"iteration over {self}")
@@ -128,6 +135,42 @@ class BoundMethodVariable(VariableTracker):
 
     def call(self, tx, args, kwargs) -> VariableTracker:
         return self.obj.call_method(tx, self.name, args, kwargs)
+
+    def _class_attribute(self) -> Any:
+        """What the object's class holds under the name (None for an object that is a class)."""
+        cls = self.obj.python_type()
+        return None if issubclass(cls, type) else class_attribute(cls, self.name, None)
+
+    def python_type(self) -> type:
+        """A method object's type, as Python makes it from the class attribute."""
+        static = self._class_attribute()
+        if isinstance(static, (types.FunctionType, classmethod)):
+            return types.MethodType
+        if isinstance(static, staticmethod):
+            return type(static.__func__)
+        if isinstance(static, (types.MethodDescriptorType, types.ClassMethodDescriptorType)):
+            return types.BuiltinMethodType  # `[].append`, `x.add`
+        if isinstance(static, types.WrapperDescriptorType):
+            return types.MethodWrapperType
+        return super().python_type()
+
+    def python_function(self, tx) -> tuple[Any, Source, bool] | None:
+        static = self._class_attribute()
+        if not isinstance(static, types.FunctionType):
+            return None
+        if self.obj.source is not None:  # type(obj).name, as the call itself reads it
+            return static, AttrSource(AttrSource(self.obj.source, "__class__"), self.name), True
+        return static, tx.root.install_global(static), True
+
+    def var_getattr(self, tx, name: str) -> VariableTracker:
+        """`method.__self__`, `method.__func__`; other attributes are the function's."""
+        found = self.python_function(tx)
+        if found is None:
+            return super().var_getattr(tx, name)
+        if name == "__self__":
+            return self.obj
+        fn = tx.wrap(found[0], found[1])
+        return fn if name == "__func__" else fn.var_getattr(tx, name)
 
     def reconstruct(self, cg: Any) -> None:
         self.obj.reconstruct(cg)

@@ -34,7 +34,9 @@ from .containers import (
     hashes_by_identity, is_constant_key,
 )
 from .dict_subclass import BuiltinMethodOfVariable, UserDictObjectVariable, builtin_method_descriptor, dict_base
-from .functions import LruCacheWrapperVariable, PartialVariable, UserFunctionVariable
+from .functions import (
+    CodeObjectVariable, InspectSignatureVariable, LruCacheWrapperVariable, PartialVariable, UserFunctionVariable,
+)
 from .misc import GRAD_MODE_CLASSES, GradModeClassVariable, InlinedMethodVariable, SuperVariable
 from .nn_module import NNModuleVariable
 from .objects import DisabledFunctionVariable, GraphBreakFunctionVariable, PythonObjectVariable, UserObjectVariable
@@ -219,6 +221,9 @@ def _wrap(tx: "InstructionTranslator", value: Any, source: Source | None, guard:
             guards.add(AttrSource(source, "__thisclass__"), GuardKind.ID_MATCH, value.__thisclass__)
         obj = wrap(tx, value.__self__, AttrSource(source, "__self__") if source is not None else None, guard)
         return SuperVariable(value.__thisclass__, obj)
+    if value is inspect.signature:  # answered while tracing, from guarded facts
+        add(GuardKind.ID_MATCH, value)
+        return InspectSignatureVariable(value, source)
     if isinstance(value, types.FunctionType):
         if value.__closure__ is None and "<locals>" not in value.__qualname__:
             add(GuardKind.ID_MATCH, value)
@@ -266,7 +271,10 @@ def _wrap(tx: "InstructionTranslator", value: Any, source: Source | None, guard:
     if is_autograd_function(value):  # its apply is traced (autograd_function.py)
         add(GuardKind.ID_MATCH, value)
         return AutogradFunctionVariable(value, source)
-    if isinstance(value, (type, types.CodeType)):
+    if isinstance(value, types.CodeType):
+        add(GuardKind.ID_MATCH, value)
+        return CodeObjectVariable(value, source)
+    if isinstance(value, type):
         add(GuardKind.ID_MATCH, value)
         return PythonObjectVariable(value, source)
     add(GuardKind.TYPE_MATCH, type(value))

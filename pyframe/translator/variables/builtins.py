@@ -27,7 +27,7 @@ from .containers import (
     TupleVariable, sort_trackers,
 )
 from .exceptions import ExceptionVariable, RaisedException, is_exception_class, raise_symbolic
-from .functions import PartialVariable
+from .functions import PartialVariable, UserFunctionVariable
 from .misc import SuperVariable, zero_arg_super
 from .tensor import TensorVariable, call_in_graph
 
@@ -317,6 +317,8 @@ def _has_attr(tx, obj: VariableTracker, attr: str) -> bool | None:
         if cls.__dictoffset__ == 0 and plain_getattr(cls):
             return False
         return None
+    if isinstance(obj, UserFunctionVariable):
+        return None  # read, its absence guarded: a decorator may set the attribute later
     if obj.is_python_constant():
         return hasattr(obj.as_python_constant(), attr)
     from .objects import NewObjectVariable, UserObjectVariable, object_has_attr  # (objects.py imports this module)

@@ -7,16 +7,20 @@ and `nonlocal` writes land in the outer frame, as in Python.
 """
 from __future__ import annotations
 
+import enum
 import functools
+import inspect
 import types
 import warnings
 from typing import Any
 
 from ...exc import Unsupported
+from ...guards import GuardKind
 from ...source import AttrSource, ItemSource, Source
-from .base import VariableTracker
+from .base import BoundMethodVariable, VariableTracker, constant_args
 from .constant import ConstantVariable, is_constant_value
-from .containers import TupleVariable
+from .containers import DictVariable, TupleVariable
+from .exceptions import raise_symbolic
 
 
 class UserFunctionVariable(VariableTracker):
@@ -37,19 +41,31 @@ class UserFunctionVariable(VariableTracker):
         return tx.inline_call(self.fn, list(args), kwargs, fn_source=self.source)
 
     def var_getattr(self, tx, name: str) -> VariableTracker:
-        """Its names and constant attributes (`fn.__name__`, a decorator's marker): the function is
-        guarded by identity, and these are not rebound in practice (torch._dynamo reads them alike)."""
-        if name in _FUNCTION_NAME_ATTRS or name in self.fn.__dict__:
-            value = getattr(self.fn, name)
-            if is_constant_value(value):
-                return ConstantVariable(value)
-        if name == "__closure__" and self.source is not None:  # (its length is its code's: guarded)
+        """Its names (`fn.__name__`: fixed for a function guarded by identity, as torch._dynamo reads
+        them); anything else it holds (`__code__`, `__defaults__`, `__wrapped__`, a decorator's
+        marker) read through its source and guarded, so that rebinding it recompiles; a missing
+        attribute is an AttributeError in the traced program, its absence guarded."""
+        if name in _FUNCTION_NAME_ATTRS and is_constant_value(getattr(self.fn, name)):
+            return ConstantVariable(getattr(self.fn, name))
+        source = self.python_function(tx)[1]
+        if name == "__closure__":  # (its length is its code's: guarded)
             if self.fn.__closure__ is None:
                 return ConstantVariable(None)
-            closure = AttrSource(self.source, "__closure__")
+            closure = AttrSource(source, "__closure__")
             return TupleVariable([tx.cell_tracker(cell, ItemSource(closure, i))
                                   for i, cell in enumerate(self.fn.__closure__)])
+        if name in _GUARDED_FUNCTION_ATTRS or name in self.fn.__dict__:
+            return tx.wrap(getattr(self.fn, name), AttrSource(source, name))
+        if not hasattr(self.fn, name):
+            tx.output.guards.add(AttrSource(source, name), GuardKind.HASATTR_MATCH, False)
+            raise_symbolic(AttributeError, f"'function' object has no attribute '{name}'")
         return super().var_getattr(tx, name)
+
+    def python_function(self, tx) -> tuple[types.FunctionType, Source, bool]:
+        """Its attributes are read through its source; a function reached without one (returned by
+        a call, held by an object made while tracing) through a global of the compiled frame
+        holding it."""
+        return self.fn, self.source if self.source is not None else tx.root.install_global(self.fn), False
 
     def reconstruct(self, cg) -> None:
         # A function that exists outside the trace (found through a module imported in the frame,
@@ -64,6 +80,39 @@ class UserFunctionVariable(VariableTracker):
 
 
 _FUNCTION_NAME_ATTRS = ("__name__", "__qualname__", "__module__", "__doc__")
+# What a function holds besides its __dict__, read through its source (its globals are not: a
+# module's whole namespace; `fn.__globals__[name]` is how globals are read, see global_source).
+_GUARDED_FUNCTION_ATTRS = ("__code__", "__defaults__", "__kwdefaults__", "__annotations__", "__dict__")
+
+
+class CodeObjectVariable(VariableTracker):
+    """A code object (`fn.__code__`), guarded by identity: its `co_*` attributes cannot change, so
+    they are constants (transformers' decorators find argument names in `co_varnames`)."""
+
+    def __init__(self, code: types.CodeType, source: Source | None = None):
+        super().__init__(source)
+        self.code = code
+
+    def real_object(self) -> Any:
+        return self.code
+
+    def python_type(self) -> type:
+        return types.CodeType
+
+    def as_python_constant(self) -> Any:
+        return self.code
+
+    def var_getattr(self, tx, name: str) -> VariableTracker:
+        value = getattr(self.code, name, None)
+        if name.startswith("co_") and is_constant_value(value):
+            return ConstantVariable(value)
+        return super().var_getattr(tx, name)
+
+    def reconstruct(self, cg) -> None:
+        cg.load_const(self.code)
+
+    def __repr__(self) -> str:
+        return f"CodeObjectVariable({self.code.co_qualname})"
 
 
 class CellReference(VariableTracker):
@@ -163,6 +212,8 @@ class NestedFunctionVariable(VariableTracker):
         self.defaults, self.kwdefaults, self.closure = defaults, kwdefaults, closure
         self.fn_source = fn_source  # the enclosing function's: globals are read through it
         self.names: dict[str, VariableTracker] = {}  # `inner.__name__ = ...` (functools.wraps too)
+        self.annotated = False  # made with annotations (not modelled: MAKE_FUNCTION drops them)
+        self.dict_var: DictVariable | None = None  # its __dict__ (`__wrapped__`, a marker), once given one
 
     def python_type(self) -> type:
         return types.FunctionType
@@ -171,18 +222,40 @@ class NestedFunctionVariable(VariableTracker):
         return self
 
     def var_getattr(self, tx, name: str) -> VariableTracker:
+        """What functools.wraps reads and gives: its names, `__annotations__`, `__dict__` and the
+        attributes stored there (`__wrapped__`); a missing one is an AttributeError."""
         if name in self.names:
             return self.names[name]
         if name in ("__name__", "__qualname__"):
             return ConstantVariable(getattr(self.code, "co_" + name.strip("_")))
         if name == "__module__":
             return ConstantVariable(self.f_globals.get("__name__"))
+        if name == "__code__":
+            return CodeObjectVariable(self.code)
+        if name == "__annotations__" and not self.annotated:
+            value = self.names[name] = DictVariable({})  # (Python makes it on first read, too)
+            return value
+        if name == "__dict__":
+            return self.function_dict()
+        if self.dict_var is not None and name in self.dict_var.items:
+            return self.dict_var.items[name]
+        if not hasattr(types.FunctionType, name):
+            raise_symbolic(AttributeError, f"'function' object has no attribute '{name}'")
         return super().var_getattr(tx, name)
 
     def store_attr(self, tx, name: str, value: VariableTracker) -> None:
-        if name not in _FUNCTION_NAME_ATTRS or not value.is_python_constant():
+        if name in _FUNCTION_NAME_ATTRS and value.is_python_constant() or \
+                name == "__annotations__" and isinstance(value, DictVariable):
+            self.names[name] = value
+        elif hasattr(types.FunctionType, name) or name in _GUARDED_FUNCTION_ATTRS:
             raise Unsupported(f"assignment to attribute {name!r} of function {self.code.co_name}")
-        self.names[name] = value
+        else:  # an attribute of its own (`wrapper.__wrapped__ = func`): kept in its __dict__
+            self.function_dict().store(tx, ConstantVariable(name), value)
+
+    def function_dict(self) -> "DictVariable":
+        if self.dict_var is None:
+            self.dict_var = DictVariable({})
+        return self.dict_var
 
     def signature_function(self) -> types.FunctionType:
         """A real function with this code, whose defaults are the symbolic default values."""
@@ -219,7 +292,10 @@ class NestedFunctionVariable(VariableTracker):
                 flags |= 0x08
             cg.load_const(self.code)
             cg.emit("MAKE_FUNCTION", flags)
-            for name, value in self.names.items():
+            attributes = dict(self.names)
+            if self.dict_var is not None:
+                attributes.update((key, value) for key, value in self.dict_var.items.items() if type(key) is str)
+            for name, value in attributes.items():
                 value.reconstruct(cg)
                 cg.emit("COPY", 2)
                 cg.emit("STORE_ATTR", name)
@@ -303,3 +379,122 @@ class PartialVariable(VariableTracker):
 
     def __repr__(self) -> str:
         return f"PartialVariable({self.func!r})"
+
+
+class InspectSignatureVariable(VariableTracker):
+    """inspect.signature itself. A call on a Python function or a bound method is answered while
+    tracing, from the real function, instead of tracing inspect's own code (Parameter objects,
+    mapping proxies): the signature depends only on facts the guards pin, for each function of
+    the `__wrapped__` chain it follows: its code, its defaults, its keyword defaults, its
+    annotations and the keys of its `__dict__` (where `__wrapped__` and `__signature__` live)."""
+
+    def __init__(self, fn: Any, source: Source | None = None):
+        super().__init__(source)
+        self.fn = fn
+
+    def real_object(self) -> Any:
+        return self.fn
+
+    def python_type(self) -> type:
+        return types.FunctionType
+
+    def as_python_constant(self) -> Any:
+        return self.fn
+
+    def call(self, tx, args, kwargs) -> VariableTracker:
+        if len(args) != 1 or set(kwargs) - {"follow_wrapped"}:
+            raise Unsupported("inspect.signature() with these arguments")
+        follow = kwargs["follow_wrapped"].as_python_constant() if "follow_wrapped" in kwargs else True
+        fn, source, bound = function_of(tx, args[0])
+        _guard_signature_facts(tx, fn, source, follow)
+        target = types.MethodType(fn, _BOUND_PLACEHOLDER) if bound else fn
+        return InspectValueVariable(inspect.signature(target, follow_wrapped=follow))
+
+    def reconstruct(self, cg) -> None:
+        cg.load_const(self.fn)
+
+
+_BOUND_PLACEHOLDER = object()  # the `self` of a bound method: its signature does not depend on it
+
+
+def function_of(tx, callee: VariableTracker) -> tuple[types.FunctionType, Source, bool]:
+    """The Python function behind a callable tracker (see VariableTracker.python_function)."""
+    found = callee.python_function(tx)
+    if found is None or not isinstance(found[0], types.FunctionType):
+        raise Unsupported(f"inspect.signature() of {callee}")
+    return found
+
+
+def _guard_signature_facts(tx, fn: types.FunctionType, source: Source, follow: bool) -> None:
+    """Guard what inspect.signature reads of `fn` (and of the functions it wraps, when followed)."""
+    while True:
+        if any(name in fn.__dict__ for name in ("__signature__", "_partialmethod", "__partialmethod__")):
+            raise Unsupported(f"inspect.signature() of {fn.__qualname__}, which advertises its own signature")
+        guards = tx.output.guards
+        guards.add(AttrSource(source, "__dict__"), GuardKind.DICT_KEYS_MATCH, tuple(fn.__dict__))
+        guards.add(AttrSource(source, "__code__"), GuardKind.ID_MATCH, fn.__code__)
+        guards.add(AttrSource(source, "__defaults__"), GuardKind.NONE_MATCH if fn.__defaults__ is None
+                   else GuardKind.ID_MATCH, fn.__defaults__)  # (a tuple: its items cannot change)
+        for name in ("__kwdefaults__", "__annotations__"):
+            value = getattr(fn, name)
+            if value is None:
+                guards.add(AttrSource(source, name), GuardKind.NONE_MATCH)
+            elif all(map(_compares_plainly, value.values())):  # compared with a copy of it now
+                guards.add(AttrSource(source, name), GuardKind.EQUALS_MATCH, dict(value))
+            else:  # (a tensor default: `==` would not give a bool)
+                raise Unsupported(f"inspect.signature() of {fn.__qualname__}: its {name} hold objects "
+                                  f"a guard cannot compare")
+        wrapped = fn.__dict__.get("__wrapped__")
+        if not follow or wrapped is None:
+            return
+        if not isinstance(wrapped, types.FunctionType):
+            raise Unsupported(f"inspect.signature() of a function wrapping a {type(wrapped).__name__}")
+        fn, source = wrapped, AttrSource(source, "__wrapped__")
+        guards.add(source, GuardKind.ID_MATCH, fn)
+
+
+def _compares_plainly(value: Any) -> bool:
+    """A default or annotation whose `==` gives a plain bool: constants, classes, typing's forms."""
+    return is_constant_value(value) or isinstance(value, type) or \
+        type(value).__module__ in ("typing", "types") or isinstance(value, enum.Enum)
+
+
+# What a signature holds that is itself immutable: kept as the real objects.
+_INSPECT_VALUE_TYPES = (inspect.Signature, inspect.Parameter, types.MappingProxyType,
+                        type({}.keys()), type({}.values()), type({}.items()))
+
+
+class InspectValueVariable(ConstantVariable):
+    """An inspect.Signature computed while tracing, a Parameter of it, or its `parameters` mapping
+    (a read-only proxy) and that mapping's views: immutable, so worked on as constants; what they
+    hold is a constant, a class, or another of these."""
+
+    def var_getattr(self, tx, name: str) -> VariableTracker:
+        try:
+            attr = getattr(self.value, name)
+        except AttributeError as e:
+            raise Unsupported(f"{type(self.value).__name__} has no attribute {name!r}") from e
+        if callable(attr) and not isinstance(attr, type):
+            return BoundMethodVariable(self, name)
+        return inspect_value(tx, attr)
+
+    def call_method(self, tx, name, args, kwargs) -> VariableTracker:
+        pargs, pkwargs = constant_args(args, kwargs, f"{type(self.value).__name__}.{name}()")
+        return inspect_value(tx, getattr(self.value, name)(*pargs, **pkwargs))
+
+    def unpack(self, tx) -> list[VariableTracker]:
+        return [inspect_value(tx, v) for v in self.value]
+
+    def __repr__(self) -> str:
+        return f"InspectValueVariable({self.value!r})"
+
+
+def inspect_value(tx, value: Any) -> VariableTracker:
+    """The tracker of a value read from a signature (a parameter's default, kind, annotation...)."""
+    if is_constant_value(value) or isinstance(value, (type, enum.Enum)):
+        return tx.wrap_constant(value)
+    if isinstance(value, _INSPECT_VALUE_TYPES):
+        return InspectValueVariable(value)
+    if type(value) is tuple:
+        return TupleVariable([inspect_value(tx, v) for v in value])
+    raise Unsupported(f"a {type(value).__name__} read from an inspect.Signature")

@@ -16,7 +16,7 @@ import torch
 
 from ...exc import Unsupported
 from ...resume import Reentry
-from ...source import AttrSource
+from ...source import AttrSource, Source
 from .base import VariableTracker
 from .constant import ConstantVariable
 
@@ -283,6 +283,19 @@ class InlinedMethodVariable(VariableTracker):
     def call(self, tx, args, kwargs) -> VariableTracker:
         fn_source = AttrSource(self.source, "__func__") if self.source is not None else None
         return tx.inline_call(self.fn, [self.obj, *args], kwargs, fn_source=fn_source)
+
+    def python_function(self, tx) -> tuple[types.FunctionType, Source, bool]:
+        source = AttrSource(self.source, "__func__") if self.source is not None else tx.root.install_global(self.fn)
+        return self.fn, source, True
+
+    def var_getattr(self, tx, name: str) -> VariableTracker:
+        """`method.__self__`, `method.__func__`; other attributes are the function's, as Python
+        reads them (`method.__wrapped__`, `method.__name__`)."""
+        if name == "__self__":
+            return self.obj
+        _, source, _ = self.python_function(tx)
+        fn = tx.wrap(self.fn, source)
+        return fn if name == "__func__" else fn.var_getattr(tx, name)
 
     def reconstruct(self, cg) -> None:
         if self.source is not None:

@@ -6,6 +6,7 @@ report state or metadata (`torch.is_tensor`, `torch.is_floating_point`) fold to 
 """
 from __future__ import annotations
 
+import os
 import sys
 import types
 from typing import Any
@@ -16,8 +17,10 @@ from ...exc import Unsupported
 from ...source import AttrSource, Source
 from .base import VariableTracker
 from .constant import ConstantVariable
+from .exceptions import raise_symbolic
 from .tensor import TensorVariable, call_in_graph
 
+_TORCH_DIR = os.path.dirname(torch.__file__)
 _TORCH_OP_MODULES = ("torch", "torch.nn.functional", "torch.functional", "torch._C._nn", "torch._C._linalg",
                      "torch._C._fft", "torch._C._special", "torch._C._VariableFunctions", "torch.linalg",
                      "torch.fft", "torch.special", "torch._ops.aten")
@@ -33,7 +36,12 @@ _FOLDABLE = {torch.is_tensor, torch.is_floating_point, torch.is_complex, torch.n
 # torch._dynamo folds them; is_fx_tracing's deprecation warning is not given).
 _TRACING_QUERIES = {torch._C._is_tracing: False, torch.jit.is_tracing: False, torch.jit.is_scripting: False,
                     torch._C._get_tracing_state: None, torch.fx._symbolic_trace.is_fx_tracing: False,
-                    torch.fx._symbolic_trace.is_fx_symbolic_tracing: False}
+                    torch.fx._symbolic_trace.is_fx_symbolic_tracing: False,
+                    # nn.MultiheadAttention's eval fast path (`torch._native_multi_head_attention`)
+                    # asks whether make_fx traces, reading torch's dispatch-mode stack: answered
+                    # True, as torch._dynamo answers it (pytorch#164721), so that its slow path,
+                    # F.multi_head_attention_forward, is traced: the same graph as torch._dynamo's.
+                    torch.nn.modules.activation._is_make_fx_tracing: True}
 
 
 def _is_compiling_query(fn: Any) -> bool:
@@ -75,6 +83,10 @@ def is_torch_op(value: Any) -> bool:
         return getattr(value, "__objclass__", None) is torch._C.TensorBase
     if _is_functional_helper(value):
         return False
+    if isinstance(value, types.FunctionType) and not value.__code__.co_filename.startswith(_TORCH_DIR):
+        # A Python function of the user's whose __module__ says torch: functools.wraps copies it
+        # from the torch function it wraps (`@wraps(torch.cos) def wrapper`); its code is its own.
+        return _allowed_in_graph(value)
     return getattr(value, "__module__", None) in _TORCH_OP_MODULES or _allowed_in_graph(value)
 
 
@@ -134,6 +146,16 @@ class TorchFunctionVariable(VariableTracker):
                 raise Unsupported(f"Tensor.{self.fn.__name__} called on a non-tensor")
             return args[0].call_method(tx, self.fn.__name__, args[1:], kwargs)
         return call_in_graph(tx, "call_function", self.fn, args, kwargs)
+
+    def var_getattr(self, tx, name: str) -> VariableTracker:
+        """Its names (what functools.wraps copies from it); an attribute it lacks is an
+        AttributeError (a torch function is guarded by identity, and trusted not to change)."""
+        if not hasattr(self.fn, name):
+            raise_symbolic(AttributeError, f"'{type(self.fn).__name__}' object has no attribute '{name}'")
+        value = getattr(self.fn, name)
+        if name in ("__name__", "__qualname__", "__module__", "__doc__") and isinstance(value, (str, type(None))):
+            return ConstantVariable(value)
+        return super().var_getattr(tx, name)
 
     def reconstruct(self, cg) -> None:
         if self.source is not None:

@@ -1,0 +1,296 @@
+"""Functions as objects: their attributes (`__code__`, `__defaults__`, `__wrapped__`), bound
+methods' `__func__` and `__self__`, inspect.signature, and the globals and free variables of
+functions from another module reached without a source.
+
+Each program is compared with eager (results) and, where both trace it, with torch._dynamo (graph
+counts and ops, on the same counting backend); the guard tests change a fact between calls.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+import sys
+import types
+
+import torch
+import torch._dynamo
+
+import pyframe
+from pyframe.debug.compare import CountingBackend
+
+
+def _module(name: str, text: str) -> types.ModuleType:
+    """A module of its own (registered in sys.modules, as an imported one is)."""
+    module = types.ModuleType(name)
+    sys.modules[name] = module
+    exec(compile(text, f"{name}.py", "exec"), module.__dict__)
+    return module
+
+
+OTHER = _module("pyframe_test_other_module", """
+import torch
+SCALE = 2.0
+
+@torch.no_grad()
+def helper(x):
+    return torch.sin(x) * SCALE
+
+def make_closure():
+    k = 3.0
+    @torch.no_grad()
+    def inner(x):
+        return x * k + SCALE
+    return inner
+
+CLOSURE = make_closure()
+""")
+
+
+def _like_dynamo(fn, *args, graphs: int = 1):
+    ours, dynamo = CountingBackend(), CountingBackend()
+    torch.testing.assert_close(pyframe.optimize(ours)(fn)(*args), fn(*args))
+    torch._dynamo.reset()
+    torch._dynamo.optimize(dynamo)(fn)(*args)
+    assert len(ours.graphs) == len(dynamo.graphs) == graphs
+    assert [g.ops for g in ours.graphs] == [g.ops for g in dynamo.graphs]
+
+
+def _recompiles_when(fn, change, undo, *args) -> CountingBackend:
+    backend = CountingBackend()
+    compiled = pyframe.optimize(backend)(fn)
+    torch.testing.assert_close(compiled(*args), fn(*args))
+    change()
+    try:
+        torch.testing.assert_close(compiled(*args), fn(*args))
+    finally:
+        undo()
+    assert len(backend.graphs) == 2
+    return backend
+
+
+# -- globals and free variables of functions reached without a source ---------------------------
+
+def global_of_a_decorated_function_of_another_module(x):
+    return OTHER.helper(x) + 1
+
+
+def free_variable_of_a_decorated_closure_of_another_module(x):
+    return OTHER.CLOSURE(x) + 1
+
+
+def test_globals_and_free_variables_of_functions_reached_without_a_source():
+    x = torch.randn(3)
+    _like_dynamo(global_of_a_decorated_function_of_another_module, x)
+    _like_dynamo(free_variable_of_a_decorated_closure_of_another_module, x)
+
+
+def test_global_of_another_module_rebound_recompiles():
+    def change():
+        OTHER.SCALE = 5.0
+
+    def undo():
+        OTHER.SCALE = 2.0
+
+    _recompiles_when(global_of_a_decorated_function_of_another_module, change, undo, torch.randn(3))
+    _recompiles_when(free_variable_of_a_decorated_closure_of_another_module, change, undo, torch.randn(3))
+
+
+def test_free_variable_of_another_module_rebound_recompiles():
+    cell = OTHER.CLOSURE.__wrapped__.__closure__[0]
+
+    def change():
+        cell.cell_contents = 7.0
+
+    def undo():
+        cell.cell_contents = 3.0
+
+    _recompiles_when(free_variable_of_a_decorated_closure_of_another_module, change, undo, torch.randn(3))
+
+
+def test_decorated_function_replaced_by_another_recompiles():
+    """The function a torch decorator wraps sits in the decorator's closure: pinned by a guard."""
+    original = OTHER.CLOSURE
+    _recompiles_when(free_variable_of_a_decorated_closure_of_another_module,
+                     lambda: setattr(OTHER, "CLOSURE", torch.no_grad()(lambda x: x * 10.0)),
+                     lambda: setattr(OTHER, "CLOSURE", original), torch.randn(3))
+
+
+# -- function attributes ---------------------------------------------------------------------
+
+def keyword_filling(func):
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        names = func.__code__.co_varnames[:func.__code__.co_argcount]
+        if "scale" in names and len(args) < len(names):
+            kwargs.setdefault("scale", 2.0)
+        return func(*args, **kwargs)
+    return wrapper
+
+
+@keyword_filling
+def scaled(x, scale=1.0):
+    return x * scale
+
+
+def reads_code_of_the_function_it_wraps(x):
+    return scaled(x) + 1
+
+
+def unwraps_a_chain(x):
+    f = scaled
+    depth = 0
+    while hasattr(f, "__wrapped__"):
+        f = f.__wrapped__
+        depth += 1
+    return f(x) + depth + len(f.__defaults__) + f.__code__.co_argcount + len(scaled.__name__)
+
+
+def test_function_attributes_like_torch_dynamo():
+    _like_dynamo(reads_code_of_the_function_it_wraps, torch.randn(3))
+    _like_dynamo(unwraps_a_chain, torch.randn(3))
+
+
+def test_code_and_defaults_rebound_recompile():
+    inner = scaled.__wrapped__
+    code, defaults = inner.__code__, inner.__defaults__
+
+    def other(x, y=3.0, scale=5.0):
+        return x * y * scale
+
+    def change():
+        inner.__code__, inner.__defaults__ = other.__code__, (3.0, 5.0)
+
+    def undo():
+        inner.__code__, inner.__defaults__ = code, defaults
+
+    backend = _recompiles_when(reads_code_of_the_function_it_wraps, change, undo, torch.randn(3))
+    assert [g.ops for g in backend.graphs] == [("mul", "add"), ("mul", "mul", "add")]
+
+
+def test_wrapped_set_later_recompiles():
+    def plain(x):
+        return x + 1
+
+    def fn(x):
+        return x * 2 if hasattr(plain, "__wrapped__") else x * 3
+
+    def change():
+        plain.__wrapped__ = fn
+
+    def undo():
+        del plain.__wrapped__
+
+    _recompiles_when(fn, change, undo, torch.randn(3))
+
+
+# -- bound methods and inspect.signature -----------------------------------------------------
+
+def chunked(forward_fn, x):
+    if len(inspect.signature(forward_fn).parameters) == 1:
+        return forward_fn(x)
+    return forward_fn(x, x)
+
+
+class Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def feed_forward(self, x):
+        return self.lin(x).relu()
+
+    def forward(self, x):
+        assert callable(self.feed_forward) and self.feed_forward.__self__ is self
+        return chunked(self.feed_forward, x) + self.feed_forward.__func__.__code__.co_argcount
+
+
+def two(a, b=1.0, *, c=2):
+    return a * b + c
+
+
+def reads_a_signature(x):
+    sig = inspect.signature(two)
+    names = [p.name for p in sig.parameters.values()]
+    keyword_only = [p.kind == inspect.Parameter.KEYWORD_ONLY for p in sig.parameters.values()]
+    return x * len(names) + sum(keyword_only) + sig.parameters["b"].default + ("c" in sig.parameters)
+
+
+def test_signature_of_a_bound_method_like_torch_dynamo():
+    _like_dynamo(Block(), torch.randn(2, 4))
+
+
+def test_signature_of_a_function_like_torch_dynamo():
+    _like_dynamo(reads_a_signature, torch.randn(3))
+
+
+def test_signature_follows_defaults_rebound():
+    defaults = two.__defaults__
+
+    def change():
+        two.__defaults__ = (5.0,)
+
+    def undo():
+        two.__defaults__ = defaults
+
+    _recompiles_when(reads_a_signature, change, undo, torch.randn(3))
+
+
+# -- functools.wraps chains ------------------------------------------------------------------
+
+def tagged(tag):
+    def deco(func):
+        @functools.wraps(func)
+        def wrapper(*args, **kwargs):
+            return func(*args, **kwargs) + tag
+        return wrapper
+    return deco
+
+
+def sine(x):
+    return x.sin()
+
+
+def wraps_applied_while_tracing(x):
+    around_torch = tagged(3.0)(tagged(4.0)(torch.cos))
+    around_user = tagged(5.0)(sine)
+    return around_torch(x) + around_user(x) + len(around_user.__wrapped__.__name__) + \
+        (around_user.__wrapped__ is sine) + (around_torch.__name__ == "cos")
+
+
+def returns_a_wrapper_made_while_tracing(x):
+    return tagged(2.0)(sine), x + 1
+
+
+def test_wraps_chains_made_while_tracing_like_torch_dynamo():
+    _like_dynamo(wraps_applied_while_tracing, torch.randn(3))
+
+
+def test_wrapper_made_while_tracing_escapes_with_its_attributes():
+    x = torch.randn(3)
+    (wrapper, _), (expected, _) = pyframe.optimize(CountingBackend())(returns_a_wrapper_made_while_tracing)(x), \
+        returns_a_wrapper_made_while_tracing(x)
+    assert wrapper.__wrapped__ is sine and wrapper.__name__ == "sine"
+    torch.testing.assert_close(wrapper(x), expected(x))
+
+
+def test_user_function_wrapping_a_torch_function_is_not_a_torch_op():
+    """functools.wraps copies `__module__ == 'torch'` onto the wrapper: it is still inlined."""
+    @functools.wraps(torch.cos)
+    def shifted_cos(x):
+        return torch.cos(x) + 1
+
+    def fn(x):
+        return shifted_cos(x) * 2
+
+    _like_dynamo(fn, torch.randn(3))
+
+
+def test_signature_of_a_function_with_a_tensor_keyword_default_is_left_to_python():
+    def weighted(x, *, w=torch.ones(3)):
+        return x * w
+
+    def fn(x):
+        return x * len(inspect.signature(weighted).parameters)
+
+    x = torch.randn(3)
+    torch.testing.assert_close(pyframe.optimize(CountingBackend())(fn)(x), fn(x))
