@@ -86,13 +86,14 @@ static PyObject *pf_entry_owner(const PfEntry *e) {
     return obj == Py_None ? nullptr : obj;
 }
 
-// Takes the entries of `owner` out of `s`, keeping the others in order (see pf_release).
-static PfEntry *pf_detach_owned(PfExtraState *s, PyObject *owner) {
+// Takes the entries `drop` picks out of `s`, keeping the others in order (see pf_release).
+template <typename Pick>
+static PfEntry *pf_detach_if(PfExtraState *s, Pick drop) {
     PfEntry *keep = nullptr, **keep_tail = &keep, *gone = nullptr, **gone_tail = &gone;
     for (PfEntry *e = s->entries; e != nullptr;) {
         PfEntry *next = e->next;
         e->next = nullptr;
-        PfEntry ***tail = pf_entry_owner(e) == owner ? &gone_tail : &keep_tail;
+        PfEntry ***tail = drop(e) ? &gone_tail : &keep_tail;
         **tail = e;
         *tail = &e->next;
         e = next;
@@ -329,11 +330,21 @@ void clear_code(const py::object &code, const py::object &owner) {
         return;
     }
     if (!owner.is_none()) {  // one backend's entries only
-        pf_entries_free(pf_detach_owned(s, owner.ptr()), true);
+        PyObject *o = owner.ptr();
+        pf_entries_free(pf_detach_if(s, [o](PfEntry *e) { return pf_entry_owner(e) == o; }), true);
         return;
     }
     s->state = PF_STATE_ACTIVE;
     pf_entries_free(pf_detach_entries(s), true);
+}
+
+void remove_cache_entry(const py::object &code, const py::object &guards) {
+    PfExtraState *s = pf_code_get_extra(as_code(code));
+    if (s == nullptr) {
+        return;
+    }
+    PyObject *g = guards.ptr();
+    pf_entries_free(pf_detach_if(s, [g](PfEntry *e) { return e->guards == g; }), true);
 }
 
 void reset() {
@@ -375,6 +386,9 @@ void bind_cache(py::module_ &m) {
     m.def("clear_code", &clear_code, py::arg("code"), py::arg("owner") = py::none(),
           "drop the entries of one code object and make it active again; with `owner`, only the "
           "entries that callback compiled");
+    m.def("remove_cache_entry", &remove_cache_entry, py::arg("code"), py::arg("guards"),
+          "drop the entry of a code object whose guard tree is `guards` (one that can never hit "
+          "again: an object its guards pin has died)");
     m.def("reset", &reset, "clear_code() for every code object pyframe has seen");
 }
 

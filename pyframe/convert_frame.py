@@ -106,7 +106,7 @@ class Compiler:
             return self._miss(frame, code)
 
     def _miss(self, frame: Any, code: types.CodeType) -> Any:
-        entries = [e for e in _C.get_cache_entries(code) if e.owner is self]
+        entries = [e for e in _live_entries(code) if e.owner is self]
         failures = [e.guards.first_failure(frame.f_locals, frame.f_globals, frame.f_builtins, frame.closure)
                     for e in entries]
         if any(f is None for f in failures):
@@ -175,14 +175,24 @@ class Compiler:
         return _C.RUN_ONLY
 
 
+def _live_entries(code: types.CodeType) -> list:
+    """The entries of `code`, after dropping those made for an object that has died since (a
+    module instance its guards pinned by identity): they can never hit again, and would count
+    toward the recompile limit of the objects that come after."""
+    entries = []
+    for entry in _C.get_cache_entries(code):
+        pinned = getattr(entry.info, "pinned_locals", None) or {}
+        if any(p.is_dead() for p in pinned.values()):
+            _C.remove_cache_entry(code, entry.guards)
+        else:
+            entries.append(entry)
+    return entries
+
+
 def _pins_match(record: Any, f_locals: dict[str, Any]) -> bool:
     """The entry counts against the recompile limit of this call's objects: it was made for the
-    objects the frame's arguments hold now (or pins none), or for one that has died since, which
-    it can never serve again (a new module made for every call recompiles at each: it stops at
-    the limit, as it would for one object)."""
+    objects the frame's arguments hold now, or pins none."""
     pinned = getattr(record, "pinned_locals", None) or {}
-    if any(p.is_dead() for p in pinned.values()):
-        return True
     return all(p.is_(f_locals.get(name)) for name, p in pinned.items())
 
 
