@@ -192,11 +192,19 @@ class UserObjectVariable(VariableTracker):
         if _plain_protocol(type(self.value)):
             guards.add(AttrSource(self.source, name), GuardKind.HASATTR_MATCH, False)
             return
-        instance_dict = _instance_dict(self.value)
+        instance_dict = self._guarded_instance_dict()
         if hasattr(type(self.value), name) or not all(type(k) is str for k in instance_dict):
             raise Unsupported(f"attribute {name!r} missing from a {type(self.value).__qualname__} (unguardable)")
         guards.add(AttrSource(AttrSource(self.source, "__class__"), name), GuardKind.HASATTR_MATCH, False)
         guards.add(AttrSource(self.source, "__dict__"), GuardKind.DICT_KEYS_MATCH, tuple(instance_dict))
+
+    def _guarded_instance_dict(self) -> dict:
+        """The instance dict, which guards and the transformed code read as `obj.__dict__`
+        (through the class's own __getattribute__, if any: it must give the dict itself)."""
+        instance_dict = _instance_dict(self.value)
+        if getattr(self.value, "__dict__", None) is not instance_dict:
+            raise Unsupported(f"{type(self.value).__qualname__}.__getattribute__ maps '__dict__' elsewhere")
+        return instance_dict
 
     def generic_setattr(self, tx, name: str, value: VariableTracker) -> None:
         check_plain_store(type(self.value), name, own_setattr_ran=True)
@@ -219,7 +227,7 @@ class UserObjectVariable(VariableTracker):
         dict_var = self._dict_tracker(tx)
         if dict_var is not None:
             return dict_var
-        dict_var = tx.wrap(_instance_dict(self.value), AttrSource(self.source, "__dict__"))
+        dict_var = tx.wrap(self._guarded_instance_dict(), AttrSource(self.source, "__dict__"))
         if not isinstance(dict_var, DictVariable):
             raise Unsupported(f"__dict__ of a {type(self.value).__qualname__} with keys the trace does not model")
         stores = tx.side_effects.stores.get(id(self))
