@@ -239,3 +239,41 @@ def test_object_is_none_holds_for_any_object_of_its_type():
         torch.testing.assert_close(compiled(torch.ones(2), State()), torch.ones(2) + 1)
     torch.testing.assert_close(compiled(torch.ones(2), None), torch.ones(2) - 1)
     assert len(backend.graphs) == 2
+
+
+class Ladder:
+    """A sequence by __len__ and __getitem__, with an __iter__ and a __reversed__ of its own."""
+
+    def __init__(self, steps):
+        self.steps = steps
+
+    def __len__(self):
+        return len(self.steps)
+
+    def __getitem__(self, i):
+        return self.steps[i] * 2
+
+    def __iter__(self):
+        return iter(self.steps)
+
+
+class Backwards(Ladder):
+    def __reversed__(self):
+        return iter([10.0, 20.0])
+
+
+def test_reversed_and_dict_of_user_objects_follow_their_protocols():
+    """reversed() indexes from the end (or calls __reversed__), never __iter__; dict() and
+    dict.update() read a mapping through keys() and obj[key], not as an iterable of pairs."""
+    def fn(x):
+        table = Registry()
+        copied, updated = dict(table), {}
+        updated.update(table)
+        ladder = Ladder([1.0, 2.0, 3.0])
+        return (x + sum(reversed(ladder)) + sum(reversed(Backwards([1.0]))) + sum(ladder),
+                list(reversed(ladder)), sorted(copied), sorted(updated), {**table} == copied)
+
+    x = torch.randn(3)
+    result, expected = pyframe.optimize(CountingBackend())(fn)(x), fn(x)
+    torch.testing.assert_close(result[0], expected[0])
+    assert result[1:] == expected[1:]

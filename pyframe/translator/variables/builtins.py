@@ -409,6 +409,17 @@ def _reversed(tx, obj: VariableTracker) -> VariableTracker:
     from .dict_subclass import DictSubclassMixin  # (it imports this module)
     if isinstance(obj, DictSubclassMixin):  # its __reversed__ (dict's, or its own), not its __iter__
         return obj.call_special(tx, "__reversed__", [])
+    found = _python_method(obj, "__reversed__")
+    if found is not None:  # a user class's own, inlined
+        return tx.inline_call(found[0], [obj], {}, fn_source=found[1])
+    if _python_method(obj, "__iter__") is not None or _python_method(obj, "__getitem__") is not None:
+        # reversed() of a user object without __reversed__ indexes it from len()-1 down (never
+        # through its __iter__): `obj[i]`, each call inlined
+        length = _len(tx, obj)
+        if length is None:
+            raise Unsupported(f"reversed() of a {obj.python_type().__qualname__} without __len__")
+        items = [obj.getitem(tx, ConstantVariable(i)) for i in reversed(range(length.as_python_constant()))]
+        return ListIteratorVariable(items, type(reversed([])))
     return ListIteratorVariable(list(reversed(obj.unpack(tx))), type(reversed([])))
 
 
@@ -574,7 +585,13 @@ def build_dict(tx, dict_type: type, args: Sequence[VariableTracker], kwargs: dic
         elif isinstance(source, DictSubclassMixin):
             # dict() and defaultdict() merge as dict.update does; OrderedDict() as MutableMapping's
             built.items.update(source.mapping_pairs(tx, dict_merge=dict_type is not collections.OrderedDict))
+        elif _python_method(source, "keys") is not None:  # a user mapping: keys(), then obj[key]
+            for key in list(iterate(tx, source.call_method(tx, "keys", [], {}))):
+                built.store(tx, key, BuiltinVariable(operator.getitem).call(tx, [source, key], {}))
         else:
+            if _python_method(source, "__iter__") is not None and \
+                    class_attribute(source.python_type(), "keys", None) is not None:
+                raise Unsupported(f"{dict_type.__name__}() of a {source.python_type().__qualname__} whose keys is not a method")
             for pair in iterate(tx, source):
                 key, value = pair.unpack(tx)
                 built.store(tx, key, value)
