@@ -8,6 +8,7 @@ Each program runs eagerly, under pyframe and under torch._dynamo with the same c
 from __future__ import annotations
 
 import collections.abc
+import copy
 import dataclasses
 
 import torch
@@ -277,3 +278,49 @@ def test_reversed_and_dict_of_user_objects_follow_their_protocols():
     result, expected = pyframe.optimize(CountingBackend())(fn)(x), fn(x)
     torch.testing.assert_close(result[0], expected[0])
     assert result[1:] == expected[1:]
+
+
+class Settings:
+    """Copied the default way (object's __reduce_ex__), with an own __setattr__ resolving aliases."""
+
+    aliases = {"w": "width"}
+
+    def __init__(self):
+        self.width = 2.0
+        self.names = ["a", "b"]
+        self.table = {0: "x"}
+        self.nested = Nested()
+
+    def __setattr__(self, key, value):
+        if key in super().__getattribute__("aliases"):
+            key = super().__getattribute__("aliases")[key]
+        super().__setattr__(key, value)
+
+
+class Nested:
+    def __init__(self):
+        self.depth = 3
+
+
+def test_deepcopy_of_a_user_object_and_delattr_of_the_copy():
+    """The copy is a new instance with copied attributes (the original untouched); attributes of
+    an object made in the trace can be deleted."""
+    def fn(x, settings):
+        clone = copy.deepcopy(settings)
+        clone.names.append("c")
+        clone.w = 5.0
+        del clone.nested
+        snapshot = copy.deepcopy(clone.__dict__)
+        delattr(clone, "table")
+        total = x * clone.width + len(settings.names) + len(clone.names) + settings.nested.depth
+        return total, sorted(snapshot), hasattr(clone, "nested"), clone
+
+    ours = CountingBackend()
+    settings, expected_settings, x = Settings(), Settings(), torch.randn(3)
+    result, expected = pyframe.optimize(ours)(fn)(x, settings), fn(x, expected_settings)
+    torch.testing.assert_close(result[0], expected[0])
+    assert result[1:3] == expected[1:3]
+    assert type(result[3]) is Settings and vars(result[3]) == vars(expected[3])
+    assert settings.names == ["a", "b"] and hasattr(settings, "nested")
+    assert len(ours.graphs) == 1
+    assert not pyframe.explain(fn)(x, Settings()).break_reasons

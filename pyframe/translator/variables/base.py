@@ -63,6 +63,10 @@ class VariableTracker:
         """`self.name = value` (STORE_ATTR, setattr())."""
         raise Unsupported(f"assignment to attribute {name!r} of {self}")
 
+    def delete_attr(self, tx: "InstructionTranslator", name: str) -> None:
+        """`del self.name` (DELETE_ATTR, delattr())."""
+        raise Unsupported(f"deletion of attribute {name!r} of {self}")
+
     def generic_getattr(self, tx: "InstructionTranslator", name: str) -> "VariableTracker":
         """`object.__getattribute__(self, name)`: the lookup a class's own `__getattribute__`
         ends in (`super().__getattribute__(key)`), without that method and without `__getattr__`."""

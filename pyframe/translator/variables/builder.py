@@ -28,6 +28,7 @@ from .autograd_function import AutogradFunctionVariable, is_autograd_function, i
 from .base import VariableTracker
 from .builtins import BUILTIN_FUNCTIONS, PURE_FUNCTIONS, BuiltinVariable
 from .constant import ConstantVariable, is_constant_value, is_numpy_scalar
+from .copying import DeepcopyFunctionVariable, is_deepcopy
 from .containers import (
     DictVariable, FrameListVariable, ListIteratorVariable, ListVariable, NamedTupleVariable, ObjectKey, SetVariable,
     SizeVariable, TupleVariable,
@@ -219,6 +220,9 @@ def _wrap(tx: "InstructionTranslator", value: Any, source: Source | None, guard:
             guards.add(AttrSource(source, "__thisclass__"), GuardKind.ID_MATCH, value.__thisclass__)
         obj = wrap(tx, value.__self__, AttrSource(source, "__self__") if source is not None else None, guard)
         return SuperVariable(value.__thisclass__, obj)
+    if is_deepcopy(value):  # its copies of user objects are made here (copying.py)
+        add(GuardKind.ID_MATCH, value)
+        return DeepcopyFunctionVariable(value, source)
     if isinstance(value, types.FunctionType):
         if value.__closure__ is None:
             add(GuardKind.ID_MATCH, value)

@@ -563,6 +563,11 @@ def _getitem(tx, obj: VariableTracker, key: VariableTracker) -> VariableTracker 
     return None
 
 
+def _delattr(tx, obj: VariableTracker, name: VariableTracker) -> VariableTracker:
+    obj.delete_attr(tx, name.as_python_constant())
+    return ConstantVariable(None)
+
+
 def _setattr(tx, obj: VariableTracker, name: VariableTracker, value: VariableTracker) -> VariableTracker:
     obj.store_attr(tx, name.as_python_constant(), value)
     return ConstantVariable(None)
@@ -786,7 +791,7 @@ _ITERTOOLS = (itertools.chain, itertools.chain.from_iterable, itertools.product,
               *_ITERTOOLS_ONE_ITERABLE)
 
 _HANDLERS: dict[Callable, Callable] = {
-    len: _len, callable: _callable, isinstance: _isinstance, getattr: _getattr, hasattr: _hasattr, setattr: _setattr,
+    len: _len, callable: _callable, isinstance: _isinstance, getattr: _getattr, hasattr: _hasattr, setattr: _setattr, delattr: _delattr,
     type: _type,
     list: _sequence(list), tuple: _sequence(tuple), enumerate: _enumerate, zip: _zip, reversed: _reversed,
     map: _map, filter: _filter, iter: _iter, next: _next,

@@ -89,7 +89,7 @@ class PythonObjectVariable(VariableTracker):
         from .dict_subclass import NewDictObjectVariable, is_constructible  # (it imports this module)
         if is_constructible(cls):  # `class Out(OrderedDict)`: a user object with a dict inside
             return NewDictObjectVariable.make(tx, cls, self.source, args, kwargs)
-        if _is_plain_class(cls):
+        if is_plain_class(cls):
             obj = NewObjectVariable(cls, self.source)
             init = class_attribute(cls, "__init__", None)
             if isinstance(init, types.FunctionType):
@@ -170,7 +170,7 @@ class UserObjectVariable(VariableTracker):
             self._guard_missing(tx, name)
             raise_symbolic(AttributeError, f"{type(self.value).__name__!r} object has no attribute {name!r}")
         if name == "__dict__" and self.source is not None:
-            return self._read_dict(tx)
+            return self.instance_dict_tracker(tx)
         own_getattribute = _own_getattribute(type(self.value))
         value = _static_attr(self.value, name, generic=own_getattribute)
         if isinstance(value, types.MethodType):
@@ -222,7 +222,7 @@ class UserObjectVariable(VariableTracker):
         """The tracker of `obj.__dict__`, if the trace read it."""
         return tx.side_effects.known(AttrSource(self.source, "__dict__")) if self.source is not None else None
 
-    def _read_dict(self, tx) -> VariableTracker:
+    def instance_dict_tracker(self, tx) -> VariableTracker:
         """`obj.__dict__`: the real dict, guarded by its keys, showing what the trace assigned."""
         dict_var = self._dict_tracker(tx)
         if dict_var is not None:
@@ -424,6 +424,17 @@ class NewObjectVariable(VariableTracker):
         tx.side_effects.note()
         self.attrs[name] = value
 
+    def delete_attr(self, tx, name: str) -> None:
+        """`del obj.name` / delattr(): object's __delattr__ takes it out of the instance dict (an
+        AttributeError in the trace if it is not there)."""
+        if class_attribute(self.cls, "__delattr__", None) is not object.__delattr__ \
+                or _is_data_descriptor(class_attribute(self.cls, name, None)):
+            raise Unsupported(f"deletion of attribute {name!r} of a {self.cls.__qualname__} (its own __delattr__ or a descriptor)")
+        if name not in self.attrs:
+            raise_symbolic(AttributeError, name)
+        tx.side_effects.note()
+        del self.attrs[name]
+
     def call_method(self, tx, name, args, kwargs) -> VariableTracker:
         method = class_attribute(self.cls, name, None)
         if name not in self.attrs and isinstance(method, types.FunctionType):
@@ -495,7 +506,7 @@ class InstanceDictVariable(DictVariable):
         return f"InstanceDictVariable(of {self.owner!r})"
 
 
-def _is_plain_class(cls: type) -> bool:
+def is_plain_class(cls: type) -> bool:
     """A Python class whose instances object.__new__ makes and whose attributes live in __dict__
     (a `__setattr__` of its own is inlined: it ends in object's)."""
     return (type(cls) in (type, abc.ABCMeta) and cls.__new__ is object.__new__
