@@ -81,6 +81,11 @@ def skip_reason(code: types.CodeType) -> str | None:
     # A named tuple's generated __new__ (made by exec) only builds the tuple.
     if code.co_filename == "<string>" and code.co_name == "__new__":
         return "generated code <string>"
+    # A class's own __getattribute__ runs for every attribute read of its instances, the reads
+    # its own guards would make of `self` included: compiled on its own, it would re-enter itself.
+    # (Inside a traced frame it is inlined.)
+    if code.co_name == "__getattribute__":
+        return "an attribute lookup hook (__getattribute__)"
     return trace_rules.file_skip_reason(code.co_filename)
 
 

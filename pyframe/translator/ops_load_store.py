@@ -116,6 +116,9 @@ class LoadStoreOps:
         obj, value = self.pop(), self.pop()
         obj.store_attr(self, inst.arg, value)
 
+    def DELETE_ATTR(self, inst: Instr) -> None:
+        self.pop().delete_attr(self, inst.arg)
+
     # -- cells and free variables --------------------------------------------------------------
     # 3.11: MAKE_CELL and COPY_FREE_VARS run before RESUME. Symbolically a cell variable of this
     # frame is just a local, and a free variable is read through the function's closure.

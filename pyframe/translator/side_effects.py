@@ -34,6 +34,7 @@ they are built with their final contents if they outlive the trace.
 """
 from __future__ import annotations
 
+import types
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import torch
@@ -42,7 +43,9 @@ from ..exc import Unsupported
 from ..guards import GuardKind, GuardSet
 from ..source import FreeCellSource, GlobalSource, ItemSource, Source
 from .variables.base import VariableTracker
+from .variables.base import class_attribute
 from .variables.dict_subclass import DictSubclassMixin, refill
+from .variables.objects import UserObjectVariable
 from .variables.containers import build_dict_items, made_keys
 
 if TYPE_CHECKING:
@@ -54,6 +57,7 @@ class SideEffects:
         self._by_source: dict[Source, VariableTracker] = {}
         self._sources_of: dict[int, list[Source]] = {}  # id of a real object -> where it was read from
         self._objects: list[Any] = []                   # keeps those ids valid for the trace
+        self._values: dict[int, Any] = {}                # id of a tracker -> the object it stands for
         self.mutated: dict[int, VariableTracker] = {}   # containers whose items changed, by tracker id
         self.stores: dict[int, tuple[VariableTracker, dict[str, VariableTracker]]] = {}  # attributes set
         self._cells: dict[int, VariableTracker] = {}    # id of a closure cell -> its one tracker
@@ -89,8 +93,14 @@ class SideEffects:
                 guards.add_aliasing(first, value)
                 guards.add_aliasing(source, value)
         self._by_source[source] = tracker
+        self._values[id(tracker)] = value
         sources.append(source)
         return tracker
+
+    def real_value(self, tracker: VariableTracker, default: Any) -> Any:
+        """The real object behind the tracker of a mutable object read from the frame (its
+        identity: `id(d)`), or `default`."""
+        return self._values.get(id(tracker), default)
 
     def known_cell(self, cell: Any) -> VariableTracker | None:
         """The tracker of the closure cell `cell`, if the trace reached it before (by any function)."""
@@ -205,7 +215,7 @@ class SideEffects:
                     cg.load_source(target.dict_source)
                     cg.load_const(target.name)
                     cg.emit("STORE_SUBSCR")
-            elif isinstance(target, tuple) and isinstance(target[0], DictSubclassMixin):
+            elif isinstance(target, tuple) and _stored_raw(target[0]):
                 # object.__setattr__(obj, "name", temp): what the trace recorded is the store
                 # itself, the class's own __setattr__ having run (inlined) already
                 obj, name = target
@@ -277,3 +287,12 @@ def _build_contents(cg: "PyCodegen", container: VariableTracker) -> None:
         for item in container.items:
             item.reconstruct(cg)
         cg.emit("BUILD_LIST", len(container.items))
+
+
+def _stored_raw(obj: VariableTracker) -> bool:
+    """The trace recorded `object.__setattr__` itself for stores to `obj`: a dict-subclass
+    instance, or an object whose class's own Python `__setattr__` was inlined (replaying through
+    it would run it twice: a mapped name mapped again)."""
+    return isinstance(obj, DictSubclassMixin) or (
+        isinstance(obj, UserObjectVariable)
+        and isinstance(class_attribute(type(obj.value), "__setattr__", None), types.FunctionType))

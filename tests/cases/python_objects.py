@@ -3,6 +3,7 @@ __getattr__ fallbacks, dict subclasses used as configs, closures that keep state
 annotations evaluated at def time, exceptions raised and caught."""
 
 import collections
+import collections.abc
 import dataclasses
 import types
 import typing
@@ -186,3 +187,52 @@ def len_of_user_class_from_tensor_metadata(x):
     """`__len__` returns a size from the tensor's metadata: a constant under static shapes."""
     rows = _Rows(x)
     return x * len(rows) + len(_Rows(x[0]))
+
+
+class _AliasedConfig:
+    """A config whose aliases are resolved by its own __getattribute__ / __setattr__ (both end in
+    object's through super()), as Hugging Face's configs resolve `attribute_map`."""
+
+    aliases = {"width": "hidden_size"}
+
+    def __init__(self, **values):
+        for name, value in values.items():
+            setattr(self, name, value)
+
+    def __getattribute__(self, key):
+        if key != "aliases" and key in super().__getattribute__("aliases"):
+            key = super().__getattribute__("aliases")[key]
+        return super().__getattribute__(key)
+
+    def __setattr__(self, key, value):
+        if key in super().__getattribute__("aliases"):
+            key = super().__getattribute__("aliases")[key]
+        super().__setattr__(key, value)
+
+
+class _Activations(collections.abc.Mapping):
+    """A mapping (not a dict) whose `in`, len and iteration are its own methods."""
+
+    _table = {"relu": torch.relu, "tanh": torch.tanh}
+
+    def __getitem__(self, key):
+        return self._table[key]
+
+    def __iter__(self):
+        return iter(self._table)
+
+    def __len__(self):
+        return len(self._table)
+
+
+@case(inputs=lambda: (torch.randn(4), _AliasedConfig(width=2.0, act="tanh")))
+def attribute_protocol_of_configs(x, config):
+    """Reads through a class's own __getattribute__, missing attributes (getattr's default,
+    hasattr), `in` / len / `for` through a Mapping's methods, vars() of an object made here."""
+    table = _Activations()
+    if config.act in table and not hasattr(config, "dropout"):
+        x = table[config.act](x) * config.width
+    for name in table:
+        x = x + table[name](x) * getattr(config, f"{name}_scale", 0.5)
+    made = _Rows(x)
+    return x * len(table) + len(vars(made))

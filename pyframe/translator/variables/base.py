@@ -64,6 +64,19 @@ class VariableTracker:
         """`self.name = value` (STORE_ATTR, setattr())."""
         raise Unsupported(f"assignment to attribute {name!r} of {self}")
 
+    def delete_attr(self, tx: "InstructionTranslator", name: str) -> None:
+        """`del self.name` (DELETE_ATTR, delattr())."""
+        raise Unsupported(f"deletion of attribute {name!r} of {self}")
+
+    def generic_getattr(self, tx: "InstructionTranslator", name: str) -> "VariableTracker":
+        """`object.__getattribute__(self, name)`: the lookup a class's own `__getattribute__`
+        ends in (`super().__getattribute__(key)`), without that method and without `__getattr__`."""
+        raise Unsupported(f"object.__getattribute__ of {self}")
+
+    def generic_setattr(self, tx: "InstructionTranslator", name: str, value: "VariableTracker") -> None:
+        """`object.__setattr__(self, name, value)`: the store a class's own `__setattr__` ends in."""
+        raise Unsupported(f"object.__setattr__ of {self}")
+
     def call(self, tx: "InstructionTranslator", args: Sequence["VariableTracker"],
              kwargs: dict[str, "VariableTracker"]) -> "VariableTracker":
         raise Unsupported(f"call of {self}")

@@ -28,6 +28,7 @@ from .autograd_function import AutogradFunctionVariable, is_autograd_function, i
 from .base import VariableTracker
 from .builtins import BUILTIN_FUNCTIONS, PURE_FUNCTIONS, BuiltinVariable
 from .constant import ConstantVariable, is_constant_value, is_numpy_scalar
+from .copying import DeepcopyFunctionVariable, is_deepcopy
 from .containers import (
     DictVariable, FrameListVariable, ListIteratorVariable, ListVariable, NamedTupleVariable, ObjectKey, SetVariable,
     SizeVariable, TupleVariable,
@@ -224,6 +225,9 @@ def _wrap(tx: "InstructionTranslator", value: Any, source: Source | None, guard:
     if value is inspect.signature:  # answered while tracing, from guarded facts
         add(GuardKind.ID_MATCH, value)
         return InspectSignatureVariable(value, source)
+    if is_deepcopy(value):  # its copies of user objects are made here (copying.py)
+        add(GuardKind.ID_MATCH, value)
+        return DeepcopyFunctionVariable(value, source)
     if isinstance(value, types.FunctionType):
         if value.__closure__ is None and "<locals>" not in value.__qualname__:
             add(GuardKind.ID_MATCH, value)

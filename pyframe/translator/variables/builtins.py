@@ -411,6 +411,17 @@ def _reversed(tx, obj: VariableTracker) -> VariableTracker:
     from .dict_subclass import DictSubclassMixin  # (it imports this module)
     if isinstance(obj, DictSubclassMixin):  # its __reversed__ (dict's, or its own), not its __iter__
         return obj.call_special(tx, "__reversed__", [])
+    found = _python_method(obj, "__reversed__")
+    if found is not None:  # a user class's own, inlined
+        return tx.inline_call(found[0], [obj], {}, fn_source=found[1])
+    if _python_method(obj, "__iter__") is not None or _python_method(obj, "__getitem__") is not None:
+        # reversed() of a user object without __reversed__ indexes it from len()-1 down (never
+        # through its __iter__): `obj[i]`, each call inlined
+        length = _len(tx, obj)
+        if length is None:
+            raise Unsupported(f"reversed() of a {obj.python_type().__qualname__} without __len__")
+        items = [obj.getitem(tx, ConstantVariable(i)) for i in reversed(range(length.as_python_constant()))]
+        return ListIteratorVariable(items, type(reversed([])))
     return ListIteratorVariable(list(reversed(obj.unpack(tx))), type(reversed([])))
 
 
@@ -468,6 +479,13 @@ def _identity(negate: bool) -> Callable:
                 raise Unsupported("identity of two tensor inputs (they may be one object)")
             # A tensor made by the graph is a new object, distinct from every other.
             return ConstantVariable((a.node is b.node) != negate)
+        for const, other in ((a, b), (b, a)):
+            # `obj is None`: an object of the frame (its type guarded) is not a singleton of
+            # another type; no need to pin it by identity (a new one each call is fine)
+            if isinstance(const, ConstantVariable) and (const.value is None or type(const.value) is bool) \
+                    and other.source is not None and tx.output.guards.has(other.source, GuardKind.TYPE_MATCH) \
+                    and other.python_type() is not type(const.value):
+                return ConstantVariable(negate)
         known_a, known_b = a.real_object(), b.real_object()
         if known_a is not UNKNOWN_OBJECT and known_b is not UNKNOWN_OBJECT:
             for vt, known in ((a, known_a), (b, known_b)):  # the answer holds while they are these objects
@@ -495,6 +513,10 @@ def _identity(negate: bool) -> Callable:
 def _id(tx, obj: VariableTracker) -> VariableTracker:
     """id() of an object the trace holds (guarded to stay that object); others are Unsupported."""
     known = obj.real_object()
+    if known is UNKNOWN_OBJECT and obj.source is not None:  # a list or dict the frame read
+        known = tx.side_effects.real_value(obj, UNKNOWN_OBJECT)
+    if isinstance(obj, ConstantVariable) and (obj.value is None or type(obj.value) is bool):
+        return ConstantVariable(id(obj.value))  # (singletons: one object for the whole process)
     if known is UNKNOWN_OBJECT or isinstance(obj, ConstantVariable):
         raise Unsupported(f"id() of {obj}")
     if obj.source is not None:
@@ -502,11 +524,21 @@ def _id(tx, obj: VariableTracker) -> VariableTracker:
     return ConstantVariable(id(known))
 
 
+def _vars(tx, *obj: VariableTracker) -> VariableTracker:
+    """vars(obj) is the `__dict__` attribute, read as `obj.__dict__` is."""
+    if len(obj) != 1:
+        raise Unsupported("vars() without an argument (the frame's locals)")
+    return tx.load_attr(obj[0], "__dict__")
+
+
 def _contains(tx, container: VariableTracker, item: VariableTracker) -> VariableTracker | None:
     from .dict_subclass import DictSubclassMixin  # (it imports this module)
     if isinstance(container, DictSubclassMixin):  # its __contains__, inlined, or dict's
         result = container.call_special(tx, "__contains__", [item])
         return ConstantVariable(result.truth())  # `in` makes a bool of what __contains__ returns
+    found = _python_method(container, "__contains__")
+    if found is not None:  # a user class's __contains__, inlined (`in` makes a bool of its result)
+        return ConstantVariable(tx.inline_call(found[0], [container, item], {}, fn_source=found[1]).truth())
     if isinstance(container, DictVariable):
         return container.call_method(tx, "__contains__", [item], {})
     if isinstance(container, SetVariable):
@@ -533,6 +565,11 @@ def _getitem(tx, obj: VariableTracker, key: VariableTracker) -> VariableTracker 
     return None
 
 
+def _delattr(tx, obj: VariableTracker, name: VariableTracker) -> VariableTracker:
+    obj.delete_attr(tx, name.as_python_constant())
+    return ConstantVariable(None)
+
+
 def _setattr(tx, obj: VariableTracker, name: VariableTracker, value: VariableTracker) -> VariableTracker:
     obj.store_attr(tx, name.as_python_constant(), value)
     return ConstantVariable(None)
@@ -555,7 +592,13 @@ def build_dict(tx, dict_type: type, args: Sequence[VariableTracker], kwargs: dic
         elif isinstance(source, DictSubclassMixin):
             # dict() and defaultdict() merge as dict.update does; OrderedDict() as MutableMapping's
             built.items.update(source.mapping_pairs(tx, dict_merge=dict_type is not collections.OrderedDict))
+        elif _python_method(source, "keys") is not None:  # a user mapping: keys(), then obj[key]
+            for key in list(iterate(tx, source.call_method(tx, "keys", [], {}))):
+                built.store(tx, key, BuiltinVariable(operator.getitem).call(tx, [source, key], {}))
         else:
+            if _python_method(source, "__iter__") is not None and \
+                    class_attribute(source.python_type(), "keys", None) is not None:
+                raise Unsupported(f"{dict_type.__name__}() of a {source.python_type().__qualname__} whose keys is not a method")
             for pair in iterate(tx, source):
                 key, value = pair.unpack(tx)
                 built.store(tx, key, value)
@@ -750,13 +793,13 @@ _ITERTOOLS = (itertools.chain, itertools.chain.from_iterable, itertools.product,
               *_ITERTOOLS_ONE_ITERABLE)
 
 _HANDLERS: dict[Callable, Callable] = {
-    len: _len, callable: _callable, isinstance: _isinstance, getattr: _getattr, hasattr: _hasattr, setattr: _setattr,
+    len: _len, callable: _callable, isinstance: _isinstance, getattr: _getattr, hasattr: _hasattr, setattr: _setattr, delattr: _delattr,
     type: _type,
     list: _sequence(list), tuple: _sequence(tuple), enumerate: _enumerate, zip: _zip, reversed: _reversed,
     map: _map, filter: _filter, iter: _iter, next: _next,
     operator.is_: _identity(False), operator.is_not: _identity(True), operator.contains: _contains,
     operator.getitem: _getitem, operator.not_: _not, super: _super, sum: _sum, functools.reduce: _reduce,
-    set: _set, dict: _dict, id: _id, itertools.repeat: _repeat, **{fn: _itertools(fn) for fn in _ITERTOOLS},
+    set: _set, dict: _dict, id: _id, vars: _vars, itertools.repeat: _repeat, **{fn: _itertools(fn) for fn in _ITERTOOLS},
     operator.itemgetter: _getter(operator.itemgetter), operator.attrgetter: _getter(operator.attrgetter),
     functools.partial: _partial, **{t.fromkeys: _fromkeys(t) for t in _DICT_TYPES},
     sorted: _sorted, min: _minmax(min), max: _minmax(max), any: _any_all(any), all: _any_all(all), bool: lambda tx, obj: ConstantVariable(obj.truth()),

@@ -615,6 +615,9 @@ class DictVariable(VariableTracker):
                 if args and isinstance(args[0], DictVariable):
                     self.update(tx, args[0])
                 elif args:  # an iterable of (key, value) pairs
+                    if not isinstance(args[0], (BaseListVariable, ListIteratorVariable, DictViewVariable)):
+                        # (a mapping is read through its keys(): not an iterable of pairs)
+                        raise Unsupported(f"dict.update() from {args[0]}")
                     for pair in args[0].unpack(tx):
                         key, value = pair.unpack(tx)
                         self.store(tx, key, value)

@@ -37,6 +37,7 @@ from .builtins import iterate
 from .constant import ConstantVariable
 from .containers import BaseListVariable, DictVariable, DictViewVariable, ListIteratorVariable, positional_args
 from .exceptions import raise_symbolic
+from .misc import ObjectSlotMethodVariable
 from .objects import NewObjectVariable, PythonObjectVariable, UserObjectVariable
 
 # The builtin classes a supported subclass may inherit from (every other class on its MRO is a
@@ -118,10 +119,13 @@ class DictSubclassMixin:
             return owner
         return None
 
-    def var_getattr(self, tx, name: str) -> VariableTracker:
+    def generic_getattr(self, tx, name: str) -> VariableTracker:
         if self._builtin_method(tx, name) is not None:
             return BoundMethodVariable(self, name)
-        return super().var_getattr(tx, name)
+        return super().generic_getattr(tx, name)
+
+    def generic_setattr(self, tx, name: str, value: VariableTracker) -> None:
+        self.raw_setattr(tx, name, value)
 
     def call_method(self, tx, name, args, kwargs) -> VariableTracker:
         owner = self._builtin_method(tx, name)
@@ -285,7 +289,7 @@ class UserDictObjectVariable(DictSubclassMixin, UserObjectVariable):
         return tx.side_effects.load_attr(self, name) is not None or name in getattr(self.value, "__dict__", {})
 
     def _store_raw(self, tx, name: str, value: VariableTracker) -> None:
-        tx.side_effects.store_attr(self, name, value)
+        self.record_store(tx, name, value)
 
     def _mutate(self, tx) -> None:
         if self.source is None:  # (a real object the replay could not reach)
@@ -329,14 +333,6 @@ class NewDictObjectVariable(DictSubclassMixin, NewObjectVariable):
         tx.side_effects.note()
         self.attrs[name] = value
 
-    def var_getattr(self, tx, name: str) -> VariableTracker:
-        # Every attribute of an instance made here is in `attrs`: a name neither there nor on the
-        # class is what a Python __getattr__ is asked for.
-        fallback = _lookup(self.cls, "__getattr__")[1]
-        if name not in self.attrs and _lookup(self.cls, name)[0] is None and isinstance(fallback, types.FunctionType):
-            return self.call_special(tx, "__getattr__", [ConstantVariable(name)])
-        return super().var_getattr(tx, name)
-
     def reconstruct(self, cg) -> None:
         if self._building:
             raise Unsupported(f"a {self.cls.__qualname__} made while tracing refers to itself")
@@ -377,6 +373,10 @@ class BuiltinMethodOfVariable(VariableTracker):
 
     def call(self, tx, args, kwargs) -> VariableTracker:
         obj, args = (self.obj, list(args)) if self.obj is not None else (args[0] if args else None, list(args[1:]))
+        if self.owner is object and self.name in ObjectSlotMethodVariable.NAMES:  # object.__setattr__(o, k, v)
+            if obj is None:
+                raise Unsupported(f"object.{self.name}() without an instance")
+            return ObjectSlotMethodVariable(self.name, obj).call(tx, args, kwargs)
         if isinstance(obj, DictSubclassMixin) and isinstance(obj.python_type(), type) \
                 and issubclass(obj.python_type(), self.owner):
             return obj.call_builtin(tx, self.name, args, kwargs, self.owner)

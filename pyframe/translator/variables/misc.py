@@ -240,6 +240,9 @@ class SuperVariable(VariableTracker):
                     return InlinedMethodVariable(attr, self.obj)
                 if isinstance(attr, property) and attr.fget is not None and not of_class:
                     return tx.inline_call(attr.fget, [self.obj], {})
+                if klass is object and name in ObjectSlotMethodVariable.NAMES and not of_class:
+                    # `super().__getattribute__(key)` in a class's own __getattribute__: object's
+                    return ObjectSlotMethodVariable(name, self.obj)
                 from .dict_subclass import BuiltinMethodOfVariable, DictSubclassMixin  # (imports this module)
                 if isinstance(self.obj, DictSubclassMixin) and isinstance(attr, (types.MethodDescriptorType,
                                                                                  types.WrapperDescriptorType)):
@@ -257,6 +260,44 @@ class SuperVariable(VariableTracker):
         cg.load_const(self.cls)
         self.obj.reconstruct(cg)
         cg.call(2)
+
+
+class ObjectSlotMethodVariable(VariableTracker):
+    """`object.__getattribute__` / `object.__setattr__` bound to an instance (reached through
+    super(), or called on the class with the instance first): the plain attribute lookup or store,
+    where a class's own `__getattribute__` / `__setattr__` ends."""
+
+    NAMES = ("__getattribute__", "__setattr__")
+
+    def __init__(self, name: str, obj: VariableTracker | None = None, source=None):
+        super().__init__(source)
+        self.name, self.obj = name, obj
+
+    def real_object(self) -> Any:
+        return getattr(object, self.name) if self.obj is None else super().real_object()
+
+    def call(self, tx, args, kwargs) -> VariableTracker:
+        obj, args = (self.obj, list(args)) if self.obj is not None else (args[0] if args else None, list(args[1:]))
+        expected = 1 if self.name == "__getattribute__" else 2
+        if obj is None or kwargs or len(args) != expected or not args[0].is_python_constant() \
+                or type(args[0].as_python_constant()) is not str:
+            raise Unsupported(f"object.{self.name}() with these arguments")
+        if self.name == "__getattribute__":
+            return obj.generic_getattr(tx, args[0].as_python_constant())
+        obj.generic_setattr(tx, args[0].as_python_constant(), args[1])
+        return ConstantVariable(None)
+
+    def reconstruct(self, cg) -> None:
+        if self.obj is None:
+            cg.load_const(getattr(object, self.name))
+            return
+        cg.load_const(getattr(object, self.name))  # the slot wrapper bound to the instance
+        cg.emit("LOAD_METHOD", "__get__")
+        self.obj.reconstruct(cg)
+        cg.call(1)
+
+    def __repr__(self) -> str:
+        return f"ObjectSlotMethodVariable(object.{self.name}{' of ' + repr(self.obj) if self.obj else ''})"
 
 
 class _ObjectInitVariable(VariableTracker):

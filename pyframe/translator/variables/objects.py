@@ -14,7 +14,7 @@ import collections
 import functools
 import inspect
 import types
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -24,8 +24,8 @@ from ...source import AttrSource, ItemSource, Source
 from .base import BoundMethodVariable, VariableTracker, class_attribute, constant_args
 from .builtins import build_dict, iterate, plain_getattr
 from .constant import ConstantVariable
-from .containers import DequeVariable, NamedTupleVariable
-from .exceptions import ExceptionVariable, is_exception_class
+from .containers import DequeVariable, DictVariable, NamedTupleVariable
+from .exceptions import ExceptionVariable, RaisedException, is_exception_class, raise_symbolic
 from .functions import PartialVariable
 from .misc import InlinedMethodVariable
 from .nn_module import record_module_init
@@ -89,7 +89,7 @@ class PythonObjectVariable(VariableTracker):
         from .dict_subclass import NewDictObjectVariable, is_constructible  # (it imports this module)
         if is_constructible(cls):  # `class Out(OrderedDict)`: a user object with a dict inside
             return NewDictObjectVariable.make(tx, cls, self.source, args, kwargs)
-        if _is_plain_class(cls):
+        if is_plain_class(cls):
             obj = NewObjectVariable(cls, self.source)
             init = class_attribute(cls, "__init__", None)
             if isinstance(init, types.FunctionType):
@@ -141,27 +141,99 @@ class UserObjectVariable(VariableTracker):
         return type(self.value)
 
     def var_getattr(self, tx, name: str) -> VariableTracker:
+        return getattr_protocol(tx, self, type(self.value), self._class_attr_source, name)
+
+    def generic_getattr(self, tx, name: str) -> VariableTracker:
+        """object.__getattribute__(obj, name): what the trace assigned, a property (inlined), the
+        instance dict, the class. A missing attribute raises AttributeError in the trace, guarded
+        to stay missing."""
         stored = tx.side_effects.load_attr(self, name)
         if stored is not None:
             return stored
+        dict_var = self._dict_tracker(tx)
+        if dict_var is not None and not _is_data_descriptor(class_attribute(type(self.value), name, None)):
+            if name in dict_var.items:  # what the trace did to `obj.__dict__` is what obj shows
+                return dict_var.items[name]
+            if name in _instance_dict(self.value):
+                raise Unsupported(f"attribute {name!r} removed from a {type(self.value).__qualname__}'s __dict__")
+        instance_dict = _instance_dict(self.value)
         static = class_attribute(type(self.value), name, None)
-        if isinstance(static, property) and static.fget is not None and name not in getattr(self.value, "__dict__", {}):
+        if isinstance(static, property) and static.fget is not None and name not in instance_dict:
             return tx.inline_call(static.fget, [self], {})
         if isinstance(static, functools.partialmethod) and isinstance(static.func, types.FunctionType) \
-                and name not in getattr(self.value, "__dict__", {}):
+                and name not in instance_dict:
             # a partialmethod reads as partial(<its function bound to obj>, *args, **keywords)
             constant = functools.partial(tx.wrap, source=None, guard=False)
             return PartialVariable(InlinedMethodVariable(static.func, self), [constant(a) for a in static.args],
                                    {k: constant(v) for k, v in static.keywords.items()})
-        fallback = class_attribute(type(self.value), "__getattr__", None)
-        if isinstance(fallback, types.FunctionType) and not _has_static_attr(self.value, name):
-            # Python calls __getattr__ only when the normal lookup fails, as it does here
-            return tx.inline_call(fallback, [self, ConstantVariable(name)], {}, fn_source=self._class_attr_source("__getattr__"))
-        value = _static_attr(self.value, name)
+        if not _has_static_attr(self.value, name):
+            self._guard_missing(tx, name)
+            raise_symbolic(AttributeError, f"{type(self.value).__name__!r} object has no attribute {name!r}")
+        if name == "__dict__" and self.source is not None:
+            return self.instance_dict_tracker(tx)
+        own_getattribute = _own_getattribute(type(self.value))
+        value = _static_attr(self.value, name, generic=own_getattribute)
         if isinstance(value, types.MethodType):
             return BoundMethodVariable(self, name)
+        if own_getattribute and not _same_attribute(getattr(self.value, name), value):
+            # The guard and the transformed code read `obj.name` through the class's own
+            # __getattribute__: that must give what object's gives (it does now).
+            raise Unsupported(f"{type(self.value).__qualname__}.__getattribute__ maps {name!r} elsewhere")
         source = AttrSource(self.source, name) if self.source is not None else None
         return tx.wrap(value, source)
+
+    def _guard_missing(self, tx, name: str) -> None:
+        """Guard that object's lookup of `name` keeps failing. Where that lookup is the whole of
+        `obj.name` (no __getattribute__ or __getattr__ of the class's own), `hasattr(obj, name)`
+        says it; otherwise the class must keep lacking it and the instance dict its keys."""
+        if self.source is None:
+            return
+        guards = tx.output.guards
+        if _plain_protocol(type(self.value)):
+            guards.add(AttrSource(self.source, name), GuardKind.HASATTR_MATCH, False)
+            return
+        instance_dict = self._guarded_instance_dict()
+        if hasattr(type(self.value), name) or not all(type(k) is str for k in instance_dict):
+            raise Unsupported(f"attribute {name!r} missing from a {type(self.value).__qualname__} (unguardable)")
+        guards.add(AttrSource(AttrSource(self.source, "__class__"), name), GuardKind.HASATTR_MATCH, False)
+        guards.add(AttrSource(self.source, "__dict__"), GuardKind.DICT_KEYS_MATCH, tuple(instance_dict))
+
+    def _guarded_instance_dict(self) -> dict:
+        """The instance dict, which guards and the transformed code read as `obj.__dict__`
+        (through the class's own __getattribute__, if any: it must give the dict itself)."""
+        instance_dict = _instance_dict(self.value)
+        if getattr(self.value, "__dict__", None) is not instance_dict:
+            raise Unsupported(f"{type(self.value).__qualname__}.__getattribute__ maps '__dict__' elsewhere")
+        return instance_dict
+
+    def generic_setattr(self, tx, name: str, value: VariableTracker) -> None:
+        check_plain_store(type(self.value), name, own_setattr_ran=True)
+        self.record_store(tx, name, value)
+
+    def record_store(self, tx, name: str, value: VariableTracker) -> None:
+        """An attribute stored into the instance dict (replayed after the graph), seen through
+        `obj.__dict__` too if the trace read it."""
+        tx.side_effects.store_attr(self, name, value)
+        dict_var = self._dict_tracker(tx)
+        if dict_var is not None:
+            dict_var.items[name] = value
+
+    def _dict_tracker(self, tx) -> VariableTracker | None:
+        """The tracker of `obj.__dict__`, if the trace read it."""
+        return tx.side_effects.known(AttrSource(self.source, "__dict__")) if self.source is not None else None
+
+    def instance_dict_tracker(self, tx) -> VariableTracker:
+        """`obj.__dict__`: the real dict, guarded by its keys, showing what the trace assigned."""
+        dict_var = self._dict_tracker(tx)
+        if dict_var is not None:
+            return dict_var
+        dict_var = tx.wrap(self._guarded_instance_dict(), AttrSource(self.source, "__dict__"))
+        if not isinstance(dict_var, DictVariable):
+            raise Unsupported(f"__dict__ of a {type(self.value).__qualname__} with keys the trace does not model")
+        stores = tx.side_effects.stores.get(id(self))
+        for name, value in (stores[1].items() if stores is not None else ()):
+            dict_var.items[name] = value  # (replayed as attribute stores: not a mutation of the dict)
+        return dict_var
 
     def call_method(self, tx, name, args, kwargs) -> VariableTracker:
         method = inspect.getattr_static(self.value, name, None)
@@ -198,9 +270,57 @@ class UserObjectVariable(VariableTracker):
     def _class_attr_source(self, name: str) -> Source | None:
         return AttrSource(AttrSource(self.source, "__class__"), name) if self.source is not None else None
 
+    def unpack(self, tx) -> list[VariableTracker]:
+        return iterate_object(tx, self, type(self.value), self._class_attr_source)
+
     def store_attr(self, tx, name: str, value: VariableTracker) -> None:
-        check_plain_store(type(self.value), name)
-        tx.side_effects.store_attr(self, name, value)
+        setattr_protocol(tx, self, type(self.value), self._class_attr_source, name, value)
+
+
+def getattr_protocol(tx, obj: VariableTracker, cls: type, class_attr_source: Callable[[str], Source | None],
+                     name: str) -> VariableTracker:
+    """`obj.name` as CPython's slot for a Python class does it: the class's own `__getattribute__`
+    (inlined) or object's generic lookup (`obj.generic_getattr`); if that raises AttributeError
+    (in the trace), the class's `__getattr__`, inlined."""
+    getattribute = class_attribute(cls, "__getattribute__", None)
+    try:
+        if isinstance(getattribute, types.FunctionType):
+            return tx.inline_call(getattribute, [obj, ConstantVariable(name)], {},
+                                  fn_source=class_attr_source("__getattribute__"))
+        return obj.generic_getattr(tx, name)
+    except RaisedException as raised:
+        fallback = class_attribute(cls, "__getattr__", None)
+        if fallback is None or not issubclass(raised.value.exc_type, AttributeError):
+            raise
+        if not isinstance(fallback, types.FunctionType):
+            raise Unsupported(f"{cls.__qualname__}.__getattr__ is a {type(fallback).__name__}") from None
+        return tx.inline_call(fallback, [obj, ConstantVariable(name)], {}, fn_source=class_attr_source("__getattr__"))
+
+
+def setattr_protocol(tx, obj: VariableTracker, cls: type, class_attr_source: Callable[[str], Source | None],
+                     name: str, value: VariableTracker) -> None:
+    """`obj.name = value`: the class's own `__setattr__` (inlined; it ends in
+    `super().__setattr__`, object's store), or object's store itself."""
+    setattr_fn = class_attribute(cls, "__setattr__", None)
+    if isinstance(setattr_fn, types.FunctionType) and type(cls).__setattr__ is type.__setattr__:
+        tx.inline_call(setattr_fn, [obj, ConstantVariable(name), value], {}, fn_source=class_attr_source("__setattr__"))
+        return
+    check_plain_store(cls, name)
+    obj.generic_setattr(tx, name, value)
+
+
+def iterate_object(tx, obj: VariableTracker, cls: type,
+                   class_attr_source: Callable[[str], Source | None]) -> list[VariableTracker]:
+    """The items of `for v in obj`: the iterator the class's own `__iter__` returns (inlined; a
+    generator, `iter(a dict)`...), taken to its end."""
+    method = class_attribute(cls, "__iter__", None)
+    if not isinstance(method, types.FunctionType):
+        raise Unsupported(f"iteration over a {cls.__qualname__}"
+                          f"{'' if method is None else ', whose __iter__ is a ' + type(method).__name__}")
+    iterator = tx.inline_call(method, [obj], {}, fn_source=class_attr_source("__iter__"))
+    if iterator is obj:  # (an iterator class: its __next__ is not modelled)
+        raise Unsupported(f"iteration over a {cls.__qualname__}, its own iterator")
+    return list(iterate(tx, iterator))
 
 
 def object_has_attr(tx, obj: "UserObjectVariable | NewObjectVariable", name: str) -> bool | None:
@@ -236,9 +356,10 @@ def object_has_attr(tx, obj: "UserObjectVariable | NewObjectVariable", name: str
     return answer
 
 
-def check_plain_store(cls: type, name: str) -> None:
-    """Unsupported unless `obj.name = value` only puts value in the instance's __dict__."""
-    if type(cls).__setattr__ is not type.__setattr__ or cls.__setattr__ is not object.__setattr__:
+def check_plain_store(cls: type, name: str, own_setattr_ran: bool = False) -> None:
+    """Unsupported unless `obj.name = value` (or, `own_setattr_ran`, object.__setattr__ at the end
+    of the class's own __setattr__) only puts value in the instance's __dict__."""
+    if not own_setattr_ran and (type(cls).__setattr__ is not type.__setattr__ or cls.__setattr__ is not object.__setattr__):
         raise Unsupported(f"assignment to attribute {name!r} of {cls.__qualname__}, which defines __setattr__")
     static = class_attribute(cls, name, None)
     if hasattr(type(static), "__set__") or hasattr(type(static), "__delete__"):
@@ -261,22 +382,58 @@ class NewObjectVariable(VariableTracker):
         return self
 
     def var_getattr(self, tx, name: str) -> VariableTracker:
+        return getattr_protocol(tx, self, self.cls, self._class_attr_source, name)
+
+    def _class_attr_source(self, name: str) -> Source | None:
+        return AttrSource(self.cls_source, name) if self.cls_source is not None else None
+
+    def unpack(self, tx) -> list[VariableTracker]:
+        return iterate_object(tx, self, self.cls, self._class_attr_source)
+
+    def generic_getattr(self, tx, name: str) -> VariableTracker:
+        """object.__getattribute__(obj, name): every instance attribute is in `attrs`; then the
+        class's (a property inlined, a function bound); `__dict__` is a live view of `attrs`. A
+        name found nowhere raises AttributeError in the trace."""
+        static = class_attribute(self.cls, name, _MISSING)
+        if isinstance(static, property) and static.fget is not None:  # (a data descriptor: first)
+            return tx.inline_call(static.fget, [self], {})
         if name in self.attrs:
             return self.attrs[name]
         if name == "__class__":
             return PythonObjectVariable(self.cls, self.cls_source)
-        static = class_attribute(self.cls, name, None)
-        if isinstance(static, property) and static.fget is not None:
-            return tx.inline_call(static.fget, [self], {})
         if isinstance(static, types.FunctionType):
             return BoundMethodVariable(self, name)
+        if name == "__dict__" and isinstance(static, types.GetSetDescriptorType):
+            return InstanceDictVariable(self)
         if isinstance(next((vars(k)[name] for k in self.cls.__mro__ if name in vars(k)), None),
                       (types.GetSetDescriptorType, types.MemberDescriptorType)):
-            # `obj.__dict__`, a slot: a descriptor of the instances (read from the class, it is
-            # something else: `cls.__dict__` is the class's own namespace)
+            # a slot, `__weakref__`: a descriptor of the instances (read from the class, it is
+            # something else)
             raise Unsupported(f"attribute {name!r} of a {self.cls.__qualname__} made while tracing")
+        if static is _MISSING or not any(name in vars(k) for k in self.cls.__mro__):
+            if hasattr(self.cls, name):  # (the metaclass's: not an attribute of the instances)
+                raise Unsupported(f"attribute {name!r} of a {self.cls.__qualname__} made while tracing")
+            if self.cls_source is not None:  # the class must keep lacking it
+                tx.output.guards.add(AttrSource(self.cls_source, name), GuardKind.HASATTR_MATCH, False)
+            raise_symbolic(AttributeError, f"{self.cls.__name__!r} object has no attribute {name!r}")
         source = AttrSource(self.cls_source, name) if self.cls_source is not None else None
         return tx.wrap(_static_attr(self.cls, name), source)
+
+    def generic_setattr(self, tx, name: str, value: VariableTracker) -> None:
+        check_plain_store(self.cls, name, own_setattr_ran=True)
+        tx.side_effects.note()
+        self.attrs[name] = value
+
+    def delete_attr(self, tx, name: str) -> None:
+        """`del obj.name` / delattr(): object's __delattr__ takes it out of the instance dict (an
+        AttributeError in the trace if it is not there)."""
+        if class_attribute(self.cls, "__delattr__", None) is not object.__delattr__ \
+                or _is_data_descriptor(class_attribute(self.cls, name, None)):
+            raise Unsupported(f"deletion of attribute {name!r} of a {self.cls.__qualname__} (its own __delattr__ or a descriptor)")
+        if name not in self.attrs:
+            raise_symbolic(AttributeError, name)
+        tx.side_effects.note()
+        del self.attrs[name]
 
     def call_method(self, tx, name, args, kwargs) -> VariableTracker:
         method = class_attribute(self.cls, name, None)
@@ -295,9 +452,7 @@ class NewObjectVariable(VariableTracker):
         return self.call_method(tx, "__getitem__", [key], {})
 
     def store_attr(self, tx, name: str, value: VariableTracker) -> None:
-        check_plain_store(self.cls, name)
-        tx.side_effects.note()
-        self.attrs[name] = value
+        setattr_protocol(tx, self, self.cls, self._class_attr_source, name, value)
 
     def reconstruct(self, cg) -> None:
         if self._building:
@@ -312,10 +467,20 @@ class NewObjectVariable(VariableTracker):
             else:
                 cg.load_const(self.cls)
             cg.call(1)
+            own_setattr = self.cls.__setattr__ is not object.__setattr__
             for name, value in self.attrs.items():
-                value.reconstruct(cg)
-                cg.emit("COPY", 2)
-                cg.emit("STORE_ATTR", name)
+                if own_setattr:  # object.__setattr__(obj, name, value): the class's ran in the trace
+                    cg.push_null()
+                    cg.load_const(object.__setattr__)
+                    cg.emit("COPY", 3)
+                    cg.load_const(name)
+                    value.reconstruct(cg)
+                    cg.call(3)
+                    cg.emit("POP_TOP")
+                else:
+                    value.reconstruct(cg)
+                    cg.emit("COPY", 2)
+                    cg.emit("STORE_ATTR", name)
             self._building = False
 
         cg.rebuild_once(self, build)
@@ -324,10 +489,30 @@ class NewObjectVariable(VariableTracker):
         return f"NewObjectVariable({self.cls.__qualname__})"
 
 
-def _is_plain_class(cls: type) -> bool:
-    """A Python class whose instances object.__new__ makes and whose attributes live in __dict__."""
+class InstanceDictVariable(DictVariable):
+    """`obj.__dict__` / `vars(obj)` of an object made while tracing: a live view of its
+    attributes (the same dict of trackers: a store through either is seen through both)."""
+
+    def __init__(self, owner: NewObjectVariable):
+        super().__init__({})
+        self.owner = owner
+        self.items = owner.attrs
+
+    def reconstruct(self, cg) -> None:
+        self.owner.reconstruct(cg)
+        cg.emit("LOAD_ATTR", "__dict__")
+
+    def __repr__(self) -> str:
+        return f"InstanceDictVariable(of {self.owner!r})"
+
+
+def is_plain_class(cls: type) -> bool:
+    """A Python class whose instances object.__new__ makes and whose attributes live in __dict__
+    (a `__setattr__` of its own is inlined: it ends in object's)."""
     return (type(cls) in (type, abc.ABCMeta) and cls.__new__ is object.__new__
-            and cls.__setattr__ is object.__setattr__ and "__slots__" not in cls.__dict__
+            and (cls.__setattr__ is object.__setattr__ or isinstance(class_attribute(cls, "__setattr__", None),
+                                                                     types.FunctionType))
+            and "__slots__" not in cls.__dict__
             and all(base is object or base.__module__ != "builtins" for base in cls.__mro__)
             and not issubclass(cls, (torch.nn.Module, torch.Tensor)))
 
@@ -355,6 +540,38 @@ _PLAIN_DESCRIPTORS = (types.FunctionType, staticmethod, classmethod, types.Built
                       types.WrapperDescriptorType, types.ClassMethodDescriptorType)
 
 
+def _own_getattribute(cls: type) -> bool:
+    """The class defines `__getattribute__` in Python (inlined for every attribute read)."""
+    return isinstance(class_attribute(cls, "__getattribute__", None), types.FunctionType)
+
+
+def _plain_protocol(cls: type) -> bool:
+    """`obj.name` is the type's own lookup: no Python __getattribute__, no __getattr__."""
+    return not _own_getattribute(cls) and class_attribute(cls, "__getattr__", None) is None
+
+
+def _is_data_descriptor(attr: Any) -> bool:
+    return hasattr(type(attr), "__set__") or hasattr(type(attr), "__delete__")
+
+
+def _same_attribute(found: Any, value: Any) -> bool:
+    """`found` (one read of an attribute) is `value` (another): the same object, or the same
+    method bound to the same object (each read binds it anew)."""
+    if found is value:
+        return True
+    return isinstance(value, (types.BuiltinMethodType, types.MethodWrapperType)) and type(found) is type(value) \
+        and found.__self__ is value.__self__ and found == value
+
+
+def _instance_dict(obj: Any) -> dict:
+    """The instance dict, read as object's lookup reads it (no class's __getattribute__ asked)."""
+    try:
+        found = object.__getattribute__(obj, "__dict__")
+    except AttributeError:
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
 def _has_static_attr(obj: Any, name: str) -> bool:
     try:
         inspect.getattr_static(obj, name)
@@ -363,8 +580,9 @@ def _has_static_attr(obj: Any, name: str) -> bool:
     return True
 
 
-def _static_attr(obj: Any, name: str) -> Any:
-    """getattr(obj, name) when it runs no user code (no property, custom descriptor, __getattr__)."""
+def _static_attr(obj: Any, name: str, generic: bool = False) -> Any:
+    """getattr(obj, name) when it runs no user code (no property, custom descriptor, __getattr__);
+    `generic`: object.__getattribute__(obj, name), the class's own __getattribute__ not asked."""
     try:
         static = inspect.getattr_static(obj, name)
     except AttributeError as e:
@@ -372,7 +590,7 @@ def _static_attr(obj: Any, name: str) -> Any:
     if hasattr(type(static), "__get__") and not isinstance(static, _PLAIN_DESCRIPTORS):
         kind = "property" if isinstance(static, property) else f"descriptor {type(static).__name__}"
         raise Unsupported(f"{kind} {name!r} of {_describe(obj)}")
-    return getattr(obj, name)
+    return object.__getattribute__(obj, name) if generic else getattr(obj, name)
 
 
 def _describe(value: Any) -> str:
