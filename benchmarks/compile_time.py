@@ -67,8 +67,8 @@ MODEL_CASES = (
     "TorchEncoderLayerEval", "TinyViTEval",
 )
 QUICK_MODEL_CASES = ("MLPEval", "TransformerBlockEval")
-LIBRARY_CASES = ("BertEval", "GPT2Eval", "LlamaEval", "T5Eval")  # (when transformers is installed)
-QUICK_LIBRARY_CASES = ("BertEval",)
+LIBRARY_CASES = ("BertModelEval", "GPT2LMHeadModelEval", "LlamaForCausalLMEval", "T5ModelEval")  # (when transformers is installed)
+QUICK_LIBRARY_CASES = ("BertModelEval",)
 
 # The chain's ops, cycled: torch functions and Python operators with constants, as user code mixes them.
 CHAIN_OPS = (

@@ -193,7 +193,7 @@ def time_outputs_once(model: torch.nn.Module, inputs: Inputs, engine: str,
         reset_engines()
 
 
-LIBRARY_MODELS = ("BertEval", "GPT2Eval", "LlamaEval", "T5Eval")
+LIBRARY_MODELS = ("BertModelEval", "GPT2LMHeadModelEval", "LlamaForCausalLMEval", "T5ModelEval")
 
 
 def library_models() -> list[Case]:

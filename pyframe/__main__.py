@@ -31,7 +31,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _import_corpus() -> tuple[list[str], list[str]]:
-    """The corpus module lists (straight-line, graph-break) from tests/cases/ in the source tree."""
+    """The corpus module lists (straight-line and library, graph-break) from tests/cases/ in the
+    source tree."""
     try:
         corpus = importlib.import_module("tests.cases")
     except ImportError:
@@ -42,7 +43,7 @@ def _import_corpus() -> tuple[list[str], list[str]]:
                              "or give your own cases with --cases")
         sys.path.insert(0, str(root))
         corpus = importlib.import_module("tests.cases")
-    return list(corpus.STRAIGHT_LINE), list(corpus.GRAPH_BREAKS)
+    return list(corpus.STRAIGHT_LINE) + list(getattr(corpus, "LIBRARIES", [])), list(corpus.GRAPH_BREAKS)
 
 
 def _load_compare_cases(args: argparse.Namespace) -> list:

@@ -6,6 +6,7 @@ below are what tests/test_corpus.py, ``python -m pyframe compare`` and the bench
 Straight-line cases have no data-dependent control flow and call no user Python helpers: each is
 one graph in torch._dynamo (or none, for cases tagged ``"nograph"`` that only compute with Python
 constants and tensor metadata). Cases needing graph breaks live in ``graph_breaks`` (tag ``"break"``).
+Library cases (``transformers_models``) run models of installed packages, one graph each in torch._dynamo.
 """
 
 STRAIGHT_LINE = [
@@ -33,4 +34,6 @@ STRAIGHT_LINE = [
     "tests.cases.autograd_functions",
 ]
 GRAPH_BREAKS = ["tests.cases.graph_breaks", "tests.cases.autograd_function_breaks"]
-ALL = STRAIGHT_LINE + GRAPH_BREAKS
+# Code installed by pip, called as its users call it (no cases when the library is not installed).
+LIBRARIES = ["tests.cases.transformers_models"]
+ALL = STRAIGHT_LINE + GRAPH_BREAKS + LIBRARIES

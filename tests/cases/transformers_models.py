@@ -4,9 +4,9 @@ Library code nobody here wrote, called as its users call it: ``model(input_ids=.
 library's own classes (no downloads: random weights from a small config, hidden size 32, 2 layers,
 4 heads, a vocabulary of 256). Each architecture is run twice:
 
-- ``<Name>Eval``: ``model.eval()`` under ``torch.no_grad()`` (tag ``"no_grad"``), the model output
-  (a ``ModelOutput``) returned whole;
-- ``<Name>Train``: ``model.train()`` (dropout draws from the case's seed: tag ``"rng"``), a scalar loss
+- ``<Class>Eval`` (``BertModelEval``, ``GPT2LMHeadModelEval``...): ``model.eval()`` under
+  ``torch.no_grad()`` (tag ``"no_grad"``), the model output (a ``ModelOutput``) returned whole;
+- ``<Class>Train``: ``model.train()`` (dropout draws from the case's seed: tag ``"rng"``), a scalar loss
   returned (the library's own loss where the model has a head and takes ``labels``, else the mean
   square of the last hidden state); tests/test_transformers.py runs its backward through aot_eager.
 
@@ -51,36 +51,37 @@ _DECODER = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_
 _ENCODER = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
                 vocab_size=VOCAB, max_position_embeddings=64)
 
-# name -> (model factory, inputs, whether the model takes `labels` and returns its own loss)
+# transformers' class name -> (model factory, inputs, whether the model takes `labels` and returns its
+# own loss); the cases are named after it (`BertModelEval`, `LlamaForCausalLMTrain`).
 ARCHITECTURES: dict[str, tuple[Callable[[], torch.nn.Module], Callable[[], Inputs], bool]] = {}
 
 if transformers is not None:
     T = transformers
     ARCHITECTURES = {
-        "Bert": (lambda: T.BertModel(T.BertConfig(**_ENCODER)), _text, False),
-        "GPT2": (lambda: T.GPT2LMHeadModel(T.GPT2Config(n_embd=32, n_layer=2, n_head=4, vocab_size=VOCAB,
+        "BertModel": (lambda: T.BertModel(T.BertConfig(**_ENCODER)), _text, False),
+        "GPT2LMHeadModel": (lambda: T.GPT2LMHeadModel(T.GPT2Config(n_embd=32, n_layer=2, n_head=4, vocab_size=VOCAB,
                                                          n_positions=64, bos_token_id=0, eos_token_id=0)),
                  _text, True),
-        "Llama": (lambda: T.LlamaForCausalLM(T.LlamaConfig(**_DECODER)), _text, True),
-        "T5": (lambda: T.T5Model(T.T5Config(d_model=32, num_layers=2, num_heads=4, d_ff=64, d_kv=8,
+        "LlamaForCausalLM": (lambda: T.LlamaForCausalLM(T.LlamaConfig(**_DECODER)), _text, True),
+        "T5Model": (lambda: T.T5Model(T.T5Config(d_model=32, num_layers=2, num_heads=4, d_ff=64, d_kv=8,
                                             vocab_size=VOCAB)), _text_and_decoder, False),
-        "ViT": (lambda: T.ViTModel(T.ViTConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+        "ViTModel": (lambda: T.ViTModel(T.ViTConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                                               intermediate_size=64, image_size=16, patch_size=4)),
                 _images(16), False),
-        "Bart": (lambda: T.BartModel(T.BartConfig(d_model=32, encoder_layers=2, decoder_layers=2,
+        "BartModel": (lambda: T.BartModel(T.BartConfig(d_model=32, encoder_layers=2, decoder_layers=2,
                                                   encoder_attention_heads=4, decoder_attention_heads=4,
                                                   encoder_ffn_dim=64, decoder_ffn_dim=64, vocab_size=VOCAB,
                                                   max_position_embeddings=64)), _text, False),
-        "Mistral": (lambda: T.MistralModel(T.MistralConfig(**_DECODER)), _text, False),
-        "Qwen2": (lambda: T.Qwen2Model(T.Qwen2Config(**_DECODER)), _text, False),
-        "DistilBert": (lambda: T.DistilBertModel(T.DistilBertConfig(dim=32, n_layers=2, n_heads=4, hidden_dim=64,
+        "MistralModel": (lambda: T.MistralModel(T.MistralConfig(**_DECODER)), _text, False),
+        "Qwen2Model": (lambda: T.Qwen2Model(T.Qwen2Config(**_DECODER)), _text, False),
+        "DistilBertModel": (lambda: T.DistilBertModel(T.DistilBertConfig(dim=32, n_layers=2, n_heads=4, hidden_dim=64,
                                                                     vocab_size=VOCAB, max_position_embeddings=64)),
                        _text, False),
-        "ResNet": (lambda: T.ResNetModel(T.ResNetConfig(embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1],
+        "ResNetModel": (lambda: T.ResNetModel(T.ResNetConfig(embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1],
                                                         layer_type="basic")), _images(32), False),
-        "Mixtral": (lambda: T.MixtralModel(T.MixtralConfig(**_DECODER, num_local_experts=4, num_experts_per_tok=2)),
+        "MixtralModel": (lambda: T.MixtralModel(T.MixtralConfig(**_DECODER, num_local_experts=4, num_experts_per_tok=2)),
                     _text, False),
-        "CLIPText": (lambda: T.CLIPTextModel(T.CLIPTextConfig(**_ENCODER, bos_token_id=0, eos_token_id=1,
+        "CLIPTextModel": (lambda: T.CLIPTextModel(T.CLIPTextConfig(**_ENCODER, bos_token_id=0, eos_token_id=1,
                                                               pad_token_id=1)), _text, False),
     }
 

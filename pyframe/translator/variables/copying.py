@@ -17,7 +17,6 @@ import copyreg
 import types
 from typing import Any
 
-from ...exc import Unsupported
 from .base import VariableTracker, class_attribute
 from .builtins import lookup_attr
 from .constant import ConstantVariable
