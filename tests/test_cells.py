@@ -542,9 +542,17 @@ def argument_cell_rebound(a, b):
     return a_before, b_before, a, b, f()
 
 
+def argument_cell_copied_then_rebound_without_a_break(t0):
+    res = t0  # t0 is a cell (the comprehension reads it): read through its slot at entry
+    t0 = t0 @ torch.ones(3, 3)
+    for _ in range(2):
+        seq = [t0 for _ in range(2)]
+    return res, t0, seq
+
+
 @pytest.mark.parametrize("fn", [copy_then_rebind_after_break, copy_before_break_rebind_after,
                                 cell_holding_a_list_replaced, nested_read_after_two_breaks,
-                                argument_cell_rebound])
+                                argument_cell_rebound, argument_cell_copied_then_rebound_without_a_break])
 def test_a_copy_of_a_cell_keeps_its_value_when_the_cell_is_rebound_after_a_break(fn, capsys):
     backend = CountingBackend()
     compiled = pyframe.optimize(backend)(fn)

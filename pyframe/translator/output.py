@@ -134,7 +134,9 @@ def pin_changed_sources(tx: InstructionTranslator, cg: PyCodegen, values: list[V
     changed = tx.side_effects.changed_sources()
     # `old = out` before `nonlocal out; out = y`; and `old = t` before `t = t * 0` where t is a
     # cell of this frame (a comprehension or closure reads it): store_locals writes the cell
-    replaced = tx.side_effects.replaced_sources() | {CellContentsSource(n) for n in _changed_cells(tx)}
+    # (an argument that is a cell is read through its slot, LocalSource, until MAKE_CELL has run)
+    replaced = tx.side_effects.replaced_sources() | {
+        source for n in _changed_cells(tx) for source in (CellContentsSource(n), LocalSource(n))}
     if not changed and not replaced:
         return
     found = walk(values)
