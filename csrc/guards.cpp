@@ -176,12 +176,22 @@ struct AliasingMatch {
     std::vector<int> classes;  // one per slot
     std::string text;
     bool all_distinct = false;  // every class its own: "no two of these are one object"
+    // One per slot, or empty: the values are tensors on one storage where these are equal and on
+    // distinct storages where they differ. Two distinct tensors can still overlap in memory
+    // (`base[0:4]`, `base[2:6]`), and a functionalized graph traced for separate storages
+    // computes something else for them.
+    std::vector<int> storage_classes;
+    bool storages_distinct = false;  // every storage class its own
 
     // The common case (torch._dynamo's no-aliasing guard on a frame's tensors): a few values,
     // pairwise distinct, compared without allocating.
     static constexpr size_t kPairwise = 16;
 
     bool check(const std::vector<PyObject *> &values) const {
+        return check_identities(values) && check_storages(values);
+    }
+
+    bool check_identities(const std::vector<PyObject *> &values) const {
         if (all_distinct && slots.size() <= kPairwise) {
             for (size_t i = 0; i < slots.size(); i++) {
                 PyObject *v = values[slots[i]];
@@ -211,6 +221,37 @@ struct AliasingMatch {
         return consistent(by_object) && consistent(by_class);
     }
 
+    // (Run after check_identities passed: every value is there.) A value with no storage (no
+    // tensor) is its own storage.
+    bool check_storages(const std::vector<PyObject *> &values) const {
+        if (storage_classes.empty()) {
+            return true;
+        }
+        auto storage = [&](size_t i) -> const void * {
+            const void *s = tensor_storage(values[slots[i]]);
+            return s != nullptr ? s : values[slots[i]];
+        };
+        if (storages_distinct && slots.size() <= kPairwise) {
+            const void *seen[kPairwise];
+            for (size_t i = 0; i < slots.size(); i++) {
+                seen[i] = storage(i);
+                for (size_t j = 0; j < i; j++) {
+                    if (seen[j] == seen[i]) {
+                        return false;
+                    }
+                }
+            }
+            return true;
+        }
+        std::vector<std::pair<const void *, int>> by_storage;
+        std::vector<std::pair<int, const void *>> by_class;
+        for (size_t i = 0; i < slots.size(); i++) {
+            by_storage.emplace_back(storage(i), storage_classes[i]);
+            by_class.emplace_back(storage_classes[i], storage(i));
+        }
+        return consistent(by_storage) && consistent(by_class);
+    }
+
     template <typename A, typename B>
     static bool consistent(std::vector<std::pair<A, B>> &pairs) {
         std::sort(pairs.begin(), pairs.end());
@@ -227,7 +268,7 @@ struct AliasingMatch {
 
 // ---- nodes ------------------------------------------------------------------------------------
 
-enum class Access : uint8_t { Local, Global, Builtin, Closure, Attr, Item, DictKey, DictValue, TupleIterRest };
+enum class Access : uint8_t { Local, Global, Builtin, Closure, GlobalsDict, Attr, Item, DictKey, DictValue, TupleIterRest };
 
 class GuardManager {
 public:
@@ -309,9 +350,16 @@ public:
         }
         add(make_hasattr_match(std::move(name), expected, std::move(text)));
     }
+    void add_dict_contains_match(py::object key, bool expected, std::string text) {
+        if (text.empty()) {
+            text = repr_of(key) + (expected ? " in " : " not in ") + source_;
+        }
+        add(make_dict_contains_match(std::move(key), expected, std::move(text)));
+    }
     void add_tensor_match(py::object tp, py::object dtype, py::object device,
                           std::vector<int64_t> sizes, std::vector<int64_t> strides,
-                          bool requires_grad, std::string text) {
+                          bool requires_grad, std::string text, int64_t storage_offset,
+                          int64_t storage_nbytes) {
         if (text.empty()) {
             text = "check_tensor(" + source_ + ", " + qualname_of(tp) + ", " + repr_of(dtype) +
                    ", " + repr_of(device) + ", size=" + repr_of(py::cast(sizes)) +
@@ -320,7 +368,7 @@ public:
         }
         add(make_tensor_match(std::move(tp), std::move(dtype), std::move(device),
                               std::move(sizes), std::move(strides), requires_grad,
-                              std::move(text)));
+                              storage_offset, storage_nbytes, std::move(text)));
     }
 
     // The value of a root node (Local/Global/Builtin/Closure) in `fv`: new reference, or NULL
@@ -339,6 +387,9 @@ public:
                 return lookup(fv.globals);
             case Access::Builtin:
                 return lookup(fv.builtins);
+            case Access::GlobalsDict:
+                Py_XINCREF(fv.globals);
+                return fv.globals;
             case Access::Closure:
                 if (fv.closure == nullptr || !PyTuple_Check(fv.closure) ||
                     index_ >= PyTuple_GET_SIZE(fv.closure)) {
@@ -719,6 +770,9 @@ public:
         return GuardManager::find_or_add(roots_, Access::Global, name, 0,
                                          "G[" + repr_of(name) + "]");
     }
+    GuardManager *globals_dict() {
+        return GuardManager::find_or_add(roots_, Access::GlobalsDict, py::none(), 0, "G");
+    }
     GuardManager *builtin(const py::str &name) {
         return GuardManager::find_or_add(roots_, Access::Builtin, name, 0,
                                          "B[" + repr_of(name) + "]");
@@ -758,11 +812,17 @@ public:
     // aliasing(nodes...) == classes (AliasingMatch): the nodes' values are one object where the
     // classes are equal, distinct objects elsewhere. Checked after the whole tree passed.
     void add_aliasing_match(const std::vector<GuardManager *> &nodes, std::vector<int> classes,
-                            std::string text) {
-        if (nodes.size() != classes.size()) {
-            throw py::value_error("add_aliasing_match: one class per node");
+                            std::string text, std::vector<int> storage_classes) {
+        if (nodes.size() != classes.size() ||
+            (!storage_classes.empty() && storage_classes.size() != classes.size())) {
+            throw py::value_error("add_aliasing_match: one class (and storage class) per node");
         }
         AliasingMatch match{{}, std::move(classes), std::move(text)};
+        match.storages_distinct = true;
+        for (size_t i = 0; i < storage_classes.size(); i++) {
+            match.storages_distinct = match.storages_distinct && storage_classes[i] == static_cast<int>(i);
+        }
+        match.storage_classes = std::move(storage_classes);
         for (GuardManager *node : nodes) {
             if (node->identity_slot() < 0) {
                 node->set_identity_slot(n_identities_++);
@@ -986,9 +1046,12 @@ void bind_guards(py::module_ &m) {
              py::arg("by_id"), py::arg("text") = "")
         .def("add_hasattr_match", &GuardManager::add_hasattr_match, py::arg("name"),
              py::arg("expected"), py::arg("text") = "")
+        .def("add_dict_contains_match", &GuardManager::add_dict_contains_match, py::arg("key"),
+             py::arg("expected"), py::arg("text") = "", "passes when (key in v) == expected, v a dict")
         .def("add_tensor_match", &GuardManager::add_tensor_match, py::arg("tp"), py::arg("dtype"),
              py::arg("device"), py::arg("sizes"), py::arg("strides"), py::arg("requires_grad"),
-             py::arg("text") = "")
+             py::arg("text") = "", py::arg("storage_offset") = -1, py::arg("storage_nbytes") = -1,
+             "storage_offset, storage_nbytes: checked when not -1")
         .def("texts", &GuardManager::texts, "every check's text below this node, in tree order")
         .def("__repr__", [](const GuardManager &g) {
             return "<pyframe._C.GuardManager " + g.source() + ">";
@@ -1003,6 +1066,8 @@ void bind_guards(py::module_ &m) {
              "root node: fast local slot `index` of the original code (by name in check())")
         .def("global_", &RootGuardManager::global_, py::arg("name"), kChild,
              "root node: f_globals[name] (absent: fails)")
+        .def("globals_dict", &RootGuardManager::globals_dict, kChild,
+             "root node: the frame's globals dict itself")
         .def("builtin", &RootGuardManager::builtin, py::arg("name"), kChild,
              "root node: f_builtins[name]")
         .def("closure", &RootGuardManager::closure, py::arg("index"), kChild,
@@ -1037,8 +1102,11 @@ void bind_guards(py::module_ &m) {
             "the text of the first failing check, or None if all pass")
         .def("add_aliasing_match", &RootGuardManager::add_aliasing_match, py::arg("nodes"),
              py::arg("classes"), py::arg("text") = "",
+             py::arg("storage_classes") = std::vector<int>{},
              "passes when the nodes' values are one object where `classes` are equal and distinct "
-             "objects where they differ (checked after the rest of the tree)")
+             "objects where they differ (checked after the rest of the tree); with "
+             "`storage_classes`, also tensors on one storage where those are equal and on "
+             "distinct storages where they differ")
         .def("export", &RootGuardManager::export_node, py::arg("node"),
              "hand `node`'s value to the frame on every pass (the hook stores the exports "
              "tuple in the local " PF_EXPORTS_LOCAL "); returns its index in that tuple")

@@ -61,10 +61,15 @@ LeafPtr make_len_match(Py_ssize_t n, std::string text);
 LeafPtr make_dict_keys_match(py::tuple keys, std::string text);
 LeafPtr make_dict_keys_id_match(py::tuple keys, std::vector<bool> by_id, std::string text);
 LeafPtr make_hasattr_match(py::str name, bool expected, std::string text);
+LeafPtr make_dict_contains_match(py::object key, bool expected, std::string text);
 LeafPtr make_call_match(py::object fn, py::object expected, std::string text);
 LeafPtr make_tensor_match(py::object tp, py::object dtype, py::object device,
                           std::vector<int64_t> sizes, std::vector<int64_t> strides,
-                          bool requires_grad, std::string text);
+                          bool requires_grad, int64_t storage_offset, int64_t storage_nbytes,
+                          std::string text);
+// The storage (c10::StorageImpl) behind a tensor, or NULL for what is no tensor or has none: two
+// tensors with one storage may overlap (views of one base). Never raises.
+const void *tensor_storage(PyObject *v);
 LeafPtr make_torch_state_match(const std::string &state, py::object expected, std::string text);
 
 // Walks the keys of a dict (or a dict subclass) in its iteration order: PyDict_Next for a dict or

@@ -6,6 +6,7 @@
 #include "guards.h"
 
 #include <cmath>
+#include <cstring>
 #include <utility>
 
 namespace pyframe {
@@ -55,11 +56,40 @@ public:
         if (Py_TYPE(v) != Py_TYPE(expected)) {
             return false;
         }
+        return same_value(v, expected);
+    }
+
+private:
+    // == is too coarse for numbers a trace folds: 0.0 == -0.0, yet copysign, atan2, 1/x and
+    // str() tell them apart, and nan != nan, yet a nan traces the same. Floats (and the parts of
+    // complex numbers) are compared bit for bit, tuples item by item; the rest by ==.
+    static bool same_double(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+    static bool same_value(PyObject *v, PyObject *expected) {
         if (v == expected) {
             return true;
         }
-        if (PyFloat_CheckExact(expected) && std::isnan(PyFloat_AS_DOUBLE(expected))) {
-            return std::isnan(PyFloat_AS_DOUBLE(v));  /* nan != nan, but a nan traces the same */
+        if (Py_TYPE(v) != Py_TYPE(expected)) {
+            return false;
+        }
+        if (PyFloat_CheckExact(expected)) {
+            return same_double(PyFloat_AS_DOUBLE(v), PyFloat_AS_DOUBLE(expected));
+        }
+        if (PyComplex_CheckExact(expected)) {
+            Py_complex a = PyComplex_AsCComplex(v), b = PyComplex_AsCComplex(expected);
+            return same_double(a.real, b.real) && same_double(a.imag, b.imag);
+        }
+        if (PyTuple_CheckExact(expected)) {
+            Py_ssize_t n = PyTuple_GET_SIZE(expected);
+            if (PyTuple_GET_SIZE(v) != n) {
+                return false;
+            }
+            for (Py_ssize_t i = 0; i < n; i++) {
+                if (!same_value(PyTuple_GET_ITEM(v, i), PyTuple_GET_ITEM(expected, i))) {
+                    return false;
+                }
+            }
+            return true;
         }
         int equal = PyObject_RichCompareBool(v, expected, Py_EQ);
         if (equal < 0) {
@@ -68,6 +98,8 @@ public:
         }
         return equal == 1;
     }
+
+public:
 
 private:
     py::object value_;
@@ -229,6 +261,30 @@ private:
     bool expected_;
 };
 
+// (key in v) == expected, v a dict: a name the trace found missing from a globals dict (a builtin
+// it used instead: a global of that name defined later shadows it) or present.
+class DictContainsMatch final : public Leaf {
+public:
+    DictContainsMatch(py::object key, bool expected, std::string text)
+        : Leaf(std::move(text)), key_(std::move(key)), expected_(expected) {}
+    bool check(PyObject *v) override {
+        if (!PyDict_Check(v)) {
+            return false;
+        }
+        int found = PyDict_Contains(v, key_.ptr());
+        if (found < 0) {
+            PyErr_Clear();
+            return false;
+        }
+        return (found == 1) == expected_;
+    }
+    LeafKind kind() const override { return LeafKind::Keys; }
+
+private:
+    py::object key_;
+    bool expected_;
+};
+
 // fn() == expected, for global state (torch.is_grad_enabled, torch.get_default_dtype).
 class CallMatch final : public Leaf {
 public:
@@ -273,6 +329,9 @@ LeafPtr make_dict_keys_id_match(py::tuple keys, std::vector<bool> by_id, std::st
 }
 LeafPtr make_hasattr_match(py::str name, bool expected, std::string text) {
     return std::make_unique<HasAttrMatch>(std::move(name), expected, std::move(text));
+}
+LeafPtr make_dict_contains_match(py::object key, bool expected, std::string text) {
+    return std::make_unique<DictContainsMatch>(std::move(key), expected, std::move(text));
 }
 LeafPtr make_call_match(py::object fn, py::object expected, std::string text) {
     return std::make_unique<CallMatch>(std::move(fn), std::move(expected), std::move(text));

@@ -35,12 +35,15 @@ bool equal(c10::IntArrayRef actual, const std::vector<int64_t> &expected) {
 class TensorMatch final : public Leaf {
 public:
     TensorMatch(py::object tp, py::object dtype, py::object device, std::vector<int64_t> sizes,
-                std::vector<int64_t> strides, bool requires_grad, std::string text)
+                std::vector<int64_t> strides, bool requires_grad, int64_t storage_offset,
+                int64_t storage_nbytes, std::string text)
         : Leaf(std::move(text)),
           tp_obj_(std::move(tp)),
           sizes_(std::move(sizes)),
           strides_(std::move(strides)),
-          requires_grad_(requires_grad) {
+          requires_grad_(requires_grad),
+          storage_offset_(storage_offset),
+          storage_nbytes_(storage_nbytes) {
         if (!PyType_Check(tp_obj_.ptr()) ||
             PyObject_IsSubclass(tp_obj_.ptr(), THPVariableClass) != 1) {
             PyErr_Clear();
@@ -72,7 +75,11 @@ public:
             // Python, and anything of torch's may throw: a failed read is a failed check.
             return impl->dtype().toScalarType() == dtype_ && impl->device() == device_ &&
                    impl->requires_grad() == requires_grad_ && equal(impl->sizes(), sizes_) &&
-                   equal(impl->strides(), strides_);
+                   equal(impl->strides(), strides_) &&
+                   (storage_offset_ < 0 || impl->storage_offset() == storage_offset_) &&
+                   (storage_nbytes_ < 0 ||
+                    (impl->has_storage() &&
+                     static_cast<int64_t>(impl->storage().nbytes()) == storage_nbytes_));
         } catch (const std::exception &) {
             return false;
         }
@@ -85,6 +92,8 @@ private:
     c10::Device device_{c10::kCPU};
     std::vector<int64_t> sizes_, strides_;
     bool requires_grad_;
+    int64_t storage_offset_;  // -1: not checked (the trace read no offset, shared no storage)
+    int64_t storage_nbytes_;  // -1: not checked
 };
 
 // One piece of global torch state equals what it was while tracing. `expected` is a bool (grad
@@ -158,10 +167,23 @@ LeafPtr make_torch_state_match(const std::string &state, py::object expected, st
 
 LeafPtr make_tensor_match(py::object tp, py::object dtype, py::object device,
                           std::vector<int64_t> sizes, std::vector<int64_t> strides,
-                          bool requires_grad, std::string text) {
+                          bool requires_grad, int64_t storage_offset, int64_t storage_nbytes,
+                          std::string text) {
     return std::make_unique<TensorMatch>(std::move(tp), std::move(dtype), std::move(device),
                                          std::move(sizes), std::move(strides), requires_grad,
-                                         std::move(text));
+                                         storage_offset, storage_nbytes, std::move(text));
+}
+
+const void *tensor_storage(PyObject *v) {
+    if (!THPVariable_Check(v)) {
+        return nullptr;
+    }
+    try {
+        const c10::TensorImpl *impl = THPVariable_Unpack(v).unsafeGetTensorImpl();
+        return impl->has_storage() ? impl->storage().unsafeGetStorageImpl() : nullptr;
+    } catch (const std::exception &) {
+        return nullptr;  // (a subclass whose storage cannot be read: it shares none we can see)
+    }
 }
 
 }  // namespace pyframe

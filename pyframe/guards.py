@@ -8,6 +8,7 @@ used by explain(), the logs and the recompile reasons. This module knows nothing
 """
 from __future__ import annotations
 
+import dataclasses
 import enum
 import functools
 import types
@@ -20,6 +21,7 @@ import torch
 from . import _C, config
 from .source import (
     AttrSource, BuiltinSource, CellContentsSource, ClosureSource, DictKeySource, DictValueSource, GlobalSource,
+    GlobalsDictSource,
     ItemSource, LocalSource, Source, TupleIteratorRestSource,
 )
 
@@ -38,11 +40,16 @@ class GuardKind(enum.IntEnum):
     TENSOR_MATCH = 8
     # hasattr(base, attr) == value, for source `base.attr` (an attribute found missing is never read)
     HASATTR_MATCH = 9
+    # (name in d) == value, for source `d[name]` or the frame's `G[name]`: a global found missing,
+    # its builtin used instead (a global of that name defined later shadows it)
+    DICT_CONTAINS_MATCH = 10
 
 
 @dataclass(frozen=True)
 class TensorMeta:
-    """What TENSOR_MATCH checks: the tensor's exact type and static metadata."""
+    """What TENSOR_MATCH checks: the tensor's exact type and static metadata; and, when not None,
+    its storage offset and its storage's size in bytes. Those two are checked only where a trace
+    depends on them (GuardSet.storage_facts): it read an offset, or inputs shared a storage."""
 
     type: type
     dtype: torch.dtype
@@ -50,10 +57,32 @@ class TensorMeta:
     sizes: tuple[int, ...]
     strides: tuple[int, ...]
     requires_grad: bool
+    storage_offset: Optional[int] = None
+    storage_nbytes: Optional[int] = None
 
     @classmethod
     def of(cls, t: torch.Tensor) -> "TensorMeta":
         return cls(type(t), t.dtype, t.device, tuple(t.shape), tuple(t.stride()), t.requires_grad)
+
+    def with_storage(self, t: torch.Tensor) -> "TensorMeta":
+        """The same check, also of `t`'s storage offset and storage size."""
+        nbytes = t.untyped_storage().nbytes() if _has_storage(t) else None
+        return dataclasses.replace(self, storage_offset=t.storage_offset(), storage_nbytes=nbytes)
+
+
+def _has_storage(t: torch.Tensor) -> bool:
+    try:
+        t.untyped_storage()
+        return True
+    except (RuntimeError, NotImplementedError):  # sparse, nested, a subclass without one
+        return False
+
+
+def storage_key(value: Any) -> int:
+    """Which storage a value lives on, as an int: a tensor's storage, else the object itself."""
+    if isinstance(value, torch.Tensor) and _has_storage(value):
+        return value.untyped_storage()._cdata
+    return id(value)
 
 
 @dataclass(frozen=True, eq=False)
@@ -101,9 +130,15 @@ class Guard:
             return f"keys_by_id({name}) == {value.ids()!r}  # ids of: {described}"
         if kind is GuardKind.HASATTR_MATCH:
             return f"{'' if value else 'not '}hasattr({self.source.base.name()}, {self.source.attr!r})"
+        if kind is GuardKind.DICT_CONTAINS_MATCH:
+            key, mapping = _dict_entry(self.source)
+            return f"{key!r} {'in' if value else 'not in'} {mapping.name()}"
         m: TensorMeta = value
+        storage = "" if m.storage_offset is None else f", storage_offset={m.storage_offset}"
+        if m.storage_nbytes is not None:
+            storage += f", storage_nbytes={m.storage_nbytes}"
         return (f"check_tensor({name}, {_type_name(m.type)}, {m.dtype}, device={str(m.device)!r}, "
-                f"size={list(m.sizes)}, stride={list(m.strides)}, requires_grad={m.requires_grad})")
+                f"size={list(m.sizes)}, stride={list(m.strides)}, requires_grad={m.requires_grad}{storage})")
 
 
 @dataclass(frozen=True)
@@ -115,10 +150,15 @@ class AliasingGuard:
 
     sources: tuple[Source, ...]
     classes: tuple[int, ...]
+    # the same for the storages the values live on (a tensor's; anything else is its own)
+    storage_classes: tuple[int, ...] = ()
 
     def text(self) -> str:
         names = ", ".join(s.name() for s in self.sources)
-        return f"aliasing({names}) == {list(self.classes)}  # the same number: the same object"
+        text = f"aliasing({names}) == {list(self.classes)}"
+        if self.storage_classes:
+            text += f" and storages({names}) == {list(self.storage_classes)}"
+        return text + "  # the same number: the same object (storage)"
 
 
 @dataclass(frozen=True)
@@ -187,9 +227,20 @@ class GuardSet:
         # Sources whose values the trace compared by identity (tensors of the frame as dict keys),
         # with the object each held: one guard checks that they alias as they did (AliasingGuard).
         self.aliasing: dict[Source, Any] = {}
+        # Set when the trace read a tensor's storage offset (`x.storage_offset()`): the offsets of
+        # every tensor input are then guarded (a view's offset is its base's plus its own).
+        self.storage_offsets_read = False
+        # Each tensor input's storage (storage_key) and its TENSOR_MATCH with the storage facts.
+        self._storages: dict[Source, tuple[int, TensorMeta]] = {}
 
     def add(self, source: Source, kind: GuardKind, value: Any = None) -> None:
         self._guards.setdefault((source, kind), Guard(source, kind, value))
+
+    def add_tensor(self, source: Source, value: torch.Tensor) -> None:
+        """TENSOR_MATCH on an input tensor; its storage facts are added by storage_facts()."""
+        meta = TensorMeta.of(value)
+        self.add(source, GuardKind.TENSOR_MATCH, meta)
+        self._storages.setdefault(source, (storage_key(value), meta.with_storage(value)))
 
     def has(self, source: Source, kind: GuardKind) -> bool:
         return (source, kind) in self._guards
@@ -202,9 +253,28 @@ class GuardSet:
     def aliasing_guard(self) -> Optional["AliasingGuard"]:
         if len(self.aliasing) < 2:
             return None
-        first: dict[int, int] = {}
-        classes = tuple(first.setdefault(id(v), len(first)) for v in self.aliasing.values())
-        return AliasingGuard(tuple(self.aliasing), classes)
+        return AliasingGuard(tuple(self.aliasing), _classes(map(id, self.aliasing.values())),
+                             _classes(map(storage_key, self.aliasing.values())))
+
+    def _shared_storages(self) -> set[int]:
+        """The storages more than one of the compared values lives on (views of one base)."""
+        counts: dict[int, int] = {}
+        for v in self.aliasing.values():
+            if isinstance(v, torch.Tensor):
+                counts[storage_key(v)] = counts.get(storage_key(v), 0) + 1
+        return {key for key, n in counts.items() if n > 1}
+
+    def storage_facts(self) -> None:
+        """Complete the tensor guards with the storage facts the trace relied on: inputs sharing a
+        storage were traced as views of one base (a functionalized graph reads their offsets and
+        the base's size), and an offset read is folded as a constant."""
+        shared = self._shared_storages()
+        for key, guard in list(self._guards.items()):
+            storage = self._storages.get(guard.source)
+            if guard.kind is not GuardKind.TENSOR_MATCH or storage is None:
+                continue
+            if self.storage_offsets_read or storage[0] in shared:
+                self._guards[key] = Guard(guard.source, guard.kind, storage[1])
 
     def __iter__(self) -> Iterator[Guard]:
         return iter(self._guards.values())
@@ -218,6 +288,7 @@ class GuardSet:
                 if g.kind is GuardKind.ID_MATCH and isinstance(g.source, LocalSource)}
 
     def texts(self) -> list[str]:
+        self.storage_facts()
         aliasing = self.aliasing_guard()
         return [g.text() for g in self.global_state] + [g.text() for g in self] + \
             ([aliasing.text()] if aliasing is not None else [])
@@ -225,22 +296,43 @@ class GuardSet:
     def build(self, code: types.CodeType, exports: list[Source] = ()) -> "_C.RootGuardManager":
         """Lower to the C++ tree checked by the eval-frame hook on every call of `code`. The
         values of `exports` (the graph's inputs) are handed to the transformed code, in order."""
+        self.storage_facts()
         root = _C.RootGuardManager(config.skip_guards_on_unchanged_objects)
         for g in self.global_state:
             root.add_torch_state_match(g.state, g.expected, g.text())
         nodes: dict[Source, Any] = {}
         for guard in sorted(self, key=lambda g: g.kind):  # stable: cheap kinds first
-            # (HASATTR_MATCH is checked on the object: the attribute itself may not exist)
-            source = guard.source.base if guard.kind is GuardKind.HASATTR_MATCH else guard.source
+            # (HASATTR_MATCH and DICT_CONTAINS_MATCH are checked on the object or dict: the
+            # attribute or entry itself may not exist)
+            source = guard.source
+            if guard.kind is GuardKind.HASATTR_MATCH:
+                source = guard.source.base
+            elif guard.kind is GuardKind.DICT_CONTAINS_MATCH:
+                source = _dict_entry(guard.source)[1]
             _add_leaf(_node_for(source, root, nodes, code), guard)
         aliasing = self.aliasing_guard()
         if aliasing is not None:
             root.add_aliasing_match([_node_for(s, root, nodes, code) for s in aliasing.sources],
-                                    list(aliasing.classes), aliasing.text())
+                                    list(aliasing.classes), aliasing.text(), list(aliasing.storage_classes))
         for i, source in enumerate(exports):
             if root.export(_node_for(source, root, nodes, code)) != i:
                 raise ValueError(f"graph input {source.name()} is exported twice")
         return root
+
+
+def _dict_entry(source: Source) -> tuple[Any, Source]:
+    """(key, source of the dict) of a DICT_CONTAINS_MATCH guard's source."""
+    if isinstance(source, GlobalSource):
+        return source.global_name, GlobalsDictSource()
+    if isinstance(source, ItemSource):
+        return source.key, source.base
+    raise TypeError(f"no dict entry for source {source!r}")
+
+
+def _classes(keys: Iterator[int]) -> tuple[int, ...]:
+    """Equal keys, equal numbers: each key numbered in order of first appearance."""
+    first: dict[int, int] = {}
+    return tuple(first.setdefault(k, len(first)) for k in keys)
 
 
 def _node_for(source: Source, root: Any, nodes: dict[Source, Any], code: types.CodeType) -> Any:
@@ -254,6 +346,8 @@ def _node_for(source: Source, root: Any, nodes: dict[Source, Any], code: types.C
         node = root.local(source.local_name, code.co_varnames.index(source.local_name)).attr("cell_contents")
     elif isinstance(source, GlobalSource):
         node = root.global_(source.global_name)
+    elif isinstance(source, GlobalsDictSource):
+        node = root.globals_dict()
     elif isinstance(source, BuiltinSource):
         node = root.builtin(source.builtin_name)
     elif isinstance(source, ClosureSource):
@@ -294,9 +388,16 @@ def _add_leaf(node: Any, guard: Guard) -> None:
         node.add_dict_keys_id_match(value.keys, list(value.by_id), text)
     elif kind is GuardKind.HASATTR_MATCH:
         node.add_hasattr_match(guard.source.attr, value, text)
+    elif kind is GuardKind.DICT_CONTAINS_MATCH:
+        node.add_dict_contains_match(_dict_entry(guard.source)[0], value, text)
     else:
         m: TensorMeta = value
-        node.add_tensor_match(m.type, m.dtype, m.device, m.sizes, m.strides, m.requires_grad, text)
+        node.add_tensor_match(m.type, m.dtype, m.device, m.sizes, m.strides, m.requires_grad, text,
+                              _or_unchecked(m.storage_offset), _or_unchecked(m.storage_nbytes))
+
+
+def _or_unchecked(n: Optional[int]) -> int:
+    return -1 if n is None else n
 
 
 def _type_name(tp: type) -> str:

@@ -59,6 +59,14 @@ class GlobalSource(Source):
 
 
 @dataclass(frozen=True)
+class GlobalsDictSource(Source):
+    """The frame's globals dict itself (only guards read it: a name found missing from it)."""
+
+    def name(self) -> str:
+        return "G"
+
+
+@dataclass(frozen=True)
 class BuiltinSource(Source):
     """A name found in the frame's builtins (absent from its globals)."""
 

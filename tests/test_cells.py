@@ -491,3 +491,72 @@ def test_a_super_object_live_across_a_break_is_rebuilt(capsys):
     torch.testing.assert_close(out, x * 2 + 1)
     assert capsys.readouterr().out == "greeting\n"
     assert [g.ops for g in backend.graphs] == [("mul", "add")]
+
+
+# -- a local copied from a cell of the frame keeps the value it had, across a graph break ---------
+# (issue 19, item 1: the copy was rebuilt from the cell after the cell was given its new value)
+
+def copy_then_rebind_after_break(a):
+    t = a + 1
+    s = [t * i for i in range(2)]  # the comprehension makes t a cell
+    print("break")
+    old = t
+    t = t * 0
+    return old, t, s
+
+
+def copy_before_break_rebind_after(a):
+    t = a.sin()
+    get = lambda: t  # noqa: E731
+    old = t
+    torch._dynamo.graph_break()
+    t = t + 10
+    return old, t, get()
+
+
+def cell_holding_a_list_replaced(a):
+    items = [a, a + 1]
+    total = lambda: sum(items)  # noqa: E731
+    torch._dynamo.graph_break()
+    first = items
+    items = [a * 3]
+    return first[1], items[0], total()
+
+
+def nested_read_after_two_breaks(a):
+    t = a * 2
+    def inner():
+        return t + 1
+    torch._dynamo.graph_break()
+    old = t
+    t = inner()
+    torch._dynamo.graph_break()
+    return old, t, inner()
+
+
+def argument_cell_rebound(a, b):
+    f = lambda: a + b  # noqa: E731  (a and b are cells from the frame's first instruction)
+    torch._dynamo.graph_break()
+    a_before, b_before = a, b
+    a, b = b, a * 0
+    return a_before, b_before, a, b, f()
+
+
+def argument_cell_copied_then_rebound_without_a_break(t0):
+    res = t0  # t0 is a cell (the comprehension reads it): read through its slot at entry
+    t0 = t0 @ torch.ones(3, 3)
+    for _ in range(2):
+        seq = [t0 for _ in range(2)]
+    return res, t0, seq
+
+
+@pytest.mark.parametrize("fn", [copy_then_rebind_after_break, copy_before_break_rebind_after,
+                                cell_holding_a_list_replaced, nested_read_after_two_breaks,
+                                argument_cell_rebound, argument_cell_copied_then_rebound_without_a_break])
+def test_a_copy_of_a_cell_keeps_its_value_when_the_cell_is_rebound_after_a_break(fn, capsys):
+    backend = CountingBackend()
+    compiled = pyframe.optimize(backend)(fn)
+    args = [torch.randn(3) for _ in range(fn.__code__.co_argcount)]
+    for _ in range(2):  # the compile, then the cache hit
+        assert_same(compiled(*args), fn(*args))
+    assert backend.graphs  # compiled (around the break)

@@ -83,3 +83,47 @@ def test_a_deque_made_in_the_frame_is_traced_into_one_graph():
         torch.testing.assert_close(g, e)
     assert got[2] == expected[2] == 2 and got[4] == expected[4] == 2
     assert len(counter.graphs) == 1
+
+
+# -- slices of the frame's lists and tuples (issue 19, item 5: an internal error) ----------------
+
+def _len_of_a_slice(lst, x):
+    return x * len(lst[1:])
+
+
+def _item_of_a_slice(lst, x):
+    return lst[1:][0] * x + lst[::-1][0]
+
+
+def _slice_of_tensors(lst, x):
+    return sum(lst[:2]) + x
+
+
+def _slice_of_a_namedtuple(pair, x):
+    rest = pair[1:]
+    return x * rest[0] if type(rest) is tuple else x
+
+
+_Pair = collections.namedtuple("_Pair", "a b")
+
+
+@pytest.mark.parametrize("fn, first", [
+    (_len_of_a_slice, lambda: [1, 2, 3]),
+    (_item_of_a_slice, lambda: [1, 2, 3]),
+    (_slice_of_tensors, lambda: [torch.ones(2), torch.full((2,), 3.0), torch.zeros(2)]),
+    (_slice_of_a_namedtuple, lambda: _Pair(1.0, 2.0)),
+])
+def test_a_slice_of_an_argument_is_traced(fn, first):
+    backend = CountingBackend()
+    compiled = pyframe.optimize(backend, fullgraph=True)(fn)
+    x = torch.randn(2)
+    torch.testing.assert_close(compiled(first(), x), fn(first(), x))
+    assert len(backend.graphs) == 1
+
+
+def test_a_slice_guards_the_items_it_reads():
+    backend = CountingBackend()
+    compiled = pyframe.optimize(backend)(_item_of_a_slice)
+    x = torch.randn(2)
+    for lst in ([1, 2, 3], [1, 5, 3], [1, 5, 7]):
+        torch.testing.assert_close(compiled(lst, x), _item_of_a_slice(lst, x))

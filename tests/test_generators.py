@@ -63,3 +63,52 @@ def test_generator_alive_at_a_graph_break_continues_after_it():
     for sign in (1.0, -1.0):
         x = torch.full((3,), 0.5 * sign)
         torch.testing.assert_close(compiled(x), fn(x))
+
+
+# -- `yield from`'s value is the sub-generator's return value (issue 19, item 3) -----------------
+
+def _returns_after_yielding(x, n):
+    for i in range(n):
+        yield x * i
+    return x.sum() + n
+
+
+def _delegates_and_uses_the_result(x):
+    result = yield from _returns_after_yielding(x, 2)
+    yield result * 2
+
+
+def _returns_a_tuple(x):
+    yield x
+    return x + 1, "done"
+
+
+def _unpacks_the_result(x):
+    value, tag = yield from _returns_a_tuple(x)
+    yield value if tag == "done" else -value
+
+
+def _twice_from_one_generator(x):
+    inner = _returns_after_yielding(x, 1)
+    first = yield from inner
+    second = yield from inner  # exhausted: None
+    yield first if second is None else x * 0
+
+
+def _yield_from_a_list(x):
+    result = yield from [x, x + 1]
+    yield x if result is None else x * 0
+
+
+@pytest.mark.parametrize("gen", [_delegates_and_uses_the_result, _unpacks_the_result,
+                                 _twice_from_one_generator, _yield_from_a_list])
+def test_yield_from_gives_the_sub_generators_return_value(gen):
+    def consume(x):
+        return [v * 2 for v in gen(x)]
+
+    backend = CountingBackend()
+    compiled = pyframe.optimize(backend, fullgraph=True)(consume)
+    x = torch.randn(3)
+    for actual, expected in zip(compiled(x), consume(x), strict=True):
+        torch.testing.assert_close(actual, expected)
+    assert len(backend.graphs) == 1

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import gc
+import math
+import types
 import warnings
 import weakref
 
@@ -537,3 +539,169 @@ def test_a_nested_function_with_other_code_recompiles():
         torch.testing.assert_close(opt(scale, x), apply(scale, x))
     torch.testing.assert_close(opt(lambda v: v - 5, x), x - 4)
     assert counter.compiles == 3
+
+
+# -- facts the trace folds that TENSOR_MATCH, == and the globals' guards did not cover (issue 19) --
+
+def offset_scaled(x):
+    return x * x.storage_offset()
+
+
+def offset_of_a_view(x):
+    return x[1:] + x[1:].storage_offset()
+
+
+def offset_in_a_branch(x, y):
+    if x.storage_offset() > 0:
+        return x + y
+    return x - y
+
+
+@pytest.mark.parametrize("fn", [offset_scaled, offset_of_a_view, offset_in_a_branch])
+def test_a_storage_offset_read_is_guarded(fn):
+    counter = Counter()
+    compiled = pyframe.optimize(counter)(fn)
+    base = torch.arange(10.0)
+    views = [base[0:4], base[2:6], base[0:4], base[3:7], base[3:7]]
+    for view in views:
+        args = [view] + [torch.ones(4)] * (fn.__code__.co_argcount - 1)
+        torch.testing.assert_close(compiled(*args), fn(*args))
+    assert counter.compiles == 3  # offsets 0, 2, 3: one entry each
+
+
+def test_offsets_are_not_guarded_when_no_trace_reads_them():
+    counter = Counter()
+    compiled = pyframe.optimize(counter)(scaled)
+    base = torch.arange(10.0)
+    for view in (base[0:4], base[2:6], base[3:7]):
+        torch.testing.assert_close(compiled(view, 2), scaled(view, 2))
+    assert counter.compiles == 1
+
+
+def copysign_of(x, y):
+    return x * math.copysign(1.0, y)
+
+
+def text_of(x, y):
+    return x + len(str(y))
+
+
+def angle_of(x, y):
+    return x + math.atan2(y, -1.0)
+
+
+def nan_test(x, y):
+    return x + (1.0 if y != y else 2.0)
+
+
+def tuple_of_floats(x, ys):
+    return x * math.copysign(1.0, ys[1])
+
+
+@pytest.mark.parametrize("fn", [copysign_of, text_of, angle_of])
+def test_a_float_argument_minus_zero_is_not_zero(fn):
+    counter = Counter()
+    compiled = pyframe.optimize(counter)(fn)
+    x = torch.ones(2)
+    for y in (0.0, -0.0, 0.0, -0.0):
+        torch.testing.assert_close(compiled(x, y), fn(x, y))
+    assert counter.compiles == 2
+
+
+def test_a_float_inside_a_tuple_constant_tells_minus_zero_apart():
+    counter = Counter()
+    compiled = pyframe.optimize(counter)(tuple_of_floats)
+    x = torch.ones(2)
+    for ys in ((1.0, 0.0), (1.0, -0.0), (1.0, 0.0)):
+        torch.testing.assert_close(compiled(x, ys), tuple_of_floats(x, ys))
+
+
+def test_a_nan_argument_matches_a_nan():
+    counter = Counter()
+    compiled = pyframe.optimize(counter)(nan_test)
+    x = torch.ones(2)
+    for y in (float("nan"), float("nan"), 1.5, float("nan")):
+        torch.testing.assert_close(compiled(x, y), nan_test(x, y))
+    assert counter.compiles == 2
+
+
+def uses_len(x):
+    return x * len([1, 2])
+
+
+def uses_abs_after_break(x):
+    x = x + 1
+    torch._dynamo.graph_break()
+    return x * abs(-2)
+
+
+def uses_max_in_a_helper(x):
+    return _helper_using_max(x)
+
+
+def _helper_using_max(x):
+    return x * max(1, 2)
+
+
+@pytest.mark.parametrize("fn, name, shadow", [
+    (uses_len, "len", lambda seq: 10),
+    (uses_abs_after_break, "abs", lambda v: 7),
+    (uses_max_in_a_helper, "max", lambda *a: 5),
+])
+def test_a_global_that_later_shadows_a_builtin_recompiles(fn, name, shadow, monkeypatch):
+    counter = Counter()
+    compiled = pyframe.optimize(counter)(fn)
+    x = torch.ones(2)
+    torch.testing.assert_close(compiled(x), fn(x))
+    monkeypatch.setitem(globals(), name, shadow)
+    torch.testing.assert_close(compiled(x), fn(x))
+    monkeypatch.delitem(globals(), name)
+    torch.testing.assert_close(compiled(x), fn(x))
+
+
+def _breaks_then_calls_helper(x):
+    x = x * 2
+    torch._dynamo.graph_break()
+    return _helper_using_max(x)
+
+
+def test_one_code_under_other_globals_gets_its_own_resume_function():
+    """An entry's resume function is made with the frame's globals: the same code object run
+    with other globals (types.FunctionType(f.__code__, g)) does not reuse it."""
+    other = types.FunctionType(_breaks_then_calls_helper.__code__,
+                               {"torch": torch, "_helper_using_max": lambda x: x + 100}, "other")
+    x = torch.ones(2)
+    for fn in (_breaks_then_calls_helper, other, _breaks_then_calls_helper, other):
+        torch.testing.assert_close(pyframe.optimize(Counter())(fn)(x), fn(x))
+
+
+def add_into_first(a, b):
+    a.add_(1)
+    return a + b
+
+
+def scale_both(a, b):
+    a.mul_(2)
+    b.mul_(3)
+    return a + b
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+@pytest.mark.parametrize("fn", [add_into_first, scale_both])
+def test_overlapping_views_of_one_base_are_guarded_by_storage(backend, fn):
+    """Two distinct tensors can share memory: the aliasing guard compares storages, not only
+    objects, and inputs traced on one storage keep their offsets and the storage's size."""
+    compiled = pyframe.optimize(backend)(fn)
+    arrangements = [
+        lambda base: (base[0:4], base[4:8]),      # one storage, apart
+        lambda base: (base[0:4], base[2:6]),      # overlapping
+        lambda base: (torch.zeros(4), torch.zeros(4)),
+        lambda base: (base[1:5], base[3:7]),      # overlapping, other offsets
+        lambda base: (base[0:4], base[0:4]),      # the same memory twice
+        lambda base: (base[0:4], base[2:6]),
+    ]
+    for make in arrangements:
+        base, eager_base = torch.zeros(8), torch.zeros(8)
+        args, eager_args = make(base), make(eager_base)
+        torch.testing.assert_close(compiled(*args), fn(*eager_args))
+        torch.testing.assert_close(base, eager_base)

@@ -268,6 +268,8 @@ class InstructionTranslator(LoadStoreOps, CallOps, StackOps, JumpOps, ExceptionO
             tracker = self.wrap(self.f_globals[name], source, guard)
         elif name in self.f_builtins:
             tracker = self.wrap(self.f_builtins[name], BuiltinSource(name), not self.trusted)
+            if not self.trusted:  # `len = my_len` in the module later shadows the builtin
+                self.output.guards.add(self.global_source(name)[0], GuardKind.DICT_CONTAINS_MATCH, False)
         else:
             raise Unsupported(f"name {name!r} is not defined")
         if is_immutable_tracker(tracker):

@@ -96,14 +96,16 @@ class JumpOps:
         self.GET_ITER(inst)
 
     def SEND(self, inst: Instr) -> None:
-        """`yield from`: pass the inner iterator's items through, then continue with None."""
+        """`yield from`: pass the inner iterator's items through, then continue with its return
+        value (a generator's `return v`; None for any other iterator)."""
         self.pop()  # the sent value (always None here)
         iterator = self.stack[-1]
         if not isinstance(iterator, ListIteratorVariable):
             raise Unsupported(f"yield from {iterator}")
         item = iterator.next()
         if item is None:
-            self.stack[-1] = ConstantVariable(None)  # the sub-iterator's return value
+            value = iterator.stop_value
+            self.stack[-1] = ConstantVariable(None) if value is None else value
             self.jump_to(inst.arg)
         else:
             self.push(item)

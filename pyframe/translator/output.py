@@ -29,8 +29,9 @@ from bytecode import BinaryOp, CellVar, FreeVar, Instr, Label, TryBegin, TryEnd
 from ..backends import CompiledGraph
 from ..codegen import PyCodegen, make_code
 from ..exc import Unsupported
+from ..guards import GuardKind
 from ..resume import Slot, first_real, original_position, resume_code
-from ..source import CellContentsSource, LocalSource, Source
+from ..source import CellContentsSource, GlobalsDictSource, LocalSource, Source
 from .analysis import enclosing_entries, enclosing_handlers, live_locals
 from .instructions import InstructionTranslator
 from .variables.containers import ListIteratorVariable
@@ -131,7 +132,11 @@ def pin_changed_sources(tx: InstructionTranslator, cg: PyCodegen, values: list[V
     makes x the frame's `lst[1]`; `t = obj.t; obj.t = None`) are loaded before the replay, into
     temporaries that every later load of them uses."""
     changed = tx.side_effects.changed_sources()
-    replaced = tx.side_effects.replaced_sources()  # `old = out` before `nonlocal out; out = y`
+    # `old = out` before `nonlocal out; out = y`; and `old = t` before `t = t * 0` where t is a
+    # cell of this frame (a comprehension or closure reads it): store_locals writes the cell
+    # (an argument that is a cell is read through its slot, LocalSource, until MAKE_CELL has run)
+    replaced = tx.side_effects.replaced_sources() | {
+        source for n in _changed_cells(tx) for source in (CellContentsSource(n), LocalSource(n))}
     if not changed and not replaced:
         return
     found = walk(values)
@@ -448,6 +453,9 @@ def _load_function(tx: InstructionTranslator, cg: PyCodegen, code: types.CodeTyp
         cg.load_const(code)
         cg.emit("MAKE_FUNCTION", 8)
     else:
+        # The function is made now, with this frame's globals: the entry holds only for them (one
+        # code object may run under other globals: types.FunctionType(f.__code__, other_globals))
+        tx.output.guards.add(GlobalsDictSource(), GuardKind.ID_MATCH, tx.f_globals)
         cg.load_const(types.FunctionType(code, tx.f_globals, code.co_name))
 
 

@@ -13,7 +13,11 @@ in-place op's operand broadcasts to its target. What it writes:
 - ``if`` / ``else`` on tensor values (a graph break) and on Python values; ternaries; ``and`` / ``or``;
 - ``for i in range(k)``; calls to the helpers (which may call earlier helpers); early returns;
 - in-place ops (``add_``, ``mul_``, ``+=``), aliases (``t3 = t1``);
-- ``log.append(...)`` of numbers and tensors: a side effect on a list that outlives the call.
+- ``log.append(...)`` of numbers and tensors: a side effect on a list that outlives the call;
+- slices of lists and tuples (the argument ``l0`` included); comprehensions that make a tensor
+  local a cell, then ``torch._dynamo.graph_break()``, then the cell copied and rebound; nested
+  generators whose ``yield from`` uses the sub-generator's return value; ``math.copysign`` of a
+  float (the inputs include ``0.0`` and ``-0.0``).
 
 A block (``if`` arm, loop body) may read and rebind the variables around it with values of the same
 type, but what it defines is forgotten after it, and it never changes a list's length, so the types
@@ -62,7 +66,8 @@ FEATURES = frozenset({
     "nested_helper_call", "inplace", "aug_assign", "log_append", "matmul", "reduction",
     "dim_reduction", "list", "tuple", "index", "unpack", "list_append", "item", "early_return",
     "alias", "stack", "transpose", "unary", "division", "keyword_call", "expr_condition", "residual",
-    "scalar_conversion",
+    "scalar_conversion", "list_slice", "closure_comprehension", "graph_break", "cell_rebind",
+    "yield_from", "copysign",
 })
 
 
@@ -188,12 +193,13 @@ class ProgramGenerator:
     # -- the program -----------------------------------------------------------------------------
     def generate(self) -> Program:
         self.emit('"""A program written by tests/fuzz/generator.py."""')
+        self.emit("import math")
         self.emit("import torch")
         self.emit("")
         for index in range(self.rng.randint(0, 2)):
             self.write_helper(f"helper_{index}")
         params = [Param(f"t{i}", TensorT(self.pick(self.shapes[1:]))) for i in range(self.rng.randint(1, 3))]
-        params += [Param("n0", INT), Param("f0", FLOAT)]
+        params += [Param("n0", INT), Param("f0", FLOAT), Param("l0", SeqT("list", (INT, INT, INT)))]
         self.counter = 0
         signature = ", ".join([p.name for p in params] + ["log"])
         scope = Scope({p.name: p.type for p in params}, True, 0, True, None)
@@ -257,6 +263,9 @@ class ProgramGenerator:
             (1 if can_nest else 0, self.stmt_for_list),
             (2 if self.helpers else 0, self.stmt_helper_call),
             (1 if scope.top_level else 0, self.stmt_list_append),
+            (1, self.stmt_slice),
+            (1, self.stmt_closure_break),
+            (1, self.stmt_yield_from),
         ]
         self.weighted(options)(scope)
 
@@ -386,6 +395,52 @@ class ProgramGenerator:
         else:
             self.emit(f"{new} = ({', '.join(texts)},)")
         scope.vars[new] = SeqT(kind, items)
+
+    def stmt_slice(self, scope: Scope) -> None:
+        seqs = [(n, s) for n, s in scope.seqs() if len(s.items) >= 2]
+        if not seqs:
+            return self.stmt_container(scope)
+        name, seq = self.pick(seqs)
+        self.use("list_slice")
+        start = self.rng.randint(1, len(seq.items) - 1)
+        new = self.fresh("seq")
+        self.emit(f"{new} = {name}[{start}:]")
+        scope.vars[new] = SeqT(seq.kind, seq.items[start:])
+
+    def stmt_closure_break(self, scope: Scope) -> None:
+        """`c = [t * k for k in range(2)]` makes t a cell; a break; then `old = t; t = ...`."""
+        targets = [(n, t) for n, t in scope.tensors() if n not in scope.frozen]
+        if not targets:
+            return self.stmt_new_tensor(scope)
+        name, t = self.pick(targets)
+        self.use("closure_comprehension")
+        k, seq = self.fresh("k"), self.fresh("seq")
+        self.emit(f"{seq} = [{name} * {k} for {k} in range(2)]")
+        scope.vars[seq] = SeqT("list", (t, t))
+        if self.chance(0.6):
+            self.use("graph_break")
+            self.emit("torch._dynamo.graph_break()")
+        self.use("cell_rebind")
+        old = self.fresh("old")
+        self.emit(f"{old} = {name}")
+        scope.vars[old] = t
+        self.emit(f"{name} = {self.tensor_expr(scope, t.shape, 2)}")
+
+    def stmt_yield_from(self, scope: Scope) -> None:
+        """Nested generators: the outer one yields what `yield from` the inner one returned."""
+        if not scope.tensors():
+            return self.stmt_new_tensor(scope)
+        name, t = self.pick(scope.tensors())
+        self.use("yield_from")
+        inner, outer, new = self.fresh("gen"), self.fresh("gen"), self.fresh("seq")
+        with self.block(f"def {inner}(a):"):
+            self.emit("yield a * 2")
+            self.emit("return a + 1")
+        with self.block(f"def {outer}(a):"):
+            self.emit(f"r = yield from {inner}(a)")
+            self.emit("yield r")
+        self.emit(f"{new} = list({outer}({name}))")
+        scope.vars[new] = SeqT("list", (t, t))
 
     def stmt_list_append(self, scope: Scope) -> None:
         lists = [(n, s) for n, s in scope.seqs() if s.kind == "list" and n not in scope.frozen]
@@ -624,6 +679,9 @@ class ProgramGenerator:
                     return f"{name}[{seq.items.index(FLOAT)}]"
         if roll < 0.4:
             return f"({self.number_expr(scope, FLOAT, sub)} / 2.0)"
+        if roll < 0.45 and scope.names(FLOAT):
+            self.use("copysign")  # tells -0.0 from 0.0
+            return f"math.copysign(1.0, {self.pick(scope.names(FLOAT))})"
         op = self.pick(["+", "-", "*"])
         return f"({self.number_expr(scope, FLOAT, sub)} {op} {self.number_expr(scope, self.pick([INT, FLOAT]), sub)})"
 

@@ -19,7 +19,7 @@ import torch
 from ... import _C
 from ...exc import Unsupported
 from ...resume import STACK_ARG_PREFIX
-from ...guards import GuardKind, KeysById, TensorMeta
+from ...guards import GuardKind, KeysById
 from ...source import (
     AttrSource, DictItemSource, DictKeySource, DictValueSource, ItemSource, LocalSource, Source,
     TupleIteratorRestSource,
@@ -92,7 +92,7 @@ def _wrap(tx: "InstructionTranslator", value: Any, source: Source | None, guard:
             raise Unsupported("an uninitialized (lazy) parameter or buffer")
         if source is None:
             raise Unsupported("a tensor that is not an input of the frame (a global tensor made in C?)")
-        tx.output.guards.add(source, GuardKind.TENSOR_MATCH, TensorMeta.of(value))  # always: it is an input
+        tx.output.guards.add_tensor(source, value)  # always: it is an input
         if type(value) is not torch.nn.Parameter and not _is_buffer(source):
             # Which inputs are one tensor is part of what the graph means to a backend that
             # functionalizes it (aot_autograd, inductor: `x.mul_(2); y.mul_(2)` with x is y), so

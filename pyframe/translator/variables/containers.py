@@ -51,11 +51,21 @@ class BaseListVariable(VariableTracker):
     def getitem(self, tx, key: VariableTracker) -> VariableTracker:
         index = _index(key)
         if isinstance(index, slice):
-            return type(self)(self.items[index])
+            return self.sliced(self.items[index])
         try:
             return self.items[index]
         except (IndexError, TypeError) as e:
             raise Unsupported(f"{self.container_type.__name__} index {index!r}: {e}") from e
+
+    def sliced(self, items: list[VariableTracker]) -> VariableTracker:
+        """`self[a:b]` made of `items`: a new plain list or tuple, as CPython makes it for every
+        list and tuple, subclasses (a namedtuple) and the frame's own lists included (torch.Size
+        keeps its type: SizeVariable)."""
+        if issubclass(self.container_type, list):
+            return ListVariable(items)
+        if issubclass(self.container_type, tuple):
+            return TupleVariable(items)
+        raise Unsupported(f"a slice of a {self.container_type.__name__}")
 
     def var_getattr(self, tx, name: str) -> VariableTracker:
         if callable(getattr(self.container_type, name, None)):
@@ -277,6 +287,8 @@ class FrameListVariable(ListVariable):
         index = _index(key)
         if type(index) is int and -len(self._items) <= index < len(self._items):
             return self._item(index)
+        if isinstance(index, slice):  # reads (and guards) only the items it selects
+            return self.sliced([self._item(i) for i in range(len(self._items))[index]])
         return super().getitem(tx, key)
 
     def store_item(self, index: Any, value: Any) -> None:
@@ -839,6 +851,10 @@ class ListIteratorVariable(VariableTracker):
     def python_type(self) -> type:
         return self.kind
 
+    # What the StopIteration of the last next() that found it exhausted carries (`yield from`'s
+    # value): None but for a generator returning a value.
+    stop_value: VariableTracker | None = None
+
     def next(self) -> VariableTracker | None:
         if self.index == len(self.items) and not self._produce():
             return None
@@ -892,3 +908,13 @@ class GeneratorVariable(ListIteratorVariable):
         # the generator function's own InstructionTranslator: each resumption runs to the next yield
         super().__init__([], types.GeneratorType, iter(translator.resume_generator, None))
         self.translator = translator
+        self.finished = False
+
+    def next(self) -> VariableTracker | None:
+        item = super().next()
+        if item is None:
+            # The first next() to find it done gets its return value (items produced ahead, for a
+            # break, do not move that), as CPython raises StopIteration(value) once; later ones None.
+            self.stop_value = None if self.finished else self.translator.return_value
+            self.finished = True
+        return item

@@ -81,6 +81,8 @@ class TensorVariable(VariableTracker):
         if name in _AUTOGRAD_METHODS:
             raise Unsupported(f"Tensor.{name}() runs autograd outside the graph")
         if name in ("size", "stride") or name in _METADATA_METHODS:
+            if name == "storage_offset":  # folded: not covered by TENSOR_MATCH unless asked for
+                tx.output.guards.storage_offsets_read = True
             pargs = [a.as_python_constant() for a in args]
             pkwargs = {k: v.as_python_constant() for k, v in kwargs.items()}
             value = getattr(self.example, name)(*pargs, **pkwargs)
