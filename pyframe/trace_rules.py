@@ -111,7 +111,8 @@ def _is_stdlib(path: str) -> bool:
 
 
 @functools.lru_cache(maxsize=4096)
-def _file_rule(path: str, skip: tuple[str, ...], trace: tuple[str, ...]) -> str | None:
+def _file_rule(filename: str, skip: tuple[str, ...], trace: tuple[str, ...]) -> str | None:
+    path = os.path.realpath(filename)
     if trace and _under(path, _prefixes(trace)):
         return None
     if skip and _under(path, _prefixes(skip)):
@@ -145,24 +146,29 @@ def file_skip_reason(filename: str) -> str | None:
         return f"generated code {filename}"
     if filename.startswith("<"):  # exec/eval (`<string>`): user code, as for torch._dynamo
         return None
-    reason = _file_rule(os.path.realpath(filename), _names("skip_modules"), _names("trace_modules"))
+    reason = _file_rule(filename, _names("skip_modules"), _names("trace_modules"))
     return None if reason is None else f"{reason} ({filename})"
 
 
 def call_skip_reason(code: types.CodeType) -> str | None:
     """Why a call from traced code into `code` is left to Python (a graph break), or None: it is
     inlined. Only third-party and configured skips apply: the standard library and torch are
-    modelled by the translator itself."""
+    modelled by the translator itself. (Asked at every inlined call: decided once per file.)"""
     filename = code.co_filename
     if filename.startswith("<"):
         return None
+    reason = _call_rule(filename, _names("skip_modules"), _names("trace_modules"))
+    return None if reason is None else f"a call into {reason} ({code.co_qualname} in {filename})"
+
+
+@functools.lru_cache(maxsize=4096)
+def _call_rule(filename: str, skip: tuple[str, ...], trace: tuple[str, ...]) -> str | None:
     path = os.path.realpath(filename)
-    trace, skip = _names("trace_modules"), _names("skip_modules")
     if trace and _under(path, _prefixes(trace)):
         return None
     if skip and _under(path, _prefixes(skip)):
-        return f"a call into a module config.skip_modules lists ({code.co_qualname} in {filename})"
+        return "a module config.skip_modules lists"
     if not path.startswith((_TORCH_DIR, _PYFRAME_DIR)) and not _is_stdlib(path) \
             and _under(path, _prefixes(THIRDPARTY_SKIPPED)):
-        return f"a call into a third-party library torch._dynamo skips ({code.co_qualname} in {filename})"
+        return "a third-party library torch._dynamo skips"
     return None

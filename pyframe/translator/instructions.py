@@ -76,7 +76,6 @@ class InstructionTranslator(LoadStoreOps, CallOps, StackOps, JumpOps, ExceptionO
         self.stack: list[VariableTracker] = []
         self.locals: dict[str, VariableTracker] = {}
         self.frame_values = frame_values or {}  # real argument values, wrapped on first read
-        self.immutable_globals: dict[str, VariableTracker] = {}  # modules and functions read, by name
         self.kw_names: tuple[str, ...] = ()
         self.current_inst: Instr | None = None
         self.return_value: VariableTracker | None = None
@@ -91,15 +90,21 @@ class InstructionTranslator(LoadStoreOps, CallOps, StackOps, JumpOps, ExceptionO
         self.exception_stack: list[VariableTracker] = []  # exceptions being handled (PUSH_EXC_INFO)
         self._handlers: list | None = None  # innermost try range at each position, when first needed
         # Cell variables whose MAKE_CELL the prologue skips: resume functions receive the cell.
-        made = {i.arg.name for i in self.instructions[:self.first_body_index()] if getattr(i, "name", "") == "MAKE_CELL"}
-        self.passed_cells = set(code.co_cellvars) - made
+        self.passed_cells = set(code.co_cellvars) - self._made_cells() if code.co_cellvars else set()
         self.cell_objects: dict[str, Any] = {}  # passed cells already read, by local name
         # Mutations of objects that outlive the frame: one record for the whole trace.
         self.side_effects = parent.side_effects if parent is not None else SideEffects()
+        self.root: InstructionTranslator = self if parent is None else parent.root  # the compiled frame's
+        # Modules and functions read from this code's globals, by name: one table per globals dict
+        # for the whole trace (every inlined function of a module reads `torch` again).
+        tables = self._immutable_globals = {} if parent is None else None
+        self.immutable_globals: dict[str, VariableTracker] = \
+            (tables if tables is not None else self.root._immutable_globals).setdefault(id(f_globals), {})
 
-    @property
-    def root(self) -> "InstructionTranslator":
-        return self if self.parent is None else self.parent.root
+    def _made_cells(self) -> set[str]:
+        """The cell variables whose MAKE_CELL the prologue runs (a resume function skips those of
+        the cells it receives)."""
+        return {i.arg.name for i in self.instructions[:self.first_body_index()] if getattr(i, "name", "") == "MAKE_CELL"}
 
     # -- the interpreter loop ------------------------------------------------------------------
     def run(self) -> VariableTracker | None:
@@ -451,6 +456,11 @@ class InstructionTranslator(LoadStoreOps, CallOps, StackOps, JumpOps, ExceptionO
 
     def bind_arguments(self, fn: types.FunctionType, args: list[VariableTracker],
                        kwargs: dict[str, VariableTracker], fn_source: Source | None = None) -> dict[str, VariableTracker]:
+        bound = _bind_plainly(fn, args, kwargs)
+        if bound is not None:
+            return {name: value if isinstance(value, VariableTracker) else
+                    self.wrap(value, _default_source(fn, fn_source, name), guard=fn_source is not None)
+                    for name, value in bound.items()}
         signature = _code_signature(fn)
         try:
             bound = signature.bind(*args, **kwargs)
@@ -472,6 +482,44 @@ class InstructionTranslator(LoadStoreOps, CallOps, StackOps, JumpOps, ExceptionO
             result[name] = value
         return result
 
+
+
+_PLAIN_PARAMETERS = ~(inspect.CO_VARARGS | inspect.CO_VARKEYWORDS)
+
+
+def _bind_plainly(fn: types.FunctionType, args: list, kwargs: dict) -> dict[str, Any] | None:
+    """The call's arguments by parameter name, in order, defaults filled (values, not trackers), for
+    a function without *args, **kwargs or positional-only parameters: what inspect's bind gives
+    there, read off the code object (bind costs most of an inlined call's setup). None: anything
+    else, or a call that does not bind (inspect then says why)."""
+    code = fn.__code__
+    if code.co_flags & ~_PLAIN_PARAMETERS or code.co_posonlyargcount:
+        return None
+    n_positional, n_kwonly = code.co_argcount, code.co_kwonlyargcount
+    if len(args) > n_positional:
+        return None
+    names = code.co_varnames[:n_positional + n_kwonly]
+    bound = dict(zip(names, args))
+    for name, value in kwargs.items():
+        if name in bound or name not in names:
+            return None
+        bound[name] = value
+    if len(bound) == len(names):
+        return {name: bound[name] for name in names}
+    defaults = fn.__defaults__ or ()
+    first_default = n_positional - len(defaults)
+    kwdefaults = fn.__kwdefaults__ or {}
+    result = {}
+    for i, name in enumerate(names):
+        if name in bound:
+            result[name] = bound[name]
+        elif i < n_positional and i >= first_default:
+            result[name] = defaults[i - first_default]
+        elif i >= n_positional and name in kwdefaults:
+            result[name] = kwdefaults[name]
+        else:
+            return None  # a missing argument: inspect's message
+    return result
 
 
 _signatures: "weakref.WeakKeyDictionary[types.FunctionType, tuple]" = weakref.WeakKeyDictionary()

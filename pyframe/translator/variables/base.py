@@ -205,6 +205,48 @@ _getattr_static = inspect.getattr_static
 _type_dict = type.__dict__["__dict__"].__get__
 
 
+_STATIC_MISSING = object()
+_generic_getattr = object.__getattribute__
+_getset_descriptor = type(type.__dict__["__dict__"])
+
+
+def static_attribute(obj: Any, name: str, default: Any = _STATIC_MISSING) -> Any:
+    """`inspect.getattr_static(obj, name[, default])`, with the common case read directly: an
+    instance (not a class) of a class whose metaclass is `type` and whose `__dict__` is the usual
+    one. Its instance dict's entry, unless the class's is a data descriptor; else the class's
+    (class_attribute). Raises AttributeError when missing and no default is given."""
+    cls = type(obj)
+    if isinstance(obj, type) or type(cls) is not type or any(type(base) is not type for base in cls.__mro__) or \
+            type(_mro_attribute(cls, "__dict__")) is not _getset_descriptor:
+        return _getattr_static(obj, name) if default is _STATIC_MISSING else _getattr_static(obj, name, default)
+    found = _mro_attribute(cls, name)
+    try:
+        instance_dict = _generic_getattr(obj, "__dict__")
+    except AttributeError:
+        instance_dict = None
+    if type(instance_dict) is dict and name in instance_dict:
+        if found is _STATIC_MISSING:
+            return instance_dict[name]
+        kind = type(found)
+        data_descriptor = class_attribute(kind, "__get__", None) is not None and (
+            class_attribute(kind, "__set__", None) is not None or class_attribute(kind, "__delete__", None) is not None)
+        return found if data_descriptor else instance_dict[name]
+    if found is not _STATIC_MISSING:
+        return found
+    if default is _STATIC_MISSING:
+        raise AttributeError(name)
+    return default
+
+
+def _mro_attribute(cls: type, name: str) -> Any:
+    """What the dicts of `cls`'s MRO hold for `name` (not its metaclass's), or _STATIC_MISSING."""
+    for entry in cls.__mro__:
+        entry_dict = _type_dict(entry)
+        if name in entry_dict:
+            return entry_dict[name]
+    return _STATIC_MISSING
+
+
 def class_attribute(cls: type, name: str, default: Any) -> Any:
     """`inspect.getattr_static(cls, name, default)` for a class: what its MRO's dicts hold, then its
     metaclass's. Module attribute reads ask this of their class on every access; getattr_static

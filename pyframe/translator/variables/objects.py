@@ -21,7 +21,7 @@ import torch
 from ...exc import Unsupported
 from ...guards import GuardKind
 from ...source import AttrSource, ItemSource, Source
-from .base import BoundMethodVariable, VariableTracker, class_attribute, constant_args
+from .base import BoundMethodVariable, VariableTracker, class_attribute, constant_args, static_attribute
 from .builtins import build_dict, iterate, plain_getattr
 from .constant import ConstantVariable
 from .containers import DequeVariable, DictVariable, NamedTupleVariable
@@ -236,7 +236,7 @@ class UserObjectVariable(VariableTracker):
         return dict_var
 
     def call_method(self, tx, name, args, kwargs) -> VariableTracker:
-        method = inspect.getattr_static(self.value, name, None)
+        method = static_attribute(self.value, name, None)
         if isinstance(method, types.FunctionType):
             return tx.inline_call(method, [self, *args], kwargs, fn_source=self._class_attr_source(name))
         if name == "__getitem__" and len(args) == 1 and isinstance(self.value, dict) \
@@ -345,7 +345,7 @@ def object_has_attr(tx, obj: "UserObjectVariable | NewObjectVariable", name: str
             return None  # a base class's slot (not modelled: it may be unset)
         answer = static is not _MISSING
     else:
-        static = inspect.getattr_static(obj.value, name, _MISSING)
+        static = static_attribute(obj.value, name, _MISSING)
         answer = None
     if static is not _MISSING and hasattr(type(static), "__get__") and not isinstance(static, _PLAIN_DESCRIPTORS):
         return None  # a property or a descriptor may raise AttributeError
@@ -574,7 +574,7 @@ def _instance_dict(obj: Any) -> dict:
 
 def _has_static_attr(obj: Any, name: str) -> bool:
     try:
-        inspect.getattr_static(obj, name)
+        static_attribute(obj, name)
     except AttributeError:
         return False
     return True
@@ -584,7 +584,7 @@ def _static_attr(obj: Any, name: str, generic: bool = False) -> Any:
     """getattr(obj, name) when it runs no user code (no property, custom descriptor, __getattr__);
     `generic`: object.__getattribute__(obj, name), the class's own __getattribute__ not asked."""
     try:
-        static = inspect.getattr_static(obj, name)
+        static = static_attribute(obj, name)
     except AttributeError as e:
         raise Unsupported(f"{_describe(obj)} has no attribute {name!r}") from e
     if hasattr(type(static), "__get__") and not isinstance(static, _PLAIN_DESCRIPTORS):
