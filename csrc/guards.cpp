@@ -18,6 +18,10 @@
 namespace py = pybind11;
 
 namespace pyframe {
+
+class GuardManager;
+PyObject *pf_fetch_child(const GuardManager *child, PyObject *parent);  // (defined after it)
+
 namespace {
 
 // Where root nodes read their values: the frame's localsplus in the hook, or a dict of locals
@@ -48,19 +52,39 @@ struct FrameView {
 //   * tensors are not changed in place in ways a TENSOR_MATCH sees (`p.data = other`,
 //     `p.requires_grad_()` on a parameter): the one assumption, the same one torch._dynamo makes
 //     by default (skip_tensor_guards_with_matching_dict_tags).
-// A subtree that breaks one of these records an unsafe snapshot and is always checked in full.
-// The facts are checked parent first, so each object a fact names is alive when it is read: the
-// root object by its ID_MATCH, every other one because the dict holding it did not change.
+// An attribute that does not come from an instance dict (a class's attribute, a function's
+// `__globals__` or `__closure__`, a cell's contents, one found by a Python __getattribute__) is an
+// *anchor*: the snapshot holds a reference to the value it fetched, and on later checks fetches it
+// again and compares identities; the same object means the facts recorded beneath it still stand.
+// A subtree that breaks one of the other rules records an unsafe snapshot and is always checked
+// in full. The facts are checked parent first, so each object a fact names is alive when it is
+// read: the root object by its ID_MATCH, an anchored value by the snapshot's own reference, every
+// other one because the dict holding it did not change.
 
 struct Tag {
-    PyObject *obj;                    // borrowed (see above)
+    PyObject *obj;                    // borrowed (see above); for an anchor, the value it fetched
     PyTypeObject *type;               // nullptr: the type is not part of this fact
     unsigned int type_version;
     PyObject *dict;                   // obj's instance dict, or obj itself; nullptr: none
     PyObject **dict_slot;             // where obj keeps its instance dict; nullptr: dict is obj
     unsigned long long dict_version;
+    const GuardManager *anchor = nullptr;  // an anchor: `anchor` fetched from `anchor_parent`
+    PyObject *anchor_parent = nullptr;
+
+    static Tag anchored(const GuardManager *child, PyObject *parent, PyObject *value) {
+        return Tag{value, nullptr, 0, nullptr, nullptr, 0, child, parent};
+    }
 
     bool holds() const {
+        if (anchor != nullptr) {
+            PyObject *now = pf_fetch_child(anchor, anchor_parent);
+            if (now == nullptr) {
+                PyErr_Clear();
+                return false;
+            }
+            Py_DECREF(now);
+            return now == obj;
+        }
         if (type != nullptr && (Py_TYPE(obj) != type || type->tp_version_tag != type_version)) {
             return false;
         }
@@ -78,11 +102,18 @@ struct Snapshot {
     std::vector<Tag> tags;  // parent first
     std::vector<std::pair<int, PyObject *>> exports;  // (export index, borrowed value) below
     std::vector<std::pair<int, PyObject *>> identities;  // (identity slot, borrowed value) below
+    std::vector<py::object> anchored;  // the values anchors fetched, kept alive (no reuse of an id)
     bool safe = true;
+
+    void anchor(const GuardManager *child, PyObject *parent, PyObject *value) {
+        tags.push_back(Tag::anchored(child, parent, value));
+        anchored.push_back(py::reinterpret_borrow<py::object>(value));
+    }
 
     void append(const Snapshot &inner) {
         safe = safe && inner.safe;
         tags.insert(tags.end(), inner.tags.begin(), inner.tags.end());
+        anchored.insert(anchored.end(), inner.anchored.begin(), inner.anchored.end());
         exports.insert(exports.end(), inner.exports.begin(), inner.exports.end());
         identities.insert(identities.end(), inner.identities.begin(), inner.identities.end());
     }
@@ -273,7 +304,10 @@ enum class Access : uint8_t { Local, Global, Builtin, Closure, GlobalsDict, Attr
 class GuardManager {
 public:
     GuardManager(Access access, py::object key, Py_ssize_t index, std::string source)
-        : access_(access), key_(std::move(key)), index_(index), source_(std::move(source)) {}
+        : access_(access), key_(std::move(key)), index_(index), source_(std::move(source)),
+          generic_(access == Access::Attr && PyUnicode_Check(key_.ptr()) &&
+                   (PyUnicode_CompareWithASCIIString(key_.ptr(), "__class__") == 0 ||
+                    PyUnicode_CompareWithASCIIString(key_.ptr(), "__dict__") == 0)) {}
     GuardManager(const GuardManager &) = delete;
     GuardManager &operator=(const GuardManager &) = delete;
 
@@ -410,7 +444,10 @@ public:
     // The value of an Attr/Item node given its parent's value: new reference or NULL.
     PyObject *fetch_from(PyObject *parent) const {
         if (access_ == Access::Attr) {
-            return PyObject_GetAttr(parent, key_.ptr());
+            // `__class__` and `__dict__` as object's lookup finds them (type(x) and the instance
+            // dict, unless the class makes them data descriptors of its own), which is what the
+            // translator reads them as: a class's Python __getattribute__ is not asked.
+            return generic_ ? PyObject_GenericGetAttr(parent, key_.ptr()) : PyObject_GetAttr(parent, key_.ptr());
         }
         if (access_ == Access::DictKey || access_ == Access::DictValue) {
             return fetch_entry(parent);
@@ -486,7 +523,7 @@ public:
             }
             if (record != nullptr && c->access_ == Access::Attr &&
                 !attr_is_from_instance_dict(v, c->key_.ptr(), cv)) {
-                record->safe = false;
+                record->anchor(c.get(), v, cv);
             }
             bool ok = c->check_value(cv, run, record);
             Py_DECREF(cv);
@@ -499,7 +536,8 @@ public:
 
     // What the checks of this node (its leaves, and the fetches of its children) rely on.
     void record_facts(PyObject *v, Snapshot &s) const {
-        bool reads_attrs = has_attr_children_;
+        bool reads_attrs = false;  // a leaf depends on v's attributes (its children are anchored
+                                   // where they do not come from v's instance dict)
         for (const auto &leaf : leaves_) {
             switch (leaf->kind()) {
                 case LeafKind::Value:
@@ -529,13 +567,15 @@ public:
                     break;
             }
         }
-        if (reads_attrs) {
+        if (reads_attrs || has_attr_children_) {
             PyObject **slot = pf_instance_dict_slot(v);
             PyObject *dict = slot != nullptr ? *slot : nullptr;
             PyTypeObject *tp = Py_TYPE(v);
             if (dict == nullptr || !PyDict_CheckExact(dict) ||
                 !PyType_HasFeature(tp, Py_TPFLAGS_VALID_VERSION_TAG)) {
-                s.safe = false;
+                if (reads_attrs) {
+                    s.safe = false;
+                }  // (else every attribute child is an anchor: nothing about v itself to record)
             } else {
                 s.tags.push_back(Tag{v, tp, tp->tp_version_tag, dict, slot, pf_dict_version(dict)});
             }
@@ -734,6 +774,7 @@ private:
     py::object key_;
     Py_ssize_t index_;
     std::string source_;
+    bool generic_;  // fetched by object's lookup (see fetch_from)
     std::string unreadable_;
     std::vector<LeafPtr> leaves_;
     std::vector<std::unique_ptr<GuardManager>> children_;
@@ -752,6 +793,10 @@ private:
     mutable Snapshot snapshot_;
     mutable bool snapshot_valid_ = false;
 };
+
+PyObject *pf_fetch_child(const GuardManager *child, PyObject *parent) {
+    return child->fetch_from(parent);
+}
 
 class RootGuardManager {
 public:

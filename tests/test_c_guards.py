@@ -496,6 +496,63 @@ def test_unchanged_subtree_is_skipped_and_a_changed_one_rechecked():
     assert not check(root, {"o": obj})
 
 
+def _counter_with_cell(start):
+    value = start
+
+    def read():
+        return value
+
+    def write(v):
+        nonlocal value
+        value = v
+
+    return read, write
+
+
+def test_a_value_no_dict_version_covers_is_fetched_again_and_compared_by_identity():
+    """A method's closure cell (class attribute -> function -> closure -> cell contents): none of
+    those reads comes from an instance dict, so each is an anchor, fetched again on a skipped check:
+    the same objects, the facts beneath them stand; another object, everything is checked."""
+    read, write = _counter_with_cell(3)
+
+    class K:
+        pass
+
+    K.read = staticmethod(read)
+    obj = Holder(k=K())
+    cell = lambda n: n.attr("k").attr("__class__").attr("read").attr("__closure__").item(0).attr("cell_contents")
+    root = pinned_root(obj, lambda n: cell(n).add_equals_match(3, "cell == 3"))
+    assert check(root, {"o": obj}) and check(root, {"o": obj})
+    write(4)  # a cell has no version: its anchor sees another object
+    assert not check(root, {"o": obj})
+    write(3)
+    assert check(root, {"o": obj}) and check(root, {"o": obj})
+    other, _ = _counter_with_cell(3)
+    K.read = staticmethod(other)  # the class's dict (and version tag) change: a new function
+    assert check(root, {"o": obj})  # ... whose cell holds 3 as well
+    K.read = staticmethod(_counter_with_cell(5)[0])
+    assert not check(root, {"o": obj})
+
+
+def test_an_attribute_a_python_getattribute_gives_is_fetched_again():
+    class Config:
+        def __getattribute__(self, key):
+            return super().__getattribute__(key)
+
+    cfg = Config()
+    cfg.size = 4
+    obj = Holder(cfg=cfg)
+    root = pinned_root(obj, lambda n: (n.attr("cfg").attr("size").add_equals_match(4, "cfg.size == 4"),
+                                       n.attr("cfg").attr("__dict__").item("size").add_equals_match(4, "d")))
+    assert check(root, {"o": obj}) and check(root, {"o": obj})
+    cfg.size = 5
+    assert not check(root, {"o": obj})
+    cfg.size = 4
+    assert check(root, {"o": obj}) and check(root, {"o": obj})
+    Config.__getattribute__ = lambda self, key: 7 if key == "size" else object.__getattribute__(self, key)
+    assert not check(root, {"o": obj})  # what the class's own lookup gives now
+
+
 def test_mutable_values_and_descriptors_are_always_checked():
     class WithProperty:
         source = [1]
