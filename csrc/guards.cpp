@@ -350,6 +350,9 @@ public:
         }
         add(make_hasattr_match(std::move(name), expected, std::move(text)));
     }
+    void add_class_attr_match(py::str name, py::object expected, bool check_instance, std::string text) {
+        add(make_class_attr_match(std::move(name), std::move(expected), check_instance, std::move(text)));
+    }
     void add_dict_contains_match(py::object key, bool expected, std::string text) {
         if (text.empty()) {
             text = repr_of(key) + (expected ? " in " : " not in ") + source_;
@@ -1046,6 +1049,10 @@ void bind_guards(py::module_ &m) {
              py::arg("by_id"), py::arg("text") = "")
         .def("add_hasattr_match", &GuardManager::add_hasattr_match, py::arg("name"),
              py::arg("expected"), py::arg("text") = "")
+        .def("add_class_attr_match", &GuardManager::add_class_attr_match, py::arg("name"),
+             py::arg("expected"), py::arg("check_instance"), py::arg("text"),
+             "passes when type(v)'s MRO holds `expected` (None: nothing) under name and, unless "
+             "that is a data descriptor or check_instance is false, v's __dict__ lacks name")
         .def("add_dict_contains_match", &GuardManager::add_dict_contains_match, py::arg("key"),
              py::arg("expected"), py::arg("text") = "", "passes when (key in v) == expected, v a dict")
         .def("add_tensor_match", &GuardManager::add_tensor_match, py::arg("tp"), py::arg("dtype"),
