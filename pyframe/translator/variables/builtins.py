@@ -29,6 +29,7 @@ from .containers import (
 from .exceptions import ExceptionVariable, RaisedException, is_exception_class, raise_symbolic
 from .functions import PartialVariable, UserFunctionVariable
 from .misc import SuperVariable, zero_arg_super
+from .nn_module import NNModuleVariable
 from .tensor import TensorVariable, call_in_graph
 
 # Builtins with no side effects: calling them on constants while tracing is safe.
@@ -306,7 +307,7 @@ def lookup_attr(tx, obj: VariableTracker, name: str) -> VariableTracker | None:
 def _has_attr(tx, obj: VariableTracker, attr: str) -> bool | None:
     """hasattr, when it is decidable without running user code; None when it is not."""
     if isinstance(obj, TensorVariable):
-        return hasattr(obj.example, attr)
+        return obj.has_attr(tx, attr)
     if isinstance(obj, (BaseListVariable, DictVariable, SetVariable, DictViewVariable)):
         # Instances of these types (namedtuples included) take their attributes from the class;
         # one whose instances have a __dict__ (a namedtuple's subclass) may hold more. (Not from
@@ -319,8 +320,17 @@ def _has_attr(tx, obj: VariableTracker, attr: str) -> bool | None:
         return None
     if isinstance(obj, UserFunctionVariable):
         return None  # read, its absence guarded: a decorator may set the attribute later
+    if isinstance(obj, NNModuleVariable):
+        return None  # read (its absence guarded): `self.extra = ...` may come later
     if obj.is_python_constant():
-        return hasattr(obj.as_python_constant(), attr)
+        value = obj.as_python_constant()
+        answer = hasattr(value, attr)
+        if obj.source is not None and hasattr(value, "__dict__"):
+            # a class, a module, a function read from the frame: it may gain or lose the attribute
+            if not plain_getattr(type(value)):
+                return None
+            tx.output.guards.add(AttrSource(obj.source, attr), GuardKind.HASATTR_MATCH, answer)
+        return answer
     from .objects import NewObjectVariable, UserObjectVariable, object_has_attr  # (objects.py imports this module)
     if isinstance(obj, (UserObjectVariable, NewObjectVariable)):
         return object_has_attr(tx, obj, attr)
