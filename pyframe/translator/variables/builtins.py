@@ -24,7 +24,7 @@ from .base import UNKNOWN_OBJECT, VariableTracker, class_attribute, constant_arg
 from .constant import ConstantVariable, python_scalar
 from .containers import (
     BaseListVariable, DictVariable, DictViewVariable, FrameListVariable, ListIteratorVariable, ListVariable, SetVariable,
-    TupleVariable, sort_trackers,
+    TupleVariable, iterate, sort_trackers,
 )
 from .exceptions import ExceptionVariable, RaisedException, is_exception_class, raise_symbolic
 from .functions import PartialVariable, UserFunctionVariable
@@ -79,6 +79,11 @@ class BuiltinVariable(VariableTracker):
         fn = self.fn
         if is_exception_class(fn):
             return ExceptionVariable.make(fn, list(args), kwargs)
+        if _reads_caller_frame(fn, args, kwargs):
+            # In an inlined call, the break at the root's call runs that function for real.
+            e = Unsupported(f"{fn.__name__}() reads the frame's local variables")
+            e.whole_frame = tx.parent is None
+            raise e
         handler = _HANDLERS.get(fn)
         if handler is not None:
             try:
@@ -278,6 +283,17 @@ def _flatten_classinfo(kinds: tuple) -> Iterator[Any]:
 
 def _is_legacy_tensor_type(cls: Any) -> bool:
     return type(cls).__name__ == "tensortype" and type(cls).__module__ == "torch"
+
+
+def _reads_caller_frame(fn: Any, args: Sequence[VariableTracker], kwargs: dict) -> bool:
+    """locals(), vars() and dir() without an argument, eval() and exec() without namespaces:
+    they read the calling frame's variables, which the compiled frame keeps in the trace (its
+    slots hold the entry values), so no graph break can run them right."""
+    if fn is locals or fn is breakpoint:
+        return True
+    if fn in (vars, dir):
+        return not args and not kwargs
+    return fn in (eval, exec) and len(args) < 2 and not {"globals", "locals"} & set(kwargs)
 
 
 def _getattr(tx, obj: VariableTracker, name: VariableTracker, *default: VariableTracker) -> VariableTracker:
@@ -682,15 +698,6 @@ def _sum(tx, iterable: VariableTracker, start: VariableTracker | None = None) ->
     for item in iterate(tx, iterable):
         total = add.call(tx, [total, item], {})
     return total
-
-
-def iterate(tx, iterable: VariableTracker) -> Iterator[VariableTracker]:
-    """The items of `iterable`, an iterator's (a generator's) taken one at a time as Python would."""
-    if isinstance(iterable, ListIteratorVariable):
-        while (item := iterable.next()) is not None:
-            yield item
-    else:
-        yield from iterable.unpack(tx)
 
 
 def _minmax(fn: Callable) -> Callable:
