@@ -433,7 +433,14 @@ public:
     // `skip`: a pinned node may skip its children while its snapshot holds. `record`: the
     // snapshot of an enclosing pinned node being recorded (its facts about this subtree go there).
     bool check_value(PyObject *v, const Run &run, Snapshot *record) const {
+        // A pinned node checks its identity first; its other leaves (a method's class lookup, a
+        // hook table's length...) read only what its snapshot records, so while the snapshot
+        // holds they pass as they did and are skipped with the subtree.
+        const bool may_skip = run.skip_unchanged && pinned();
         for (const auto &leaf : leaves_) {
+            if (may_skip && leaf->kind() != LeafKind::Identity) {
+                continue;
+            }
             if (!leaf->check(v)) {
                 return false;
             }
@@ -450,7 +457,7 @@ public:
                 record->identities.emplace_back(identity_slot_, v);
             }
         }
-        if (!run.skip_unchanged || !pinned()) {
+        if (!may_skip) {
             if (record != nullptr) {
                 record_facts(v, *record);
             }
@@ -467,6 +474,12 @@ public:
                 record->append(snapshot_);
             }
             return true;
+        }
+        for (const auto &leaf : leaves_) {  // (the ones skipped above)
+            if (leaf->kind() != LeafKind::Identity && !leaf->check(v)) {
+                snapshot_valid_ = false;
+                return false;
+            }
         }
         Snapshot mine;
         record_facts(v, mine);

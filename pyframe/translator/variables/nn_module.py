@@ -79,11 +79,11 @@ class NNModuleVariable(VariableTracker):
             return BoundMethodVariable(self, name)
         if static is not _MISSING:
             return tx.wrap(getattr(module, name), AttrSource(self.source, name) if self.source else None)
-        # Neither the class nor the instance dict has it (an attribute set later shadows what
-        # __getattr__ finds, or makes hasattr true)
-        guard_class_attribute(tx, self, name)
         fallback = type(module).__getattr__
         if fallback is not torch.nn.Module.__getattr__:
+            # Neither the class nor the instance dict has it: an attribute set later would be
+            # found before the class's __getattr__ runs
+            guard_class_attribute(tx, self, name)
             # A class's own __getattr__ (a wrapper forwarding to the model it wraps), called as
             # Python calls it: when the normal lookup fails. Its `super().__getattr__(name)` is
             # module_getattr (InstructionTranslator.inline_call).
@@ -101,7 +101,12 @@ class NNModuleVariable(VariableTracker):
             entries = module.__dict__.get(table)
             if entries is not None and name in entries:
                 return tx.wrap(entries[name], self._child_source(table, name))
-        if self.source is not None:  # a parameter, buffer or submodule of that name registered later
+        # Missing everywhere: neither the class, nor the instance dict (`m.extra = 5.0` later), nor
+        # the tables (a parameter, buffer or submodule of that name registered later) may gain it.
+        # (A name found in a table is not guarded against a class or instance attribute of the
+        # same name: Module.__setattr__ keeps those apart, and the guard would run on every call.)
+        guard_class_attribute(tx, self, name)
+        if self.source is not None:
             for table in ("_parameters", "_buffers", "_modules"):
                 if isinstance(module.__dict__.get(table), dict):
                     tx.output.guards.add(self._child_source(table, name), GuardKind.DICT_CONTAINS_MATCH, False)
