@@ -963,9 +963,9 @@ def test_forward_or_call_replaced_after_compiling_recompiles():
     assert counter.compiles == 1
 
 
-def test_a_module_method_guard_keeps_the_module_subtree_skippable():
-    """The class-lookup guard reads only the module's type and instance dict: with the module
-    pinned, the cache hit skips its subtree while neither changes."""
+def test_a_module_method_is_guarded_by_its_class_lookup():
+    """One CLASS_ATTR_MATCH on the module: it reads only the module's type and instance dict, so
+    with the module pinned the cache hit skips it with the subtree while neither changes."""
     m = _ActModule()
     opt = pyframe.optimize(Counter())(m)
     x = torch.randn(3)

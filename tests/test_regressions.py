@@ -633,6 +633,15 @@ def test_iterators_returned_from_a_frame_keep_their_types():
     pyframe.optimize("eager")(stores_a_map)(x)
     assert type(holder.it) is map
 
+    def a_local_across_a_break(t):
+        it = map(abs, [t, t])
+        print("break")
+        return it
+
+    eager, compiled, _ = run_both(a_local_across_a_break, x)
+    assert type(compiled) is map
+    torch.testing.assert_close(list(compiled), list(eager))
+
 
 def test_the_default_dtype_set_in_the_frame_reaches_the_ops_after_it():
     @contextlib.contextmanager

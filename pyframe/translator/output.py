@@ -292,7 +292,8 @@ def finish_break(tx: InstructionTranslator, index: int, reason: Unsupported,
     cg = PyCodegen(tx.code)
     cg.lineno = inst.lineno or tx.code.co_firstlineno
     live = [*lower, *operands, *live_values, *tx.side_effects.live_values()]
-    check_escaping_iterators(tx.side_effects.live_values())  # (the stack's: a loop's own iterator)
+    # (a local is seen by the code after the break; the stack's is a loop's own hidden iterator)
+    check_escaping_iterators([*live_values, *tx.side_effects.live_values()])
     realize_lazy_iterators(tx, live)
     graphs = emit_graph_call(tx, cg, live, wrap_compiled)
     pin_changed_sources(tx, cg, [*lower, *operands, *live_values, *_changed_cells(tx).values()])
