@@ -384,6 +384,9 @@ public:
         }
         add(make_hasattr_match(std::move(name), expected, std::move(text)));
     }
+    void add_class_attr_match(py::str name, py::object expected, bool check_instance, std::string text) {
+        add(make_class_attr_match(std::move(name), std::move(expected), check_instance, std::move(text)));
+    }
     void add_dict_contains_match(py::object key, bool expected, std::string text) {
         if (text.empty()) {
             text = repr_of(key) + (expected ? " in " : " not in ") + source_;
@@ -467,7 +470,14 @@ public:
     // `skip`: a pinned node may skip its children while its snapshot holds. `record`: the
     // snapshot of an enclosing pinned node being recorded (its facts about this subtree go there).
     bool check_value(PyObject *v, const Run &run, Snapshot *record) const {
+        // A pinned node checks its identity first; its other leaves (a method's class lookup, a
+        // hook table's length...) read only what its snapshot records, so while the snapshot
+        // holds they pass as they did and are skipped with the subtree.
+        const bool may_skip = run.skip_unchanged && pinned();
         for (const auto &leaf : leaves_) {
+            if (may_skip && leaf->kind() != LeafKind::Identity) {
+                continue;
+            }
             if (!leaf->check(v)) {
                 return false;
             }
@@ -484,7 +494,7 @@ public:
                 record->identities.emplace_back(identity_slot_, v);
             }
         }
-        if (!run.skip_unchanged || !pinned()) {
+        if (!may_skip) {
             if (record != nullptr) {
                 record_facts(v, *record);
             }
@@ -501,6 +511,12 @@ public:
                 record->append(snapshot_);
             }
             return true;
+        }
+        for (const auto &leaf : leaves_) {  // (the ones skipped above)
+            if (leaf->kind() != LeafKind::Identity && !leaf->check(v)) {
+                snapshot_valid_ = false;
+                return false;
+            }
         }
         Snapshot mine;
         record_facts(v, mine);
@@ -1091,6 +1107,10 @@ void bind_guards(py::module_ &m) {
              py::arg("by_id"), py::arg("text") = "")
         .def("add_hasattr_match", &GuardManager::add_hasattr_match, py::arg("name"),
              py::arg("expected"), py::arg("text") = "")
+        .def("add_class_attr_match", &GuardManager::add_class_attr_match, py::arg("name"),
+             py::arg("expected"), py::arg("check_instance"), py::arg("text"),
+             "passes when type(v)'s MRO holds `expected` (None: nothing) under name and, unless "
+             "that is a data descriptor or check_instance is false, v's __dict__ lacks name")
         .def("add_dict_contains_match", &GuardManager::add_dict_contains_match, py::arg("key"),
              py::arg("expected"), py::arg("text") = "", "passes when (key in v) == expected, v a dict")
         .def("add_tensor_match", &GuardManager::add_tensor_match, py::arg("tp"), py::arg("dtype"),

@@ -61,6 +61,7 @@ LeafPtr make_len_match(Py_ssize_t n, std::string text);
 LeafPtr make_dict_keys_match(py::tuple keys, std::string text);
 LeafPtr make_dict_keys_id_match(py::tuple keys, std::vector<bool> by_id, std::string text);
 LeafPtr make_hasattr_match(py::str name, bool expected, std::string text);
+LeafPtr make_class_attr_match(py::str name, py::object expected, bool check_instance, std::string text);
 LeafPtr make_dict_contains_match(py::object key, bool expected, std::string text);
 LeafPtr make_call_match(py::object fn, py::object expected, std::string text);
 LeafPtr make_tensor_match(py::object tp, py::object dtype, py::object device,

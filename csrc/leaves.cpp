@@ -261,6 +261,47 @@ private:
     bool expected_;
 };
 
+// What object's generic lookup of `name` on v finds is `expected`, an attribute of v's class (a
+// method, a property, a class's __call__), found through the MRO as _PyType_Lookup finds it; or,
+// `expected` NULL, that neither the class nor the instance dict has the name. Unless the class's
+// attribute is a data descriptor (it wins over the instance dict) or `check_instance` is false (a
+// special method, looked up on the type only), the name must not be in v's instance dict either:
+// `obj.act = fn` shadows the class's method. Replacing the attribute on the class or on any base
+// changes what _PyType_Lookup returns, so a method patched after compiling fails the guard. Kind
+// Attribute: it reads the type and the instance dict, which a pinned subtree's snapshot records.
+class ClassAttrMatch final : public Leaf {
+public:
+    ClassAttrMatch(py::str name, py::object expected, bool check_instance, std::string text)
+        : Leaf(std::move(text)), name_(std::move(name)), expected_(std::move(expected)),
+          check_instance_(check_instance) {}
+    bool check(PyObject *v) override {
+        PyObject *expected = expected_.is_none() ? nullptr : expected_.ptr();
+        PyObject *found = _PyType_Lookup(Py_TYPE(v), name_.ptr());  // borrowed; never raises
+        if (found != expected) {
+            return false;
+        }
+        if (!check_instance_ || (found != nullptr && Py_TYPE(found)->tp_descr_set != nullptr)) {
+            return true;
+        }
+        PyObject *dict = pf_instance_dict(v);
+        if (dict == nullptr) {
+            return true;
+        }
+        int in_dict = PyDict_Contains(dict, name_.ptr());
+        if (in_dict < 0) {
+            PyErr_Clear();
+            return false;
+        }
+        return in_dict == 0;
+    }
+    LeafKind kind() const override { return LeafKind::Attribute; }
+
+private:
+    py::str name_;
+    py::object expected_;  // None: the name is missing
+    bool check_instance_;
+};
+
 // (key in v) == expected, v a dict: a name the trace found missing from a globals dict (a builtin
 // it used instead: a global of that name defined later shadows it) or present.
 class DictContainsMatch final : public Leaf {
@@ -329,6 +370,9 @@ LeafPtr make_dict_keys_id_match(py::tuple keys, std::vector<bool> by_id, std::st
 }
 LeafPtr make_hasattr_match(py::str name, bool expected, std::string text) {
     return std::make_unique<HasAttrMatch>(std::move(name), expected, std::move(text));
+}
+LeafPtr make_class_attr_match(py::str name, py::object expected, bool check_instance, std::string text) {
+    return std::make_unique<ClassAttrMatch>(std::move(name), std::move(expected), check_instance, std::move(text));
 }
 LeafPtr make_dict_contains_match(py::object key, bool expected, std::string text) {
     return std::make_unique<DictContainsMatch>(std::move(key), expected, std::move(text));

@@ -39,6 +39,12 @@ class Unsupported(PyframeError):
         self.location = location
         self.break_index: int | None = None  # set by the root translator: where a break can go
         self.deferred_method_at: int | None = None  # a root LOAD_METHOD whose lookup the call should do
+        # No graph break can help: the step reads the frame itself (`locals()` in the compiled
+        # frame, whose slots a break leaves holding their entry values), so it runs as Python.
+        self.whole_frame = False
+        # Not a break: the id of a function allowed in the graph that was found free of Python side
+        # effects; the frame is traced again with it called as one node (translate_frame).
+        self.proven_pure: int | None = None
         super().__init__(self._message())
 
     def _message(self) -> str:

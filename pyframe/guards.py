@@ -43,6 +43,9 @@ class GuardKind(enum.IntEnum):
     # (name in d) == value, for source `d[name]` or the frame's `G[name]`: a global found missing,
     # its builtin used instead (a global of that name defined later shadows it)
     DICT_CONTAINS_MATCH = 10
+    # for source `base.attr`: object's lookup of attr on base finds the class's ClassAttr.value
+    # through the MRO (None: nothing there), not shadowed by base's instance dict
+    CLASS_ATTR_MATCH = 11
 
 
 @dataclass(frozen=True)
@@ -83,6 +86,17 @@ def storage_key(value: Any) -> int:
     if isinstance(value, torch.Tensor) and _has_storage(value):
         return value.untyped_storage()._cdata
     return id(value)
+
+
+@dataclass(frozen=True, eq=False)
+class ClassAttr:
+    """What CLASS_ATTR_MATCH checks: `type(obj)`'s MRO holds `value` under the name (None: it
+    holds nothing), and, `check_instance`, obj's instance dict does not shadow it. A method or a
+    property the trace inlined is a fact about the class (patched there or on a base) and about
+    the instance (`obj.act = fn`); both fail this guard, which reads no attribute through Python."""
+
+    value: Any
+    check_instance: bool = True
 
 
 @dataclass(frozen=True, eq=False)
@@ -130,6 +144,11 @@ class Guard:
             return f"keys_by_id({name}) == {value.ids()!r}  # ids of: {described}"
         if kind is GuardKind.HASATTR_MATCH:
             return f"{'' if value else 'not '}hasattr({self.source.base.name()}, {self.source.attr!r})"
+        if kind is GuardKind.CLASS_ATTR_MATCH:
+            base, attr = self.source.base.name(), self.source.attr
+            found = "<missing>" if value.value is None else _short_repr(value.value)
+            shadow = f" and {attr!r} not in {base}.__dict__" if value.check_instance else ""
+            return f"type({base}).{attr} is {found}{shadow}"
         if kind is GuardKind.DICT_CONTAINS_MATCH:
             key, mapping = _dict_entry(self.source)
             return f"{key!r} {'in' if value else 'not in'} {mapping.name()}"
@@ -302,10 +321,10 @@ class GuardSet:
             root.add_torch_state_match(g.state, g.expected, g.text())
         nodes: dict[Source, Any] = {}
         for guard in sorted(self, key=lambda g: g.kind):  # stable: cheap kinds first
-            # (HASATTR_MATCH and DICT_CONTAINS_MATCH are checked on the object or dict: the
-            # attribute or entry itself may not exist)
+            # (HASATTR_MATCH, CLASS_ATTR_MATCH and DICT_CONTAINS_MATCH are checked on the object
+            # or dict: the attribute or entry itself may not exist)
             source = guard.source
-            if guard.kind is GuardKind.HASATTR_MATCH:
+            if guard.kind in (GuardKind.HASATTR_MATCH, GuardKind.CLASS_ATTR_MATCH):
                 source = guard.source.base
             elif guard.kind is GuardKind.DICT_CONTAINS_MATCH:
                 source = _dict_entry(guard.source)[1]
@@ -388,6 +407,8 @@ def _add_leaf(node: Any, guard: Guard) -> None:
         node.add_dict_keys_id_match(value.keys, list(value.by_id), text)
     elif kind is GuardKind.HASATTR_MATCH:
         node.add_hasattr_match(guard.source.attr, value, text)
+    elif kind is GuardKind.CLASS_ATTR_MATCH:
+        node.add_class_attr_match(guard.source.attr, value.value, value.check_instance, text)
     elif kind is GuardKind.DICT_CONTAINS_MATCH:
         node.add_dict_contains_match(_dict_entry(guard.source)[0], value, text)
     else:

@@ -705,3 +705,271 @@ def test_overlapping_views_of_one_base_are_guarded_by_storage(backend, fn):
         args, eager_args = make(base), make(eager_base)
         torch.testing.assert_close(compiled(*args), fn(*eager_args))
         torch.testing.assert_close(base, eager_base)
+
+
+# -- attribute facts: where obj.name was found (issue 19, items 2 and 6) ---------------------------
+# Each program: compile, change the fact, call again. The entry must not be reused for the new
+# fact (results equal eager's), and each change recompiles once.
+
+def _compiled_twice(fn, change, *args, compiles: int = 2):
+    """Call the compiled fn, `change()`, call it twice more: each result equals eager's."""
+    pyframe.reset()
+    counter = Counter()
+    opt = pyframe.optimize(counter)(fn)
+    torch.testing.assert_close(opt(*args), fn(*args))
+    change()
+    torch.testing.assert_close(opt(*args), fn(*args))
+    torch.testing.assert_close(opt(*args), fn(*args))
+    assert counter.compiles == compiles
+    return counter
+
+
+class _Act:
+    def act(self, x):
+        return x + 1
+
+
+class _ActModule(torch.nn.Module):
+    def act(self, x):
+        return x + 1
+
+    def forward(self, x):
+        return self.act(x) * 2
+
+
+def _call_act(o, x):
+    return o.act(x)
+
+
+def test_an_instance_attribute_shadowing_a_method_recompiles():
+    x = torch.randn(3)
+    o = _Act()
+    _compiled_twice(_call_act, lambda: setattr(o, "act", lambda t: t * 10), o, x)
+    m = _ActModule()
+    _compiled_twice(m, lambda: setattr(m, "act", lambda t: t * 10), x)
+    other = _Act()  # a bound method of another object put on the instance
+    p = _Act()
+    _compiled_twice(_call_act, lambda: setattr(p, "act", types.MethodType(lambda self, t: t - 5, other)), p, x)
+
+
+def test_a_method_or_property_replaced_on_the_class_or_a_base_recompiles():
+    x = torch.randn(3)
+
+    def classes():
+        class Base:
+            def g(self, t):
+                return t + 1
+
+            @property
+            def k(self):
+                return 2
+
+        class C(Base):
+            pass
+
+        return Base, C
+
+    def uses(o, t):
+        return o.g(t) * o.k
+
+    for on_base, name, value in ((False, "g", lambda self, t: t * 10), (True, "g", lambda self, t: t - 3),
+                                 (True, "k", property(lambda self: 7)), (False, "k", property(lambda self: 5))):
+        base, cls = classes()
+        o = cls()
+        _compiled_twice(uses, lambda: setattr(base if on_base else cls, name, value), o, x)
+
+    class BaseModule(torch.nn.Module):
+        def g(self, t):
+            return t + 1
+
+    class M(BaseModule):
+        @property
+        def k(self):
+            return 2
+
+        def forward(self, t):
+            return self.g(t) * self.k
+
+    m = M()
+    _compiled_twice(m, lambda: setattr(BaseModule, "g", lambda self, t: t * 10), x)
+    _compiled_twice(m, lambda: setattr(M, "k", property(lambda self: 5)), x)
+
+
+def test_a_method_of_a_class_whose_instance_the_frame_makes_is_guarded():
+    class Point:
+        def __init__(self, t):
+            self.t = t
+
+        def scaled(self):
+            return self.t * 2
+
+    def make(t):
+        return Point(t).scaled()
+
+    _compiled_twice(make, lambda: setattr(Point, "scaled", lambda self: self.t * 3), torch.randn(3))
+
+
+def test_hasattr_and_getattr_with_a_default_on_a_module_see_attributes_added_later():
+    x = torch.randn(3)
+
+    class HasExtra(torch.nn.Module):
+        def forward(self, t):
+            if hasattr(self, "extra"):
+                return t + self.extra
+            return t * 1.5
+
+    class GetExtra(torch.nn.Module):
+        def forward(self, t):
+            extra = getattr(self, "extra", None)
+            return t * 1.5 if extra is None else t * extra
+
+    for cls in (HasExtra, GetExtra):
+        m = cls()
+        _compiled_twice(m, lambda: setattr(m, "extra", 5.0), x)
+        m = cls()  # registered as a buffer: not in the instance dict, found by __getattr__
+        _compiled_twice(m, lambda: m.register_buffer("extra", torch.full((3,), 2.0)), x)
+        m = cls()  # or on the class
+        _compiled_twice(m, lambda: setattr(cls, "extra", 3.0), x)
+        del cls.extra
+
+
+def test_a_python_attribute_set_later_on_a_tensor_or_parameter_recompiles():
+    def scaled(t):
+        return t * getattr(t, "scale", 1.0)
+
+    def tagged(t):
+        return t * 2 if hasattr(t, "tag") else t * 1.5
+
+    for fn, name in ((scaled, "scale"), (tagged, "tag")):
+        y = torch.randn(3)
+        _compiled_twice(fn, lambda: setattr(y, name, 3.0), y)
+    lin = torch.nn.Linear(3, 3)
+
+    def through_parameter(t):
+        return lin(t) * getattr(lin.weight, "scale", 1.0)
+
+    _compiled_twice(through_parameter, lambda: setattr(lin.weight, "scale", 3.0), torch.randn(3))
+    y = torch.randn(3)
+    y.scale = 2.0  # present, then changed
+    _compiled_twice(scaled, lambda: setattr(y, "scale", 4.0), y)
+
+
+def test_function_attributes_and_int_attributes_of_modules_are_guarded():
+    x = torch.randn(3)
+
+    def pred():
+        pass
+
+    pred.flag = True
+
+    def reads_flag(fn, t):
+        return t + 1 if fn.flag else t - 1
+
+    _compiled_twice(reads_flag, lambda: setattr(pred, "flag", False), pred, x)
+
+    class Repeat(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.n = 2
+
+        def forward(self, t):
+            for _ in range(self.n):
+                t = t * 2
+            return t
+
+    m = Repeat()
+    _compiled_twice(m, lambda: setattr(m, "n", 3), x)
+
+
+def _move_to_end(table: dict, key: str) -> None:
+    table[key] = table.pop(key)
+
+
+def test_the_order_of_parameters_buffers_and_submodules_is_guarded():
+    x = torch.randn(3)
+
+    class Tree(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = torch.nn.Parameter(torch.ones(3))
+            self.b = torch.nn.Parameter(torch.full((3,), 2.0))
+            self.register_buffer("p", torch.full((3,), 3.0))
+            self.register_buffer("q", torch.full((3,), 4.0))
+            self.first = torch.nn.Linear(3, 3)
+            self.second = torch.nn.Tanh()
+
+        def forward(self, t):
+            for _, p in self.named_parameters(recurse=False):
+                t = t * p - 1
+            for b in self.buffers():
+                t = t / b + 1
+            for child in self.children():
+                t = child(t)
+            return t
+
+    for table, key in (("_parameters", "a"), ("_buffers", "p"), ("_modules", "first")):
+        m = Tree()
+        _compiled_twice(m, lambda: _move_to_end(getattr(m, table), key), x)
+
+    class Seq(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layers = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.Sigmoid())
+
+        def forward(self, t):
+            return self.layers(t)
+
+    s = Seq()
+    _compiled_twice(s, lambda: _move_to_end(s.layers._modules, "0"), x)
+
+
+def test_forward_or_call_replaced_after_compiling_recompiles():
+    x = torch.randn(3)
+
+    class Inner(torch.nn.Module):
+        def forward(self, t):
+            return t + 1
+
+    inner = Inner()
+
+    def calls_module(t):
+        return inner(t)
+
+    _compiled_twice(calls_module, lambda: setattr(inner, "forward", lambda t: t * 10), x)
+
+    class Inner2(torch.nn.Module):
+        def forward(self, t):
+            return t + 1
+
+    inner2 = Inner2()
+
+    def calls_module2(t):
+        return inner2(t)
+
+    _compiled_twice(calls_module2, lambda: setattr(Inner2, "__call__", lambda self, t: t * 10), x)
+
+    class Callable_:
+        def __call__(self, t):
+            return t + 1
+
+    c = Callable_()
+
+    def calls_object(t):
+        return c(t)
+
+    _compiled_twice(calls_object, lambda: setattr(Callable_, "__call__", lambda self, t: t * 10), x)
+    # an instance's __call__ is not what `c(t)` calls (special methods are looked up on the type)
+    counter = _compiled_twice(calls_object, lambda: setattr(c, "__call__", lambda t: t * 99), x, compiles=1)
+    assert counter.compiles == 1
+
+
+def test_a_module_method_is_guarded_by_its_class_lookup():
+    """One CLASS_ATTR_MATCH on the module: it reads only the module's type and instance dict, so
+    with the module pinned the cache hit skips it with the subtree while neither changes."""
+    m = _ActModule()
+    opt = pyframe.optimize(Counter())(m)
+    x = torch.randn(3)
+    opt(x)
+    texts = pyframe.debug.cache_entries(_ActModule.forward)[0].guards
+    assert any(t.startswith("type(L['self']).act is function") and "not in L['self'].__dict__" in t for t in texts)
+    torch.testing.assert_close(opt(x), m(x))

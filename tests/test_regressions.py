@@ -5,6 +5,8 @@ numbers, the RNG stream after it) must match, and a break's reason must name wha
 """
 from __future__ import annotations
 
+import collections
+import contextlib
 import dataclasses
 import enum
 import inspect
@@ -492,3 +494,263 @@ def test_inplace_operator_on_a_number_and_a_tensor():
     eager, compiled, backend = run_both(fn, torch.ones(4, 3))
     assert_same_result(compiled, eager)
     assert [g.ops for g in backend.graphs] == [("rand", "add", "sum", "mul", "isub", "truediv", "floor", "mul")]
+
+
+# -- values and types that differ from eager's (issue 19, item 7) ---------------------------------
+
+def _same_values(fn, *args):
+    """fn's result under pyframe equals eager's, compared as Python values (dicts, lists, tensors)."""
+    eager, compiled, _ = run_both(fn, *args)
+    _assert_same(compiled, eager)
+    return compiled
+
+
+def _assert_same(actual, expected) -> None:
+    """Same types all the way down; tensors close, everything else equal."""
+    assert type(actual) is type(expected), (actual, expected)
+    if isinstance(expected, torch.Tensor):
+        torch.testing.assert_close(actual, expected)
+    elif isinstance(expected, (list, tuple)):
+        assert len(actual) == len(expected)
+        for a, e in zip(actual, expected):
+            _assert_same(a, e)
+    elif isinstance(expected, dict):
+        assert list(actual) == list(expected)
+        for key in expected:
+            _assert_same(actual[key], expected[key])
+    else:
+        assert actual == expected
+
+
+def _breaking_dict():
+    print("a break inside the call")
+    return {"a": 1, "b": 2}
+
+
+def _breaking_list():
+    print("a break inside the call")
+    return [1, 2]
+
+
+def test_unpacking_the_result_of_a_call_that_breaks_keeps_its_items():
+    """`{**create()}` breaks at the call: the container being built is passed to the resume
+    function on the stack, and what it adds to it there is a mutation of a frame value."""
+    x = torch.randn(3)
+    _same_values(lambda t: ({**_breaking_dict()}, t + 1), x)
+    _same_values(lambda t: ({"z": 0, **_breaking_dict(), "c": 3}, t * 2), x)
+    _same_values(lambda t: ([0, *_breaking_list(), 3], t - 1), x)
+    _same_values(lambda t: ((0, *_breaking_list()), t - 1), x)
+    _same_values(lambda t: ({0, *_breaking_list()}, t - 1), x)
+    _same_values(lambda t: (dict(**_breaking_dict(), q=1), t), x)
+
+
+def test_extending_with_a_generator_that_reads_the_container_as_it_grows():
+    def list_extend(t):
+        lst = [1]
+        lst.extend(lst[i] + i for i in range(3))
+        return lst, t + 1
+
+    def deque_extend(t):
+        d = collections.deque([1])
+        d.extend(d[-1] + i for i in range(3))
+        return list(d), t + 1
+
+    def deque_extendleft(t):
+        d = collections.deque([1])
+        d.extendleft(d[0] + i for i in range(3))
+        return list(d), t + 1
+
+    def extend_with_itself(t):
+        d = collections.deque([1, 2])
+        d.extend(d)
+        lst = [1, 2]
+        lst.extend(lst)
+        return list(d), lst, t
+
+    for fn in (list_extend, deque_extend, deque_extendleft, extend_with_itself):
+        _same_values(fn, torch.randn(3))
+
+
+def test_locals_vars_dir_and_eval_see_what_the_frame_wrote_before():
+    """They read the frame's variables: a break would run them in a frame whose slots hold the
+    entry values, so the frame runs as Python."""
+    def with_locals(t):
+        y = 1
+        y = 2
+        z = t * 2
+        return sorted(locals()), locals()["y"], z
+
+    def with_vars(t):
+        n = 3
+        return sorted(vars()), vars()["n"], t
+
+    def with_dir(t):
+        late = 1
+        return dir(), late, t
+
+    def with_eval(t):
+        k = 4
+        return eval("k + 1"), t * k
+
+    for fn in (with_locals, with_vars, with_dir, with_eval):
+        _same_values(fn, torch.randn(3))
+
+    def helper():
+        w = 5
+        return sorted(locals())
+
+    _same_values(lambda t: (helper(), t + 1), torch.randn(3))  # (in an inlined call: a break)
+
+
+def _two(t):
+    yield t
+    yield t + 1
+
+
+def test_iterators_returned_from_a_frame_keep_their_types():
+    x = torch.randn(3)
+    cases = {
+        "map": lambda t: map(lambda a: a + 1, [t, t]),
+        "zip": lambda t: zip([t], [t]),
+        "filter": lambda t: filter(None, [1, 0, 2]),
+        "enumerate": lambda t: enumerate([t]),
+        "reversed": lambda t: reversed([t, t * 2]),
+        "generator": lambda t: _two(t),
+        "generator expression": lambda t: (a * 2 for a in [t, t]),
+        "list iterator": lambda t: iter([t, t * 3]),
+        "tuple iterator": lambda t: iter((t, t * 3)),
+    }
+    for name, fn in cases.items():
+        eager, compiled, _ = run_both(fn, x)
+        assert type(compiled) is type(eager), name
+        torch.testing.assert_close(list(compiled), list(eager))
+    holder = Holder()
+
+    def stores_a_map(t):
+        holder.it = map(abs, [t])
+        return t + 1
+
+    pyframe.optimize("eager")(stores_a_map)(x)
+    assert type(holder.it) is map
+
+    def a_local_across_a_break(t):
+        it = map(abs, [t, t])
+        print("break")
+        return it
+
+    eager, compiled, _ = run_both(a_local_across_a_break, x)
+    assert type(compiled) is map
+    torch.testing.assert_close(list(compiled), list(eager))
+
+
+def test_the_default_dtype_set_in_the_frame_reaches_the_ops_after_it():
+    @contextlib.contextmanager
+    def default_dtype(dtype):
+        old = torch.get_default_dtype()
+        torch.set_default_dtype(dtype)
+        try:
+            yield
+        finally:
+            torch.set_default_dtype(old)
+
+    def in_block(t):
+        with default_dtype(torch.float64):
+            a = torch.ones(2) + 1
+            b = torch.tensor([1.5])
+        return a, b, torch.ones(2), t
+
+    def direct(t):
+        torch.set_default_dtype(torch.float64)
+        a = torch.zeros(2)
+        torch.set_default_dtype(torch.float32)
+        return a, torch.zeros(2), t
+
+    for fn in (in_block, direct):
+        eager, compiled, _ = run_both(fn, torch.randn(3))
+        assert [v.dtype for v in compiled] == [v.dtype for v in eager]
+        assert torch.get_default_dtype() == torch.float32
+
+
+_ALLOWED_LOG: list = []
+
+
+def _allowed_with_a_side_effect(t):
+    _ALLOWED_LOG.append(1)
+    return t * 2
+
+
+def _allowed_and_pure(t):
+    return t.sin() * 2
+
+
+torch.compiler.allow_in_graph(_allowed_with_a_side_effect)
+torch.compiler.allow_in_graph(_allowed_and_pure)
+
+
+def test_a_function_allowed_in_graph_with_a_side_effect_runs_once_per_call():
+    def calls_it(t):
+        return _allowed_with_a_side_effect(t) + 1
+
+    opt = pyframe.optimize("eager")(calls_it)
+    _ALLOWED_LOG.clear()
+    x = torch.randn(3)
+    for _ in range(3):
+        torch.testing.assert_close(opt(x), x * 2 + 1)
+    assert len(_ALLOWED_LOG) == 3  # not once more while tracing
+
+    backend = CountingBackend()
+    pure = pyframe.optimize(backend)(lambda t: _allowed_and_pure(t) + 1)
+    torch.testing.assert_close(pure(x), _allowed_and_pure(x) + 1)
+    assert len(backend.graphs) == 1  # free of side effects: still one node of one graph
+
+
+class _Pair(collections.namedtuple("_Pair", "a b")):
+    pass
+
+
+def test_an_attribute_set_on_a_namedtuple_subclass_made_in_the_frame_is_kept():
+    def tags(t):
+        p = _Pair(t, 1)
+        p.extra = 5
+        return p, p.extra
+
+    eager, compiled, _ = run_both(tags, torch.randn(3))
+    assert type(compiled[0]) is _Pair and compiled[0].extra == 5 and compiled[1] == 5
+    torch.testing.assert_close(tuple(compiled[0]), tuple(eager[0]))
+
+    def same_object(t):
+        p = _Pair(t, 2)
+        print("break")
+        return p, p
+
+    _, (first, second), _ = run_both(same_object, torch.randn(3))
+    assert first is second
+
+
+def test_requires_grad_sparse_layout_and_stop_iteration_in_a_generator_are_eager_s():
+    """(Right on main already; kept as the record of issue 19's checks.)"""
+    def leaf(t):
+        return torch.zeros(3, requires_grad=True), t.clone().requires_grad_(), torch.nn.Parameter(t * 2)
+
+    eager, compiled, _ = run_both(leaf, torch.randn(3))
+    assert [v.requires_grad for v in compiled] == [v.requires_grad for v in eager]
+    assert type(compiled[2]) is torch.nn.Parameter
+
+    def sparse(t):
+        return t.to_sparse(), torch.sparse_coo_tensor([[0, 1]], [1.0, 2.0], (3,)) + t.to_sparse()
+
+    eager, compiled, _ = run_both(sparse, torch.randn(3))
+    assert [v.layout for v in compiled] == [v.layout for v in eager]
+
+    def raises_stop_iteration():
+        yield 1
+        raise StopIteration
+
+    def pep_479(t):
+        try:
+            return list(raises_stop_iteration()), t
+        except RuntimeError as e:
+            return str(e), t
+
+    eager, compiled, _ = run_both(pep_479, torch.randn(3))
+    assert compiled[0] == eager[0] == "generator raised StopIteration"

@@ -59,7 +59,8 @@ class InstructionTranslator(LoadStoreOps, CallOps, StackOps, JumpOps, ExceptionO
     def __init__(self, code: types.CodeType, f_globals: dict, f_builtins: dict, closure: tuple | None,
                  output: OutputGraph, *, frame_values: dict[str, Any] | None = None,
                  parent: "InstructionTranslator | None" = None, fn_source: Source | None = None,
-                 break_at: int | None = None, deferred_methods: dict[int, str] | None = None):
+                 break_at: int | None = None, deferred_methods: dict[int, str] | None = None,
+                 pure_calls: set[int] | None = None):
         self.code = code
         self.f_globals = f_globals
         self.f_builtins = f_builtins
@@ -82,6 +83,8 @@ class InstructionTranslator(LoadStoreOps, CallOps, StackOps, JumpOps, ExceptionO
         self.steps = 0
         self.break_at = break_at  # root frame: stop before this instruction (a graph break)
         self.deferred_methods = deferred_methods or {}  # root frame: LOAD_METHOD index -> why
+        # root frame: ids of functions allowed in the graph found side-effect free (one node each)
+        self.pure_calls = pure_calls if pure_calls is not None else set()
         self.is_generator = False  # an inlined generator function (see run_call)
         self.suspended = False     # stopped at a yield, whose value is `yielded_value`
         self.yielded_value: VariableTracker | None = None
@@ -133,7 +136,7 @@ class InstructionTranslator(LoadStoreOps, CallOps, StackOps, JumpOps, ExceptionO
             except Unsupported as e:
                 if not self.trusted:
                     e.with_location(self.location())
-                if self.parent is None and e.break_index is None:
+                if self.parent is None and e.break_index is None and not e.whole_frame:
                     e.break_index = index  # where the root frame can break (the call, for inlined code)
                 raise
         return self.return_value

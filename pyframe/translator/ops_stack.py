@@ -9,7 +9,7 @@ from bytecode import BinaryOp, Compare, Instr
 
 from ..exc import Unsupported
 from .variables import (
-    BuiltinVariable, ConstantVariable, DictVariable, ListVariable, TensorVariable, TupleVariable,
+    BuiltinVariable, ConstantVariable, DictVariable, ListVariable, TensorVariable, TupleVariable, VariableTracker,
 )
 from .variables.containers import FrameListVariable, SetVariable
 from .variables.dict_subclass import DictSubclassMixin, mapping_or_pairs
@@ -151,29 +151,39 @@ class StackOps:
         keys = self.pop().as_python_constant()
         self.push(DictVariable(dict(zip(keys, self.popn(inst.arg)))))
 
+    def _growing(self, depth: int) -> VariableTracker:
+        """The container LIST_APPEND, LIST_EXTEND, MAP_ADD or DICT_UPDATE adds to. It is one the
+        code is building, but in a resume function it may be a frame value (`{**create()}` broken
+        at `create()`: the empty dict is passed in on the stack): then its growth is a mutation,
+        replayed on the real one."""
+        target = self.stack[-depth]
+        if target.source is not None:
+            self.side_effects.mutate(target)
+        return target
+
     def LIST_APPEND(self, inst: Instr) -> None:
         value = self.pop()
-        self.stack[-inst.arg].items.append(value)
+        self._growing(inst.arg).items.append(value)
 
     def LIST_EXTEND(self, inst: Instr) -> None:
         values = self.pop()
-        self.stack[-inst.arg].items.extend(values.unpack(self))
+        self._growing(inst.arg).items.extend(values.unpack(self))
 
     def LIST_TO_TUPLE(self, inst: Instr) -> None:
         self.push(TupleVariable(self.pop().unpack(self)))
 
     def MAP_ADD(self, inst: Instr) -> None:
         value, key = self.pop(), self.pop()
-        self.stack[-inst.arg].store(self, key, value)
+        self._growing(inst.arg).store(self, key, value)
 
     def DICT_UPDATE(self, inst: Instr) -> None:
         other = self.pop()
         if isinstance(other, DictSubclassMixin):  # `{**obj}`, `f(**obj)`: read as dict.update reads it
-            self.stack[-inst.arg].items.update(mapping_or_pairs(self, other, dict_merge=True))
+            self._growing(inst.arg).items.update(mapping_or_pairs(self, other, dict_merge=True))
             return
         if not isinstance(other, DictVariable):
             raise Unsupported(f"dict update from {other}")
-        self.stack[-inst.arg].update(self, other)
+        self._growing(inst.arg).update(self, other)
 
     DICT_MERGE = DICT_UPDATE
 

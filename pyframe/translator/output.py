@@ -111,6 +111,18 @@ def realize_lazy_iterators(tx: InstructionTranslator, values: list[VariableTrack
     walk(values, make_rest)
 
 
+def check_escaping_iterators(values: list[VariableTracker]) -> None:
+    """Values the frame hands back to Python (its return value, what its mutations store) must come
+    back as the types eager gives: a map, zip, filter or generator rebuilt as a tuple iterator
+    would not (`type(f())`, `.send()`, `gi_frame`), so such a frame runs as Python instead."""
+    def check(vt: VariableTracker) -> None:
+        if isinstance(vt, ListIteratorVariable) and not vt.rebuilt_as_itself():
+            raise Unsupported(f"a {vt.python_type().__name__} object outlives the frame (it would "
+                              f"come back as a tuple_iterator)")
+
+    walk(values, check)
+
+
 def _mutates(node: torch.fx.Node) -> bool:
     """An in-place tensor op (x.add_(1), x += 1, x[i] = v)."""
     if node.op == "call_method":
@@ -174,6 +186,7 @@ def finish_return(tx: InstructionTranslator, value: VariableTracker,
     cg = PyCodegen(tx.code)
     cells = _changed_cells(tx)
     live = [value, *cells.values(), *tx.side_effects.live_values()]
+    check_escaping_iterators(live)
     realize_lazy_iterators(tx, live)
     graphs = emit_graph_call(tx, cg, live, wrap_compiled)
     pin_changed_sources(tx, cg, [value, *cells.values()])
@@ -279,6 +292,8 @@ def finish_break(tx: InstructionTranslator, index: int, reason: Unsupported,
     cg = PyCodegen(tx.code)
     cg.lineno = inst.lineno or tx.code.co_firstlineno
     live = [*lower, *operands, *live_values, *tx.side_effects.live_values()]
+    # (a local is seen by the code after the break; the stack's is a loop's own hidden iterator)
+    check_escaping_iterators([*live_values, *tx.side_effects.live_values()])
     realize_lazy_iterators(tx, live)
     graphs = emit_graph_call(tx, cg, live, wrap_compiled)
     pin_changed_sources(tx, cg, [*lower, *operands, *live_values, *_changed_cells(tx).values()])
@@ -471,16 +486,20 @@ def translate_frame(code: types.CodeType, f_locals: dict[str, Any], f_globals: d
     break_at: int | None = None
     reason: Unsupported | None = None
     deferred_methods: dict[int, str] = {}  # LOAD_METHODs whose lookup failed: left to their call
+    pure_calls: set[int] = set()  # functions allowed in the graph, checked free of side effects
     while True:
         tx = InstructionTranslator(code, f_globals, f_builtins, closure, make_output(),
                                    frame_values=dict(f_locals), break_at=break_at,
-                                   deferred_methods=deferred_methods)
+                                   deferred_methods=deferred_methods, pure_calls=pure_calls)
         try:
             value = tx.run()
             if value is None:
                 return finish_break(tx, break_at, reason, wrap_compiled)
             return finish_return(tx, value, wrap_compiled)
         except Unsupported as e:
+            if e.proven_pure is not None and e.proven_pure not in pure_calls:
+                pure_calls.add(e.proven_pure)  # the probe's inlined ops are dropped with this trace
+                continue
             if fullgraph or break_at is not None or e.break_index is None:
                 raise
             if e.deferred_method_at is not None and e.deferred_method_at not in deferred_methods:

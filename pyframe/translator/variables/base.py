@@ -12,6 +12,7 @@ import types
 from typing import TYPE_CHECKING, Any, Sequence
 
 from ...exc import Unsupported
+from ...guards import ClassAttr, GuardKind
 from ...source import AttrSource, Source
 
 if TYPE_CHECKING:
@@ -265,3 +266,28 @@ def class_attribute(cls: type, name: str, default: Any) -> Any:
         if name in entry_dict:
             return entry_dict[name]
     return default
+
+
+def mro_lookup(cls: type, name: str) -> Any:
+    """What CPython's _PyType_Lookup finds: the first of cls's MRO dicts holding name (None if none
+    does). Unlike class_attribute, the metaclass is not asked: this is what instances see."""
+    for entry in cls.__mro__:
+        entry_dict = _type_dict(entry)
+        if name in entry_dict:
+            return entry_dict[name]
+    return None
+
+
+def guard_class_attribute(tx: "InstructionTranslator", obj: VariableTracker, name: str,
+                          check_instance: bool = True) -> None:
+    """The trace took `obj.name` from obj's class (a method bound or inlined, a property's getter
+    inlined, the class's `__call__`), or found it missing from class and instance alike: guard that
+    the lookup still finds the same (CLASS_ATTR_MATCH). The class or a base patched after
+    compiling, or (`check_instance`) an instance attribute of that name, fail it. A special
+    method (`__call__` for `obj(...)`) is looked up on the type only: check_instance=False."""
+    if obj.source is None:
+        return
+    found = mro_lookup(obj.python_type(), name)
+    if found is None and any(name in _type_dict(entry) for entry in obj.python_type().__mro__):
+        return  # a class attribute that is None: read as a value, guarded by it
+    tx.output.guards.add(AttrSource(obj.source, name), GuardKind.CLASS_ATTR_MATCH, ClassAttr(found, check_instance))

@@ -24,11 +24,12 @@ from .base import UNKNOWN_OBJECT, VariableTracker, class_attribute, constant_arg
 from .constant import ConstantVariable, python_scalar
 from .containers import (
     BaseListVariable, DictVariable, DictViewVariable, FrameListVariable, ListIteratorVariable, ListVariable, SetVariable,
-    TupleVariable, sort_trackers,
+    TupleVariable, iterate, sort_trackers,
 )
 from .exceptions import ExceptionVariable, RaisedException, is_exception_class, raise_symbolic
 from .functions import PartialVariable, UserFunctionVariable
 from .misc import SuperVariable, zero_arg_super
+from .nn_module import NNModuleVariable
 from .tensor import TensorVariable, call_in_graph
 
 # Builtins with no side effects: calling them on constants while tracing is safe.
@@ -78,6 +79,11 @@ class BuiltinVariable(VariableTracker):
         fn = self.fn
         if is_exception_class(fn):
             return ExceptionVariable.make(fn, list(args), kwargs)
+        if _reads_caller_frame(fn, args, kwargs):
+            # In an inlined call, the break at the root's call runs that function for real.
+            e = Unsupported(f"{fn.__name__}() reads the frame's local variables")
+            e.whole_frame = tx.parent is None
+            raise e
         handler = _HANDLERS.get(fn)
         if handler is not None:
             try:
@@ -279,6 +285,17 @@ def _is_legacy_tensor_type(cls: Any) -> bool:
     return type(cls).__name__ == "tensortype" and type(cls).__module__ == "torch"
 
 
+def _reads_caller_frame(fn: Any, args: Sequence[VariableTracker], kwargs: dict) -> bool:
+    """locals(), vars() and dir() without an argument, eval() and exec() without namespaces:
+    they read the calling frame's variables, which the compiled frame keeps in the trace (its
+    slots hold the entry values), so no graph break can run them right."""
+    if fn is locals or fn is breakpoint:
+        return True
+    if fn in (vars, dir):
+        return not args and not kwargs
+    return fn in (eval, exec) and len(args) < 2 and not {"globals", "locals"} & set(kwargs)
+
+
 def _getattr(tx, obj: VariableTracker, name: VariableTracker, *default: VariableTracker) -> VariableTracker:
     attr = name.as_python_constant()
     if default:
@@ -306,7 +323,7 @@ def lookup_attr(tx, obj: VariableTracker, name: str) -> VariableTracker | None:
 def _has_attr(tx, obj: VariableTracker, attr: str) -> bool | None:
     """hasattr, when it is decidable without running user code; None when it is not."""
     if isinstance(obj, TensorVariable):
-        return hasattr(obj.example, attr)
+        return obj.has_attr(tx, attr)
     if isinstance(obj, (BaseListVariable, DictVariable, SetVariable, DictViewVariable)):
         # Instances of these types (namedtuples included) take their attributes from the class;
         # one whose instances have a __dict__ (a namedtuple's subclass) may hold more. (Not from
@@ -319,8 +336,17 @@ def _has_attr(tx, obj: VariableTracker, attr: str) -> bool | None:
         return None
     if isinstance(obj, UserFunctionVariable):
         return None  # read, its absence guarded: a decorator may set the attribute later
+    if isinstance(obj, NNModuleVariable):
+        return None  # read (its absence guarded): `self.extra = ...` may come later
     if obj.is_python_constant():
-        return hasattr(obj.as_python_constant(), attr)
+        value = obj.as_python_constant()
+        answer = hasattr(value, attr)
+        if obj.source is not None and hasattr(value, "__dict__"):
+            # a class, a module, a function read from the frame: it may gain or lose the attribute
+            if not plain_getattr(type(value)):
+                return None
+            tx.output.guards.add(AttrSource(obj.source, attr), GuardKind.HASATTR_MATCH, answer)
+        return answer
     from .objects import NewObjectVariable, UserObjectVariable, object_has_attr  # (objects.py imports this module)
     if isinstance(obj, (UserObjectVariable, NewObjectVariable)):
         return object_has_attr(tx, obj, attr)
@@ -672,15 +698,6 @@ def _sum(tx, iterable: VariableTracker, start: VariableTracker | None = None) ->
     for item in iterate(tx, iterable):
         total = add.call(tx, [total, item], {})
     return total
-
-
-def iterate(tx, iterable: VariableTracker) -> Iterator[VariableTracker]:
-    """The items of `iterable`, an iterator's (a generator's) taken one at a time as Python would."""
-    if isinstance(iterable, ListIteratorVariable):
-        while (item := iterable.next()) is not None:
-            yield item
-    else:
-        yield from iterable.unpack(tx)
 
 
 def _minmax(fn: Callable) -> Callable:

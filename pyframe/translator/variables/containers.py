@@ -172,16 +172,22 @@ class NamedTupleVariable(TupleVariable):
             return
         # A namedtuple is built from its fields (`cls._make(items)`), a structseq from one sequence.
         make = getattr(self.container_type, "_make", None) if hasattr(self.container_type, "_fields") else None
-        if make is not None:
-            cg.push_null()
-            cg.load_const(make)
-        for item in self.items:
-            item.reconstruct(cg)
-        if make is not None:
-            cg.emit("BUILD_TUPLE", len(self.items))
-            cg.call(1)
-        else:
-            cg.build(self.container_type, len(self.items))
+
+        def build() -> None:
+            if make is not None:
+                cg.push_null()
+                cg.load_const(make)
+            for item in self.items:
+                item.reconstruct(cg)
+            if make is not None:
+                cg.emit("BUILD_TUPLE", len(self.items))
+                cg.call(1)
+            else:
+                cg.build(self.container_type, len(self.items))
+
+        # Once: an instance of a subclass has a __dict__ (an attribute set on it at a graph break
+        # must be on the object the rest of the frame sees), and `is` holds between its uses.
+        cg.rebuild_once(self, build)
 
 
 class ListVariable(BaseListVariable):
@@ -206,7 +212,10 @@ class ListVariable(BaseListVariable):
         if name == "append" and len(args) == 1:
             self.items.append(args[0])
         elif name == "extend" and len(args) == 1:
-            self.items.extend(args[0].unpack(tx))
+            # one item at a time, as list.extend takes an iterator's: a generator that reads the
+            # list sees the items already added (`lst.extend(lst[i] + 1 for i in ...)`)
+            for item in _extension(tx, self, args[0]):
+                self.items.append(item)
         elif name == "insert" and len(args) == 2:
             self.items.insert(_index(args[0]), args[1])
         elif name == "pop" and len(args) <= 1:
@@ -326,7 +335,7 @@ class DequeVariable(ListVariable):
         ends = {"appendleft", "popleft", "extendleft", "rotate"}
         if name in ("append", "extend") and len(args) == 1 and not kwargs:
             tx.side_effects.mutate(self)
-            for item in ([args[0]] if name == "append" else args[0].unpack(tx)):
+            for item in ([args[0]] if name == "append" else _extension(tx, self, args[0])):
                 self.items.append(item)
                 if self.maxlen is not None and len(self.items) > self.maxlen:
                     self.items.pop(0)
@@ -337,7 +346,7 @@ class DequeVariable(ListVariable):
             return super().call_method(tx, name, args, kwargs)
         tx.side_effects.mutate(self)
         if name in ("appendleft", "extendleft") and len(args) == 1:
-            for item in ([args[0]] if name == "appendleft" else args[0].unpack(tx)):
+            for item in ([args[0]] if name == "appendleft" else _extension(tx, self, args[0])):
                 self.items.insert(0, item)
                 if self.maxlen is not None and len(self.items) > self.maxlen:
                     self.items.pop()
@@ -831,6 +840,24 @@ class SetVariable(VariableTracker):
         return f"SetVariable({self.values!r})"
 
 
+_TUPLE_ITERATOR, _LIST_ITERATOR = type(iter(())), type(iter([]))
+
+
+def iterate(tx, iterable: VariableTracker) -> Iterator[VariableTracker]:
+    """The items of `iterable`, an iterator's (a generator's) taken one at a time as Python would."""
+    if isinstance(iterable, ListIteratorVariable):
+        while (item := iterable.next()) is not None:
+            yield item
+    else:
+        yield from iterable.unpack(tx)
+
+
+def _extension(tx, container: VariableTracker, iterable: VariableTracker) -> Iterator[VariableTracker]:
+    """What `container.extend(iterable)` adds, as CPython takes it: a copy first when extending with
+    itself, else one item at a time (a generator reading the container sees it grow)."""
+    return iter(iterable.unpack(tx)) if iterable is container else iterate(tx, iterable)
+
+
 class ListIteratorVariable(VariableTracker):
     """An iterator: what GET_ITER leaves on the stack, and what iter(), zip(), map(), enumerate(),
     reversed(), filter(), itertools and generators return. `items` holds the items it has
@@ -892,10 +919,17 @@ class ListIteratorVariable(VariableTracker):
         def build() -> None:
             for item in rest:
                 item.reconstruct(cg)
-            cg.emit("BUILD_TUPLE", len(rest))
+            # iter() of a list is a list_iterator, as the one the trace stands for was
+            cg.emit("BUILD_LIST" if self.kind is _LIST_ITERATOR else "BUILD_TUPLE", len(rest))
             cg.emit("GET_ITER")
 
         cg.rebuild_once(self, build)  # one iterator, however many places hold it
+
+    def rebuilt_as_itself(self) -> bool:
+        """Whether reconstruct() gives back an iterator of the type Python gave (a tuple or a
+        list iterator, or the frame's own); a map, zip, generator... is rebuilt as a tuple
+        iterator, which only a loop's hidden iterator may be."""
+        return self.source is not None or self.kind in (_TUPLE_ITERATOR, _LIST_ITERATOR)
 
 
 class GeneratorVariable(ListIteratorVariable):

@@ -15,7 +15,7 @@ import torch
 from ...exc import Unsupported
 from ...guards import GuardKind
 from ...source import AttrSource, ItemSource, Source
-from .base import BoundMethodVariable, VariableTracker, class_attribute
+from .base import BoundMethodVariable, VariableTracker, class_attribute, guard_class_attribute, mro_lookup
 from .constant import ConstantVariable
 from .containers import BaseListVariable, ListIteratorVariable, TupleVariable
 from .exceptions import raise_symbolic
@@ -68,17 +68,22 @@ class NNModuleVariable(VariableTracker):
         if isinstance(static, property):
             if static.fget is None:
                 raise Unsupported(f"write-only property {name!r} of {type(module).__name__}")
+            guard_class_attribute(tx, self, name)  # `M.prop = property(...)` later
             return tx.inline_call(static.fget, [self], {})
         if static is not _MISSING and hasattr(type(static), "__set__"):
             raise Unsupported(f"descriptor {name!r} of {type(module).__name__}")
         if name in module.__dict__:
             return tx.wrap(module.__dict__[name], AttrSource(self.source, name) if self.source else None)
         if isinstance(static, (types.FunctionType, staticmethod, classmethod)):
+            guard_class_attribute(tx, self, name)  # `m.act = fn` or `M.act = ...` later
             return BoundMethodVariable(self, name)
         if static is not _MISSING:
             return tx.wrap(getattr(module, name), AttrSource(self.source, name) if self.source else None)
         fallback = type(module).__getattr__
         if fallback is not torch.nn.Module.__getattr__:
+            # Neither the class nor the instance dict has it: an attribute set later would be
+            # found before the class's __getattr__ runs
+            guard_class_attribute(tx, self, name)
             # A class's own __getattr__ (a wrapper forwarding to the model it wraps), called as
             # Python calls it: when the normal lookup fails. Its `super().__getattr__(name)` is
             # module_getattr (InstructionTranslator.inline_call).
@@ -96,6 +101,15 @@ class NNModuleVariable(VariableTracker):
             entries = module.__dict__.get(table)
             if entries is not None and name in entries:
                 return tx.wrap(entries[name], self._child_source(table, name))
+        # Missing everywhere: neither the class, nor the instance dict (`m.extra = 5.0` later), nor
+        # the tables (a parameter, buffer or submodule of that name registered later) may gain it.
+        # (A name found in a table is not guarded against a class or instance attribute of the
+        # same name: Module.__setattr__ keeps those apart, and the guard would run on every call.)
+        guard_class_attribute(tx, self, name)
+        if self.source is not None:
+            for table in ("_parameters", "_buffers", "_modules"):
+                if isinstance(module.__dict__.get(table), dict):
+                    tx.output.guards.add(self._child_source(table, name), GuardKind.DICT_CONTAINS_MATCH, False)
         raise_symbolic(AttributeError, f"'{type(module).__name__}' object has no attribute '{name}'")
 
     def store_attr(self, tx, name: str, value: VariableTracker) -> None:
@@ -118,6 +132,14 @@ class NNModuleVariable(VariableTracker):
         """module(*args): its forward, with its forward pre-hooks and hooks around it, as
         nn.Module.__call__ runs them."""
         module, name = self.module, type(self.module).__name__
+        # `module(...)` is type(module).__call__ (a special method: the instance is not asked)
+        guard_class_attribute(tx, self, "__call__", check_instance=False)
+        own_call = mro_lookup(type(module), "__call__")
+        if own_call is not torch.nn.Module.__call__:
+            if not isinstance(own_call, types.FunctionType):
+                raise Unsupported(f"call of {name}, whose __call__ is a {type(own_call).__name__}")
+            return tx.inline_call(own_call, [self, *args], kwargs,
+                                  fn_source=AttrSource(AttrSource(self.source, "__class__"), "__call__") if self.source else None)
         if self.source is not None:
             for table in _HOOK_TABLES:
                 tx.output.guards.add(AttrSource(self.source, table), GuardKind.LEN_MATCH, len(getattr(module, table)))
@@ -131,7 +153,10 @@ class NNModuleVariable(VariableTracker):
             result = self._hook(tx, "_forward_pre_hooks", key, hook).call(tx, [self, TupleVariable(list(args))], {})
             if not (result.is_python_constant() and result.as_python_constant() is None):
                 args = result.unpack(tx) if isinstance(result, TupleVariable) else [result]
-        output = self.call_method(tx, "forward", args, kwargs)
+        if "forward" in module.__dict__:  # `m.forward = fn`: what nn.Module.__call__ calls
+            output = self.var_getattr(tx, "forward").call(tx, args, kwargs)
+        else:
+            output = self.call_method(tx, "forward", args, kwargs)
         for key, hook in module._forward_hooks.items():
             if key in module._forward_hooks_with_kwargs or key in module._forward_hooks_always_called:
                 raise Unsupported(f"call of {name} with a forward hook taking kwargs or always called")
@@ -144,6 +169,7 @@ class NNModuleVariable(VariableTracker):
         return tx.wrap(hook, ItemSource(AttrSource(self.source, table), key) if self.source is not None else None)
 
     def call_method(self, tx, name, args, kwargs) -> VariableTracker:
+        guard_class_attribute(tx, self, name)  # the class's method, as long as it stays the class's
         if name in _TREE_METHODS and getattr(type(self.module), name) is getattr(torch.nn.Module, name):
             return self._tree(tx, name, args, kwargs)
         static = class_attribute(type(self.module), name, None)
@@ -195,6 +221,7 @@ class NNModuleVariable(VariableTracker):
         if kind == "children":
             self._guard_len(tx)
             found = [(key, self.var_getattr(tx, key)) for key, sub in self.module._modules.items() if sub is not None]
+            self._guard_none_children(tx)
         elif kind == "modules":
             found = self._walk(tx, dedupe)
         else:  # parameters, buffers
@@ -202,7 +229,10 @@ class NNModuleVariable(VariableTracker):
             owners = self._walk(tx, dedupe) if recurse else [("", self)]
             found, seen = [], set()
             for prefix, owner in owners:
+                owner._guard_keys(tx, table)
                 for key, value in getattr(owner.module, table).items():
+                    if value is None and owner.source is not None:  # (`bias=None`: set later, it counts)
+                        tx.output.guards.add(owner._child_source(table, key), GuardKind.NONE_MATCH)
                     if value is not None and not (dedupe and id(value) in seen):
                         seen.add(id(value))
                         found.append((f"{prefix}.{key}" if prefix else key, owner.var_getattr(tx, key)))
@@ -224,6 +254,7 @@ class NNModuleVariable(VariableTracker):
             seen.add(id(node.module))
             found.append((prefix, node))
             node._guard_len(tx)
+            node._guard_none_children(tx)
             for key, sub in node.module._modules.items():
                 if sub is not None:
                     visit(f"{prefix}.{key}" if prefix else key, node.var_getattr(tx, key))
@@ -232,8 +263,24 @@ class NNModuleVariable(VariableTracker):
         return found
 
     def _guard_len(self, tx) -> None:
+        """The submodules, in order: what iterating them, indexing a Sequential and walking the
+        tree rely on (a submodule popped and added back moves to the end)."""
+        self._guard_keys(tx, "_modules")
+
+    def _guard_keys(self, tx, table: str) -> None:
+        """The names in `_parameters`, `_buffers` or `_modules`, in order (iteration order)."""
+        entries = self.module.__dict__.get(table)
+        if self.source is not None and type(entries) is dict and all(type(k) is str for k in entries):
+            tx.output.guards.add(AttrSource(self.source, table), GuardKind.DICT_KEYS_MATCH, tuple(entries))
+        elif self.source is not None:
+            raise Unsupported(f"{type(self.module).__name__}.{table} is a {type(entries).__name__} with keys not guardable")
+
+    def _guard_none_children(self, tx) -> None:
+        """A submodule slot that is None (skipped by the walk) stays None."""
         if self.source is not None:
-            tx.output.guards.add(AttrSource(self.source, "_modules"), GuardKind.LEN_MATCH, len(self.module._modules))
+            for key, sub in self.module._modules.items():
+                if sub is None:
+                    tx.output.guards.add(self._child_source("_modules", key), GuardKind.NONE_MATCH)
 
     def __repr__(self) -> str:
         return f"NNModuleVariable({type(self.module).__name__})"

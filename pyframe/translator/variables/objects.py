@@ -21,7 +21,9 @@ import torch
 from ...exc import Unsupported
 from ...guards import GuardKind
 from ...source import AttrSource, ItemSource, Source
-from .base import BoundMethodVariable, VariableTracker, class_attribute, constant_args, static_attribute
+from .base import (
+    BoundMethodVariable, VariableTracker, class_attribute, constant_args, guard_class_attribute, static_attribute,
+)
 from .builtins import build_dict, iterate, plain_getattr
 from .constant import ConstantVariable
 from .containers import DequeVariable, DictVariable, NamedTupleVariable
@@ -159,9 +161,11 @@ class UserObjectVariable(VariableTracker):
         instance_dict = _instance_dict(self.value)
         static = class_attribute(type(self.value), name, None)
         if isinstance(static, property) and static.fget is not None and name not in instance_dict:
+            guard_class_attribute(tx, self, name)
             return tx.inline_call(static.fget, [self], {})
         if isinstance(static, functools.partialmethod) and isinstance(static.func, types.FunctionType) \
                 and name not in instance_dict:
+            guard_class_attribute(tx, self, name)
             # a partialmethod reads as partial(<its function bound to obj>, *args, **keywords)
             constant = functools.partial(tx.wrap, source=None, guard=False)
             return PartialVariable(InlinedMethodVariable(static.func, self), [constant(a) for a in static.args],
@@ -173,7 +177,8 @@ class UserObjectVariable(VariableTracker):
             return self.instance_dict_tracker(tx)
         own_getattribute = _own_getattribute(type(self.value))
         value = _static_attr(self.value, name, generic=own_getattribute)
-        if isinstance(value, types.MethodType):
+        if isinstance(value, types.MethodType) and name not in instance_dict:
+            guard_class_attribute(tx, self, name)  # `obj.act = fn` later, or `C.act = ...`
             return BoundMethodVariable(self, name)
         if own_getattribute and not _same_attribute(getattr(self.value, name), value):
             # The guard and the transformed code read `obj.name` through the class's own
@@ -236,8 +241,15 @@ class UserObjectVariable(VariableTracker):
         return dict_var
 
     def call_method(self, tx, name, args, kwargs) -> VariableTracker:
-        method = static_attribute(self.value, name, None)
+        if name in _instance_dict(self.value) and not _is_data_descriptor(class_attribute(type(self.value), name, None)):
+            return self.var_getattr(tx, name).call(tx, args, kwargs)  # the instance's own, not bound
+        return self._call_class_method(tx, name, args, kwargs, check_instance=True)
+
+    def _call_class_method(self, tx, name, args, kwargs, check_instance: bool) -> VariableTracker:
+        """The class's function `name`, called bound to obj (inlined); guarded to stay the class's."""
+        method = class_attribute(type(self.value), name, None)
         if isinstance(method, types.FunctionType):
+            guard_class_attribute(tx, self, name, check_instance)
             return tx.inline_call(method, [self, *args], kwargs, fn_source=self._class_attr_source(name))
         if name == "__getitem__" and len(args) == 1 and isinstance(self.value, dict) \
                 and class_attribute(type(self.value), "__getitem__", None) is dict.__getitem__:
@@ -248,7 +260,8 @@ class UserObjectVariable(VariableTracker):
         """`obj(...)`: its class's __call__, inlined (Python looks it up on the type): a hook
         object such as spectral_norm's SpectralNorm, a callable of the user's."""
         if isinstance(class_attribute(type(self.value), "__call__", None), types.FunctionType):
-            return self.call_method(tx, "__call__", args, kwargs)
+            # (a special method: looked up on the type, the instance dict not asked)
+            return self._call_class_method(tx, "__call__", args, kwargs, check_instance=False)
         return super().call(tx, args, kwargs)
 
     def getitem(self, tx, key: VariableTracker) -> VariableTracker:
@@ -396,12 +409,14 @@ class NewObjectVariable(VariableTracker):
         name found nowhere raises AttributeError in the trace."""
         static = class_attribute(self.cls, name, _MISSING)
         if isinstance(static, property) and static.fget is not None:  # (a data descriptor: first)
+            self._guard_class_member(tx, name, static)
             return tx.inline_call(static.fget, [self], {})
         if name in self.attrs:
             return self.attrs[name]
         if name == "__class__":
             return PythonObjectVariable(self.cls, self.cls_source)
         if isinstance(static, types.FunctionType):
+            self._guard_class_member(tx, name, static)
             return BoundMethodVariable(self, name)
         if name == "__dict__" and isinstance(static, types.GetSetDescriptorType):
             return InstanceDictVariable(self)
@@ -418,6 +433,13 @@ class NewObjectVariable(VariableTracker):
             raise_symbolic(AttributeError, f"{self.cls.__name__!r} object has no attribute {name!r}")
         source = AttrSource(self.cls_source, name) if self.cls_source is not None else None
         return tx.wrap(_static_attr(self.cls, name), source)
+
+    def _guard_class_member(self, tx, name: str, member: Any) -> None:
+        """The class (read from the frame) still holds `member` (a function, a property) under
+        name: `C.act = ...` or a base's patched after compiling recompiles. (`C.name` of a
+        function or a property is the object itself.)"""
+        if self.cls_source is not None:
+            tx.output.guards.add(AttrSource(self.cls_source, name), GuardKind.ID_MATCH, member)
 
     def generic_setattr(self, tx, name: str, value: VariableTracker) -> None:
         check_plain_store(self.cls, name, own_setattr_ran=True)
@@ -438,6 +460,7 @@ class NewObjectVariable(VariableTracker):
     def call_method(self, tx, name, args, kwargs) -> VariableTracker:
         method = class_attribute(self.cls, name, None)
         if name not in self.attrs and isinstance(method, types.FunctionType):
+            self._guard_class_member(tx, name, method)
             fn_source = AttrSource(self.cls_source, name) if self.cls_source is not None else None
             return tx.inline_call(method, [self, *args], kwargs, fn_source=fn_source)
         return self.var_getattr(tx, name).call(tx, args, kwargs)

@@ -16,7 +16,8 @@ import torch.fx
 
 from ...exc import Unsupported
 from ...graph import rename_node
-from ...source import Source
+from ...guards import GuardKind
+from ...source import AttrSource, Source
 from .base import BoundMethodVariable, VariableTracker
 from .constant import ConstantVariable, is_constant_value, is_numpy_scalar
 from .containers import (
@@ -72,7 +73,26 @@ class TensorVariable(VariableTracker):
             return BoundMethodVariable(self, name)
         if name in ("T", "mT", "H", "mH", "real", "imag"):
             return wrap_node(tx, tx.output.create_node("call_function", getattr, (self.node, name), {}))
+        graph_input = tx.output.input_of(self.example)
+        if graph_input is not None and not hasattr(self.class_type, name) \
+                and name in getattr(graph_input.example, "__dict__", {}):
+            # a Python attribute of an input (`p.scale = 2.0` on a Parameter): read, guarded
+            return tx.wrap(graph_input.example.__dict__[name], AttrSource(graph_input.source, name))
         raise Unsupported(f"tensor attribute {name!r}")
+
+    def has_attr(self, tx, name: str) -> bool:
+        """hasattr(x, name): the class's attributes (its type is guarded by TENSOR_MATCH); a Python
+        attribute of an input tensor, which may be set after compiling (`x.scale = 3.0`), is
+        guarded either way; a tensor the graph makes has none. (Never the FakeTensor's: it has
+        attributes of its own, and none of the real tensor's.)"""
+        if hasattr(self.class_type, name):
+            return True
+        graph_input = tx.output.input_of(self.example)
+        if graph_input is None:
+            return False
+        answer = hasattr(graph_input.example, name)
+        tx.output.guards.add(AttrSource(graph_input.source, name), GuardKind.HASATTR_MATCH, answer)
+        return answer
 
     def call_method(self, tx, name: str, args: Sequence[VariableTracker],
                     kwargs: dict[str, VariableTracker]) -> VariableTracker:

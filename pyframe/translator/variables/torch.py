@@ -17,7 +17,7 @@ from ...exc import Unsupported
 from ...source import AttrSource, Source
 from .base import VariableTracker
 from .constant import ConstantVariable
-from .exceptions import raise_symbolic
+from .exceptions import RaisedException, raise_symbolic
 from .tensor import TensorVariable, call_in_graph
 
 _TORCH_DIR = os.path.dirname(torch.__file__)
@@ -98,6 +98,12 @@ def _is_functional_helper(value: Any) -> bool:
         and value.__module__ == "torch.nn.functional"
 
 
+# Process-wide defaults that the factory ops after them read (`torch.ones(2)`'s dtype): set in
+# the graph, they would not reach the ops traced after them nor the guard on the default dtype, so
+# each is a graph break (it runs as Python; the code after it is traced under the new default).
+_DEFAULT_SETTERS = {torch.set_default_dtype, torch.set_default_tensor_type, torch.set_default_device}
+
+
 def _allowed_in_graph(fn: Any) -> bool:
     """Registered with torch._dynamo.allow_in_graph / torch.compiler.allow_in_graph: recorded as one
     node of the graph (run on FakeTensors while tracing), not inlined."""
@@ -107,6 +113,28 @@ def _allowed_in_graph(fn: Any) -> bool:
 
 def is_trusted_module(module: types.ModuleType) -> bool:
     return module.__name__.split(".")[0] in TRUSTED_MODULES
+
+
+def _check_side_effect_free(tx, fn: types.FunctionType, args, kwargs) -> None:
+    """A function the user allowed in the graph is run on FakeTensors while tracing and by the
+    graph on every call: a Python side effect of it (`log.append(...)`) would happen once more, at
+    compile time. So it is first traced as any function is (a probe): with no side effect and
+    nothing untraceable, the frame is traced again with it as one node (Unsupported.proven_pure);
+    otherwise the call is a graph break and runs as Python, once per call, as in eager."""
+    if id(fn) in tx.root.pure_calls:
+        return
+    effects = tx.side_effects.effects
+    try:
+        tx.inline_call(fn, list(args), dict(kwargs))
+    except (Unsupported, RaisedException) as e:
+        if isinstance(e, Unsupported) and e.proven_pure is not None:
+            raise  # another allowed function called in it, found pure first: traced again as a node
+        raise Unsupported(f"{fn.__qualname__}, allowed in the graph, does what the trace cannot check: it runs as Python") from e
+    if tx.side_effects.effects != effects:
+        raise Unsupported(f"{fn.__qualname__}, allowed in the graph, has Python side effects: it runs as Python")
+    pure = Unsupported(f"{fn.__qualname__}, allowed in the graph, is free of side effects")
+    pure.proven_pure = id(fn)
+    raise pure
 
 
 class TorchFunctionVariable(VariableTracker):
@@ -137,6 +165,8 @@ class TorchFunctionVariable(VariableTracker):
             for region_device, _, enabled, _ in reversed(tx.output.autocast_stack):  # for that device
                 if region_device == device:
                     return ConstantVariable(bool(enabled))
+        if self.fn in _DEFAULT_SETTERS:
+            raise Unsupported(f"torch.{self.fn.__name__}() changes what the ops after it make")
         if self.fn in _FOLDABLE:
             values = [a.example if isinstance(a, TensorVariable) else a.as_python_constant() for a in args]
             kw = {k: v.as_python_constant() for k, v in kwargs.items()}
@@ -145,6 +175,8 @@ class TorchFunctionVariable(VariableTracker):
             if not args or not isinstance(args[0], TensorVariable):
                 raise Unsupported(f"Tensor.{self.fn.__name__} called on a non-tensor")
             return args[0].call_method(tx, self.fn.__name__, args[1:], kwargs)
+        if isinstance(self.fn, types.FunctionType) and not self.fn.__code__.co_filename.startswith(_TORCH_DIR):
+            _check_side_effect_free(tx, self.fn, args, kwargs)  # (allowed in the graph by the user)
         return call_in_graph(tx, "call_function", self.fn, args, kwargs)
 
     def var_getattr(self, tx, name: str) -> VariableTracker:
