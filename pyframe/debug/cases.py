@@ -43,7 +43,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 import torch
 
-__all__ = ["Case", "Inputs", "case", "load_cases", "registered_cases", "import_user_module", "DEFAULT_SEED"]
+__all__ = ["Case", "Inputs", "case", "load_cases", "registered_cases", "import_user_module", "seeded", "DEFAULT_SEED"]
 
 #: Seed used for module construction and input generation unless a case sets its own.
 DEFAULT_SEED = 0
@@ -108,7 +108,7 @@ class Case:
 _REGISTRY: dict[str, dict[str, Case]] = {}
 
 
-def _seeded(factory: Callable[[], Any], seed: int) -> Callable[[], Any]:
+def seeded(factory: Callable[[], Any], seed: int) -> Callable[[], Any]:
     """Wrap ``factory`` so it runs under ``torch.manual_seed(seed)`` without disturbing the global RNG."""
 
     def run() -> Any:
@@ -142,13 +142,13 @@ def case(
         if isinstance(target, type):
             if not issubclass(target, torch.nn.Module):
                 raise TypeError(f"@case on a class needs an nn.Module subclass, got {target!r}")
-            make_fn = _seeded(target, seed)
+            make_fn = seeded(target, seed)
             all_tags.add("module")
         elif callable(target):
             make_fn = lambda: target  # noqa: E731  (the function itself: engines wrap it)
         else:
             raise TypeError(f"@case decorates a function or an nn.Module subclass, got {target!r}")
-        make_inputs = _seeded(lambda: Inputs.coerce(inputs()), seed)
+        make_inputs = seeded(lambda: Inputs.coerce(inputs()), seed)
         entry = Case(
             name=name or target.__name__,
             module=module,
