@@ -110,13 +110,17 @@ def _is_stdlib(path: str) -> bool:
     return path.startswith(_STDLIB_DIRS) and not any(part in path for part in _INSTALLED)
 
 
+_CONFIGURED_SKIP = "a module config.skip_modules lists"
+_THIRD_PARTY_SKIP = "a third-party library torch._dynamo skips"
+
+
 @functools.lru_cache(maxsize=4096)
 def _file_rule(filename: str, skip: tuple[str, ...], trace: tuple[str, ...]) -> str | None:
     path = os.path.realpath(filename)
     if trace and _under(path, _prefixes(trace)):
         return None
     if skip and _under(path, _prefixes(skip)):
-        return "a module config.skip_modules lists"
+        return _CONFIGURED_SKIP
     if path.startswith(_PYFRAME_DIR):
         return None if path in _OWN_USER_CODE else "pyframe's own code"
     if path.startswith(_TORCH_DIR):
@@ -126,7 +130,7 @@ def _file_rule(filename: str, skip: tuple[str, ...], trace: tuple[str, ...]) -> 
     if _is_stdlib(path):
         return "the standard library"
     if _under(path, _prefixes(THIRDPARTY_SKIPPED)):
-        return "a third-party library torch._dynamo skips"
+        return _THIRD_PARTY_SKIP
     return None
 
 
@@ -157,18 +161,7 @@ def call_skip_reason(code: types.CodeType) -> str | None:
     filename = code.co_filename
     if filename.startswith("<"):
         return None
-    reason = _call_rule(filename, _names("skip_modules"), _names("trace_modules"))
-    return None if reason is None else f"a call into {reason} ({code.co_qualname} in {filename})"
-
-
-@functools.lru_cache(maxsize=4096)
-def _call_rule(filename: str, skip: tuple[str, ...], trace: tuple[str, ...]) -> str | None:
-    path = os.path.realpath(filename)
-    if trace and _under(path, _prefixes(trace)):
+    reason = _file_rule(filename, _names("skip_modules"), _names("trace_modules"))
+    if reason not in (_CONFIGURED_SKIP, _THIRD_PARTY_SKIP):
         return None
-    if skip and _under(path, _prefixes(skip)):
-        return "a module config.skip_modules lists"
-    if not path.startswith((_TORCH_DIR, _PYFRAME_DIR)) and not _is_stdlib(path) \
-            and _under(path, _prefixes(THIRDPARTY_SKIPPED)):
-        return "a third-party library torch._dynamo skips"
-    return None
+    return f"a call into {reason} ({code.co_qualname} in {filename})"
