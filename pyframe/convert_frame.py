@@ -21,7 +21,6 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-
 from . import _C, config, logs, trace_rules
 from .backends import CompiledGraph
 from .backends.compile import FirstCallCheck
