@@ -141,6 +141,10 @@ struct Snapshot {
 // dict, or an OrderedDict (nn.Module's hook tables; its C implementation stores into the dict).
 bool is_versioned_dict(PyObject *v) { return PyDict_CheckExact(v) || PyODict_CheckExact(v); }
 
+// A dict whose keys change order only through CPython's dict code: any dict (a subclass's keys
+// are walked in its storage) but an OrderedDict, whose move_to_end keeps the version.
+bool order_is_versioned(PyObject *v) { return PyDict_Check(v) && !PyODict_Check(v); }
+
 bool is_immutable(PyObject *v) {
     if (v == Py_None || PyBool_Check(v) || PyLong_CheckExact(v) || PyFloat_CheckExact(v) ||
         PyUnicode_CheckExact(v) || PyBytes_CheckExact(v) || PyComplex_CheckExact(v)) {
@@ -157,12 +161,14 @@ bool is_immutable(PyObject *v) {
     return false;
 }
 
-// Does getattr(obj, name) return the instance dict's entry (so the dict's version covers it)?
-bool attr_is_from_instance_dict(PyObject *obj, PyObject *name, PyObject *value) {
+// Does getattr(obj, name) (object.__getattribute__(obj, name) if `generic`) return the instance
+// dict's entry (so the dict's version covers it)?
+bool attr_is_from_instance_dict(PyObject *obj, PyObject *name, PyObject *value, bool generic) {
     static PyObject *getattribute = PyUnicode_InternFromString("__getattribute__");
-    static PyObject *generic = _PyType_Lookup(&PyBaseObject_Type, getattribute);
+    static PyObject *object_getattribute = _PyType_Lookup(&PyBaseObject_Type, getattribute);
     PyTypeObject *tp = Py_TYPE(obj);
-    if (tp->tp_getattro != PyObject_GenericGetAttr && _PyType_Lookup(tp, getattribute) != generic) {
+    if (!generic && tp->tp_getattro != PyObject_GenericGetAttr &&
+        _PyType_Lookup(tp, getattribute) != object_getattribute) {
         return false;  // a Python __getattribute__ (a Python __getattr__ is fine: it runs on misses)
     }
     PyObject *descr = _PyType_Lookup(tp, name);
@@ -299,15 +305,19 @@ struct AliasingMatch {
 
 // ---- nodes ------------------------------------------------------------------------------------
 
-enum class Access : uint8_t { Local, Global, Builtin, Closure, GlobalsDict, Attr, Item, DictKey, DictValue, TupleIterRest };
+// GenericAttr: object.__getattribute__(v, name), a class's own Python __getattribute__ not asked.
+enum class Access : uint8_t {
+    Local, Global, Builtin, Closure, GlobalsDict, Attr, GenericAttr, Item, DictKey, DictValue, TupleIterRest
+};
 
 class GuardManager {
 public:
     GuardManager(Access access, py::object key, Py_ssize_t index, std::string source)
         : access_(access), key_(std::move(key)), index_(index), source_(std::move(source)),
-          generic_(access == Access::Attr && PyUnicode_Check(key_.ptr()) &&
-                   (PyUnicode_CompareWithASCIIString(key_.ptr(), "__class__") == 0 ||
-                    PyUnicode_CompareWithASCIIString(key_.ptr(), "__dict__") == 0)) {}
+          generic_(access == Access::GenericAttr ||
+                   (access == Access::Attr && PyUnicode_Check(key_.ptr()) &&
+                    (PyUnicode_CompareWithASCIIString(key_.ptr(), "__class__") == 0 ||
+                     PyUnicode_CompareWithASCIIString(key_.ptr(), "__dict__") == 0))) {}
     GuardManager(const GuardManager &) = delete;
     GuardManager &operator=(const GuardManager &) = delete;
 
@@ -315,6 +325,10 @@ public:
 
     GuardManager *attr(const py::str &name) {
         return child(Access::Attr, name, 0, source_ + "." + name.cast<std::string>());
+    }
+    GuardManager *generic_attr(const py::str &name) {
+        return child(Access::GenericAttr, name, 0,
+                     "object.__getattribute__(" + source_ + ", " + repr_of(name) + ")");
     }
     GuardManager *item(const py::object &key) {
         return child(Access::Item, key, 0, source_ + "[" + repr_of(key) + "]");
@@ -446,7 +460,7 @@ public:
 
     // The value of an Attr/Item node given its parent's value: new reference or NULL.
     PyObject *fetch_from(PyObject *parent) const {
-        if (access_ == Access::Attr) {
+        if (access_ == Access::Attr || access_ == Access::GenericAttr) {
             // `__class__` and `__dict__` as object's lookup finds them (type(x) and the instance
             // dict, unless the class makes them data descriptors of its own), which is what the
             // translator reads them as: a class's Python __getattribute__ is not asked.
@@ -518,10 +532,17 @@ public:
                 return false;
             }
         }
+        if (never_safe_) {  // (no snapshot to record: check in full, nested snapshots still skip)
+            if (record != nullptr) {
+                record->safe = false;
+            }
+            return check_children(v, run, nullptr);
+        }
         Snapshot mine;
         record_facts(v, mine);
         bool ok = check_children(v, run, &mine);
         snapshot_valid_ = ok && mine.safe;
+        never_safe_ = ok && !mine.safe;
         if (record != nullptr) {
             record->append(mine);
         }
@@ -537,8 +558,8 @@ public:
             if (cv == nullptr) {
                 return false;
             }
-            if (record != nullptr && c->access_ == Access::Attr &&
-                !attr_is_from_instance_dict(v, c->key_.ptr(), cv)) {
+            if (record != nullptr && c->is_attr() &&
+                !attr_is_from_instance_dict(v, c->key_.ptr(), cv, c->generic_)) {
                 record->anchor(c.get(), v, cv);
             }
             bool ok = c->check_value(cv, run, record);
@@ -564,7 +585,7 @@ public:
                     }
                     break;
                 case LeafKind::Keys:  // (in order: an OrderedDict reorders without a new version)
-                    if (PyDict_CheckExact(v)) {
+                    if (order_is_versioned(v)) {
                         s.dict(v);
                     } else {
                         s.safe = false;
@@ -597,15 +618,17 @@ public:
             }
         }
         if (has_item_children_) {
-            if (has_position_children_ && !PyDict_CheckExact(v)) {
+            if (has_position_children_ && !order_is_versioned(v)) {
                 s.safe = false;  // the i-th key of an OrderedDict changes with move_to_end
-            } else if (is_versioned_dict(v)) {
+            } else if (PyDict_Check(v)) {  // (items are read from dict's storage: see fetch_from)
                 s.dict(v);
             } else if (!PyTuple_CheckExact(v)) {
                 s.safe = false;  // a list (or anything else) changes without a version
             }
         }
     }
+
+    bool is_attr() const { return access_ == Access::Attr || access_ == Access::GenericAttr; }
 
     // Whose identity an ID_MATCH pins and who has a subtree to skip.
     bool pinned() const { return pins_identity_ && !children_.empty(); }
@@ -770,7 +793,7 @@ private:
 
     GuardManager *child(Access access, const py::object &key, Py_ssize_t index,
                         std::string source) {
-        has_attr_children_ = has_attr_children_ || access == Access::Attr;
+        has_attr_children_ = has_attr_children_ || access == Access::Attr || access == Access::GenericAttr;
         // (an iterator moves on without a version: a snapshot of its parent is never safe)
         has_item_children_ = has_item_children_ || access == Access::Item ||
                              access == Access::DictKey || access == Access::DictValue ||
@@ -778,6 +801,7 @@ private:
         has_position_children_ = has_position_children_ || access == Access::DictKey ||
                                  access == Access::DictValue;
         snapshot_valid_ = false;
+        never_safe_ = false;
         return find_or_add(children_, access, key, index, std::move(source));
     }
 
@@ -808,6 +832,9 @@ private:
     // Recorded by check_value (a cache of facts, not part of the tree's meaning).
     mutable Snapshot snapshot_;
     mutable bool snapshot_valid_ = false;
+    // The last full check passed but read facts no snapshot covers (a list's items, a value
+    // compared by == that can change in place...): later checks do not record one again.
+    mutable bool never_safe_ = false;
 };
 
 PyObject *pf_fetch_child(const GuardManager *child, PyObject *parent) {
@@ -1086,6 +1113,8 @@ void bind_guards(py::module_ &m) {
         .def_property_readonly("source", &GuardManager::source,
                                "the Python expression this node reads, e.g. L['x'].weight")
         .def("attr", &GuardManager::attr, py::arg("name"), kChild, "child node: getattr(v, name)")
+        .def("generic_attr", &GuardManager::generic_attr, py::arg("name"), kChild,
+             "child node: object.__getattribute__(v, name)")
         .def("item", &GuardManager::item, py::arg("key"), kChild,
              "child node: v[key] (dicts: exact lookup, no __getitem__ call)")
         .def("dict_key", &GuardManager::dict_key, py::arg("index"), kChild,

@@ -175,7 +175,9 @@ LeafPtr make_tensor_match(py::object tp, py::object dtype, py::object device,
 }
 
 const void *tensor_storage(PyObject *v) {
-    if (!THPVariable_Check(v)) {
+    // By the real type: isinstance() would ask `v.__class__`, which runs a class's own Python
+    // __getattribute__ (and may lie); only a real tensor has a storage to unpack.
+    if (THPVariableClass == nullptr || !PyObject_TypeCheck(v, (PyTypeObject *)THPVariableClass)) {
         return nullptr;
     }
     try {

@@ -17,7 +17,8 @@ from bytecode import Bytecode, CellVar, FreeVar, Instr, Label
 from . import _C
 from .source import (
     AttrSource, BuiltinSource, CellContentsSource, ChildSource, ClosureSource, DictItemSource, DictKeySource,
-    DictValueSource, FreeCellSource, GlobalSource, ItemSource, LocalSource, Source, TupleIteratorRestSource,
+    DictValueSource, FreeCellSource, GenericAttrSource, GlobalSource, ItemSource, LocalSource, Source,
+    TupleIteratorRestSource,
 )
 
 _BUILD = {tuple: "BUILD_TUPLE", list: "BUILD_LIST"}
@@ -94,6 +95,12 @@ class PyCodegen:
             self.emit("LOAD_DEREF", FreeVar(source.var_name))
         elif isinstance(source, FreeCellSource):
             self.emit("LOAD_CLOSURE", FreeVar(source.var_name))
+        elif isinstance(source, GenericAttrSource):  # object.__getattribute__(base, attr)
+            self.push_null()
+            self.load_const(object.__getattribute__)
+            self.load_source(source.base)
+            self.load_const(source.attr)
+            self.call(2)
         elif isinstance(source, AttrSource):
             self.load_source(source.base)
             self.emit("LOAD_ATTR", source.attr)

@@ -20,9 +20,8 @@ import torch
 
 from . import _C, config
 from .source import (
-    AttrSource, BuiltinSource, CellContentsSource, ClosureSource, DictKeySource, DictValueSource, GlobalSource,
-    GlobalsDictSource,
-    ItemSource, LocalSource, Source, TupleIteratorRestSource,
+    AttrSource, BuiltinSource, CellContentsSource, ClosureSource, DictKeySource, DictValueSource, GenericAttrSource,
+    GlobalSource, GlobalsDictSource, ItemSource, LocalSource, Source, TupleIteratorRestSource,
 )
 
 
@@ -371,6 +370,8 @@ def _node_for(source: Source, root: Any, nodes: dict[Source, Any], code: types.C
         node = root.builtin(source.builtin_name)
     elif isinstance(source, ClosureSource):
         node = root.closure(source.index)
+    elif isinstance(source, GenericAttrSource):
+        node = _node_for(source.base, root, nodes, code).generic_attr(source.attr)
     elif isinstance(source, AttrSource):
         node = _node_for(source.base, root, nodes, code).attr(source.attr)
     elif isinstance(source, ItemSource):

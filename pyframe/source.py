@@ -125,6 +125,17 @@ class AttrSource(ChildSource):
 
 
 @dataclass(frozen=True)
+class GenericAttrSource(AttrSource):
+    """`object.__getattribute__(base, attr)`: an attribute of an object whose class has its own
+    Python `__getattribute__`, read as that method ends (`super().__getattribute__(name)`), so a
+    guard reads it without running Python."""
+
+    @functools.cached_property
+    def _name(self) -> str:
+        return f"object.__getattribute__({self.base.name()}, {self.attr!r})"
+
+
+@dataclass(frozen=True)
 class ItemSource(ChildSource):
     """`base[key]` for a constant key (an int, a str, ...). A key compared by identity (a tensor)
     never goes here: its source would compare keys with ==; see DictKeySource, DictValueSource."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import collections.abc
 import copy
 import dataclasses
+import sys
 
 import torch
 import torch._dynamo
@@ -87,6 +88,70 @@ def test_missing_attribute_through_own_getattribute_is_guarded():
     torch.testing.assert_close(compiled(x, cfg), fn(x, cfg))
     cfg._frozen = ("scale",)  # the __getattribute__ now refuses it: traced again
     torch.testing.assert_close(compiled(x, cfg), fn(x, cfg))
+    assert len(backend.graphs) == 3
+
+
+
+class Plain:
+    """A config whose own __getattribute__ only hands over to object's."""
+
+    def __init__(self, **values):
+        self.__dict__.update(values)
+
+    def __getattribute__(self, key):
+        return super().__getattribute__(key)
+
+
+def _python_calls(fn, name: str) -> int:
+    """How many Python frames of functions called `name` a call of fn runs."""
+    calls = 0
+
+    def profile(frame, event, arg):
+        nonlocal calls
+        calls += event == "call" and frame.f_code.co_name == name
+
+    sys.setprofile(profile)
+    try:
+        fn()
+    finally:
+        sys.setprofile(None)
+    return calls
+
+
+def test_a_cache_hit_runs_no_python_getattribute():
+    # Guards and the transformed code read what the trace read as object's lookup gives it
+    # (the class's __getattribute__ ends there): a cache hit runs none of the class's Python.
+    def fn(x, cfg):
+        return x * cfg.scale + cfg.bias
+
+    backend = CountingBackend()
+    compiled = pyframe.optimize(backend)(fn)
+    cfg, x = Plain(scale=2.0, bias=torch.randn(3)), torch.randn(3)
+    expected = fn(x, cfg)
+    torch.testing.assert_close(compiled(x, cfg), expected)
+    assert _python_calls(lambda: compiled(x, cfg), "__getattribute__") == 0
+    assert _python_calls(lambda: fn(x, cfg), "__getattribute__") == 2  # (eagerly: each read)
+    cfg.scale = 3.0  # the instance dict changes: traced again, with the new value
+    torch.testing.assert_close(compiled(x, cfg), fn(x, cfg))
+    assert len(backend.graphs) == 2
+
+
+def test_an_aliased_attribute_is_guarded_where_it_is_stored():
+    def fn(x, cfg):
+        return x * cfg.width  # `width` is stored as `hidden`
+
+    backend = CountingBackend()
+    compiled = pyframe.optimize(backend)(fn)
+    cfg, x = Mapped(width=2.0), torch.randn(3)
+    torch.testing.assert_close(compiled(x, cfg), x * 2.0)
+    cfg.hidden = 4.0
+    torch.testing.assert_close(compiled(x, cfg), x * 4.0)
+    Mapped.aliases = {"width": "other"}  # the class's map changes: `width` is read elsewhere
+    try:
+        cfg.other = 7.0
+        torch.testing.assert_close(compiled(x, cfg), x * 7.0)
+    finally:
+        Mapped.aliases = {"width": "hidden"}
     assert len(backend.graphs) == 3
 
 

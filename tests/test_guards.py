@@ -331,6 +331,50 @@ def test_graph_inputs_come_from_the_guards_exports():
     assert [e.hits for e in _C.get_cache_entries(type(model).forward.__code__)] == [1]
 
 
+
+class Table(dict):
+    """A dict subclass held by a module (a registry, a config mapping)."""
+
+
+class UsesTable(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+        self.table = Table(scale=2.0, shift=1.0)
+
+    def forward(self, x):
+        y = self.lin(x)
+        for name in self.table:  # the keys, in order
+            y = y * self.table[name] if name == "scale" else y + self.table[name]
+        return y
+
+
+@pytest.mark.parametrize("skip_unchanged", [True, False])
+@pytest.mark.parametrize("change", ["value", "new key", "reordered", "same contents"])
+def test_a_dict_subclass_under_a_module_is_seen_changing(monkeypatch, skip_unchanged, change):
+    # A dict subclass's storage changes only with its version: a snapshot may cover it, and
+    # every change of its items or their order must still be seen.
+    monkeypatch.setattr(pyframe.config, "skip_guards_on_unchanged_objects", skip_unchanged)
+    torch.manual_seed(0)
+    model = UsesTable().eval()
+    counter = Counter()
+    opt = pyframe.optimize(counter)(model)
+    x = torch.randn(2, 4)
+    for _ in range(2):
+        torch.testing.assert_close(opt(x), model(x))
+    if change == "value":
+        model.table["scale"] = 5.0
+    elif change == "new key":
+        model.table["bias"] = 3.0
+    elif change == "reordered":
+        model.table["scale"] = model.table.pop("scale")
+    else:
+        model.table["scale"] = 2.0  # stored again: a new version, the same facts
+    for _ in range(2):
+        torch.testing.assert_close(opt(x), model(x))
+    assert counter.compiles == (1 if change == "same contents" else 2)
+
+
 ALLOWED = {"relu", "tanh"}
 
 

@@ -20,7 +20,7 @@ import torch
 
 from ...exc import Unsupported
 from ...guards import GuardKind
-from ...source import AttrSource, ItemSource, Source
+from ...source import AttrSource, GenericAttrSource, ItemSource, Source
 from .base import (
     BoundMethodVariable, VariableTracker, class_attribute, constant_args, guard_class_attribute, static_attribute,
 )
@@ -180,12 +180,12 @@ class UserObjectVariable(VariableTracker):
         if isinstance(value, types.MethodType) and name not in instance_dict:
             guard_class_attribute(tx, self, name)  # `obj.act = fn` later, or `C.act = ...`
             return BoundMethodVariable(self, name)
-        if own_getattribute and not _same_attribute(getattr(self.value, name), value):
-            # The guard and the transformed code read `obj.name` through the class's own
-            # __getattribute__: that must give what object's gives (it does now).
-            raise Unsupported(f"{type(self.value).__qualname__}.__getattribute__ maps {name!r} elsewhere")
-        source = AttrSource(self.source, name) if self.source is not None else None
-        return tx.wrap(value, source)
+        if self.source is None:
+            return tx.wrap(value, None)
+        # Guards and the transformed code read the value as the trace did: where the class has
+        # its own __getattribute__, by object's lookup, without running that Python method.
+        source_type = GenericAttrSource if own_getattribute else AttrSource
+        return tx.wrap(value, source_type(self.source, name))
 
     def _guard_missing(self, tx, name: str) -> None:
         """Guard that object's lookup of `name` keeps failing. Where that lookup is the whole of
@@ -575,15 +575,6 @@ def _plain_protocol(cls: type) -> bool:
 
 def _is_data_descriptor(attr: Any) -> bool:
     return hasattr(type(attr), "__set__") or hasattr(type(attr), "__delete__")
-
-
-def _same_attribute(found: Any, value: Any) -> bool:
-    """`found` (one read of an attribute) is `value` (another): the same object, or the same
-    method bound to the same object (each read binds it anew)."""
-    if found is value:
-        return True
-    return isinstance(value, (types.BuiltinMethodType, types.MethodWrapperType)) and type(found) is type(value) \
-        and found.__self__ is value.__self__ and found == value
 
 
 def _instance_dict(obj: Any) -> dict:
