@@ -13,6 +13,8 @@
 #include <pybind11/stl.h>
 
 #include <algorithm>
+#include <set>
+#include <tuple>
 #include <utility>
 
 namespace py = pybind11;
@@ -71,11 +73,19 @@ struct Tag {
     const GuardManager *anchor = nullptr;  // an anchor: `anchor` fetched from `anchor_parent`
     PyObject *anchor_parent = nullptr;
 
+    bool own_version = false;  // obj is a class whose own version tag is `type_version`
+
     static Tag anchored(const GuardManager *child, PyObject *parent, PyObject *value) {
         return Tag{value, nullptr, 0, nullptr, nullptr, 0, child, parent};
     }
+    static Tag class_version(PyTypeObject *cls) {
+        return Tag{(PyObject *)cls, nullptr, cls->tp_version_tag, nullptr, nullptr, 0, nullptr, nullptr, true};
+    }
 
     bool holds() const {
+        if (own_version) {
+            return ((PyTypeObject *)obj)->tp_version_tag == type_version;
+        }
         if (anchor != nullptr) {
             PyObject *now = pf_fetch_child(anchor, anchor_parent);
             if (now == nullptr) {
@@ -118,6 +128,20 @@ struct Snapshot {
         identities.insert(identities.end(), inner.identities.begin(), inner.identities.end());
     }
 
+    // Keep the first of equal facts (a class, a module's globals... met on many paths): order
+    // stays parent first, since a repeat's parents came before it and the first one's before it.
+    void drop_repeats() {
+        std::set<std::tuple<PyObject *, PyTypeObject *, PyObject *, const GuardManager *, bool>> seen;
+        std::vector<Tag> kept;
+        kept.reserve(tags.size());
+        for (const Tag &t : tags) {
+            if (seen.emplace(t.obj, t.type, t.dict, t.anchor, t.own_version).second) {
+                kept.push_back(t);
+            }
+        }
+        tags = std::move(kept);
+    }
+
     bool holds() const {
         for (const Tag &t : tags) {
             if (!t.holds()) {
@@ -127,12 +151,26 @@ struct Snapshot {
         return true;
     }
     void type_of(PyObject *obj) {
+        if (!try_type_of(obj)) {
+            safe = false;
+        }
+    }
+    // type(obj) and its version (everything found through its MRO), if it has a valid one.
+    bool try_type_of(PyObject *obj) {
         PyTypeObject *tp = Py_TYPE(obj);
         if (!PyType_HasFeature(tp, Py_TPFLAGS_VALID_VERSION_TAG)) {
-            safe = false;
-            return;
+            return false;
         }
         tags.push_back(Tag{obj, tp, tp->tp_version_tag, nullptr, nullptr, 0});
+        return true;
+    }
+    // The class `cls`'s own version: what a lookup through its MRO finds.
+    bool try_class_version(PyObject *cls) {
+        if (!PyType_HasFeature((PyTypeObject *)cls, Py_TPFLAGS_VALID_VERSION_TAG)) {
+            return false;
+        }
+        tags.push_back(Tag::class_version((PyTypeObject *)cls));
+        return true;
     }
     void dict(PyObject *d) { tags.push_back(Tag{d, nullptr, 0, d, nullptr, pf_dict_version(d)}); }
 };
@@ -167,7 +205,8 @@ bool attr_is_from_instance_dict(PyObject *obj, PyObject *name, PyObject *value, 
     static PyObject *getattribute = PyUnicode_InternFromString("__getattribute__");
     static PyObject *object_getattribute = _PyType_Lookup(&PyBaseObject_Type, getattribute);
     PyTypeObject *tp = Py_TYPE(obj);
-    if (!generic && tp->tp_getattro != PyObject_GenericGetAttr &&
+    // (a module's lookup is object's, then the module's __getattr__ on a miss)
+    if (!generic && tp->tp_getattro != PyObject_GenericGetAttr && tp->tp_getattro != PyModule_Type.tp_getattro &&
         _PyType_Lookup(tp, getattribute) != object_getattribute) {
         return false;  // a Python __getattribute__ (a Python __getattr__ is fine: it runs on misses)
     }
@@ -184,6 +223,47 @@ bool attr_is_from_instance_dict(PyObject *obj, PyObject *name, PyObject *value, 
         PyErr_Clear();
     }
     return found == value;
+}
+
+PyObject *co_prefix() {
+    static PyObject *prefix = PyUnicode_InternFromString("co_");
+    return prefix;
+}
+
+// An attribute no store can change while obj lives: a function's __globals__, __closure__ and
+// __builtins__, a bound method's __func__ and __self__ (read-only members), a code object's co_*.
+bool attr_is_fixed(PyObject *obj, PyObject *name) {
+    if (PyFunction_Check(obj)) {
+        return PyUnicode_CompareWithASCIIString(name, "__globals__") == 0 ||
+               PyUnicode_CompareWithASCIIString(name, "__closure__") == 0 ||
+               PyUnicode_CompareWithASCIIString(name, "__builtins__") == 0;
+    }
+    if (PyMethod_Check(obj)) {
+        return PyUnicode_CompareWithASCIIString(name, "__func__") == 0 ||
+               PyUnicode_CompareWithASCIIString(name, "__self__") == 0;
+    }
+    return PyCode_Check(obj) && PyUnicode_Tailmatch(name, co_prefix(), 0, PY_SSIZE_T_MAX, -1) == 1;
+}
+
+// Does `tp`'s MRO give `name` as object's own attribute (`__class__`: object's descriptor)?
+bool class_is_objects(PyTypeObject *tp, PyObject *name) {
+    PyObject *found = _PyType_Lookup(tp, name);
+    return found != nullptr && found == _PyType_Lookup(&PyBaseObject_Type, name);
+}
+
+// Is `cls.name` (cls a class) `value` as found in cls's MRO, by type's own lookup (no attribute
+// of the metaclass under that name), through no descriptor but a function's or a property's
+// (which give themselves back on a class)? Then cls's version and its metaclass's cover it.
+bool class_attr_is_plain(PyObject *cls, PyObject *name, PyObject *value) {
+    PyTypeObject *meta = Py_TYPE(cls);
+    if (meta->tp_getattro != PyType_Type.tp_getattro || _PyType_Lookup(meta, name) != nullptr) {
+        return false;
+    }
+    PyObject *found = _PyType_Lookup((PyTypeObject *)cls, name);
+    if (found != value) {
+        return false;
+    }
+    return Py_TYPE(found)->tp_descr_get == nullptr || PyFunction_Check(found) || Py_IS_TYPE(found, &PyProperty_Type);
 }
 
 // One run of a tree: whether pinned nodes may skip, where exported values go (new references
@@ -547,6 +627,7 @@ public:
             record->append(mine);
         }
         if (snapshot_valid_) {
+            mine.drop_repeats();
             snapshot_ = std::move(mine);
         }
         return ok;
@@ -558,9 +639,8 @@ public:
             if (cv == nullptr) {
                 return false;
             }
-            if (record != nullptr && c->is_attr() &&
-                !attr_is_from_instance_dict(v, c->key_.ptr(), cv, c->generic_)) {
-                record->anchor(c.get(), v, cv);
+            if (record != nullptr && c->is_attr()) {
+                record_attr(v, *c, cv, *record);
             }
             bool ok = c->check_value(cv, run, record);
             Py_DECREF(cv);
@@ -569,6 +649,24 @@ public:
             }
         }
         return true;
+    }
+
+    // What tells a later check that `child`'s fetch from v still gives `value` (v being the same
+    // object): the instance dict's version (recorded with v's facts), a member fixed for v's life,
+    // a type's versions, or else an anchor (fetched again and compared by identity).
+    static void record_attr(PyObject *v, const GuardManager &child, PyObject *value, Snapshot &s) {
+        PyObject *name = child.key_.ptr();
+        if (attr_is_from_instance_dict(v, name, value, child.generic_) || attr_is_fixed(v, name)) {
+            return;
+        }
+        if (child.generic_ && value == (PyObject *)Py_TYPE(v) && class_is_objects(Py_TYPE(v), name) &&
+            s.try_type_of(v)) {
+            return;  // `v.__class__` as object's descriptor gives it: type(v), which the tag names
+        }
+        if (PyType_Check(v) && class_attr_is_plain(v, name, value) && s.try_type_of(v) && s.try_class_version(v)) {
+            return;
+        }
+        s.anchor(&child, v, value);
     }
 
     // What the checks of this node (its leaves, and the fetches of its children) rely on.

@@ -375,6 +375,67 @@ def test_a_dict_subclass_under_a_module_is_seen_changing(monkeypatch, skip_uncha
     assert counter.compiles == (1 if change == "same contents" else 2)
 
 
+
+ACTS = types.ModuleType("acts")  # a module object the inlined code reads an attribute of
+ACTS.act = torch.relu
+
+
+class ActMeta(type):
+    """A metaclass of the user's (its attributes come before a class's own data)."""
+
+
+class ActBase(torch.nn.Module, metaclass=ActMeta):
+    def scale(self, y):
+        return y * 2
+
+
+class ActBlock(ActBase):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        return type(self).scale(self, ACTS.act(self.lin(x)))
+
+
+class WithActBlock(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.block = ActBlock()
+
+    def forward(self, x):
+        return self.block(x) + 1
+
+
+@pytest.mark.parametrize("skip_unchanged", [True, False])
+@pytest.mark.parametrize("change", ["base method", "subclass method", "module attribute", "metaclass", "none"])
+def test_what_inlined_code_reads_from_classes_and_modules_is_seen_changing(monkeypatch, skip_unchanged, change):
+    # A submodule's forward, reached through its class, reads a method of a base class and an
+    # attribute of a module object: each is covered by the version of the class or the module's
+    # dict in a snapshot, and every replacement must still be seen.
+    monkeypatch.setattr(pyframe.config, "skip_guards_on_unchanged_objects", skip_unchanged)
+    monkeypatch.setattr(ACTS, "act", torch.relu)
+    monkeypatch.setattr(ActBase, "scale", ActBase.scale)
+    torch.manual_seed(0)
+    model = WithActBlock().eval()
+    counter = Counter()
+    opt = pyframe.optimize(counter)(model)
+    x = torch.randn(2, 4)
+    for _ in range(2):
+        torch.testing.assert_close(opt(x), model(x))
+    if change == "base method":
+        monkeypatch.setattr(ActBase, "scale", lambda self, y: y * 3)
+    elif change == "subclass method":
+        monkeypatch.setattr(ActBlock, "scale", lambda self, y: y - 1, raising=False)
+    elif change == "module attribute":
+        monkeypatch.setattr(ACTS, "act", torch.tanh)
+    elif change == "metaclass":  # a data descriptor of the metaclass comes before the class's own
+        monkeypatch.setattr(ActMeta, "scale", property(lambda cls: lambda self, y: y * 5), raising=False)
+    for _ in range(2):
+        torch.testing.assert_close(opt(x), model(x))
+    assert counter.compiles == (1 if change == "none" else 2)
+
+
 ALLOWED = {"relu", "tanh"}
 
 

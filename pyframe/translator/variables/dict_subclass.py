@@ -340,7 +340,7 @@ class NewDictObjectVariable(DictSubclassMixin, NewObjectVariable):
         def build() -> None:  # make_instance(cls, {items}, {attributes})
             self._building = True
             cg.push_null()
-            cg.load_const(make_instance)
+            cg.load_const(make_ordered_instance if dict_base(self.cls) is collections.OrderedDict else make_instance)
             if self.cls_source is not None:
                 cg.load_source(self.cls_source)
             else:
@@ -428,12 +428,21 @@ def mapping_or_pairs(tx, other: VariableTracker, dict_merge: bool) -> list[tuple
 # -- what the transformed code calls ----------------------------------------------------------------
 
 def make_instance(cls: type, items: dict, attrs: dict) -> Any:
-    """An instance of a dict subclass made while tracing, with the items and attributes the trace
-    gave it: nothing of the subclass's own (`__init__`, `__setitem__`, `__setattr__`) runs again."""
-    base = dict_base(cls)
+    """An instance of a dict subclass (whose base is dict) made while tracing, with the items and
+    attributes the trace gave it: nothing of the subclass's own (`__init__`, `__setitem__`,
+    `__setattr__`) runs again. (dict.update stores into the instance's storage directly.)"""
+    obj = dict.__new__(cls)
+    dict.update(obj, items)
+    for name, value in attrs.items():
+        object.__setattr__(obj, name, value)
+    return obj
+
+
+def make_ordered_instance(cls: type, items: dict, attrs: dict) -> Any:
+    """make_instance for a subclass of OrderedDict (whose own __setitem__ keeps the order)."""
     obj = dict.__new__(cls)
     for key, value in items.items():
-        base.__setitem__(obj, key, value)
+        collections.OrderedDict.__setitem__(obj, key, value)
     for name, value in attrs.items():
         object.__setattr__(obj, name, value)
     return obj
