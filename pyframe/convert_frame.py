@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from . import _C, config, logs, trace_rules
+from .dynamo_interop import dynamo_code_reason, dynamo_is_compiling, hide_from_dynamo
 from .backends import CompiledGraph
 from .backends.compile import FirstCallCheck
 from .exc import BackendCompilerFailed, Unsupported
@@ -77,6 +78,9 @@ def skip_reason(code: types.CodeType) -> str | None:
         return "module or class body"
     if code in force_trace:
         return None
+    dynamo_reason = dynamo_code_reason(code)
+    if dynamo_reason is not None:
+        return dynamo_reason
     # A named tuple's generated __new__ (made by exec) only builds the tuple.
     if code.co_filename == "<string>" and code.co_name == "__new__":
         return "generated code <string>"
@@ -101,6 +105,8 @@ class Compiler:
 
     def __call__(self, frame: Any) -> Any:
         code = frame.f_code
+        if dynamo_is_compiling():
+            return None  # torch._dynamo's compiler at work under our region: its code, run as Python
         reason = skip_reason(code)
         if reason is not None:
             return _C.SKIP
@@ -177,6 +183,11 @@ class Compiler:
                 logs.recompile_limit(describe(code), limit, why)
         self._record(code, FrameRecord(describe(code), "run_only", f"recompile limit: {why}"))
         return _C.RUN_ONLY
+
+
+# torch._dynamo never traces pyframe's compiler, nor the first call of a compiled graph (the two
+# ways into pyframe's Python machinery from a frame), when a pyframe region runs inside its own.
+hide_from_dynamo(Compiler.__call__.__code__, FirstCallCheck.__call__.__code__)
 
 
 def _live_entries(code: types.CodeType) -> list:
