@@ -10,7 +10,7 @@ import torch  # noqa: F401  (first: it loads libc10 and libtorch_python, which _
 from . import _C, config, convert_frame, debug, exc
 from .backends import list_backends, lookup_backend, register_backend
 from .debug.explain import explain
-from .eval_frame import OptimizedModule, disable, optimize, run
+from .eval_frame import OptimizedModule, compile, disable, optimize, run
 from .exc import BackendCompilerFailed, Unsupported
 from .logs import set_logs
 
@@ -21,5 +21,5 @@ def reset() -> None:
     convert_frame.records.clear()
 
 
-__all__ = ["BackendCompilerFailed", "OptimizedModule", "Unsupported", "config", "disable", "exc", "explain",
+__all__ = ["BackendCompilerFailed", "OptimizedModule", "Unsupported", "compile", "config", "disable", "exc", "explain",
            "list_backends", "lookup_backend", "optimize", "register_backend", "reset", "run", "set_logs", "debug"]
