@@ -65,6 +65,8 @@ class TensorVariable(VariableTracker):
         raise Unsupported("data-dependent branch on a tensor")
 
     def var_getattr(self, tx, name: str) -> VariableTracker:
+        if self.node.op == "placeholder":
+            tx.output.realize(self.node)
         if name in ("shape",):
             return SizeVariable([ConstantVariable(d) for d in self.example.shape])
         if name in _METADATA_ATTRS:
@@ -96,6 +98,8 @@ class TensorVariable(VariableTracker):
 
     def call_method(self, tx, name: str, args: Sequence[VariableTracker],
                     kwargs: dict[str, VariableTracker]) -> VariableTracker:
+        if self.node.op == "placeholder":
+            tx.output.realize(self.node)
         if name in _DATA_METHODS:  # as torch._dynamo by default (no capture_scalar_outputs here)
             raise Unsupported(f"Tensor.{name}() reads tensor data into Python")
         if name in _AUTOGRAD_METHODS:
