@@ -2,6 +2,7 @@
 
     import pyframe
     fast_fn = pyframe.optimize(my_backend)(fn)      # or "eager", "inductor", ...
+    model = pyframe.compile(model)                   # torch.compile's signature
 
 See docs/c_layer.md for the C layer and README.md for the data flow of one call.
 """
