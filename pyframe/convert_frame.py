@@ -105,11 +105,13 @@ class Compiler:
 
     def __call__(self, frame: Any) -> Any:
         code = frame.f_code
-        if dynamo_is_compiling():
-            return None  # torch._dynamo's compiler at work under our region: its code, run as Python
         reason = skip_reason(code)
         if reason is not None:
             return _C.SKIP
+        if dynamo_is_compiling():
+            # torch._dynamo's compiler at work under our region: what it runs is its machinery, run
+            # as Python this time (not marked: the same code may be user code another time).
+            return None
         # One miss at a time, process-wide: the translator's FakeTensorMode, memos and the records
         # are shared, and two threads missing on the same inputs must make one entry, not two.
         with _compile_lock:

@@ -5,7 +5,8 @@ docs/c_layer.md), so each sees the frames the other runs:
 
 - A function compiled with torch.compile, called inside a pyframe region, runs torch._dynamo's
   compiler (its guards' generated `<string>` lambdas, sympy, FakeTensors...) and then its compiled
-  code (`torch_dynamo_resume_in_...` functions, fx-generated `forward`s) while pyframe's callback
+  code (`torch_dynamo_resume_in_...` functions, fx-generated `forward`s, its Python guard
+  functions) while pyframe's callback
   is on. None of that is user code for pyframe: `dynamo_frame_reason` says so, and the miss path
   runs those frames as Python (a frame met while torch._dynamo compiles is run normally without
   being marked, since the same code may be user code at another time: sympy, say).
@@ -57,6 +58,11 @@ def dynamo_code_reason(code: types.CodeType) -> str | None:
         return "a resume function of torch._dynamo"
     if code.co_filename.startswith(_FX_GENERATED_PREFIX):
         return "fx-generated code (a compiled graph's forward)"
+    if code.co_filename == "<string>" and code.co_name == "guard" and code.co_varnames[:1] == ("L",) \
+            and code.co_argcount == 1:
+        # torch/_dynamo/guards.py build_guard_function: `def guard(L):`, exec'd, called by its C
+        # guard tree on every cache lookup (a lambda guard), so also outside its compile.
+        return "a guard function of torch._dynamo"
     return None
 
 
