@@ -2,6 +2,7 @@
 
     import pyframe
     fast_fn = pyframe.optimize(my_backend)(fn)      # or "eager", "inductor", ...
+    model = pyframe.compile(model)                   # torch.compile's signature
 
 See docs/c_layer.md for the C layer and README.md for the data flow of one call.
 """
@@ -10,7 +11,7 @@ import torch  # noqa: F401  (first: it loads libc10 and libtorch_python, which _
 from . import _C, config, convert_frame, debug, exc
 from .backends import list_backends, lookup_backend, register_backend
 from .debug.explain import explain
-from .eval_frame import OptimizedModule, disable, optimize, run
+from .eval_frame import OptimizedModule, compile, disable, optimize, run
 from .exc import BackendCompilerFailed, Unsupported
 from .logs import set_logs
 
@@ -21,5 +22,5 @@ def reset() -> None:
     convert_frame.records.clear()
 
 
-__all__ = ["BackendCompilerFailed", "OptimizedModule", "Unsupported", "config", "disable", "exc", "explain",
+__all__ = ["BackendCompilerFailed", "OptimizedModule", "Unsupported", "compile", "config", "disable", "exc", "explain",
            "list_backends", "lookup_backend", "optimize", "register_backend", "reset", "run", "set_logs", "debug"]

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from . import _C, config, logs, trace_rules
+from .dynamo_interop import dynamo_code_reason, dynamo_is_compiling, hide_from_dynamo
 from .backends import CompiledGraph
 from .backends.compile import FirstCallCheck
 from .exc import BackendCompilerFailed, Unsupported
@@ -77,6 +78,9 @@ def skip_reason(code: types.CodeType) -> str | None:
         return "module or class body"
     if code in force_trace:
         return None
+    dynamo_reason = dynamo_code_reason(code)
+    if dynamo_reason is not None:
+        return dynamo_reason
     # A named tuple's generated __new__ (made by exec) only builds the tuple.
     if code.co_filename == "<string>" and code.co_name == "__new__":
         return "generated code <string>"
@@ -104,6 +108,10 @@ class Compiler:
         reason = skip_reason(code)
         if reason is not None:
             return _C.SKIP
+        if dynamo_is_compiling():
+            # torch._dynamo's compiler at work under our region: what it runs is its machinery, run
+            # as Python this time (not marked: the same code may be user code another time).
+            return None
         # One miss at a time, process-wide: the translator's FakeTensorMode, memos and the records
         # are shared, and two threads missing on the same inputs must make one entry, not two.
         with _compile_lock:
@@ -177,6 +185,11 @@ class Compiler:
                 logs.recompile_limit(describe(code), limit, why)
         self._record(code, FrameRecord(describe(code), "run_only", f"recompile limit: {why}"))
         return _C.RUN_ONLY
+
+
+# torch._dynamo never traces pyframe's compiler, nor the first call of a compiled graph (the two
+# ways into pyframe's Python machinery from a frame), when a pyframe region runs inside its own.
+hide_from_dynamo(Compiler.__call__.__code__, FirstCallCheck.__call__.__code__)
 
 
 def _live_entries(code: types.CodeType) -> list:

@@ -7,30 +7,40 @@ every call, so it does no Python-level work.
 from __future__ import annotations
 
 import functools
+import inspect
+from collections.abc import Sized
 from typing import Any, Callable, TypeVar
 
 import torch
+import torch.fx._symbolic_trace as _fx_symbolic_trace
 
 from . import _C
 from .backends import backend_name, lookup_backend
+from .backends.settings import with_settings
+from .exc import InvalidBackend
 from .convert_frame import Compiler, force_trace
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
 class OptimizeContext:
-    """What `pyframe.optimize(...)` returns: apply it to a function or module, or use it in `with`."""
+    """What `pyframe.optimize(...)` returns: apply it to a function or module, or use it in `with`.
 
-    def __init__(self, callback: Any):
+    `recipe` is what `optimize` was given (backend, fullgraph): a pickled OptimizedModule carries
+    the recipe, not the compiler, and is optimized again when loaded."""
+
+    def __init__(self, callback: Any, recipe: tuple[Any, bool] | None = None):
         self.callback = callback
+        self.recipe = recipe
         self._previous: list[Any] = []
 
-    def __call__(self, target: Any) -> Any:
+    def __call__(self, target: Any = None, *args: Any, **kwargs: Any) -> Any:
+        if args or kwargs or (target is not None and not callable(target)):
+            raise TypeError(_called_with_arguments(self, target, args, kwargs))
         if isinstance(target, torch.nn.Module):
             return OptimizedModule(target, self)
-        if not callable(target):
-            raise TypeError(f"pyframe.optimize(...) expects a function or an nn.Module, not "
-                            f"{type(target).__name__}: {target!r}")
+        if target is None:
+            raise TypeError("pyframe.optimize(...)(fn) expects a function or an nn.Module, not None")
         return _wrap(target, self.callback)
 
     def __enter__(self) -> "OptimizeContext":
@@ -39,6 +49,35 @@ class OptimizeContext:
 
     def __exit__(self, *exc_info: Any) -> None:
         _C.set_eval_frame(self._previous.pop())
+
+    def __reduce__(self) -> tuple:
+        if self.recipe is None:
+            raise TypeError("only what pyframe.optimize(backend) returns can be pickled")
+        return (_rebuild_context, self.recipe)
+
+    def __deepcopy__(self, memo: dict) -> "OptimizeContext":
+        # A deep copy of an optimized module is optimized by the same backend and compiler (its
+        # entries pin the copy's own module); the backend and its compiled graphs are not copied.
+        return self
+
+
+def _rebuild_context(backend: str | Callable, fullgraph: bool) -> OptimizeContext:
+    return optimize(backend, fullgraph=fullgraph)
+
+
+def _called_with_arguments(context: OptimizeContext, target: Any, args: tuple, kwargs: dict) -> str:
+    """The message for `fn(x)` where `fn` is an OptimizeContext: `@pyframe.optimize` without its
+    parentheses on a function that can take two arguments made the function the backend."""
+    given = ", ".join([type(target).__name__] + [type(a).__name__ for a in args] + list(kwargs))
+    backend = context.recipe[0] if context.recipe is not None else None
+    if callable(backend) and not isinstance(backend, str):
+        return (f"this is pyframe.optimize({backend_name(backend)}), called with ({given}): "
+                f"pyframe.optimize takes a backend, so {backend_name(backend)!r} was taken as one. To compile "
+                f"a function or module, write @pyframe.compile (or @pyframe.compile(backend=...)), or "
+                f"@pyframe.optimize(\"eager\") with its parentheses")
+    if args or kwargs:
+        return f"pyframe.optimize(...)(fn) expects a function or an nn.Module alone, not ({given})"
+    return f"pyframe.optimize(...)(fn) expects a function or an nn.Module, not {type(target).__name__}: {target!r}"
 
 
 def _wrap(fn: F, callback: Any) -> F:
@@ -57,28 +96,93 @@ def _module_call(mod: torch.nn.Module) -> Any:
 
 
 class OptimizedModule(torch.nn.Module):
-    """A module whose calls run through pyframe; parameters, buffers and state are the original's."""
+    """A module whose calls run through pyframe; parameters, buffers and state are the original's.
 
+    It behaves as torch.compile's OptimizedModule (torch/_dynamo/eval_frame.py): `_orig_mod` is the
+    original, its only submodule; attributes are read from and written to the original (`training`
+    included, so `train()`/`eval()` on either agree); `len()`, `bool()` and `dir()` are the
+    original's; pickle and `copy.deepcopy` rebuild it around the (copied) original with the same
+    backend. Unlike torch's, `state_dict()` and `named_parameters()` keep the original's names
+    (no `_orig_mod.` prefix), so a checkpoint loads into either."""
+
+    # Attributes of the wrapper itself; every other attribute write goes to the original.
+    _opt_mod_attributes = frozenset({"_orig_mod", "_context", "_call", "forward", "__dict__",
+                                     "_super_module_initialized"})
     _orig_mod: torch.nn.Module
 
     def __init__(self, mod: torch.nn.Module, context: OptimizeContext):
+        # First: attribute reads during nn.Module.__init__ go through __getattr__ to the original.
+        object.__setattr__(self, "_orig_mod", mod)
+        self._super_module_initialized = False
         super().__init__()
-        self._orig_mod = mod  # a submodule: .parameters(), .to(), .train() reach the original
+        self._super_module_initialized = True
+        self._orig_mod = mod  # a submodule now: .parameters(), .to(), .train() reach the original
+        self._context = context
+        self._initialize()
+
+    def _initialize(self) -> None:
+        mod = self._orig_mod
         forward = getattr(type(mod).forward, "__code__", None)
         if forward is not None:
             force_trace.add(forward)  # traced even when the module class is torch's own
-        self.__dict__["_call"] = _C.CallbackScope(_module_call(mod), context.callback)
+        self.__dict__["_call"] = _C.CallbackScope(_module_call(mod), self._context.callback)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if _fx_symbolic_trace._is_fx_tracing_flag:
+            # torch.fx.symbolic_trace of a model holding this module records the original's calls
+            # (torch.compile's OptimizedModule does so with error_on_nested_fx_trace=False).
+            return self._orig_mod(*args, **kwargs)
         return self._call(*args, **kwargs)
 
     forward = __call__
 
+    @property  # type: ignore[override]
+    def training(self) -> bool:
+        return self._orig_mod.training
+
+    @training.setter
+    def training(self, value: bool) -> None:
+        # nn.Module.__init__ sets the default before _orig_mod is a submodule: not the original's.
+        if self._super_module_initialized:
+            self._orig_mod.training = value
+
     def __getattr__(self, name: str) -> Any:
-        try:
-            return super().__getattr__(name)  # _orig_mod itself, and our own parameters (none)
-        except AttributeError:
-            return getattr(self._modules["_orig_mod"], name)
+        if name == "_orig_mod":
+            return self._modules["_orig_mod"]
+        return getattr(self._orig_mod, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if hasattr(type(self), name) or name in OptimizedModule._opt_mod_attributes:
+            return super().__setattr__(name, value)
+        return setattr(self._orig_mod, name, value)
+
+    def __delattr__(self, name: str) -> None:
+        if hasattr(type(self), name) or name in OptimizedModule._opt_mod_attributes:
+            return super().__delattr__(name)
+        return delattr(self._orig_mod, name)
+
+    def __len__(self) -> int:
+        # As torch's: the original's length, and no length (so no truth value) when it has none.
+        if isinstance(self._orig_mod, Sized):
+            return len(self._orig_mod)
+        raise TypeError(f"{type(self._orig_mod).__name__} does not support len()")
+
+    def __dir__(self) -> list[str]:
+        own = self._orig_mod.__dir__()
+        return own + [name for name in super().__dir__() if name not in own]
+
+    # Pickle and deepcopy: the original and the recipe of the context; the C callables are rebuilt.
+    def __reduce__(self) -> tuple:
+        return (self.__class__, (self._orig_mod, self._context))
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state.pop("_call", None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._initialize()
 
     # The original's state, under the original's names (a checkpoint loads into either).
     def state_dict(self, *args: Any, **kwargs: Any) -> Any:
@@ -99,15 +203,75 @@ class OptimizedModule(torch.nn.Module):
 
 def optimize(backend: str | Callable = "eager", *, fullgraph: bool = False, nopython: bool = False,
              dynamic: bool | None = None) -> OptimizeContext:
-    """Compile what runs under the returned context with `backend` (torch.compile's contract).
+    """Compile what runs under the returned context with `backend` (torch._dynamo.optimize's contract).
 
     `backend` is a callable `(gm, example_inputs) -> callable` or a registered name ("eager",
     "inductor", ...). With `fullgraph=True` (alias `nopython=True`) a graph break raises
     `pyframe.exc.Unsupported` instead of falling back to Python. Shapes are static: `dynamic` is
     accepted for compatibility and a new shape compiles a new entry.
+
+    What is certainly not a backend is refused here, pointing to `pyframe.compile` (torch._dynamo
+    takes it and fails when the first graph reaches it): an nn.Module, and a callable whose
+    signature cannot take `(gm, example_inputs)` (`@pyframe.optimize` on `def fn(x)`). A function
+    of two arguments cannot be told from a backend by its signature; if it is applied as a
+    decorator, its first call says what happened.
     """
+    _check_is_backend(backend)
     fn = lookup_backend(backend)
-    return OptimizeContext(_compiler_for(fn, backend_name(backend), fullgraph or nopython))
+    return OptimizeContext(_compiler_for(fn, backend_name(backend), fullgraph or nopython),
+                           (backend, fullgraph or nopython))
+
+
+def compile(model: Callable | None = None, *, fullgraph: bool = False, dynamic: bool | None = None,
+            backend: str | Callable = "inductor", mode: str | None = None,
+            options: dict[str, Any] | None = None, disable: bool = False) -> Any:
+    """torch.compile's signature and behaviour: `pyframe.compile(fn)`, `@pyframe.compile`,
+    `@pyframe.compile(backend="eager", fullgraph=True)`; a module gives an OptimizedModule.
+
+    `mode` ("default", "reduce-overhead", "max-autotune", ...) or `options` (inductor's config
+    entries) are handed to the backend as torch.compile hands them (backends/settings.py); an
+    unknown one, or one given to a backend that takes none, raises `InvalidCompileOption` now.
+    `disable=True` returns `model` untouched. `dynamic` is accepted; shapes are static.
+    """
+    if model is None:
+        def decorator(model: Callable) -> Any:
+            if model is None:
+                raise TypeError("pyframe.compile(...)(model): model can't be None")
+            return compile(model, fullgraph=fullgraph, dynamic=dynamic, backend=backend, mode=mode,
+                           options=options, disable=disable)
+        return decorator
+    if disable:
+        return model
+    configured = with_settings(backend, mode, options, dynamic)
+    return optimize(configured, fullgraph=fullgraph, dynamic=dynamic)(model)
+
+
+def _check_is_backend(backend: Any) -> None:
+    """Refuse what is certainly not a backend (see optimize)."""
+    if isinstance(backend, str):
+        return
+    what = None
+    if isinstance(backend, torch.nn.Module):
+        what = f"the module {type(backend).__name__}"
+    elif callable(backend) and not _takes_two_arguments(backend):
+        what = f"{backend_name(backend)!r}, which cannot take (gm, example_inputs)"
+    if what is not None:
+        raise InvalidBackend(f"pyframe.optimize(backend) was given {what}, not a backend. To compile it, "
+                             f"write pyframe.compile(model) or @pyframe.compile (as torch.compile), or "
+                             f"pyframe.optimize(\"eager\")(model) with the backend first")
+
+
+def _takes_two_arguments(fn: Callable) -> bool:
+    """fn's signature accepts two positional arguments (True when it cannot be read: a builtin)."""
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return True
+    try:
+        signature.bind(None, None)
+    except TypeError:
+        return False
+    return True
 
 
 # Backends that take no attribute (bound methods, builtins): their compilers, by backend.

@@ -69,4 +69,9 @@ class BackendCompilerFailed(PyframeError):
 
 
 class InvalidBackend(PyframeError, ValueError):
-    """An unknown backend name."""
+    """An unknown backend name, or what is certainly not a backend given as one (a module, a function
+    that cannot take `(gm, example_inputs)`: `@pyframe.optimize` without its parentheses)."""
+
+
+class InvalidCompileOption(PyframeError, ValueError):
+    """A mode or option of `pyframe.compile` the backend does not have (or cannot take)."""

@@ -39,6 +39,9 @@ from torch.fx.graph import (
 _REPR_TYPES = frozenset({int, float, bool, complex, str, type(None), type(Ellipsis), torch.dtype,
                          torch.device, torch.layout, torch.memory_format})
 
+# How fx writes the type of an annotated placeholder (torch._dynamo annotates each graph input
+# with the type of its value): the names are torch's, already among the code's globals.
+_ANNOTATIONS = {torch.Tensor: "torch.Tensor", torch.nn.Parameter: "torch.nn.parameter.Parameter"}
 _GLOBALS = {name: builtin.obj for name, builtin in _custom_builtins.items()}
 _SHOW_ENV = ("FX_GRAPH_SHOW_STRIDE", "FX_GRAPH_SHOW_DEVICE", "FX_GRAPH_SHOW_META")
 
@@ -78,7 +81,9 @@ def fast_python_code(graph: torch.fx.Graph, root_module: str) -> PythonCode:
     names: set[str] = set()
     for node in reversed(nodes):
         name = node.name
-        if name in names or name in _illegal_names or node.type is not None:
+        if name in names or name in _illegal_names:
+            raise _Fallback
+        if node.type is not None and (node.op != "placeholder" or node.type not in _ANNOTATIONS):
             raise _Fallback
         names.add(name)
         for used in node._input_nodes:
@@ -99,7 +104,8 @@ def fast_python_code(graph: torch.fx.Graph, root_module: str) -> PythonCode:
             target = node.target
             if node._args or "*" in target:
                 raise _Fallback
-            free_vars.append(target)
+            annotation = node.type
+            free_vars.append(target if annotation is None else f"{target} : {_ANNOTATIONS[annotation]}")
             if target != node.name:
                 lines.append(f"{node.name} = {target}")
                 line_nodes.append(index)

@@ -65,6 +65,11 @@ class OutputGraph:
         self.grad_enabled = self.initial_grad_enabled  # as traced: `with torch.no_grad()` changes it
         self.autocast_stack: list[tuple] = []  # the traced `with torch.autocast(...)` regions we are in
         self._last_placeholder: torch.fx.Node | None = None
+        # When each placeholder was read, and when a lazily realized one was first looked at (its
+        # metadata, a method): (the call recorded before, the event's number). See _order_inputs_as_dynamo.
+        self._made_after: dict[torch.fx.Node, tuple[torch.fx.Node | None, int]] = {}
+        self._realized: dict[torch.fx.Node, tuple[torch.fx.Node | None, int]] = {}
+        self._events = itertools.count()
         self.fake_mode = fake_mode()
         self.memo = propagation_memo()
         self._memo_state = self.memo.global_state()
@@ -87,8 +92,9 @@ class OutputGraph:
         # Placeholders stay first, in the order the trace met them.
         last = self._last_placeholder
         with self.graph.inserting_after(last) if last is not None else self.graph.inserting_before(None):
-            node = self.graph.placeholder(source.placeholder_name())
+            node = self.graph.placeholder(source.placeholder_name(), type_expr=type(value))
         self._last_placeholder = node
+        self._made_after[node] = self._moment()
         fake = self._fake_inputs.get(id(value))
         if fake is None:  # the same tensor under two sources is one FakeTensor, as from_tensor makes it
             fake = plain_fake(self.fake_mode, value)
@@ -100,6 +106,16 @@ class OutputGraph:
         self.inputs[source] = GraphInput(source, node, value)
         self._inputs_by_fake.setdefault(id(fake), self.inputs[source])
         return node
+
+    def _moment(self) -> tuple[torch.fx.Node | None, int]:
+        tail = self.graph._root._prev  # the last call recorded so far (a placeholder: none yet)
+        return (tail if tail.op != "placeholder" else None, next(self._events))
+
+    def realize(self, node: torch.fx.Node) -> None:
+        """The trace looks at a graph input beyond passing it on (`x.shape`, `x.size()`, a method):
+        where torch._dynamo realizes a lazy input, making its placeholder."""
+        if node not in self._realized:
+            self._realized[node] = self._moment()
 
     def input_of(self, fake: torch.Tensor) -> GraphInput | None:
         """The graph input (the first source read) whose FakeTensor `fake` is: the real tensor a
@@ -206,6 +222,7 @@ class OutputGraph:
         reads are dropped. None when the graph has no call at all.
         """
         self.graph.output(tuple(outputs))
+        recorded_at = {node: index for index, node in enumerate(self.graph.nodes)}  # before any drop
         drop_unused_bookkeeping(self.graph)
         drop_cancelling_grad_mode_pairs(self.graph, self.initial_grad_enabled)
         for source, inp in list(self.inputs.items()):  # read for their metadata only (x.shape)
@@ -214,6 +231,7 @@ class OutputGraph:
                 del self.inputs[source]
         if self.op_count == 0:
             return None
+        self._order_inputs_as_dynamo(recorded_at)
         if self.subgraphs:
             check_own_nodes(self.graph)
         name = _next_graph_name()
@@ -222,6 +240,50 @@ class OutputGraph:
         gm.meta["pyframe_name"] = name
         examples = [inp.example for inp in self.inputs.values()]
         return compile_with_backend(self.backend, self.backend_name, gm, examples, name)
+
+
+    def _order_inputs_as_dynamo(self, recorded_at: dict[torch.fx.Node, int]) -> None:
+        """Order the placeholders (and `self.inputs`, the order the compiled graph takes them) as
+        torch._dynamo 2.13 creates them.
+
+        torch._dynamo makes a placeholder when it *realizes* a value. A module's parameter or buffer
+        is realized where the trace reads it (`self.weight`); anything else read from the frame (an
+        argument, an item of one, a global) is a LazyVariableTracker, realized only when first used
+        (the op or call that takes it). So `F.linear(x, self.weight, self.bias)` gives `weight, bias,
+        x`. Here: a module's tensor stands where it was read (after the call recorded before it),
+        another where the trace first looks at it (`x.shape`, `x.size()`) or else just before its
+        first user, after the module tensors read before that user."""
+        def at(moment: tuple[torch.fx.Node | None, int]) -> tuple[int, float]:
+            after, event = moment
+            return (recorded_at[after] if after is not None else -1, event)
+
+        def realized(item: tuple[int, GraphInput]) -> tuple[int, float, int]:
+            read_order, inp = item
+            read = at(self._made_after[inp.node])
+            if _is_module_state(inp.source):
+                return (*read, read_order)
+            first_use = min((recorded_at.get(user, len(recorded_at)) for user in inp.node.users), default=None)
+            # used by a call: realized just before it, after every read since the call before it
+            used = (first_use - 1, float("inf")) if first_use is not None else (len(recorded_at), 0)
+            looked_at = self._realized.get(inp.node)
+            return (*max(read, min(used, at(looked_at) if looked_at is not None else used)), read_order)
+
+        ordered = [inp for _, inp in sorted(enumerate(self.inputs.values()), key=realized)]
+        if ordered == list(self.inputs.values()):
+            return
+        self.inputs = {inp.source: inp for inp in ordered}
+        anchor = ordered[0].node
+        anchor.graph._root.append(anchor)  # first node of the graph
+        for inp in ordered[1:]:
+            anchor.append(inp.node)
+            anchor = inp.node
+        self._last_placeholder = anchor
+
+
+def _is_module_state(source: Source) -> bool:
+    """A parameter or buffer of a module: torch._dynamo realizes it where it is read."""
+    name = source.name()
+    return "._parameters[" in name or "._buffers[" in name
 
 
 _graph_counter = itertools.count(1)

@@ -4,7 +4,7 @@
 live locals and the values below the break point's stack as positional arguments:
 
     <prologue>                     COPY_FREE_VARS / MAKE_CELL (not for cells passed in) / RESUME
-    PUSH_NULL | LOAD_FAST ___stack_0 ...   rebuild the value stack (NULL slots re-created, with
+    PUSH_NULL | LOAD_FAST ___stack0 ...   rebuild the value stack (NULL slots re-created, with
                                    blocks entered again: see Reentry)
     JUMP_FORWARD <target>          into the original instructions, kept whole so every jump works
     <the original instructions>
@@ -51,7 +51,7 @@ class Reentry:
 
 
 # What a resume function puts in one slot of the value stack: True a NULL, False the value passed
-# in its argument `___stack_<i>`, a Reentry the __exit__ of a block it enters again.
+# in its argument `___stack<i>`, a Reentry the __exit__ of a block it enters again.
 Slot = Union[bool, Reentry]
 
 
@@ -86,7 +86,7 @@ def offset_of(code: types.CodeType, instructions: list, index: int) -> int:
     return offsets[count] if count < len(offsets) else offsets[-1] + 2
 
 
-STACK_ARG_PREFIX = "___stack_"
+STACK_ARG_PREFIX = "___stack"  # torch._dynamo's names: ___stack0, ___stack1 (placeholders L_stack0_, ...)
 
 
 def stack_arg_names(stack: tuple[Slot, ...]) -> list[str]:

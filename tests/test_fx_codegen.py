@@ -102,13 +102,26 @@ def test_declines_what_it_does_not_model() -> None:
         _graph_with(lambda g, x: g.call_function(torch.add, (x, Pair(1, 2)))),  # a namedtuple
     ]
     typed = _graph_with(lambda g, x: g.call_function(torch.sin, (x,)))
-    next(iter(typed.nodes)).type = torch.Tensor                                 # an annotation
+    next(iter(typed.nodes)).type = int                                          # an annotation it does not model
     declined.append(typed)
+    typed_call = _graph_with(lambda g, x: g.call_function(torch.sin, (x,)))
+    list(typed_call.nodes)[1].type = torch.Tensor                               # an annotated call
+    declined.append(typed_call)
     for graph in declined:
         with pytest.raises(_Fallback):
             fast_python_code(graph, "self")
         # ... and the graph's own python_code is then fx's
         assert PyframeGraph.python_code(graph, "self").src == fx_python_code(graph).src
+
+
+def test_placeholder_annotations_are_written_as_fx_writes_them() -> None:
+    # torch._dynamo annotates each graph input with its value's type: `L_x_ : torch.Tensor`.
+    for annotation in (torch.Tensor, torch.nn.Parameter):
+        graph = _graph_with(lambda g, x: g.call_function(torch.sin, (x,)))
+        next(iter(graph.nodes)).type = annotation
+        code = fast_python_code(graph, "self")
+        assert code.src == fx_python_code(graph).src
+        assert " : torch." in code.src.splitlines()[3]
 
 
 def test_printing_options_go_to_fx() -> None:

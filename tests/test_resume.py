@@ -24,7 +24,7 @@ def test_resume_code_takes_live_locals_and_stack_and_continues_there():
     target = index_of(code, "STORE_FAST", 1)  # `y = ...` with x * b on the stack
     new = resume_code(code, target, (False,), ("a",))
     # live locals first (zero-argument super() reads the first one), then the stack
-    assert new.co_argcount == 2 and new.co_varnames[:2] == ("a", "___stack_0")
+    assert new.co_argcount == 2 and new.co_varnames[:2] == ("a", "___stack0")
     offset = offset_of(code, list(Bytecode.from_code(code)), target)
     assert new.co_name == f"__resume_at_{offset}_{new.co_name.rsplit('_', 1)[1]}"
     assert list(dis.get_instructions(new))  # well-formed for dis
@@ -47,4 +47,4 @@ def test_resume_codes_are_cached_and_remember_their_origin():
     first = resume_code(code, target, (False,), ("a",))
     assert resume_code(code, target, (False,), ("a",)) is first
     info = origins[first]
-    assert info.original is code and info.args == ("a", "___stack_0")
+    assert info.original is code and info.args == ("a", "___stack0")

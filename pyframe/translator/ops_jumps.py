@@ -9,7 +9,7 @@ from __future__ import annotations
 from bytecode import Instr
 
 from ..exc import Unsupported
-from .variables import ConstantVariable
+from .variables import ConstantVariable, TensorVariable
 from .variables.containers import FrameListVariable, ListIteratorVariable, ListVariable
 
 
@@ -21,6 +21,8 @@ class JumpOps:
 
     def _branch_none(self, inst: Instr, jump_if_none: bool) -> None:
         value = self.pop()
+        if isinstance(value, TensorVariable):
+            value.realize(self)
         is_none = value.is_python_constant() and value.as_python_constant() is None
         if is_none == jump_if_none:
             self.jump_to(inst.arg)

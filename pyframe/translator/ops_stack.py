@@ -68,6 +68,9 @@ class StackOps:
 
     def IS_OP(self, inst: Instr) -> None:
         b, a = self.pop(), self.pop()
+        for value in (a, b):
+            if isinstance(value, TensorVariable):
+                value.realize(self)
         self._apply(operator.is_not if inst.arg else operator.is_, a, b)
 
     def CONTAINS_OP(self, inst: Instr) -> None:

@@ -64,7 +64,14 @@ class TensorVariable(VariableTracker):
     def truth(self) -> bool:
         raise Unsupported("data-dependent branch on a tensor")
 
+    def realize(self, tx) -> None:
+        """The trace looks at this tensor (an attribute, a method, `is None`): where torch._dynamo
+        realizes a lazy graph input (see OutputGraph._order_inputs_as_dynamo)."""
+        if self.node.op == "placeholder":
+            tx.output.realize(self.node)
+
     def var_getattr(self, tx, name: str) -> VariableTracker:
+        self.realize(tx)
         if name in ("shape",):
             return SizeVariable([ConstantVariable(d) for d in self.example.shape])
         if name in _METADATA_ATTRS:
@@ -96,6 +103,7 @@ class TensorVariable(VariableTracker):
 
     def call_method(self, tx, name: str, args: Sequence[VariableTracker],
                     kwargs: dict[str, VariableTracker]) -> VariableTracker:
+        self.realize(tx)
         if name in _DATA_METHODS:  # as torch._dynamo by default (no capture_scalar_outputs here)
             raise Unsupported(f"Tensor.{name}() reads tensor data into Python")
         if name in _AUTOGRAD_METHODS:
