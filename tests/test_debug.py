@@ -463,7 +463,7 @@ def test_demo_shows_graphs_explain_recompile_code_and_comparison(capsys):
     assert "why the newest entry exists: guard failed: check_tensor(L['x']" in text
     assert "transformed bytecode" in text and "=== resume function __resume_at_" in text
     table = text[text.index("python -m pyframe compare, in small"):]
-    assert "graph_breaks.toy_example" in table and "TOTAL (4 cases)" in table
+    assert "seeds.toy_example" in table and "TOTAL (5 cases)" in table
     assert "WRONG" not in table and "ERROR" not in table
 
 
