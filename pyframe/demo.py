@@ -30,6 +30,7 @@ from pyframe.debug.cases import Case, load_cases
 from pyframe.debug.compare import (
     TABLE_HEADERS,
     assert_same_result,
+    code_mismatch,
     compare_cases,
     engine_unavailable_reason,
     format_table,
@@ -142,8 +143,12 @@ def _compare() -> None:
     t = totals(comparisons)
     print(format_table(TABLE_HEADERS, [*table_rows(comparisons), totals_row(t)]))
     print(ratios_text(t))
-    print("(compile ms: the first call, traced, compiled and run; call us: a cached call; "
+    print("(ops match: the graphs' op sequences; code match: their code, gm.code, placeholders included; "
+          "compile ms: the first call, traced, compiled and run; call us: a cached call; "
           "overhead: time over eager's, pyframe's as a fraction of torch._dynamo's)")
+    for cmp in comparisons:  # where the graphs differ, the first difference
+        if cmp.graphs_match() is False:
+            print(f"{cmp.case.qualname}: {code_mismatch(cmp.records['pyframe'], cmp.records['dynamo'])}")
 
 
 def run_demo(engine: str = "pyframe", compare: bool = True) -> int:
