@@ -57,7 +57,7 @@ def _import_corpus() -> tuple[list[str], list[str]]:
     if str(root) not in sys.path:
         sys.path.insert(0, str(root))
     corpus = importlib.import_module("tests.cases")
-    if Path(corpus.__file__).resolve().parent != root / "tests" / "cases":
+    if Path(corpus.__file__).resolve().parent != (root / "tests" / "cases").resolve():
         raise CommandError(f"`tests.cases` is imported from {Path(corpus.__file__).parent}, not from the "
                            f"checkout at {root}: run from the checkout's root")
     return list(corpus.STRAIGHT_LINE) + list(getattr(corpus, "LIBRARIES", [])), list(corpus.GRAPH_BREAKS)
