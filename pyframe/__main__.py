@@ -30,29 +30,73 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(args.engine, compare=not args.no_compare)
 
 
+class CommandError(Exception):
+    """A mistake in how a command was called (a module not found, an unknown backend): printed as
+    one line, `python -m pyframe <command>: error: <what to do>`, with exit status 2."""
+
+
+def _checkout_root() -> Path | None:
+    """The source checkout whose corpus `compare` and `parity` run: the current directory, or the
+    directory above the package (an editable install), if it is pyframe's checkout (its
+    pyproject.toml names pyframe, and tests/cases/ is there). The installed package holds no corpus."""
+    for root in (Path.cwd(), Path(__file__).resolve().parent.parent):
+        project = root / "pyproject.toml"
+        if (root / "tests" / "cases" / "__init__.py").is_file() and project.is_file() \
+                and 'name = "pyframe"' in project.read_text():
+            return root
+    return None
+
+
 def _import_corpus() -> tuple[list[str], list[str]]:
-    """The corpus module lists (straight-line and library, graph-break) from tests/cases/ in the
-    source tree."""
-    try:
-        corpus = importlib.import_module("tests.cases")
-    except ImportError:
-        # Run from elsewhere than the repo root: the corpus sits beside the package in the checkout.
-        root = Path(__file__).resolve().parent.parent
-        if not (root / "tests" / "cases" / "__init__.py").is_file():
-            raise SystemExit("the corpus (tests/cases/) is not found: run from a source checkout, "
-                             "or give your own cases with --cases")
+    """The corpus module lists (straight-line and library, graph-break) from the checkout's
+    tests/cases/, imported from that checkout only (never a `tests` package found elsewhere)."""
+    root = _checkout_root()
+    if root is None:
+        raise CommandError("the corpus (tests/cases/) comes with a source checkout of pyframe and none was "
+                           "found: run it from the checkout's root, or give your own cases with --cases MODULE")
+    if str(root) not in sys.path:
         sys.path.insert(0, str(root))
-        corpus = importlib.import_module("tests.cases")
+    corpus = importlib.import_module("tests.cases")
+    if Path(corpus.__file__).resolve().parent != (root / "tests" / "cases").resolve():
+        raise CommandError(f"`tests.cases` is imported from {Path(corpus.__file__).parent}, not from the "
+                           f"checkout at {root}: run from the checkout's root")
     return list(corpus.STRAIGHT_LINE) + list(getattr(corpus, "LIBRARIES", [])), list(corpus.GRAPH_BREAKS)
 
 
+def _import_user_module(spec: str) -> Any:
+    """`import_user_module`, with a module or file that is not there as a CommandError (an
+    ImportError raised inside the user's module, by a module it imports, stays a traceback)."""
+    from pyframe.debug.cases import import_user_module
+
+    try:
+        return import_user_module(spec)
+    except FileNotFoundError as e:
+        raise CommandError(f"{e}: give a module name importable from here or the path of a .py file") from None
+    except ModuleNotFoundError as e:
+        if e.name is None or not (spec == e.name or spec.startswith(e.name + ".")):
+            raise
+        raise CommandError(f"no module named {spec!r} here ({Path.cwd()}): run from the directory that holds it, "
+                           f"or give the path of its .py file") from None
+
+
+def _check_backend(name: str) -> None:
+    """An unknown backend name is a CommandError before anything runs."""
+    import pyframe
+    from pyframe.exc import InvalidBackend
+
+    try:
+        pyframe.lookup_backend(name)
+    except InvalidBackend as e:
+        raise CommandError(f"{e}; register your own with @pyframe.register_backend") from None
+
+
 def _load_compare_cases(args: argparse.Namespace) -> list:
-    from pyframe.debug.cases import import_user_module, load_cases, registered_cases
+    from pyframe.debug.cases import load_cases, registered_cases
 
     if args.cases:
         cases = []
         for spec in args.cases:
-            module = import_user_module(spec)
+            module = _import_user_module(spec)
             found = registered_cases(module.__name__)
             if not found:
                 raise SystemExit(f"{spec} registers no case: decorate functions or nn.Module classes "
@@ -66,19 +110,39 @@ def _load_compare_cases(args: argparse.Namespace) -> list:
     return cases
 
 
+def _parity_out(out: str | None) -> Path | None:
+    """Where `parity` writes (None: stdout), checked before minutes of running the corpus: by
+    default the checkout's docs/parity.md."""
+    if out == "-":
+        return None
+    if out is None:
+        root = _checkout_root()
+        if root is None or not (root / "docs").is_dir():
+            raise CommandError("docs/parity.md belongs to a source checkout of pyframe and none was found: run "
+                               "it from the checkout's root, or give --out PATH (- for stdout)")
+        return root / "docs" / "parity.md"
+    path = Path(out)
+    if not path.parent.is_dir():
+        raise CommandError(f"cannot write {out}: no directory {path.parent}; give --out PATH in an existing "
+                           f"directory (- for stdout)")
+    return path
+
+
 def _cmd_parity(args: argparse.Namespace) -> int:
     from pyframe.debug.parity import parity_report
 
+    out = _parity_out(args.out)
+    _check_backend(args.backend)
     cases = _load_compare_cases(args)
     if not cases:
         print("no case matches", file=sys.stderr)
         return 2
     report = parity_report(cases, backend=args.backend)
-    if args.out == "-":
+    if out is None:
         print(report, end="")
     else:
-        Path(args.out).write_text(report)
-        print(f"wrote {args.out} ({len(cases)} cases)")
+        out.write_text(report)
+        print(f"wrote {out} ({len(cases)} cases)")
     return 0
 
 
@@ -86,6 +150,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     from pyframe.debug.compare import (
         TABLE_HEADERS,
         Progress,
+        code_mismatch,
         compare_cases,
         engine_unavailable_reason,
         format_table,
@@ -97,6 +162,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         totals_row,
     )
 
+    _check_backend(args.backend)
     cases = _load_compare_cases(args)
     if not cases:
         print("no case matches", file=sys.stderr)
@@ -111,7 +177,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     print(format_table(TABLE_HEADERS, [*table_rows(comparisons), totals_row(t)]))
     print(ratios_text(t))
 
-    # Details below the table: errors, wrong results, op mismatches.
+    # Details below the table: errors, wrong results, fallbacks, graph differences.
     failed = 0
     for cmp in comparisons:
         for engine, message in cmp.errors.items():
@@ -121,12 +187,20 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         if cmp.result_ok("pyframe") is False:
             print(f"{cmp.case.qualname}: pyframe result differs from eager")
             failed += 1
-        if cmp.graphs_match() is False:
-            note = f" (documented: {cmp.case.difference})" if cmp.case.difference else ""
-            mismatch = graphs_mismatch(cmp.records["pyframe"], cmp.records["dynamo"])
-            print(f"{cmp.case.qualname}: {mismatch}{note}")
-    print(f"\n{t.cases} cases; pyframe ran {sum('pyframe' in c.records for c in comparisons)}, matched "
-          f"torch._dynamo's graphs on {t.ops_match}; {failed} pyframe failure(s)")
+        pf = cmp.records.get("pyframe")
+        if pf is not None and pf.internal_errors:  # a bug of pyframe's, whatever the result
+            failed += 1
+        note = f" (documented: {cmp.case.difference})" if cmp.case.difference else ""
+        if pf is not None and pf.fallbacks:
+            print(f"{cmp.case.qualname}: pyframe ran frames as plain Python: {'; '.join(pf.fallbacks)}{note}")
+        elif cmp.ops_match() is False:
+            print(f"{cmp.case.qualname}: {graphs_mismatch(pf, cmp.records['dynamo'])}{note}")
+        elif cmp.graphs_match() is False:
+            print(f"{cmp.case.qualname}: {code_mismatch(pf, cmp.records['dynamo'])}{note}")
+    ran = sum("pyframe" in c.records for c in comparisons)
+    print(f"\n{t.cases} cases; pyframe ran {ran}, compiled every frame of {ran - t.fell_back}, matched "
+          f"torch._dynamo's op sequences on {t.ops_match} and its graphs' code on {t.code_match}; "
+          f"{failed} pyframe failure(s)")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(report_json(comparisons, backend=args.backend), f, indent=2)
@@ -136,12 +210,10 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
 def _resolve_target(spec: str) -> tuple[Any, Any]:
     """`module:function` (or `path/to/file.py:Class`) -> (the module, the object)."""
-    from pyframe.debug.cases import import_user_module
-
     module_name, sep, attr = spec.rpartition(":")
     if not sep or not module_name or not attr:
         raise SystemExit(f"expected module:function, got {spec!r}")
-    module = import_user_module(module_name)
+    module = _import_user_module(module_name)
     target: Any = module
     for part in attr.split("."):
         try:
@@ -181,6 +253,7 @@ def _explain_call(module: Any, target: Any, attr: str, factory: str | None) -> t
 def _cmd_explain(args: argparse.Namespace) -> int:
     import pyframe
 
+    _check_backend(args.backend)
     module, target = _resolve_target(args.target)
     fn, inputs = _explain_call(module, target, args.target.rpartition(":")[2], args.inputs)
     print(pyframe.explain(fn, backend=args.backend)(*inputs.args, **inputs.kwargs))
@@ -196,7 +269,7 @@ def _cmd_explain(args: argparse.Namespace) -> int:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m pyframe", description=__doc__.split("\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     epilog="\n".join(__doc__.split("\n")[2:10]))
+                                     epilog=__doc__[__doc__.index("Subcommands:"):__doc__.index("Each subcommand")].rstrip())
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     demo = sub.add_parser("demo", help="the seed examples, their graphs, and what pyframe made of them")
@@ -220,7 +293,8 @@ def _parser() -> argparse.ArgumentParser:
     compare.set_defaults(run=_cmd_compare)
 
     parity = sub.add_parser("parity", help="write the corpus' parity report with torch._dynamo (Markdown)")
-    parity.add_argument("--out", default="docs/parity.md", help="where to write it (default: docs/parity.md; - for stdout)")
+    parity.add_argument("--out", default=None,
+                        help="where to write it (default: the checkout's docs/parity.md; - for stdout)")
     parity.add_argument("-k", dest="filter", action="append", default=[], metavar="PATTERN",
                         help="only cases whose topic.name contains PATTERN (repeatable)")
     parity.add_argument("--backend", default="eager", help="backend compiling the graphs (default: eager)")
@@ -241,7 +315,11 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    return args.run(args)
+    try:
+        return args.run(args)
+    except CommandError as e:
+        print(f"python -m pyframe {args.command}: error: {e}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

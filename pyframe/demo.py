@@ -9,7 +9,8 @@
    which guard failed.
 4. ``pyframe.debug.show(toy_example)``: original and transformed bytecode side by side, the resume
    functions, the graphs' code (and the transformed code as Python when depyf is installed).
-5. A few corpus cases side by side with torch._dynamo (``python -m pyframe compare`` in small).
+5. The seed programs as cases (pyframe/seeds.py) side by side with torch._dynamo (``python -m pyframe
+   compare`` in small): the same table from any directory, the package holds every program it runs.
 
 ``--engine dynamo`` runs part 1 under torch._dynamo instead, to see its graphs side by side.
 
@@ -25,10 +26,11 @@ from typing import Any, Callable, Sequence
 import torch
 
 import pyframe
-from pyframe.debug.cases import DEFAULT_SEED, Case, Inputs, seeded
+from pyframe.debug.cases import Case, load_cases
 from pyframe.debug.compare import (
     TABLE_HEADERS,
     assert_same_result,
+    code_mismatch,
     compare_cases,
     engine_unavailable_reason,
     format_table,
@@ -38,6 +40,7 @@ from pyframe.debug.compare import (
     totals,
     totals_row,
 )
+from pyframe.seeds import SEED_CASES, DynamicModule, MockModule, fn, toy_example
 
 
 def print_graph(gm: torch.fx.GraphModule) -> None:
@@ -57,36 +60,8 @@ def my_compiler(gm: torch.fx.GraphModule, example_inputs: Sequence[torch.Tensor]
     return gm.forward
 
 
-# The seed programs, verbatim.
-
-
-def fn(x, y):
-    a = torch.cos(x)
-    b = torch.sin(y)
-    return a + b
-
-
-class MockModule(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.relu = torch.nn.ReLU()
-
-    def forward(self, x):
-        return self.relu(torch.cos(x))
-
-
-def toy_example(a, b):
-    x = a / (torch.abs(a) + 1)
-    if b.sum() < 0:
-        b = b * -1
-    return x * b
-
-
-class DynamicModule(torch.nn.Module):
-    def forward(self, x: torch.Tensor):
-        if x.sum() > 0:
-            return x * x
-        return 3 * x
+# The seed programs (fn, MockModule, toy_example, DynamicModule) live in pyframe/seeds.py, with
+# their cases: the package holds everything the demo runs.
 
 
 def _show(title: str, engine: str, target: Callable[..., Any], calls: list[tuple]) -> int:
@@ -156,37 +131,24 @@ def _show_code() -> None:
     pyframe.debug.show(toy_example)
 
 
-def _corpus_cases() -> list[Case]:
-    """A few cases of the shared corpus when this is a source checkout, else the seeds as cases."""
-    wanted = ["elementwise.cos_plus_sin", "modules.MockModule", "graph_breaks.toy_example",
-              "graph_breaks.DynamicModule"]
-    try:
-        from pyframe.debug.cases import load_cases
-        from tests.cases import ALL
-
-        cases = {c.qualname: c for c in load_cases(ALL)}
-        found = [cases[name] for name in wanted if name in cases]
-        if found:
-            return found
-    except ImportError:
-        pass
-    # Built and drawn under a fixed seed, as @case does: every engine gets the same module weights
-    # and the same inputs, or the comparison would report differences of its own making.
-    seed = Inputs((torch.randn(10), torch.randn(10)))
-    return [Case("fn", __name__, lambda: fn, lambda: seed),
-            Case("toy_example", __name__, lambda: toy_example, lambda: seed),
-            Case("MockModule", __name__, seeded(MockModule, DEFAULT_SEED),
-                 seeded(lambda: Inputs((torch.randn(10),)), DEFAULT_SEED), frozenset({"module"}))]
+def _seed_cases() -> list[Case]:
+    """The seed programs as cases (pyframe/seeds.py): built and drawn under each case's seed, so
+    every engine gets the same weights and inputs, wherever the demo runs."""
+    return load_cases([SEED_CASES])
 
 
 def _compare() -> None:
     _heading("The same cases under eager, pyframe and torch._dynamo (python -m pyframe compare, in small)")
-    comparisons = compare_cases(_corpus_cases(), ["eager", "pyframe", "dynamo"])
+    comparisons = compare_cases(_seed_cases(), ["eager", "pyframe", "dynamo"])
     t = totals(comparisons)
     print(format_table(TABLE_HEADERS, [*table_rows(comparisons), totals_row(t)]))
     print(ratios_text(t))
-    print("(compile ms: the first call, traced, compiled and run; call us: a cached call; "
+    print("(ops match: the graphs' op sequences; code match: their code, gm.code, placeholders included; "
+          "compile ms: the first call, traced, compiled and run; call us: a cached call; "
           "overhead: time over eager's, pyframe's as a fraction of torch._dynamo's)")
+    for cmp in comparisons:  # where the graphs differ, the first difference
+        if cmp.graphs_match() is False:
+            print(f"{cmp.case.qualname}: {code_mismatch(cmp.records['pyframe'], cmp.records['dynamo'])}")
 
 
 def run_demo(engine: str = "pyframe", compare: bool = True) -> int:

@@ -9,7 +9,7 @@ The rules are torch._dynamo 2.13's (`torch/_dynamo/trace_rules.py`), stated by p
   the hook meets it (a DistributedDataParallel's forward, a torch.nn module called from a frame
   that runs as Python). nn.Module's calling machinery (`_call_impl`) is not traced as a frame of its
   own: the hook meets the `forward` it calls.
-- pyframe is skipped (its demo's programs excepted: they are user code).
+- pyframe is skipped (the seed programs the demo runs, pyframe/seeds.py, excepted: they are user code).
 - Third-party libraries torch._dynamo skips (numpy, tqdm, onnx, ...; `THIRDPARTY_SKIPPED`) are
   skipped; every other installed package is traced.
 - `config.skip_modules` and `config.trace_modules` extend both lists by module name (a package
@@ -66,8 +66,8 @@ def _dir(path: str) -> str:
 _PYFRAME_DIR = _dir(os.path.dirname(__file__))
 _TORCH_DIR = _dir(os.path.dirname(torch.__file__))
 _STDLIB_DIRS = tuple({_dir(sysconfig.get_paths()[k]) for k in ("stdlib", "platstdlib")})
-# pyframe's own files are machinery, except the demo: its seed programs are user code.
-_OWN_USER_CODE = (os.path.join(_PYFRAME_DIR, "demo.py"),)
+# pyframe's own files are machinery, except the seed programs the demo runs: they are user code.
+_OWN_USER_CODE = (os.path.join(_PYFRAME_DIR, "seeds.py"),)
 
 
 def module_prefix(name: str) -> str | None:

@@ -61,6 +61,8 @@ def test_case_matches_eager_and_dynamo(case: Case) -> None:
 
     mismatch = graphs_mismatch(subject, reference)
     if case.difference is None:
+        # compiled every frame: no frame run as plain Python, no internal error (compare's FELL BACK)
+        assert not subject.fallbacks, subject.fallbacks
         assert mismatch is None, mismatch
     else:
         assert mismatch is not None, (

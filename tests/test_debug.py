@@ -162,12 +162,25 @@ def test_show_sets_original_and_transformed_bytecode_side_by_side_with_graph_cod
     assert "def forward(self" in text
 
 
-def test_show_prints_and_returns_the_same_text(capsys):
+def test_show_prints_the_text_quiet_returns_and_the_repl_echoes_nothing(capsys):
     opt = pyframe.optimize("eager")(add_one)
     opt(torch.ones(2))
-    text = show(add_one, depyf=False)
-    assert capsys.readouterr().out == text
-    assert "=== add_one (test_debug.py:" in text
+    assert show(add_one, depyf=False) is None  # printed once; the REPL has nothing to echo
+    printed = capsys.readouterr().out
+    assert printed == show(add_one, quiet=True, depyf=False)
+    assert "=== add_one (test_debug.py:" in printed
+
+
+def test_explain_and_cache_entries_show_their_reports_at_the_repl():
+    opt = pyframe.optimize("eager")(add_one)
+    opt(torch.ones(2))
+    entries = cache_entries(add_one)
+    assert repr(entries) == str(entries) == str(entries[0]) and repr(entries[0]).startswith("add_one (")
+    assert entries == [entries[0]] and isinstance(entries, list)
+    pyframe.reset()
+    assert repr(cache_entries(add_one)).startswith("no cache entries")
+    out = pyframe.explain(toy_example)(torch.randn(4), torch.randn(4))
+    assert repr(out) == str(out) and repr(out).startswith("Graph Count: 2\nGraph Break Count: 1\n")
 
 
 def test_show_without_depyf_says_how_to_get_decompiled_code(monkeypatch):
@@ -176,7 +189,7 @@ def test_show_without_depyf_says_how_to_get_decompiled_code(monkeypatch):
     opt(torch.ones(2))
     text = show(add_one, quiet=True)
     assert "decompiled by depyf" not in text
-    assert "pip install pyframe[debug]" in text
+    assert 'pip install -e ".[debug]"' in text  # as the README and docs/debugging.md say
 
 
 def test_show_with_depyf_decompiles_the_transformed_code():
@@ -463,7 +476,7 @@ def test_demo_shows_graphs_explain_recompile_code_and_comparison(capsys):
     assert "why the newest entry exists: guard failed: check_tensor(L['x']" in text
     assert "transformed bytecode" in text and "=== resume function __resume_at_" in text
     table = text[text.index("python -m pyframe compare, in small"):]
-    assert "graph_breaks.toy_example" in table and "TOTAL (4 cases)" in table
+    assert "seeds.toy_example" in table and "TOTAL (5 cases)" in table
     assert "WRONG" not in table and "ERROR" not in table
 
 

@@ -13,6 +13,7 @@ import inspect
 import itertools
 import threading
 
+import pytest
 import torch
 
 import pyframe
@@ -754,3 +755,93 @@ def test_requires_grad_sparse_layout_and_stop_iteration_in_a_generator_are_eager
 
     eager, compiled, _ = run_both(pep_479, torch.randn(3))
     assert compiled[0] == eager[0] == "generator raised StopIteration"
+
+
+# -- values rebuilt from other trackers: their tensors are graph outputs -----------------------------
+
+
+def _compiled_records(fn, *args):
+    """fn's result under pyframe, and every frame record its run left (after a reset)."""
+    from pyframe import convert_frame
+
+    pyframe.reset()
+    result = pyframe.optimize("eager")(fn)(*args)
+    return result, [r for records in convert_frame.records.values() for r in records]
+
+
+def _view_of_a_dict_that_grows(x):
+    d = {"a": x.sin()}
+    view = d.values()
+    d.update(b=x.cos())
+    return view, len(d)
+
+
+def _items_in_a_list(x):
+    d = {"a": x + 1}
+    return [d.items(), x * 2]
+
+
+def _keys_that_are_tensors(x):
+    k = x * 3
+    d = {k: 1}
+    return d.keys()
+
+
+def _view_across_a_break(x):
+    d = {"a": x.exp()}
+    values = d.values()
+    print("break")  # the view is live across the break: rebuilt before print runs
+    return list(values)[0] + 1
+
+
+@pytest.mark.parametrize("fn", [_view_of_a_dict_that_grows, _items_in_a_list, _keys_that_are_tensors,
+                                _view_across_a_break], ids=lambda f: f.__name__.strip("_"))
+def test_a_dict_view_of_a_dict_made_in_the_frame_is_rebuilt_from_graph_outputs(fn, capsys):
+    """A dict view is rebuilt as `d.values()` of its dict, rebuilt in turn from its items: the
+    tensors the graph made for them must be graph outputs. The finishing walk once did not look
+    through a view to its dict, and codegen failed (`tensor sin is neither a graph output nor an
+    input`), an internal error that ran the frame as plain Python."""
+    x = torch.randn(6)
+    eager = fn(x)
+    compiled, records = _compiled_records(fn, x)
+    assert [r.reason for r in records if r.status != "compiled"] == []
+    assert_same_result(compiled, eager)
+
+
+def test_a_keys_view_compares_by_its_keys_when_the_values_are_tensors():
+    """`d.keys() == {...}.keys()` needs only the keys: no graph break for tensor values."""
+    def fn(x):
+        d = {"a": x + 1, "b": x * 2}
+        return d.keys() == {"b": 0, "a": 1}.keys(), d.keys() - {"a"}, d["a"]
+
+    x = torch.randn(4)
+    out = pyframe.explain(fn)(x)
+    assert out.graph_break_count == 0 and out.graph_count == 1, str(out)
+    eager, compiled, _ = run_both(fn, x)
+    assert_same_result(compiled, eager)
+
+
+def test_every_tracker_that_rebuilds_another_names_it_in_rebuilt_from():
+    """The class of the dict-view bug: a tracker whose `reconstruct` rebuilds another tracker
+    (`self.obj.reconstruct(cg)`) must return it from `rebuilt_from()` (or be a container whose
+    items the finishing walk visits), so that a tensor in it becomes a graph output."""
+    import re
+
+    from pyframe.translator import output
+    from pyframe.translator.variables import VariableTracker
+
+    def subclasses(cls):
+        for sub in cls.__subclasses__():
+            yield sub
+            yield from subclasses(sub)
+
+    missing = []
+    for cls in set(subclasses(VariableTracker)):
+        if "reconstruct" not in vars(cls):
+            continue
+        source = inspect.getsource(vars(cls)["reconstruct"])
+        listed = inspect.getsource(cls.rebuilt_from) + inspect.getsource(output._held)
+        for attr in set(re.findall(r"self\.(\w+)\.reconstruct\(", source)):
+            if f"self.{attr}" not in listed and f"vt.{attr}" not in listed:
+                missing.append(f"{cls.__qualname__}.{attr}")
+    assert missing == []

@@ -19,11 +19,9 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
-import functools
 import io
 import sys
 import time
-import timeit
 from collections.abc import MappingView
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
@@ -46,6 +44,8 @@ __all__ = [
     "compare_case",
     "assert_same_result",
     "graphs_mismatch",
+    "code_mismatch",
+    "fallbacks_of",
     "format_table",
     "resolve_backend",
     "count_breaks",
@@ -74,6 +74,7 @@ class GraphRecord:
 
     ops: tuple[str, ...]  # normalized op sequence, in graph order (see normalize_ops)
     num_inputs: int  # placeholders: tensors the graph reads (parameters too, when they are lifted)
+    code: str = ""  # the GraphModule's Python code (`gm.code`): placeholders, names, annotations, ops
 
 
 @dataclasses.dataclass
@@ -89,6 +90,13 @@ class RunRecord:
     call_s: float | None  # per-call wall time on cache hits (min over rounds); None if not timed
     graphs_on_hits: int  # graphs compiled during the cache-hit calls (a JIT engine should make 0)
     breaks: int = 0  # graph breaks the engine reported (see count_breaks)
+    # Frames the engine ran as plain Python, wholly (a frame it gave up on) or after a point (the
+    # recompile limit), with why; an internal error of the engine is one of them (see fallbacks_of).
+    fallbacks: list[str] = dataclasses.field(default_factory=list)
+
+    @property
+    def internal_errors(self) -> list[str]:
+        return [f for f in self.fallbacks if "internal error" in f]
 
     @property
     def graph_count(self) -> int:
@@ -120,8 +128,22 @@ class CaseComparison:
         return True
 
     def graphs_match(self, engine: str = "pyframe", reference: str = "dynamo") -> bool | None:
+        """Whether ``engine`` made ``reference``'s graphs, code for code (``gm.code``: placeholders
+        with their order, names and annotations, then every node), compiling every frame (None if
+        either did not run). A run that fell back to plain Python, wholly or in part, or met an
+        internal error, never matches (``code_mismatch``)."""
         if engine not in self.records or reference not in self.records:
             return None
+        return code_mismatch(self.records[engine], self.records[reference]) is None
+
+    def ops_match(self, engine: str = "pyframe", reference: str = "dynamo") -> bool | None:
+        """Whether ``engine`` made as many graphs as ``reference`` with the same op sequences
+        (``graphs_mismatch``), compiling every frame: a looser check than ``graphs_match``, blind
+        to placeholders and arguments. A run that fell back never matches."""
+        if engine not in self.records or reference not in self.records:
+            return None
+        if self.records[engine].fallbacks:
+            return False
         return graphs_mismatch(self.records[engine], self.records[reference]) is None
 
 
@@ -159,7 +181,7 @@ class CountingBackend:
 
     def __call__(self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any]:
         placeholders = sum(1 for node in gm.graph.nodes if node.op == "placeholder")
-        self.graphs.append(GraphRecord(normalize_ops(gm), placeholders))
+        self.graphs.append(GraphRecord(normalize_ops(gm), placeholders, gm.code.strip()))
         if self.inner is not None:
             return self.inner(gm, example_inputs)
         return gm.forward
@@ -189,6 +211,19 @@ def count_breaks(engine: str) -> int:
 
         return sum(r.error is not None for records in convert_frame.records.values() for r in records)
     return 0
+
+
+def fallbacks_of(engine: str) -> list[str]:
+    """Frames ``engine`` ran as plain Python since its last reset, each as `frame: why`: for
+    pyframe, the frame records (``convert_frame.records``) whose status is not "compiled" (a frame
+    given up on for a reason, an internal error, the recompile limit). Frames of code never traced
+    (the standard library, torch's internals) make no record. torch._dynamo's are not counted."""
+    if engine != "pyframe":
+        return []
+    from pyframe import convert_frame
+
+    return [f"{r.name}: {r.reason}" for records in list(convert_frame.records.values()) for r in records
+            if r.status != "compiled"]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -264,14 +299,24 @@ def _call(fn: Callable[..., Any], inputs: Inputs, no_grad: bool = False) -> Any:
     return fn(*inputs.args, **inputs.kwargs)
 
 
-def time_per_call(fn: Callable[[], Any], *, rounds: int = 5, round_s: float = 0.01) -> float:
-    """Seconds per call of ``fn``: the minimum over ``rounds`` rounds of about ``round_s`` each
-    (the minimum is the run least disturbed by the rest of the machine)."""
+def time_per_call_fresh(fn: Callable[[Inputs], Any], make_inputs: Callable[[], Inputs], *, rounds: int = 5,
+                        round_s: float = 0.01, most: int = 200) -> float:
+    """Seconds per call of ``fn(inputs)``, each call on inputs of its own, made before the round
+    and not timed: the minimum over ``rounds`` rounds of about ``round_s`` each (at most ``most``
+    calls a round, since every call needs its inputs)."""
+    inputs = make_inputs()
     start = time.perf_counter()
-    fn()
+    fn(inputs)
     one = max(time.perf_counter() - start, 1e-7)
-    number = max(1, min(100_000, int(round_s / one)))
-    return min(timeit.repeat(fn, repeat=rounds, number=number)) / number
+    number = max(1, min(most, int(round_s / one)))
+    best = float("inf")
+    for _ in range(rounds):
+        pool = [make_inputs() for _ in range(number)]
+        start = time.perf_counter()
+        for inputs in pool:
+            fn(inputs)
+        best = min(best, time.perf_counter() - start)
+    return best / number
 
 
 def _snapshot(result: Any) -> Any:
@@ -313,9 +358,14 @@ def run_case(case: Case, engine: str, *, timing: bool = True,
             if seeded:
                 torch.manual_seed(case.seed)
             cached_result = _snapshot(_call(compiled, hit_inputs, no_grad))
-            call_s = time_per_call(functools.partial(_call, compiled, hit_inputs, no_grad)) if timing else None
+            # Fresh inputs for every timed call: a case may change what it is given (pop from a
+            # dict, bump a counter in a closure), and a call on what the last one left would fail,
+            # or recompile on every call and time the compiler.
+            call_s = time_per_call_fresh(lambda inputs: _call(compiled, inputs, no_grad),
+                                         case.make_inputs) if timing else None
         graphs = list(counting.graphs)
         breaks = count_breaks(engine)
+        fallbacks = fallbacks_of(engine)
     finally:
         reset_engines()
     return RunRecord(
@@ -328,6 +378,7 @@ def run_case(case: Case, engine: str, *, timing: bool = True,
         call_s=call_s,
         graphs_on_hits=len(graphs) - graphs_after_first,
         breaks=breaks,
+        fallbacks=fallbacks,
     )
 
 
@@ -430,6 +481,31 @@ def _keys_text(keys: list[Any]) -> str:
                            for k in keys) + "]"
 
 
+def code_mismatch(subject: RunRecord, reference: RunRecord) -> str | None:
+    """None if ``subject`` compiled every frame it met (no fallback to plain Python, no internal
+    error) and made the same graphs as ``reference``, compared as their code (``gm.code``:
+    placeholders with their names, order and annotations, then every node); else how they differ."""
+    if subject.fallbacks:
+        return f"{subject.engine} ran frames as plain Python: " + "; ".join(subject.fallbacks)
+    if subject.graph_count != reference.graph_count:
+        return graphs_mismatch(subject, reference)
+    for i, (mine, theirs) in enumerate(zip(subject.graphs, reference.graphs)):
+        if mine.code != theirs.code:
+            return f"graph {i} code differs: {_first_difference(mine.code, theirs.code, subject.engine, reference.engine)}"
+    return None
+
+
+def _first_difference(mine: str, theirs: str, engine: str, reference: str) -> str:
+    """The first line where two graphs' code differ, as `engine: ... | reference: ...`."""
+    a, b = mine.splitlines(), theirs.splitlines()
+    for i in range(max(len(a), len(b))):
+        left = a[i].strip() if i < len(a) else "<end>"
+        right = b[i].strip() if i < len(b) else "<end>"
+        if left != right:
+            return f"line {i + 1}: {engine} `{left}` vs {reference} `{right}`"
+    return "(whitespace)"
+
+
 def graphs_mismatch(subject: RunRecord, reference: RunRecord) -> str | None:
     """None if both runs compiled the same number of graphs with the same op sequences, else how
     they differ (in words, for a test failure or a table)."""
@@ -471,8 +547,12 @@ def _ok_text(cmp: CaseComparison, engine: str) -> str:
     return {True: "ok", False: "WRONG", None: "n/a"}[cmp.result_ok(engine)]
 
 
-def _match_text(cmp: CaseComparison) -> str:
-    match = cmp.graphs_match()
+def _match_text(cmp: CaseComparison, match: bool | None) -> str:
+    pf = cmp.records.get("pyframe")
+    if match is False and pf is not None and pf.internal_errors:
+        return "INTERNAL ERROR"
+    if match is False and pf is not None and pf.fallbacks:
+        return "FELL BACK"
     if cmp.case.difference and match is False:
         return "documented"
     return {True: "yes", False: "NO", None: "n/a"}[match]
@@ -485,7 +565,7 @@ def _pair(pf: RunRecord | None, dyn: RunRecord | None, attr: str) -> str:
 
 
 TABLE_HEADERS = [
-    "case", "ok pf", "ok dyn", "graphs pf/dyn", "breaks pf/dyn", "ops match",
+    "case", "ok pf", "ok dyn", "graphs pf/dyn", "breaks pf/dyn", "ops match", "code match",
     "compile ms pf", "compile ms dyn", "call us eager", "call us pf", "call us dyn",
     "overhead pf/dyn",
 ]
@@ -493,7 +573,8 @@ TABLE_HEADERS = [
 
 def table_rows(comparisons: Sequence[CaseComparison]) -> list[list[str]]:
     """One row per case: results ok per engine, graph and break counts, whether the op sequences
-    match, warm compile times (first call) and cache-hit call times, and pyframe's cache-hit
+    match and whether the graphs' code matches (never, for a pyframe run that fell back to plain
+    Python or met an internal error: FELL BACK, INTERNAL ERROR), warm compile times (first call) and cache-hit call times, and pyframe's cache-hit
     overhead over eager as a ratio of torch._dynamo's."""
     rows = []
     for cmp in comparisons:
@@ -505,7 +586,8 @@ def table_rows(comparisons: Sequence[CaseComparison]) -> list[list[str]]:
             _ok_text(cmp, "dynamo"),
             _pair(pf, dyn, "graph_count"),
             _pair(pf, dyn, "breaks"),
-            _match_text(cmp),
+            _match_text(cmp, cmp.ops_match()),
+            _match_text(cmp, cmp.graphs_match()),
             _fmt(pf and pf.first_call_s, 1e3),
             _fmt(dyn and dyn.first_call_s, 1e3),
             _fmt(eager and eager.call_s, 1e6, 2),
@@ -525,6 +607,8 @@ class Totals:
     graphs: dict[str, int]
     breaks: dict[str, int]
     ops_match: int                     # cases where pyframe's op sequences equal torch._dynamo's
+    code_match: int                    # cases where pyframe's graphs' code equals torch._dynamo's
+    fell_back: int                     # cases where pyframe ran a frame as plain Python
     compared: int                      # cases both JIT engines ran
     compile_s: dict[str, float]        # engine -> total first-call time
     call_s: dict[str, float]           # engine -> total cache-hit call time
@@ -554,7 +638,9 @@ def totals(comparisons: Sequence[CaseComparison]) -> Totals:
         ok={e: sum(bool(c.result_ok(e)) for c in comparisons) for e in jit},
         graphs={e: sum(c.records[e].graph_count for c in comparisons if e in c.records) for e in jit},
         breaks={e: sum(c.records[e].breaks for c in comparisons if e in c.records) for e in jit},
-        ops_match=sum(bool(c.graphs_match()) for c in both),
+        ops_match=sum(bool(c.ops_match()) for c in both),
+        code_match=sum(bool(c.graphs_match()) for c in both),
+        fell_back=sum(bool(c.records["pyframe"].fallbacks) for c in comparisons if "pyframe" in c.records),
         compared=len(both),
         compile_s={e: sum(c.records[e].first_call_s for c in both) for e in jit},
         call_s={e: sum(c.records[e].call_s for c in timed) for e in ("eager", *jit)},  # type: ignore[misc]
@@ -573,6 +659,7 @@ def totals_row(t: Totals) -> list[str]:
         f"{t.graphs['pyframe']}/{t.graphs['dynamo']}",
         f"{t.breaks['pyframe']}/{t.breaks['dynamo']}",
         f"{t.ops_match}/{t.compared}",
+        f"{t.code_match}/{t.compared}",
         _fmt(t.compile_s["pyframe"], 1e3) if t.compared else "n/a",
         _fmt(t.compile_s["dynamo"], 1e3) if t.compared else "n/a",
         _fmt(t.call_s["eager"], 1e6, 2) if timed else "n/a",
@@ -664,6 +751,8 @@ def _run_json(record: RunRecord | None, error: str | None, ok: bool | None) -> d
         "graphs": record.graph_count,
         "breaks": record.breaks,
         "ops": [list(ops) for ops in record.op_sequences],
+        "code": [g.code for g in record.graphs],
+        "fallbacks": list(record.fallbacks),
         "graphs_on_hits": record.graphs_on_hits,
         "compile_ms": record.first_call_s * 1e3,
         "call_us": None if record.call_s is None else record.call_s * 1e6,
@@ -682,7 +771,8 @@ def report_json(comparisons: Sequence[CaseComparison], *, backend: str = "eager"
         cases.append({
             "case": cmp.case.qualname,
             "tags": sorted(cmp.case.tags),
-            "ops_match": cmp.graphs_match(),
+            "ops_match": cmp.ops_match(),
+            "code_match": cmp.graphs_match(),
             "difference": cmp.case.difference,
             "engines": engines,
         })
@@ -695,6 +785,8 @@ def report_json(comparisons: Sequence[CaseComparison], *, backend: str = "eager"
             "graphs": t.graphs,
             "breaks": t.breaks,
             "ops_match": t.ops_match,
+            "code_match": t.code_match,
+            "fell_back": t.fell_back,
             "compared": t.compared,
             "compile_ms": {e: v * 1e3 for e, v in t.compile_s.items()},
             "call_us": {e: v * 1e6 for e, v in t.call_s.items()},

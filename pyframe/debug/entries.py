@@ -23,12 +23,13 @@ from .. import _C, convert_frame, resume
 from ..backends import CompiledGraph
 from ..convert_frame import FrameRecord
 
-__all__ = ["CacheEntryInfo", "cache_entries", "entries_of", "code_of", "resume_codes_of", "describe_code"]
+__all__ = ["CacheEntryInfo", "CacheEntries", "cache_entries", "entries_of", "code_of", "resume_codes_of", "describe_code"]
 
 
-@dataclass
+@dataclass(repr=False)
 class CacheEntryInfo:
-    """One cache entry of a function (or of one of its resume functions)."""
+    """One cache entry of a function (or of one of its resume functions); printed (and shown at
+    the REPL) as a report."""
 
     code: types.CodeType                 # the code it belongs to: the function's own, or a resume function's
     transformed: types.CodeType          # what the hook runs in a shadow frame when the guards pass
@@ -75,6 +76,20 @@ class CacheEntryInfo:
         lines.append(f"  transformed code: {_length(self.transformed)} instructions "
                      f"(original: {_length(self.code)}); see pyframe.debug.show()")
         return "\n".join(lines)
+
+    __repr__ = __str__  # at the REPL, the report
+
+
+class CacheEntries(list):
+    """The list `cache_entries` returns: a plain list of `CacheEntryInfo`, shown at the REPL (and
+    printed) as their reports one after the other."""
+
+    def __str__(self) -> str:
+        if not self:
+            return "no cache entries (not called under pyframe.optimize since the last reset, or skipped)"
+        return "\n".join(str(entry) for entry in self)
+
+    __repr__ = __str__
 
 
 def _op_count(gm: torch.fx.GraphModule) -> int:
@@ -168,14 +183,15 @@ def entries_of(code: types.CodeType) -> list[CacheEntryInfo]:
     return out
 
 
-def cache_entries(fn: Any) -> list[CacheEntryInfo]:
+def cache_entries(fn: Any) -> CacheEntries:
     """Every cache entry of `fn`'s code, then those of its resume functions.
 
     For each code, entries come in the order the hook tries them: most recently hit (or made) first.
-    The values are a snapshot: call again to see new hit counts.
+    The values are a snapshot: call again to see new hit counts. The list prints as the entries'
+    reports.
     """
     code = code_of(fn)
-    entries = entries_of(code)
+    entries = CacheEntries(entries_of(code))
     for rc in resume_codes_of(code):
         entries += entries_of(rc)
     return entries

@@ -32,8 +32,10 @@ class BreakReason:
         return f"{self.reason}\n      {self.filename}:{self.lineno} in {self.function}\n        {self.source_line}"
 
 
-@dataclass
+@dataclass(repr=False)
 class ExplainOutput:
+    """What `explain(fn)(*args)` found; printed (and shown at the REPL) as the report below."""
+
     graphs: list[torch.fx.GraphModule] = field(default_factory=list)
     break_reasons: list[BreakReason] = field(default_factory=list)
     ops_per_graph: list[list[str]] = field(default_factory=list)
@@ -68,6 +70,8 @@ class ExplainOutput:
             lines += [f"  {name}: {why}" for name, why in self.skipped]
         lines.append("Compile Times: " + ", ".join(f"{name}: {t:.4f} s" for name, t in self.compile_times))
         return "\n".join(lines)
+
+    __repr__ = __str__  # at the REPL, the report
 
 
 def op_name(node: torch.fx.Node) -> str:

@@ -6,7 +6,8 @@ timing) and writes:
 
 - a summary: cases, results equal to eager's, graph counts and op sequences equal to torch._dynamo's;
 - a table, one row per case: both engines' graph and break counts, whether the ops match, whether
-  pyframe's result equals eager's;
+  pyframe's result equals eager's, whether the graphs' code matches (a case where pyframe ran a frame
+  as plain Python, or met an internal error, matches neither);
 - every difference with its reason: the case's documented `difference`, or, for an undocumented
   one, the mismatch itself (which the corpus test would also report as a failure).
 """
@@ -24,24 +25,30 @@ class ParityRow:
     case: Case
     pyframe: tuple[int, int] | None   # (graphs, breaks); None if pyframe did not run
     dynamo: tuple[int, int] | None
-    ops_match: bool | None
+    ops_match: bool | None            # same op sequences, every frame compiled (compare.CaseComparison)
     result_ok: bool | None
     difference: str | None            # the reason for any difference, documented or observed
+    code_match: bool | None = None    # same graphs' code (gm.code, placeholders included)
+    fallbacks: tuple[str, ...] = ()   # frames pyframe ran as plain Python, and why (internal errors too)
 
 
 def parity_rows(comparisons: Sequence[CaseComparison]) -> list[ParityRow]:
     rows = []
     for cmp in comparisons:
         pf, dyn = cmp.records.get("pyframe"), cmp.records.get("dynamo")
+        fallbacks = tuple(pf.fallbacks) if pf is not None else ()
         mismatch = graphs_mismatch(pf, dyn) if pf is not None and dyn is not None else None
+        fell_back = f"pyframe ran frames as plain Python: {'; '.join(fallbacks)}" if fallbacks else None
         errors = "; ".join(f"{engine}: {message}" for engine, message in cmp.errors.items())
         rows.append(ParityRow(
             case=cmp.case,
             pyframe=(pf.graph_count, pf.breaks) if pf is not None else None,
             dynamo=(dyn.graph_count, dyn.breaks) if dyn is not None else None,
-            ops_match=cmp.graphs_match(),
+            ops_match=cmp.ops_match(),
             result_ok=cmp.result_ok("pyframe"),
-            difference=cmp.case.difference or mismatch or errors or None,
+            difference=" / ".join(d for d in (cmp.case.difference, fell_back, mismatch, errors) if d) or None,
+            code_match=cmp.graphs_match(),
+            fallbacks=fallbacks,
         ))
     return rows
 
@@ -52,6 +59,8 @@ def render(rows: Sequence[ParityRow], backend: str = "eager") -> str:
     results = sum(r.result_ok is True for r in rows)
     counts = sum(r.pyframe is not None and r.dynamo is not None and r.pyframe[0] == r.dynamo[0] for r in rows)
     ops = sum(r.ops_match is True for r in rows)
+    code = sum(r.code_match is True for r in rows)
+    fell_back = sum(bool(r.fallbacks) for r in rows)
     differences = [r for r in rows if r.difference is not None]
     lines = [
         "# Parity with torch._dynamo",
@@ -65,18 +74,23 @@ def render(rows: Sequence[ParityRow], backend: str = "eager") -> str:
         f"- cases: {n}",
         f"- pyframe's result equal to eager's: {results}/{n}",
         f"- graph count equal to torch._dynamo's: {counts}/{n}",
+        f"- every frame compiled by pyframe (none run as plain Python, no internal error): {n - fell_back}/{n}",
         f"- op sequences equal to torch._dynamo's: {ops}/{n}",
+        f"- graphs' code (`gm.code`, placeholders included) equal to torch._dynamo's: {code}/{n}",
         f"- differences: {len(differences)} (listed below with their reasons)",
+        "",
+        "A case where pyframe ran a frame as plain Python, wholly or after a point, or met an internal",
+        "error, never counts as matching.",
         "",
         "## Cases",
         "",
-        "| topic | case | pyframe graphs / breaks | dynamo graphs / breaks | ops match | result = eager |",
-        "|---|---|---|---|---|---|",
+        "| topic | case | pyframe graphs / breaks | dynamo graphs / breaks | ops match | result = eager | code match |",
+        "|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         topic, name = r.case.qualname.split(".", 1)
         lines.append(f"| {topic} | {name} | {_pair(r.pyframe)} | {_pair(r.dynamo)} | {_yes(r.ops_match)} "
-                     f"| {_yes(r.result_ok)} |")
+                     f"| {_yes(r.result_ok)} | {_yes(r.code_match)} |")
     lines += ["", "## Differences", ""]
     if not differences:
         lines.append("None.")

@@ -5,7 +5,7 @@ For the function's code and each of its resume functions, and each of their cach
     the entry's summary (hits, why it was made, guards)
     original bytecode | transformed bytecode       side by side, one instruction a line
     the FX code (`gm.code`) of every graph the transformed code calls
-    the transformed code decompiled to Python      when `depyf` is installed (`pip install pyframe[debug]`)
+    the transformed code decompiled to Python      when `depyf` is installed (`pip install -e ".[debug]"` in the checkout)
 
 In the transformed code, a constant that is a compiled graph or a resume function is shown by its
 name (`__compiled_fn_3`, `__resume_at_102_0`) instead of its repr.
@@ -132,7 +132,8 @@ def format_show(fn: Any, *, depyf: bool = True) -> str:
                             f"{'y' if len(rc_entries) == 1 else 'ies'}"))
         _show_code(rc, rc_entries, out, depyf=depyf)
     if depyf and decompile_available() is False:
-        out.append("\n(install depyf, `pip install pyframe[debug]`, to see the transformed code as Python)")
+        out.append("\n(install depyf to see the transformed code as Python: `pip install -e \".[debug]\"` in the "
+                   "checkout, or `pip install depyf`)")
     return "\n".join(out).lstrip("\n") + "\n"
 
 
@@ -144,13 +145,16 @@ def decompile_available() -> bool:
     return True
 
 
-def show(fn: Any, *, quiet: bool = False, depyf: bool = True) -> str:
-    """Print (unless `quiet`) and return the bytecode, graphs and decompiled code of `fn`'s entries.
+def show(fn: Any, *, quiet: bool = False, depyf: bool = True) -> str | None:
+    """Print the bytecode, graphs and decompiled code of `fn`'s entries (and return None, as
+    `dis.dis` does, so the REPL does not echo it again); with `quiet=True` print nothing and return
+    the text (`format_show`).
 
     `fn`: a function, method, nn.Module / OptimizedModule, what `pyframe.optimize` returned, or a
     code object. `depyf=False` leaves out the decompiled Python (depyf is slow on large codes).
     """
     text = format_show(fn, depyf=depyf)
-    if not quiet:
-        print(text, end="")
-    return text
+    if quiet:
+        return text
+    print(text, end="")
+    return None

@@ -56,7 +56,12 @@ class TranslationResult:
 
 
 def _children(vt: VariableTracker) -> list[VariableTracker]:
-    """The values a value holds, that rebuilding it rebuilds too."""
+    """The values a value holds, that rebuilding it rebuilds too: a container's items, and the
+    trackers a wrapper is rebuilt from (`vt.rebuilt_from()`: a dict view's dict, a method's object)."""
+    return [*_held(vt), *vt.rebuilt_from()]
+
+
+def _held(vt: VariableTracker) -> list[VariableTracker]:
     if isinstance(vt, BaseListVariable):
         return list(vt.items)
     if isinstance(vt, DictVariable):  # its values, and the keys that are values of the trace

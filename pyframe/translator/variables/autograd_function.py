@@ -107,6 +107,9 @@ class AutogradApplyVariable(VariableTracker):
     def call(self, tx, args, kwargs) -> VariableTracker:
         return trace_apply(tx, self.fn_cls, list(args), dict(kwargs))
 
+    def rebuilt_from(self) -> list[VariableTracker]:
+        return [self.fn_cls]
+
     def reconstruct(self, cg) -> None:
         self.fn_cls.reconstruct(cg)
         cg.emit("LOAD_ATTR", "apply")

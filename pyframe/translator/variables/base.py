@@ -96,6 +96,14 @@ class VariableTracker:
         """The items of an iterable of known length (UNPACK_SEQUENCE, FOR_ITER, *args)."""
         raise Unsupported(f"iteration over {self}")
 
+    def rebuilt_from(self) -> list["VariableTracker"]:
+        """The other trackers `reconstruct` rebuilds to make this value (a dict view's dict, a
+        bound method's object). Finishing a trace walks them (translator/output.py, `walk`): a
+        tensor among them that the graph made must become a graph output, or the transformed code
+        has nothing to load it from. A subclass whose `reconstruct` calls another tracker's must
+        list that tracker here (containers list their items in `_children` there)."""
+        return []
+
     def reconstruct(self, cg: Any) -> None:
         """Emit bytecode that puts this value on the stack (cg is a codegen.PyCodegen)."""
         if self.source is None:
@@ -128,6 +136,9 @@ class DeferredMethodVariable(VariableTracker):
 
     def call(self, tx, args, kwargs) -> VariableTracker:
         raise Unsupported(self.reason)
+
+    def rebuilt_from(self) -> list[VariableTracker]:
+        return [self.obj]
 
     def reconstruct(self, cg: Any) -> None:
         self.obj.reconstruct(cg)

@@ -669,6 +669,9 @@ class DictVariable(VariableTracker):
         for key, value in other.items.items():
             self.items[self._relate(tx, key)] = value
 
+    def rebuilt_from(self) -> list[VariableTracker]:
+        return [self.default_factory] if self.default_factory is not None and self.source is None else []
+
     def reconstruct(self, cg) -> None:
         if self.source is not None:
             cg.load_source(self.source)
@@ -746,6 +749,8 @@ class DictViewVariable(VariableTracker):
 
     def as_python_constant(self) -> Any:
         # A view of a snapshot: compares (keys views as sets) and combines as the real view would.
+        if self.kind == "keys":  # only the keys: constant even where the values are tensors
+            return dict.fromkeys(_constant_of_key(k) for k in self.dict_var.items).keys()
         return getattr(self.dict_var.as_python_constant(), self.kind)()
 
     def truth(self) -> bool:
@@ -766,6 +771,9 @@ class DictViewVariable(VariableTracker):
             return ConstantVariable(len(self.dict_var.items))
         pargs, pkwargs = constant_args(args, kwargs, f"dict_{self.kind}.{name}()")
         return ConstantVariable(getattr(self.as_python_constant(), name)(*pargs, **pkwargs))
+
+    def rebuilt_from(self) -> list[VariableTracker]:
+        return [self.dict_var]  # the view is rebuilt as `d.<kind>()` of the dict rebuilt
 
     def reconstruct(self, cg) -> None:
         self.dict_var.reconstruct(cg)

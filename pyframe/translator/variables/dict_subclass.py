@@ -87,6 +87,9 @@ class _DictPart(DictVariable):
         super().__init__(items, None, base)
         self.owner = owner
 
+    def rebuilt_from(self) -> list[VariableTracker]:
+        return [self.owner]
+
     def reconstruct(self, cg) -> None:
         self.owner.reconstruct(cg)
 
@@ -383,6 +386,9 @@ class BuiltinMethodOfVariable(VariableTracker):
         if self.obj is None and isinstance(obj, DictVariable) and obj.python_type() is self.owner is dict:
             return obj.call_method(tx, self.name, args, kwargs)  # dict.keys(d) on a plain dict
         raise Unsupported(f"{self.owner.__name__}.{self.name}() called on {obj}")
+
+    def rebuilt_from(self) -> list[VariableTracker]:
+        return [] if self.obj is None else [self.obj]
 
     def reconstruct(self, cg) -> None:
         if self.obj is None:

@@ -253,6 +253,9 @@ class SuperVariable(VariableTracker):
                 raise Unsupported(f"super().{name} is a {type(attr).__name__}")
         raise Unsupported(f"super() has no attribute {name!r}")
 
+    def rebuilt_from(self) -> list[VariableTracker]:
+        return [self.obj]
+
     def reconstruct(self, cg) -> None:
         """`super(cls, obj)` (at a graph break with it on the stack)."""
         cg.push_null()
@@ -286,6 +289,9 @@ class ObjectSlotMethodVariable(VariableTracker):
             return obj.generic_getattr(tx, args[0].as_python_constant())
         obj.generic_setattr(tx, args[0].as_python_constant(), args[1])
         return ConstantVariable(None)
+
+    def rebuilt_from(self) -> list[VariableTracker]:
+        return [] if self.obj is None else [self.obj]
 
     def reconstruct(self, cg) -> None:
         if self.obj is None:
@@ -337,6 +343,9 @@ class InlinedMethodVariable(VariableTracker):
         _, source, _ = self.python_function(tx)
         fn = tx.wrap(self.fn, source)
         return fn if name == "__func__" else fn.var_getattr(tx, name)
+
+    def rebuilt_from(self) -> list[VariableTracker]:
+        return [self.obj] if self.source is None else []
 
     def reconstruct(self, cg) -> None:
         if self.source is not None:

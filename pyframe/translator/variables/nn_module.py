@@ -328,6 +328,9 @@ class ModuleSliceVariable(BaseListVariable):
             return self.call(tx, args, kwargs)
         return super().call_method(tx, name, args, kwargs)
 
+    def rebuilt_from(self) -> list[VariableTracker]:
+        return [self.container]
+
     def reconstruct(self, cg) -> None:
         self.container.reconstruct(cg)
         cg.load_const(self.index)

@@ -521,6 +521,9 @@ class InstanceDictVariable(DictVariable):
         self.owner = owner
         self.items = owner.attrs
 
+    def rebuilt_from(self) -> list[VariableTracker]:
+        return [self.owner]
+
     def reconstruct(self, cg) -> None:
         self.owner.reconstruct(cg)
         cg.emit("LOAD_ATTR", "__dict__")
