@@ -27,6 +27,7 @@ from pyframe.debug.compare import (
     run_case,
 )
 from tests.cases import ALL, GRAPH_BREAKS, STRAIGHT_LINE
+from tests.test_graph_code import check_graph_code
 
 SUBJECT = os.environ.get("PYFRAME_CORPUS_SUBJECT", "pyframe")
 REFERENCE = "dynamo"
@@ -68,6 +69,8 @@ def test_case_matches_eager_and_dynamo(case: Case) -> None:
         assert mismatch is not None, (
             f"documented difference no longer holds, remove it from the case: {case.difference}"
         )
+    # the graphs' code (placeholders, names, annotations, nodes): torch._dynamo's, or as listed
+    check_graph_code(case.qualname, [g.code for g in subject.graphs], [g.code for g in reference.graphs])
 
 
 # ------------------------------------------------------------------------------------------------
