@@ -30,6 +30,7 @@ from __future__ import annotations
 import inspect
 import types
 import warnings
+import weakref
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -43,11 +44,22 @@ from .exc import BackendCompilerFailed, PyframeError
 
 @dataclass(frozen=True)
 class Rerun:
-    """What the handler of one graph call knows: the frame's code, and the graph's names for messages."""
+    """What the handler of one graph call knows: the frame's code, and the graph's names for messages.
 
-    code: types.CodeType
+    The code is held weakly: the transformed code holds this record among its constants, and the
+    code's cache entry (in its co_extra slot, which the garbage collector does not see) holds the
+    transformed code, so a strong reference would keep a dropped function's code alive for good.
+    While the frame runs, its function holds the code."""
+
+    code_ref: "weakref.ref[types.CodeType]"
     graph_name: str
     backend_name: str
+
+    @property
+    def code(self) -> types.CodeType:
+        code = self.code_ref()
+        assert code is not None, "a frame of this code is running"
+        return code
 
 
 def run_as_python(error: BaseException, rerun: Rerun, f_globals: dict, closure: tuple | None,

@@ -29,3 +29,26 @@ def test_code_with_a_graph_break_dies_with_its_function():
     gc.collect()
     assert [c for c in codes if c() is not None] == []
     assert len(resume.origins) == before
+
+
+def _compile_and_drop(i: int, source: str) -> "weakref.ref":
+    namespace = {"torch": torch}
+    exec(compile(source, f"dropped_plain_{i}.py", "exec"), namespace)
+    f = namespace.pop("f")
+    pyframe.optimize("eager")(f)(torch.ones(2))
+    pyframe.optimize("eager")(f)(torch.ones(2))  # a cache hit too
+    return weakref.ref(f.__code__)
+
+
+def test_a_dropped_compiled_function_dies_without_reset():
+    """Nothing the transformed code holds refers back to the code it was made for: the code's cache
+    entry lives in its co_extra slot, which the garbage collector cannot see through, so such a
+    reference (the handler that reruns a frame whose graph raised, rerun.Rerun) keeps the function's
+    code, its entries and graphs alive for good."""
+    sources = ["def f(x):\n    return x.sin() + 1\n",
+               "def f(x):\n    return x.cos().index_select(0, torch.tensor([0]))\n",
+               "def f(x):\n    x.add_(1)\n    return x * 2\n"]  # (no rerun handler: mutates its input)
+    codes = [_compile_and_drop(i, source) for i, source in enumerate(sources)]
+    gc.collect()
+    gc.collect()
+    assert [c for c in codes if c() is not None] == []

@@ -20,6 +20,7 @@ A frame that breaks at instruction i becomes
 from __future__ import annotations
 
 import types
+import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -199,7 +200,7 @@ def emit_graph_call(tx: InstructionTranslator, cg: PyCodegen, live: list[Variabl
     # A graph that raises runs its frame again as Python (rerun.py), when that repeats nothing.
     rerun = None
     if can_run_again(compiled.gm):
-        rerun = Rerun(tx.code, compiled.name, compiled.backend_name)
+        rerun = Rerun(weakref.ref(tx.code), compiled.name, compiled.backend_name)
         if draws_random_numbers(compiled.gm):
             fn = RestoresRngOnError(fn)
     cg.call_graph(fn, sources, outputs, rerun=rerun)
