@@ -227,3 +227,13 @@ def test_fuzz(seeds: range) -> None:
 @pytest.mark.parametrize("seeds", _batches(SLOW_SEEDS, SLOW_BATCH))
 def test_fuzz_slow(seeds: range) -> None:
     _run_batch(seeds, KNOWN_FAILURES)
+
+
+#: The campaign of issue 19: 10,000 programs of seeds the default and slow runs above do not use.
+CAMPAIGN_SEEDS = range(100_000, 110_000)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seeds", _batches(CAMPAIGN_SEEDS, SLOW_BATCH))
+def test_fuzz_campaign(seeds: range) -> None:
+    _run_batch(seeds, {})
