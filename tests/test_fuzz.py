@@ -1,7 +1,7 @@
 """The differential fuzzer (tests/fuzz/) under pytest: random programs, eager against pyframe.
 
 Default run: seeds 0..299 in batches of 25, so a failing batch names few seeds. ``-m slow``: seeds
-0..9,999 in batches of 250. A batch fails on any wrong result, exception or internal error of
+0..9,999 in batches of 250, and the campaign of issue 19, seeds 100,000..109,999. A batch fails on any wrong result, exception or internal error of
 pyframe, and prints each failure with its seed, how to rerun it and the program's source.
 
 Seeds that fail because of an engine bug already reported are listed in ``KNOWN_FAILURES`` with
