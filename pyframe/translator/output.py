@@ -535,4 +535,6 @@ def translate_frame(code: types.CodeType, f_locals: dict[str, Any], f_globals: d
             if e.deferred_method_at is not None and e.deferred_method_at not in deferred_methods:
                 deferred_methods[e.deferred_method_at] = e.reason  # the call will break instead
                 continue
-            break_at, reason = e.break_index, e
+            # Kept for the record (explain, the logs): without its traceback, whose frames hold
+            # this trace (its OutputGraph, FakeTensors, the graph) in a cycle with the exception.
+            break_at, reason = e.break_index, e.without_tracebacks()
