@@ -80,3 +80,96 @@ def test_graph_modules_of_dropped_functions_go_with_one_gc_after_reset():
     pyframe.reset()
     gc.collect()
     assert [g for g in graphs if g() is not None] == []
+
+
+class _UserOptimizer:
+    def __init__(self, params):
+        self.params, self.state = list(params), {}
+
+    def step(self):
+        for p in self.params:
+            state = self.state.setdefault(p, {})
+            if "buf" not in state:
+                state["buf"] = torch.zeros_like(p)
+            state["buf"].mul_(0.9).add_(p.grad)
+            p.data.add_(state["buf"], alpha=-0.1)
+
+
+def _step(opt):
+    opt.step()
+
+
+def test_an_optimizers_state_dies_with_the_optimizer(monkeypatch):
+    """The cache entries of a traced step() stay with its code; what they hold of the optimizer (ids,
+    snapshots, graph inputs) must not keep the optimizer or its state tensors alive."""
+    model = torch.nn.Linear(4, 4)
+    model(torch.ones(4)).sum().backward()
+    monkeypatch.setattr(pyframe.config, "trace_modules", ["torch.optim"])
+    for make in (_UserOptimizer, lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9)):
+        opt = make(model.parameters())
+        step = pyframe.optimize("eager")(_step)
+        for _ in range(3):
+            step(opt)
+        assert pyframe.debug.cache_entries(_step)
+        state = [weakref.ref(v) for s in opt.state.values() for v in s.values() if isinstance(v, torch.Tensor)]
+        dropped = weakref.ref(opt)
+        assert state
+        del opt
+        gc.collect()
+        assert dropped() is None and [s for s in state if s() is not None] == []
+    pyframe.reset()
+
+
+class _Target:
+    pass
+
+
+def test_the_target_of_a_weakref_the_compiled_code_read_dies_and_its_callback_fires():
+    fired = []
+
+    def through_argument(ref, x):
+        obj = ref()
+        return x + obj.t if obj is not None else x
+
+    def through_attribute(holder, x):
+        return x - holder.ref().t
+
+    for fn in (through_argument, through_attribute):
+        target = _Target()
+        target.t = torch.ones(3)
+        ref = weakref.ref(target, lambda _, name=fn.__name__: fired.append(name))
+        holder = _Target()
+        holder.ref = ref
+        arg = ref if fn is through_argument else holder
+        compiled = pyframe.optimize("eager")(fn)
+        compiled(arg, torch.ones(3))
+        compiled(arg, torch.ones(3))
+        del target
+        gc.collect()
+        assert fired[-1:] == [fn.__name__]
+    pyframe.reset()
+
+
+class _SubclassParameter(torch.nn.Parameter):
+    pass
+
+
+def test_a_parameter_replaced_by_a_dtype_change_dies(monkeypatch):
+    """`module.to(dtype)` that makes new parameters (here a Parameter subclass, with
+    overwrite_module_params_on_conversion): the entry compiled for the old ones must not keep them."""
+    monkeypatch.setattr(torch.__future__, "_overwrite_module_params_on_conversion", True)
+    model = torch.nn.Linear(3, 3)
+    model.weight = _SubclassParameter(torch.randn(3, 3))
+    old = weakref.ref(model.weight)
+
+    def forward(x):
+        return model(x) * 2
+
+    compiled = pyframe.optimize("eager")(forward)
+    compiled(torch.ones(3))
+    compiled(torch.ones(3))
+    model.to(torch.float64)
+    torch.testing.assert_close(compiled(torch.ones(3, dtype=torch.float64)), forward(torch.ones(3, dtype=torch.float64)))
+    gc.collect()
+    assert old() is None
+    pyframe.reset()
