@@ -196,11 +196,9 @@ class PyCodegen:
             self.rerun_handler = Label()
             protected = TryBegin(self.rerun_handler, push_lasti=False, stack_depth=0)
             self.instructions.append(protected)
-        try:
-            self._call_graph(compiled_fn, input_sources, first)
-        finally:
-            if rerun is not None:
-                self.instructions.append(TryEnd(protected))
+        self._call_graph(compiled_fn, input_sources, first)
+        if rerun is not None:
+            self.instructions.append(TryEnd(protected))
         self._unpack_outputs(outputs)
 
     def _call_graph(self, compiled_fn: Any, input_sources: list[Source], first: bool) -> None:
