@@ -8,13 +8,15 @@ into a code object that keeps the original's signature, cells, free variables an
 """
 from __future__ import annotations
 
+import builtins
 import types
 from typing import Any, Callable
 
 import torch.fx
-from bytecode import Bytecode, CellVar, FreeVar, Instr, Label
+from bytecode import Bytecode, CellVar, FreeVar, Instr, Label, TryBegin, TryEnd
 
 from . import _C
+from .rerun import Rerun, run_as_python
 from .source import (
     AttrSource, BuiltinSource, CellContentsSource, ChildSource, ClosureSource, DictItemSource, DictKeySource,
     DictValueSource, FreeCellSource, GenericAttrSource, GlobalSource, ItemSource, LocalSource, Source,
@@ -38,6 +40,8 @@ class PyCodegen:
         # The graph inputs the guards must export, in order (when the graph call reads them).
         self.exported_inputs: list[Source] = []
         self.temps = 0
+        self.rerun_handler: Label | None = None  # where a graph call that raised goes (rerun.py)
+        self.rerun: Rerun | None = None
 
     def new_temp(self, prefix: str) -> str:
         """A fresh local slot for the transformed code's own use."""
@@ -173,13 +177,31 @@ class PyCodegen:
         self.emit("PRECALL", nargs)
         self.emit("CALL", nargs)
 
-    def call_graph(self, compiled_fn: Any, input_sources: list[Source], outputs: list[torch.fx.Node]) -> None:
+    def call_graph(self, compiled_fn: Any, input_sources: list[Source], outputs: list[torch.fx.Node],
+                   rerun: Rerun | None = None) -> None:
         """`__out_0, __out_1, ... = compiled_fn(*inputs)`: the graph outputs land in temporaries.
 
         The inputs of a module's graph are its parameters, `self._modules['blocks']._modules['0']
         ._parameters['weight']` and so on: each attribute or item on the way that more than one
-        input goes through is evaluated once (the frame runs no user code between these loads)."""
+        input goes through is evaluated once (the frame runs no user code between these loads).
+
+        `rerun`: the call is in a try range whose handler (`emit_rerun_handler`, at the end
+        of the code) runs the frame again as Python (rerun.py). Only for the code's first
+        instructions, while the arguments hold their entry values."""
         first = not self.instructions
+        if rerun is not None:
+            self.rerun = rerun
+            if not first:
+                raise RuntimeError("a graph call that may run its frame again must come first")
+            self.rerun_handler = Label()
+            protected = TryBegin(self.rerun_handler, push_lasti=False, stack_depth=0)
+            self.instructions.append(protected)
+        self._call_graph(compiled_fn, input_sources, first)
+        if rerun is not None:
+            self.instructions.append(TryEnd(protected))
+        self._unpack_outputs(outputs)
+
+    def _call_graph(self, compiled_fn: Any, input_sources: list[Source], first: bool) -> None:
         self.push_null()
         self.load_const(compiled_fn)
         if input_sources and first:
@@ -188,14 +210,46 @@ class PyCodegen:
             self.exported_inputs = list(input_sources)
             self.emit("LOAD_FAST", _C.EXPORTS_LOCAL)
             self.emit("CALL_FUNCTION_EX", 0)
-            self._unpack_outputs(outputs)
             return
         self.shared_sources = _shared_prefixes(input_sources)
         for source in input_sources:
             self.load_source(source)
         self.shared_sources, self.source_slots = set(), {}
         self.call(len(input_sources))
-        self._unpack_outputs(outputs)
+
+    def emit_rerun_handler(self, received_cells: set[str]) -> None:
+        """The handler of the graph call's try range: `return run_as_python(exc, Rerun(<this code>,
+        ...), globals(), <closure>, (<arguments>))`. The arguments are read from their slots, which the
+        code has not written yet: a cell argument's contents once MAKE_CELL ran, the cell itself for
+        `received_cells` (a resume function's, which its prologue does not make)."""
+        if self.rerun_handler is None:
+            return
+        code = self.code
+        self.instructions.append(self.rerun_handler)      # [exc]
+        self.push_null()
+        self.emit("SWAP", 2)
+        self.load_const(run_as_python)
+        self.emit("SWAP", 2)                               # [NULL, run_as_python, exc]
+        self.load_const(self.rerun)
+        self.push_null()
+        self.load_const(builtins.globals)                  # the running frame's globals
+        self.call(0)
+        if code.co_freevars:
+            for name in code.co_freevars:
+                self.emit("LOAD_CLOSURE", FreeVar(name))
+            self.emit("BUILD_TUPLE", len(code.co_freevars))
+        else:
+            self.load_const(None)
+        nargs = code.co_argcount + code.co_kwonlyargcount
+        nargs += bool(code.co_flags & 0x04) + bool(code.co_flags & 0x08)  # *args, **kwargs
+        for name in code.co_varnames[:nargs]:
+            if name in received_cells:
+                self.emit("LOAD_CLOSURE", CellVar(name))
+            else:
+                self.load_local(name)
+        self.emit("BUILD_TUPLE", nargs)
+        self.call(5)
+        self.emit("RETURN_VALUE")
 
     def _unpack_outputs(self, outputs: list[torch.fx.Node]) -> None:
         if not outputs:

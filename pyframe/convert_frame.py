@@ -146,7 +146,7 @@ class Compiler:
         except Unsupported as e:
             if self.fullgraph:
                 raise
-            return self._give_up(code, entries, e, str(e))
+            return self._give_up(code, entries, e.without_tracebacks(), str(e))
         except BackendCompilerFailed:
             raise
         except Exception as e:  # a bug in pyframe must never change the user's result

@@ -34,6 +34,22 @@ class UserLocation:
 class Unsupported(PyframeError):
     """Tracing cannot go on here: a graph break (or, with fullgraph=True, an error)."""
 
+    def without_tracebacks(self) -> "Unsupported":
+        """Itself, its tracebacks (and those of the exceptions it was raised from) dropped: kept in
+        a record after the trace, a traceback's frames would hold the whole trace (its graph,
+        FakeTensors, trackers) in a reference cycle with the exception, which outlived one
+        `gc.collect()` after `pyframe.reset()`."""
+        seen: set[int] = set()
+        pending: list[BaseException | None] = [self]
+        while pending:
+            error = pending.pop()
+            if error is None or id(error) in seen:
+                continue
+            seen.add(id(error))
+            error.__traceback__ = None
+            pending += [error.__cause__, error.__context__]
+        return self
+
     def __init__(self, reason: str, location: UserLocation | None = None):
         self.reason = reason
         self.location = location

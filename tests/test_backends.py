@@ -293,7 +293,11 @@ def test_failing_backend_raises_when_errors_are_not_suppressed(backend, reason, 
     assert info.value.__cause__ is not None and reason.split(": ")[-1] in str(info.value.__cause__)
 
 
-def test_error_at_run_time_reaches_the_user_once():
+def test_error_at_run_time_of_a_backend_warns_and_gives_eagers_result(monkeypatch):
+    """A compiled graph that raises where the frame run as Python does not (the backend's kernel is
+    at fault) does not change the user's result: the frame runs again as Python (pyframe/rerun.py),
+    whose side effects are eager's, and pyframe warns naming the backend (suppress_errors=False:
+    BackendCompilerFailed, the kernel's error chained)."""
     calls, side_effects = [], []
 
     def fails_when_run(gm, example_inputs):
@@ -308,11 +312,16 @@ def test_error_at_run_time_reaches_the_user_once():
 
     optimized = pyframe.optimize(fails_when_run)(fn)
     for n in (1, 2):
-        with pytest.raises(ValueError, match="bad kernel"):
-            optimized(torch.randn(3))
-        # The append is traced and replayed after the graph (as torch._dynamo does): the graph
-        # raised, so it never ran; a silent eager retry would have run it.
-        assert len(calls) == n and side_effects == []
+        x = torch.randn(3)
+        with pytest.warns(UserWarning, match="fails_when_run.*bad kernel"):
+            result = optimized(x)
+        torch.testing.assert_close(result, x.sin() + 1)
+        assert len(calls) == n and len(side_effects) == n and side_effects[-1] is x  # once, as eager
+
+    monkeypatch.setattr(pyframe.config, "suppress_errors", False)
+    with pytest.raises(pyframe.BackendCompilerFailed, match="fails_when_run") as info:
+        optimized(torch.randn(3))
+    assert isinstance(info.value.__cause__, ValueError) and len(side_effects) == 3
 
 
 # --------------------------------------------------------------------------------------------------

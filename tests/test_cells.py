@@ -560,3 +560,49 @@ def test_a_copy_of_a_cell_keeps_its_value_when_the_cell_is_rebound_after_a_break
     for _ in range(2):  # the compile, then the cache hit
         assert_same(compiled(*args), fn(*args))
     assert backend.graphs  # compiled (around the break)
+
+
+# -- a closure made before a break, its cell rebound in the resume function before it is called ------
+
+def _closure_then_rebind_at_the_break(t0, t2):
+    def get():
+        return t2
+    t2 = t2 if t0.mean() < 0 else t0 * 5   # the break is the branch; the resume function stores t2
+    t2 = get()                              # the closure reads the cell the resume just stored
+    return t2
+
+
+def _closure_then_rebind_after_the_break(x, y):
+    def scaled(a):
+        return a * y + 1
+    torch._dynamo.graph_break()
+    y = x * 3                               # stored into the cell the resume function received
+    return scaled(x), y
+
+
+def _nonlocal_counter_across_the_break(x, n):
+    def bump(k):
+        nonlocal n
+        n += k
+        return n
+    print(end="")
+    n = len(x) + 10                         # rebound, then read and rebound by the closure
+    return x * bump(2), n
+
+
+@pytest.mark.parametrize("fn, args", [
+    (_closure_then_rebind_at_the_break, (torch.ones(3), torch.zeros(3))),
+    (_closure_then_rebind_at_the_break, (-torch.ones(3), torch.zeros(3))),
+    (_closure_then_rebind_after_the_break, (torch.ones(3), torch.full((3,), 2.0))),
+    (_nonlocal_counter_across_the_break, (torch.ones(3), 1)),
+])
+def test_a_closure_made_before_a_break_reads_the_cell_the_resume_function_stored(fn, args):
+    """The resume function receives the frame's cells: a store to one (STORE_DEREF) before any read
+    made before any read of it made the translator forget it was the cell the closure holds, and
+    the closure's read was traced as the cell's entry value (the fuzzer's seed 173)."""
+    eager = fn(*args)
+    backend = CountingBackend()
+    compiled = pyframe.optimize(backend)(fn)
+    assert_same(compiled(*args), eager)
+    assert_same(compiled(*args), eager)  # the cache hit as well
+    assert len(backend.graphs) >= 1

@@ -1,7 +1,7 @@
 """The differential fuzzer (tests/fuzz/) under pytest: random programs, eager against pyframe.
 
 Default run: seeds 0..299 in batches of 25, so a failing batch names few seeds. ``-m slow``: seeds
-0..9,999 in batches of 250. A batch fails on any wrong result, exception or internal error of
+0..9,999 in batches of 250, and the campaign of issue 19, seeds 100,000..109,999. A batch fails on any wrong result, exception or internal error of
 pyframe, and prints each failure with its seed, how to rerun it and the program's source.
 
 Seeds that fail because of an engine bug already reported are listed in ``KNOWN_FAILURES`` with
@@ -227,3 +227,13 @@ def test_fuzz(seeds: range) -> None:
 @pytest.mark.parametrize("seeds", _batches(SLOW_SEEDS, SLOW_BATCH))
 def test_fuzz_slow(seeds: range) -> None:
     _run_batch(seeds, KNOWN_FAILURES)
+
+
+#: The campaign of issue 19: 10,000 programs of seeds the default and slow runs above do not use.
+CAMPAIGN_SEEDS = range(100_000, 110_000)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seeds", _batches(CAMPAIGN_SEEDS, SLOW_BATCH))
+def test_fuzz_campaign(seeds: range) -> None:
+    _run_batch(seeds, {})

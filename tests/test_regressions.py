@@ -845,3 +845,48 @@ def test_every_tracker_that_rebuilds_another_names_it_in_rebuilt_from():
             if f"self.{attr}" not in listed and f"vt.{attr}" not in listed:
                 missing.append(f"{cls.__qualname__}.{attr}")
     assert missing == []
+
+
+class _Holder:
+    pass
+
+
+def test_values_read_through_an_object_are_loaded_before_the_break_runs_user_code():
+    """A local read through a global object (`old = holder.w`), live across a break whose instruction
+    runs user code that rebinds the attribute: the resume function received the new value (it was
+    rebuilt from `holder.w` after the call). Also through a dict item and a list item of an argument
+    (the fuzzer's seed 102141, minimized)."""
+    holder = _Holder()
+
+    def rebind(a):
+        holder.w = a * 10
+        return a.sum().item()           # a break inside the called function: the call runs as Python
+
+    def through_attribute(x):
+        old = holder.w
+        n = rebind(x)
+        return old + n, holder.w
+
+    def through_item(x, d, lst):
+        old_d, old_l = d["w"], lst[0]
+        n = _rebind_items(x, d, lst)
+        return old_d + n, old_l + n, d["w"], lst[0]
+
+    for args in [(torch.ones(3),), (torch.full((3,), 2.0),)]:
+        holder.w = torch.zeros(3)
+        eager = through_attribute(*args)
+        holder.w = torch.zeros(3)
+        compiled = pyframe.optimize(CountingBackend())(through_attribute)(*args)
+        assert_same_result(compiled, eager)
+
+        def make():
+            return {"w": torch.zeros(3)}, [torch.ones(3)]
+        eager = through_item(args[0], *make())
+        compiled = pyframe.optimize(CountingBackend())(through_item)(args[0], *make())
+        assert_same_result(compiled, eager)
+
+
+def _rebind_items(a, d, lst):
+    d["w"] = a * 10
+    lst[0] = a * 20
+    return a.sum().item()

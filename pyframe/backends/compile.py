@@ -4,8 +4,10 @@
 returns None or returns something that cannot be called does not change results: pyframe warns once
 for that graph, naming the backend and the reason, and runs the graph as it is (`gm.forward`). With
 `pyframe.config.suppress_errors = False` it raises `BackendCompilerFailed` instead, the backend's own
-exception chained as `__cause__`. What the backend returned is never called here: an error it raises
-at run time reaches the user as the same code would raise it eagerly, once, without a retry.
+exception chained as `__cause__`. What the backend returned is never called here. An error it raises
+at run time is handled by the transformed code (pyframe/rerun.py): the frame runs again as Python,
+whose exception is the user's; if that run does not raise, the backend was at fault, and pyframe
+warns naming it (BackendCompilerFailed with `suppress_errors = False`).
 
 One thing is checked when the compiled graph first runs: that it returns as many outputs as the
 graph (`FirstCallCheck`, which then takes itself out of the call path). A backend that returns

@@ -19,6 +19,7 @@ from typing import Any
 
 from .. import _C
 from ..logs import graph_code
+from ..rerun import run_as_python
 from .entries import CacheEntryInfo, code_of, describe_code, entries_of, resume_codes_of
 
 __all__ = ["show", "format_show", "bytecode_lines", "side_by_side", "decompile"]
@@ -77,8 +78,9 @@ def decompile(code: types.CodeType, names: dict[int, str] | None = None) -> str 
         import depyf
     except ImportError:
         return None
+    code, rerun_note = _without_rerun_handler(code)
     try:
-        text = depyf.decompile(code)
+        text = depyf.decompile(code) + rerun_note
     except Exception as e:  # depyf does not know every bytecode pattern codegen emits
         return f"# depyf could not decompile {code.co_name}: {type(e).__name__}: {e}"
     if names:
@@ -87,6 +89,21 @@ def decompile(code: types.CodeType, names: dict[int, str] | None = None) -> str 
         text = re.sub(r"'__co_consts\[(\d+)\]'",
                       lambda m: by_index.get(int(m.group(1)), m.group(0)), text)
     return text.rstrip()
+
+
+def _without_rerun_handler(code: types.CodeType) -> tuple[types.CodeType, str]:
+    """The transformed code without the handler that reruns the frame when its graph raises (the
+    code's last instructions, pyframe/rerun.py), which depyf cannot decompile (it reads no
+    exception table), and a comment saying it was there."""
+    instructions = [i for i in dis.get_instructions(code)]
+    call = next((i for i in instructions if i.opname == "LOAD_CONST" and i.argval is run_as_python), None)
+    if call is None:
+        return code, ""
+    start = call.offset - 4  # its PUSH_NULL and SWAP 2
+    if any(entry.target != start for entry in dis._parse_exception_table(code)):
+        return code, ""  # other handlers (a with block): leave it whole
+    note = "\n# (if the graph call raises: return run_as_python(error, <this code>, globals(), <closure>, <arguments>))"
+    return code.replace(co_code=code.co_code[:start], co_exceptiontable=b""), note
 
 
 def _section(title: str) -> str:

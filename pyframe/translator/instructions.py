@@ -220,6 +220,15 @@ class InstructionTranslator(LoadStoreOps, CallOps, StackOps, JumpOps, ExceptionO
             self.locals[name] = value
         return value
 
+    def bind_local(self, name: str, value: VariableTracker) -> None:
+        """A store to local `name` (STORE_FAST, STORE_DEREF, a closure's `nonlocal` write). The
+        frame's entry value is forgotten, except a cell a resume function received: closures made
+        before the break hold that very cell, and passed_cell_name must still know it."""
+        self.locals[name] = value
+        raw = self.frame_values.pop(name, None)
+        if raw is not None and name in self.passed_cells:
+            self.cell_objects.setdefault(name, raw)
+
     def global_source(self, name: str) -> tuple[Source | None, bool]:
         """Where a global of this code is read from, and whether reading it must be guarded."""
         if self.f_globals is self.root.f_globals:

@@ -27,8 +27,7 @@ class LoadStoreOps:
         value = self.pop()
         if isinstance(value, TensorVariable):
             value.set_name_hint(inst.arg)
-        self.locals[inst.arg] = value
-        self.frame_values.pop(inst.arg, None)
+        self.bind_local(inst.arg, value)
 
     def DELETE_FAST(self, inst: Instr) -> None:
         self.read_local(inst.arg)  # UnboundLocalError eagerly: leave it to Python
@@ -142,8 +141,7 @@ class LoadStoreOps:
         if isinstance(var, FreeVar):
             self.store_free_var(var.name, self.pop())
             return
-        self.locals[var.name] = self.pop()
-        self.frame_values.pop(var.name, None)
+        self.bind_local(var.name, self.pop())
 
     def LOAD_CLOSURE(self, inst: Instr) -> None:
         self.push(self.cell_reference(inst.arg.name, free=isinstance(inst.arg, FreeVar)))

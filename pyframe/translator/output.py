@@ -20,6 +20,7 @@ A frame that breaks at instruction i becomes
 from __future__ import annotations
 
 import types
+import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -30,6 +31,7 @@ from ..backends import CompiledGraph
 from ..codegen import PyCodegen, make_code
 from ..exc import Unsupported
 from ..guards import GuardKind
+from ..rerun import RestoresRngOnError, Rerun, can_run_again, draws_random_numbers
 from ..resume import Slot, first_real, original_position, resume_code
 from ..source import CellContentsSource, GlobalsDictSource, LocalSource, Source
 from .analysis import enclosing_entries, enclosing_handlers, live_locals
@@ -156,20 +158,38 @@ def pin_changed_sources(tx: InstructionTranslator, cg: PyCodegen, values: list[V
         source for n in _changed_cells(tx) for source in (CellContentsSource(n), LocalSource(n))}
     if not changed and not replaced:
         return
+
+    def is_changed(source: Source) -> bool:
+        base = getattr(source, "base", None)
+        while base is not None and base not in changed and base not in replaced:
+            base = getattr(base, "base", None)
+        return base is not None or source in replaced
+
+    _pin_sources(cg, values, is_changed)
+
+
+def _pin_sources(cg: PyCodegen, values: list[VariableTracker], pin: Callable[[Source], bool]) -> None:
+    """Load each source of `values` (and inside them) that `pin` selects into a temporary, which every
+    later load of that source in `cg` uses."""
     found = walk(values)
     # (a key of a frame dict the trace never used as a value is loaded from its source too)
     sources = [vt.source for vt in found] + [k.source for vt in found if isinstance(vt, DictVariable)
                                              for k in vt.items if isinstance(k, ObjectKey) and k.made_var is None]
     for source in sources:
-        if source is None or source in cg.source_slots:
+        if source is None or source in cg.source_slots or not pin(source):
             continue
-        base = getattr(source, "base", None)
-        while base is not None and base not in changed and base not in replaced:
-            base = getattr(base, "base", None)
-        if base is not None or source in replaced:
-            cg.load_source(source)
-            slot = cg.source_slots[source] = cg.new_temp("___pinned")
-            cg.store_local(slot)
+        cg.load_source(source)
+        slot = cg.source_slots[source] = cg.new_temp("___pinned")
+        cg.store_local(slot)
+
+
+def pin_before_instruction(tx: InstructionTranslator, cg: PyCodegen, values: list[VariableTracker]) -> None:
+    """Values the code after a break receives, rebuilt from where the trace read them (`r = cfg.w`,
+    a global, an item of an argument, a cell), are loaded before the unsupported instruction runs:
+    it runs user code, which may rebind what the source reads (`cfg.w = ...` in a called function).
+    A plain local's slot keeps its entry value whatever the instruction does."""
+    cells = set(tx.code.co_cellvars) | set(tx.code.co_freevars)
+    _pin_sources(cg, values, lambda source: not (isinstance(source, LocalSource) and source.local_name not in cells))
 
 
 def emit_graph_call(tx: InstructionTranslator, cg: PyCodegen, live: list[VariableTracker],
@@ -181,7 +201,14 @@ def emit_graph_call(tx: InstructionTranslator, cg: PyCodegen, live: list[Variabl
     if compiled is None:
         return []
     sources = [inp.source for inp in output.inputs.values()]
-    cg.call_graph(wrap_compiled(compiled.checked_fn()), sources, outputs)
+    fn = wrap_compiled(compiled.checked_fn())
+    # A graph that raises runs its frame again as Python (rerun.py), when that repeats nothing.
+    rerun = None
+    if can_run_again(compiled.gm):
+        rerun = Rerun(weakref.ref(tx.code), compiled.name, compiled.backend_name)
+        if draws_random_numbers(compiled.gm):
+            fn = RestoresRngOnError(fn)
+    cg.call_graph(fn, sources, outputs, rerun=rerun)
     return [compiled]
 
 
@@ -199,6 +226,7 @@ def finish_return(tx: InstructionTranslator, value: VariableTracker,
     store_locals(cg, cells)  # closures made here may outlive the frame
     value.reconstruct(cg)
     cg.emit("RETURN_VALUE")
+    cg.emit_rerun_handler(tx.passed_cells)
     return TranslationResult(make_code(tx.code, tx.prologue(), cg.instructions), graphs,
                              exports=cg.exported_inputs)
 
@@ -304,6 +332,7 @@ def finish_break(tx: InstructionTranslator, index: int, reason: Unsupported,
     pin_changed_sources(tx, cg, [*lower, *operands, *live_values, *_changed_cells(tx).values()])
     tx.side_effects.codegen(cg)  # before the unsupported step: it may read what the trace mutated
     store_locals(cg, _changed_cells(tx))
+    pin_before_instruction(tx, cg, [*lower, *live_values])
     handler = _enter_blocks(cg, blocks) if blocks else None
     for value in operands:
         value.reconstruct(cg)
@@ -337,6 +366,7 @@ def finish_break(tx: InstructionTranslator, index: int, reason: Unsupported,
         _emit_resume_call(tx, cg, code, passed, results, live, packed=bool(blocks))
     if handler is not None:
         _emit_block_handler(cg, handler, len(blocks))
+    cg.emit_rerun_handler(tx.passed_cells)
     return TranslationResult(make_code(tx.code, tx.prologue(), cg.instructions), graphs, reason, resumes,
                              cg.exported_inputs)
 
@@ -510,4 +540,6 @@ def translate_frame(code: types.CodeType, f_locals: dict[str, Any], f_globals: d
             if e.deferred_method_at is not None and e.deferred_method_at not in deferred_methods:
                 deferred_methods[e.deferred_method_at] = e.reason  # the call will break instead
                 continue
-            break_at, reason = e.break_index, e
+            # Kept for the record (explain, the logs): without its traceback, whose frames hold
+            # this trace (its OutputGraph, FakeTensors, the graph) in a cycle with the exception.
+            break_at, reason = e.break_index, e.without_tracebacks()

@@ -17,7 +17,13 @@ in-place op's operand broadcasts to its target. What it writes:
 - slices of lists and tuples (the argument ``l0`` included); comprehensions that make a tensor
   local a cell, then ``torch._dynamo.graph_break()``, then the cell copied and rebound; nested
   generators whose ``yield from`` uses the sub-generator's return value; ``math.copysign`` of a
-  float (the inputs include ``0.0`` and ``-0.0``).
+  float (the inputs include ``0.0`` and ``-0.0``);
+- closures: a nested function reading a tensor local (a cell), called after a break and after the
+  cell was rebound, or one that rebinds an int local with ``nonlocal``; comprehensions whose body
+  breaks the graph (a branch on a tensor inside the comprehension);
+- a module-level object ``cfg`` whose attributes (an int, a float, a tensor) the runner sets anew
+  before each call (so they change between calls, on the same object) and the program reads and
+  sets (``cfg.k += 1``, ``cfg.w = ...``, ``cfg.w.add_(...)``): the runner compares them afterwards.
 
 A block (``if`` arm, loop body) may read and rebind the variables around it with values of the same
 type, but what it defines is forgotten after it, and it never changes a list's length, so the types
@@ -67,8 +73,11 @@ FEATURES = frozenset({
     "dim_reduction", "list", "tuple", "index", "unpack", "list_append", "item", "early_return",
     "alias", "stack", "transpose", "unary", "division", "keyword_call", "expr_condition", "residual",
     "scalar_conversion", "list_slice", "closure_comprehension", "graph_break", "cell_rebind",
-    "yield_from", "copysign",
+    "yield_from", "copysign", "closure_call", "nonlocal_closure", "comprehension_break", "attr_state",
 })
+
+#: The attributes of the program's module-level ``cfg`` object, when it has one (Program.state).
+STATE_ATTRS: tuple[tuple[str, "VType"], ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,6 +95,9 @@ class Program:
     params: tuple[Param, ...]  # of `fuzz_main`, without the trailing `log`
     features: frozenset[str]
     entry: str = "fuzz_main"
+    # The attributes of the module-level object `cfg` (empty: the program has none), which the
+    # runner sets before every call and compares after it.
+    state: tuple[Param, ...] = ()
 
     @property
     def filename(self) -> str:
@@ -196,19 +208,34 @@ class ProgramGenerator:
         self.emit("import math")
         self.emit("import torch")
         self.emit("")
+        self.state: tuple[Param, ...] = ()
+        if self.chance(0.3):
+            # Attributes the runner sets anew before each call: read and written by the program as
+            # `cfg.k`, like a variable of the scope (never a loop variable, never a cell).
+            self.use("attr_state")
+            self.state = (Param("k", INT), Param("scale", FLOAT), Param("w", TensorT(self.pick(self.shapes[1:]))))
+            self.emit("")
+            self.emit("class Config:")
+            self.emit("    pass")
+            self.emit("")
+            self.emit("")
+            self.emit("cfg = Config()")
         for index in range(self.rng.randint(0, 2)):
             self.write_helper(f"helper_{index}")
         params = [Param(f"t{i}", TensorT(self.pick(self.shapes[1:]))) for i in range(self.rng.randint(1, 3))]
         params += [Param("n0", INT), Param("f0", FLOAT), Param("l0", SeqT("list", (INT, INT, INT)))]
         self.counter = 0
         signature = ", ".join([p.name for p in params] + ["log"])
-        scope = Scope({p.name: p.type for p in params}, True, 0, True, None)
+        scope = Scope({**self.state_vars(), **{p.name: p.type for p in params}}, True, 0, True, None)
         self.emit("")
         with self.block(f"def fuzz_main({signature}):"):
             self.write_body(scope, self.rng.randint(3, 8))
             self.write_return(scope)
         source = "\n".join(self.lines) + "\n"
-        return Program(self.seed, source, tuple(params), frozenset(self.features))
+        return Program(self.seed, source, tuple(params), frozenset(self.features), state=self.state)
+
+    def state_vars(self) -> dict[str, VType]:
+        return {f"cfg.{p.name}": p.type for p in self.state}
 
     def write_helper(self, name: str) -> None:
         params = [Param(f"a{i}", self.random_param_type()) for i in range(self.rng.randint(1, 3))]
@@ -221,7 +248,7 @@ class ProgramGenerator:
         helper = Helper(name, tuple(params), returns, takes_log)
         self.counter = 0
         signature = ", ".join([p.name for p in params] + (["log"] if takes_log else []))
-        scope = Scope({p.name: p.type for p in params}, True, 0, takes_log, returns)
+        scope = Scope({**self.state_vars(), **{p.name: p.type for p in params}}, True, 0, takes_log, returns)
         self.emit("")
         with self.block(f"def {name}({signature}):"):
             self.write_body(scope, self.rng.randint(1, 4))
@@ -266,6 +293,8 @@ class ProgramGenerator:
             (1, self.stmt_slice),
             (1, self.stmt_closure_break),
             (1, self.stmt_yield_from),
+            (1, self.stmt_closure_call),
+            (1, self.stmt_comprehension_break),
         ]
         self.weighted(options)(scope)
 
@@ -425,6 +454,56 @@ class ProgramGenerator:
         self.emit(f"{old} = {name}")
         scope.vars[old] = t
         self.emit(f"{name} = {self.tensor_expr(scope, t.shape, 2)}")
+
+    def stmt_closure_call(self, scope: Scope) -> None:
+        """A nested function over a local (made a cell): maybe a break, maybe the cell rebound,
+        then the call, which sees the cell's value at the call. Or a counter: `nonlocal n; n += k`."""
+        ints = [n for n in self.assignable(scope, INT) if "." not in n]
+        if ints and self.chance(0.3):
+            name = self.pick(ints)
+            self.use("nonlocal_closure")
+            fn = self.fresh("bump")
+            with self.block(f"def {fn}(k):"):
+                self.emit(f"nonlocal {name}")
+                self.emit(f"{name} += k")
+                self.emit(f"return {name}")
+            if self.chance(0.5):
+                self.use("graph_break")
+                self.emit("torch._dynamo.graph_break()")
+            new = self.fresh("n")
+            self.emit(f"{new} = {fn}({self.rng.randint(1, 3)}) + {name}")
+            scope.vars[new] = INT
+            return
+        targets = [(n, t) for n, t in scope.tensors() if n not in scope.frozen and "." not in n]
+        if not targets:
+            return self.stmt_new_tensor(scope)
+        name, t = self.pick(targets)
+        self.use("closure_call")
+        fn, new = self.fresh("clo"), self.fresh("t")
+        with self.block(f"def {fn}(a):"):
+            self.emit(f"return a * {name} + 1")
+        if self.chance(0.5):
+            self.use("graph_break")
+            self.emit("torch._dynamo.graph_break()")
+        if self.chance(0.5):
+            self.use("cell_rebind")
+            self.emit(f"{name} = {self.tensor_expr(scope, t.shape, 2)}")
+        self.emit(f"{new} = {fn}({self.tensor_expr(scope, t.shape, 1)})")
+        scope.vars[new] = t
+
+    def stmt_comprehension_break(self, scope: Scope) -> None:
+        """A comprehension whose body branches on a tensor: the break is inside the comprehension's
+        own frame (inlined), over a sequence of known length."""
+        if not scope.tensors():
+            return self.stmt_new_tensor(scope)
+        name, t = self.pick(scope.tensors())
+        self.use("comprehension_break")
+        var, new = self.fresh("x"), self.fresh("seq")
+        items = [name, self.tensor_expr(scope, t.shape, 1)]
+        threshold = self.pick([0, 0.5, -0.5])
+        self.emit(f"{new} = [({var} * 2 if {var}.sum() > {threshold} else {var} - 1) for {var} in "
+                  f"({', '.join(items)})]")
+        scope.vars[new] = SeqT("list", (t, t))
 
     def stmt_yield_from(self, scope: Scope) -> None:
         """Nested generators: the outer one yields what `yield from` the inner one returned."""

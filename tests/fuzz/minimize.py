@@ -52,8 +52,8 @@ def _statement_edits(tree: ast.Module) -> Iterator[Edit]:
         for i, stmt in enumerate(stmts):
             if isinstance(stmt, ast.FunctionDef) and stmt.name == "fuzz_main":
                 continue
-            if isinstance(stmt, (ast.Import, ast.Expr)) and isinstance(node, ast.Module):
-                continue  # `import torch` and the docstring
+            if isinstance(stmt, (ast.Import, ast.Expr, ast.ClassDef, ast.Assign)) and isinstance(node, ast.Module):
+                continue  # `import torch`, the docstring, `class Config` and `cfg = Config()`
 
             def delete(t: ast.Module, index=index, field=field, i=i) -> None:
                 target, f = _locate(t, (index, field))

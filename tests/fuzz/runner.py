@@ -11,7 +11,9 @@ ones made. Per trial it compares
   and their types) with ``pyframe.debug.compare.assert_same_result``;
 - the ``log`` list the program appended to, and the input tensors after the call (in-place updates);
 - which of all those tensors are the same Python object (aliasing: a returned input, a logged tensor
-  updated in place later).
+  updated in place later);
+- the attributes of the program's module-level ``cfg`` object (``Program.state``), which are set
+  anew before each call (``make_state``): the same object, other values from one trial to the next.
 
 The outcome is ``ok``, ``wrong`` (a difference), ``exception`` (pyframe raised where eager did not),
 or ``internal_error`` (pyframe hit a bug of its own and ran the frame normally: the result is right,
@@ -110,6 +112,32 @@ def make_inputs(program: Program, trial: int) -> list[Any]:
     return args
 
 
+def make_state(program: Program, trial: int) -> dict[str, Any]:
+    """The attributes of the program's ``cfg`` before one trial's call (fresh objects)."""
+    trial = trial % (TRIALS - 1)
+    rng = random.Random(f"pyframe-fuzz-state:{program.seed}:{trial}")
+    gen = torch.Generator().manual_seed(rng.randrange(2**31))
+    state: dict[str, Any] = {}
+    for param in program.state:
+        if isinstance(param.type, TensorT):
+            state[param.name] = torch.randn(param.type.shape, generator=gen)
+        elif param.type == INT:
+            state[param.name] = rng.randint(1, 3)
+        else:
+            state[param.name] = round(rng.uniform(-1.5, 1.5), 2)
+    return state
+
+
+def set_state(module: types.ModuleType, program: Program, trial: int) -> None:
+    """Set the attributes of the same ``cfg`` object to this trial's values (between calls)."""
+    if program.state:
+        cfg = module.cfg
+        for name in list(vars(cfg)):
+            delattr(cfg, name)
+        for name, value in make_state(program, trial).items():
+            setattr(cfg, name, value)
+
+
 # ------------------------------------------------------------------------------------------------
 # Loading and running
 
@@ -136,14 +164,20 @@ class Run:
     log: list
     args: list
     error: BaseException | None = None
+    state: dict = dataclasses.field(default_factory=dict)  # cfg's attributes after the call
 
 
-def call(fn: Callable[..., Any], args: list[Any]) -> Run:
+def call(fn: Callable[..., Any], args: list[Any], module: types.ModuleType | None = None) -> Run:
     try:
         result = fn(*args)
     except Exception as e:  # noqa: BLE001 - any exception is an outcome to compare
-        return Run(None, args[-1], args[:-1], e)
-    return Run(result, args[-1], args[:-1])
+        return Run(None, args[-1], args[:-1], e, _state_of(module))
+    return Run(result, args[-1], args[:-1], state=_state_of(module))
+
+
+def _state_of(module: types.ModuleType | None) -> dict:
+    cfg = getattr(module, "cfg", None)
+    return dict(vars(cfg)) if cfg is not None else {}
 
 
 def _leaves(value: Any) -> Iterator[Any]:
@@ -158,7 +192,7 @@ def is_clean(run: Run) -> bool:
     """No exception, and every number and tensor it produced is finite."""
     if run.error is not None:
         return False
-    for leaf in _leaves([run.result, run.log, run.args]):
+    for leaf in _leaves([run.result, run.log, run.args, list(run.state.values())]):
         if isinstance(leaf, torch.Tensor) and not torch.isfinite(leaf).all():
             return False
         if isinstance(leaf, float) and not math.isfinite(leaf):
@@ -171,7 +205,8 @@ def alias_pattern(run: Run) -> list[int]:
     same object: equal patterns mean the same tensors are shared in both runs."""
     first: dict[int, int] = {}
     pattern = []
-    for i, leaf in enumerate(t for t in _leaves([run.args, run.result, run.log]) if isinstance(t, torch.Tensor)):
+    leaves = _leaves([run.args, run.result, run.log, list(run.state.values())])
+    for i, leaf in enumerate(t for t in leaves if isinstance(t, torch.Tensor)):
         pattern.append(first.setdefault(id(leaf), i))
     return pattern
 
@@ -184,12 +219,13 @@ def compare_runs(actual: Run, expected: Run) -> str | None:
         assert_same_result(actual.result, expected.result, "result")
         assert_same_result(actual.log, expected.log, "log")
         assert_same_result(actual.args, expected.args, "inputs after the call")
+        assert_same_result(actual.state, expected.state, "cfg's attributes after the call")
     except AssertionError as e:
         return str(e)
     mine, theirs = alias_pattern(actual), alias_pattern(expected)
     if mine != theirs:
         return (f"tensor identity differs (position of the first tensor that is the same object, over "
-                f"inputs, result, log): pyframe {mine} vs eager {theirs}")
+                f"inputs, result, log, cfg): pyframe {mine} vs eager {theirs}")
     return None
 
 
@@ -226,7 +262,10 @@ def run_program(program: Program, engine: Engine | None = None) -> Outcome:
     module = load_program(program)
     fn = getattr(module, program.entry)
     try:
-        expected = [call(fn, make_inputs(program, trial)) for trial in range(TRIALS)]
+        expected = []
+        for trial in range(TRIALS):
+            set_state(module, program, trial)
+            expected.append(call(fn, make_inputs(program, trial), module))
         if not all(is_clean(run) for run in expected):
             bad = next(run for run in expected if not is_clean(run))
             why = f"{type(bad.error).__name__}: {bad.error}" if bad.error else "nan or inf"
@@ -239,7 +278,8 @@ def run_program(program: Program, engine: Engine | None = None) -> Outcome:
         try:
             optimized = engine(fn)
             for trial in range(TRIALS):
-                actual = call(optimized, make_inputs(program, trial))
+                set_state(module, program, trial)
+                actual = call(optimized, make_inputs(program, trial), module)
                 if actual.error is not None:
                     tb = "".join(traceback.format_exception(actual.error)).rstrip()
                     return Outcome(program.seed, "exception",

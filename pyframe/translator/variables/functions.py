@@ -131,8 +131,7 @@ class CellReference(VariableTracker):
         if self.free:
             self.owner.store_free_var(self.name, value)
         else:
-            self.owner.locals[self.name] = value
-            self.owner.frame_values.pop(self.name, None)
+            self.owner.bind_local(self.name, value)
 
     def target(self) -> "CellReference":
         """The reference to the variable itself: a free variable of a function made while tracing
