@@ -85,7 +85,8 @@ class OutputGraph:
         self.immutable_trackers: dict[tuple, Any] = {}
     # -- building -----------------------------------------------------------------------------
     def add_input(self, source: Source, value: torch.Tensor) -> torch.fx.Node:
-        """The placeholder for a tensor read from the frame (one per source)."""
+        """The placeholder for a tensor read from the frame (one per source while tracing; one per
+        tensor in the compiled graph, see _merge_twin_inputs)."""
         existing = self.inputs.get(source)
         if existing is not None:
             return existing.node
@@ -232,6 +233,7 @@ class OutputGraph:
         if self.op_count == 0:
             return None
         self._order_inputs_as_dynamo(recorded_at)
+        self._merge_twin_inputs()
         if self.subgraphs:
             check_own_nodes(self.graph)
         name = _next_graph_name()
@@ -241,6 +243,23 @@ class OutputGraph:
         examples = [inp.example for inp in self.inputs.values()]
         return compile_with_backend(self.backend, self.backend_name, gm, examples, name)
 
+
+    def _merge_twin_inputs(self) -> None:
+        """One placeholder per tensor, as torch._dynamo makes them: the same tensor read under two
+        sources (tied weights, a tensor passed twice) is the first one's placeholder (in the final
+        order), and the sources are guarded to stay one object (the aliasing guard: equal numbers).
+        Done once the graph is finished, so a source read only for its metadata (whose placeholder
+        was dropped unused) does not lend its name."""
+        first: dict[int, GraphInput] = {}
+        for source, inp in list(self.inputs.items()):
+            twin = first.setdefault(id(inp.example), inp)
+            if twin is inp:
+                continue
+            inp.node.replace_all_uses_with(twin.node)
+            self.graph.erase_node(inp.node)
+            del self.inputs[source]
+            self.guards.add_aliasing(twin.source, twin.example)
+            self.guards.add_aliasing(source, inp.example)
 
     def _order_inputs_as_dynamo(self, recorded_at: dict[torch.fx.Node, int]) -> None:
         """Order the placeholders (and `self.inputs`, the order the compiled graph takes them) as
