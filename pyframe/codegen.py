@@ -89,6 +89,15 @@ class PyCodegen:
             self.emit("COPY", 1)
             self.emit("STORE_FAST", slot)
 
+    def _lookup_by(self, method: Any, base: Source, key: Any) -> None:
+        """`method(<base>, key)`: a lookup by a builtin type's own method (object's attribute
+        lookup, dict's item), which the object's class's overrides do not change."""
+        self.push_null()
+        self.load_const(method)
+        self.load_source(base)
+        self.load_const(key)
+        self.call(2)
+
     def _evaluate(self, source: Source) -> None:
         if isinstance(source, (LocalSource, CellContentsSource)):
             self.load_local(source.local_name)
@@ -99,21 +108,13 @@ class PyCodegen:
             self.emit("LOAD_DEREF", FreeVar(source.var_name))
         elif isinstance(source, FreeCellSource):
             self.emit("LOAD_CLOSURE", FreeVar(source.var_name))
-        elif isinstance(source, GenericAttrSource):  # object.__getattribute__(base, attr)
-            self.push_null()
-            self.load_const(object.__getattribute__)
-            self.load_source(source.base)
-            self.load_const(source.attr)
-            self.call(2)
+        elif isinstance(source, GenericAttrSource):
+            self._lookup_by(object.__getattribute__, source.base, source.attr)
         elif isinstance(source, AttrSource):
             self.load_source(source.base)
             self.emit("LOAD_ATTR", source.attr)
-        elif isinstance(source, DictItemSource):  # dict.__getitem__(base, key)
-            self.push_null()
-            self.load_const(dict.__getitem__)
-            self.load_source(source.base)
-            self.load_const(source.key)
-            self.call(2)
+        elif isinstance(source, DictItemSource):
+            self._lookup_by(dict.__getitem__, source.base, source.key)
         elif isinstance(source, ItemSource):
             self.load_source(source.base)
             self.load_const(source.key)
