@@ -231,7 +231,7 @@ PyObject *co_prefix() {
 }
 
 // An attribute no store can change while obj lives: a function's __globals__, __closure__ and
-// __builtins__, a bound method's __func__ and __self__ (read-only members), a code object's co_*.
+// __builtins__, a bound method's __func__ and __self__ (read-only members), a code object's co_* data (not its methods).
 bool attr_is_fixed(PyObject *obj, PyObject *name) {
     if (PyFunction_Check(obj)) {
         return PyUnicode_CompareWithASCIIString(name, "__globals__") == 0 ||
@@ -242,7 +242,12 @@ bool attr_is_fixed(PyObject *obj, PyObject *name) {
         return PyUnicode_CompareWithASCIIString(name, "__func__") == 0 ||
                PyUnicode_CompareWithASCIIString(name, "__self__") == 0;
     }
-    return PyCode_Check(obj) && PyUnicode_Tailmatch(name, co_prefix(), 0, PY_SSIZE_T_MAX, -1) == 1;
+    if (!PyCode_Check(obj) || PyUnicode_Tailmatch(name, co_prefix(), 0, PY_SSIZE_T_MAX, -1) != 1) {
+        return false;
+    }
+    // (a member or a getter: `co_lines` and `co_positions` are methods, bound anew on each read)
+    PyObject *descr = _PyType_Lookup(&PyCode_Type, name);
+    return descr != nullptr && (Py_IS_TYPE(descr, &PyMemberDescr_Type) || Py_IS_TYPE(descr, &PyGetSetDescr_Type));
 }
 
 // Does `tp`'s MRO give `name` as object's own attribute (`__class__`: object's descriptor)?
