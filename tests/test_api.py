@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import pyframe
+from pyframe.seeds import MockModule  # the seed notebook's module
 from pyframe import _C
 
 
@@ -101,15 +102,6 @@ def test_reset_drops_every_cache_entry():
     assert len(_C.get_cache_entries(fn.__code__)) == 1
     pyframe.reset()
     assert _C.get_cache_entries(fn.__code__) == []
-
-
-class MockModule(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.relu = torch.nn.ReLU()
-
-    def forward(self, x):
-        return self.relu(torch.cos(x))
 
 
 def test_mock_module_records_the_ops_dynamo_records():

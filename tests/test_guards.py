@@ -267,6 +267,18 @@ class Block(torch.nn.Module):
         return self.drop(self.lin(x)) * self.scale
 
 
+def _warmed_up(cls, monkeypatch, skip_unchanged: bool, calls: int):
+    """(model, its optimized form, the counting backend, an input) after `calls` cached calls,
+    with unchanged module subtrees skipped or not."""
+    monkeypatch.setattr(pyframe.config, "skip_guards_on_unchanged_objects", skip_unchanged)
+    torch.manual_seed(0)
+    model, counter, x = cls().eval(), Counter(), torch.randn(2, 4)
+    opt = pyframe.optimize(counter)(model)
+    for _ in range(calls):
+        torch.testing.assert_close(opt(x), model(x))
+    return model, opt, counter, x
+
+
 class Deep(torch.nn.Module):
     def __init__(self, depth=3):
         super().__init__()
@@ -283,14 +295,7 @@ class Deep(torch.nn.Module):
 def test_a_change_deep_in_a_module_tree_recompiles_once(monkeypatch, skip_unchanged, change):
     # With skipping on, the module tree's guards are skipped while its dicts are unchanged: each
     # change below goes through a dict, so it must be seen exactly as with every guard checked.
-    monkeypatch.setattr(pyframe.config, "skip_guards_on_unchanged_objects", skip_unchanged)
-    torch.manual_seed(0)
-    model = Deep().eval()
-    counter = Counter()
-    opt = pyframe.optimize(counter)(model)
-    x = torch.randn(2, 4)
-    for _ in range(3):
-        torch.testing.assert_close(opt(x), model(x))
+    model, opt, counter, x = _warmed_up(Deep, monkeypatch, skip_unchanged, calls=3)
     target = model.blocks[2]
     if change == "eval":
         model.train()  # sets `training` in every module's __dict__
@@ -354,14 +359,7 @@ class UsesTable(torch.nn.Module):
 def test_a_dict_subclass_under_a_module_is_seen_changing(monkeypatch, skip_unchanged, change):
     # A dict subclass's storage changes only with its version: a snapshot may cover it, and
     # every change of its items or their order must still be seen.
-    monkeypatch.setattr(pyframe.config, "skip_guards_on_unchanged_objects", skip_unchanged)
-    torch.manual_seed(0)
-    model = UsesTable().eval()
-    counter = Counter()
-    opt = pyframe.optimize(counter)(model)
-    x = torch.randn(2, 4)
-    for _ in range(2):
-        torch.testing.assert_close(opt(x), model(x))
+    model, opt, counter, x = _warmed_up(UsesTable, monkeypatch, skip_unchanged, calls=2)
     if change == "value":
         model.table["scale"] = 5.0
     elif change == "new key":
@@ -413,16 +411,9 @@ def test_what_inlined_code_reads_from_classes_and_modules_is_seen_changing(monke
     # A submodule's forward, reached through its class, reads a method of a base class and an
     # attribute of a module object: each is covered by the version of the class or the module's
     # dict in a snapshot, and every replacement must still be seen.
-    monkeypatch.setattr(pyframe.config, "skip_guards_on_unchanged_objects", skip_unchanged)
     monkeypatch.setattr(ACTS, "act", torch.relu)
     monkeypatch.setattr(ActBase, "scale", ActBase.scale)
-    torch.manual_seed(0)
-    model = WithActBlock().eval()
-    counter = Counter()
-    opt = pyframe.optimize(counter)(model)
-    x = torch.randn(2, 4)
-    for _ in range(2):
-        torch.testing.assert_close(opt(x), model(x))
+    model, opt, counter, x = _warmed_up(WithActBlock, monkeypatch, skip_unchanged, calls=2)
     if change == "base method":
         monkeypatch.setattr(ActBase, "scale", lambda self, y: y * 3)
     elif change == "subclass method":
