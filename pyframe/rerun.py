@@ -190,7 +190,24 @@ def _is_random(node: torch.fx.Node) -> bool:
     known = _random_names.get(name)
     if known is None:
         known = _random_names[name] = any(_seeded(candidate) for candidate in {name, name.rstrip("_")})
-    return known
+    return known and not _draws_nothing(node, name)
+
+
+def _draws_nothing(node: torch.fx.Node, name: str) -> bool:
+    """A seeded op told not to draw: a dropout not training (`F.dropout(x, p, training=False)`, what
+    an nn.Dropout in eval mode calls; `torch.dropout(x, p, train=False)`) or with p=0, and
+    attention with dropout_p=0 (`F.scaled_dot_product_attention`): each returns without drawing."""
+    args, kwargs = node.args, node.kwargs
+    if "dropout" in name:
+        training = kwargs.get("training", kwargs.get("train", args[2] if len(args) > 2 else True))
+        return training is False or _is_zero(kwargs.get("p", args[1] if len(args) > 1 else 0.5))
+    if "scaled_dot_product_attention" in name:
+        return _is_zero(kwargs.get("dropout_p", args[4] if len(args) > 4 else 0.0))
+    return False
+
+
+def _is_zero(p: Any) -> bool:
+    return isinstance(p, (int, float)) and p == 0
 
 
 def _seeded(name: str) -> bool:

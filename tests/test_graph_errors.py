@@ -186,3 +186,27 @@ def test_a_graph_mutating_only_its_own_tensors_is_run_again():
         compiled(x, torch.tensor([7]), log)
     assert log == ["before"]
     torch.testing.assert_close(x, torch.ones(3))
+
+
+@pytest.mark.parametrize("training", [True, False], ids=["train", "eval"])
+def test_only_a_dropout_that_trains_counts_as_drawing_random_numbers(training):
+    """A graph with nn.Dropout in eval mode (F.dropout(..., training=False)), or dropout and
+    attention with a probability of 0, draws nothing, so its cached calls skip saving the
+    generator's state; in training mode they save it."""
+    from pyframe.rerun import draws_random_numbers
+
+    graphs = []
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Dropout(0.5)).train(training)
+    compiled = pyframe.optimize(lambda gm, ex: graphs.append(gm) or gm.forward)(model)
+    x = torch.randn(2, 4)
+    torch.manual_seed(0)
+    expected = model(x)
+    torch.manual_seed(0)
+    torch.testing.assert_close(compiled(x), expected)
+    assert [draws_random_numbers(gm) for gm in graphs] == [training]
+    assert draws_random_numbers(torch.fx.symbolic_trace(lambda x: torch.dropout(x, 0.5, False))) is False
+    assert draws_random_numbers(torch.fx.symbolic_trace(lambda x: torch.dropout(x, 0.5, True))) is True
+    assert draws_random_numbers(torch.fx.symbolic_trace(lambda x: torch.dropout(x, 0.0, True))) is False
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    assert draws_random_numbers(torch.fx.symbolic_trace(lambda q: sdpa(q, q, q, dropout_p=0.0))) is False
+    assert draws_random_numbers(torch.fx.symbolic_trace(lambda q: sdpa(q, q, q, dropout_p=0.1))) is True
