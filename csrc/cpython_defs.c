@@ -18,6 +18,7 @@
 #define Py_BUILD_CORE
 #include <internal/pycore_code.h>   /* _PyLocals_GetKind, CO_FAST_* */
 #include <internal/pycore_frame.h>  /* _PyInterpreterFrame, FRAME_OWNED_BY_* */
+#include <structmember.h>           /* PyMemberDef, T_OBJECT, T_OBJECT_EX */
 #undef Py_BUILD_CORE
 
 #include <stdlib.h>
@@ -362,13 +363,7 @@ pf_datastack_pop(PyThreadState *tstate, _PyInterpreterFrame *frame)
 
 /* ---- versions of dicts and instance dicts (guard trees skipping unchanged subtrees) --------- */
 
-/* 3.11 bumps a dict's ma_version_tag (from one global counter) on every change of its contents,
-   so an unchanged tag means an unchanged dict. (3.12 keeps the field, with watcher bits in its
-   low byte; 3.14 removes it.) */
-unsigned long long pf_dict_version(PyObject *dict)
-{
-    return ((PyDictObject *)dict)->ma_version_tag;
-}
+/* (pf_dict_version is inline, in pyframe.h, under the same version check.) */
 
 /* The instance dict of `obj`, or NULL if it has none (no exception left set). In 3.11 an object
    of a heap type may keep its attributes in inline values instead of a dict; asking for the dict
@@ -387,6 +382,48 @@ PyObject **pf_instance_dict_slot(PyObject *obj)
         PyErr_Clear();
     }
     return dictptr;
+}
+
+/* ---- attributes kept in a field of the object's own struct ------------------------------------ */
+
+/* Where `obj` keeps the value `getattr(obj, name)` gives, when that is a field of obj's struct read
+   with no code run: a function's __code__, __defaults__, __kwdefaults__, __annotations__, __dict__,
+   __name__ and __qualname__ (getters of Objects/funcobject.c that return the field, or None for
+   an empty __defaults__/__kwdefaults__), a cell's cell_contents, or a slot: an object member
+   (T_OBJECT or T_OBJECT_EX, Include/structmember.h) that type(obj)'s MRO holds under `name` as a
+   member descriptor, which a generic lookup prefers to the instance dict. NULL otherwise. The
+   address is fixed for the object's life; the caller checks the lookup is the generic one and
+   records type(obj)'s version (the member descriptor found through it). */
+PyObject **pf_attr_field(PyObject *obj, PyObject *name)
+{
+    if (PyFunction_Check(obj)) {
+        PyFunctionObject *fn = (PyFunctionObject *)obj;
+        static const struct { const char *name; size_t offset; } fields[] = {
+            {"__code__", offsetof(PyFunctionObject, func_code)},
+            {"__defaults__", offsetof(PyFunctionObject, func_defaults)},
+            {"__kwdefaults__", offsetof(PyFunctionObject, func_kwdefaults)},
+            {"__annotations__", offsetof(PyFunctionObject, func_annotations)},
+            {"__dict__", offsetof(PyFunctionObject, func_dict)},
+            {"__name__", offsetof(PyFunctionObject, func_name)},
+            {"__qualname__", offsetof(PyFunctionObject, func_qualname)},
+        };
+        for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
+            if (PyUnicode_CompareWithASCIIString(name, fields[i].name) == 0) {
+                return (PyObject **)((char *)fn + fields[i].offset);
+            }
+        }
+    }
+    if (PyCell_Check(obj) && PyUnicode_CompareWithASCIIString(name, "cell_contents") == 0) {
+        return &((PyCellObject *)obj)->ob_ref;
+    }
+    PyObject *descr = _PyType_Lookup(Py_TYPE(obj), name);
+    if (descr != NULL && Py_IS_TYPE(descr, &PyMemberDescr_Type)) {
+        PyMemberDef *member = ((PyMemberDescrObject *)descr)->d_member;
+        if ((member->type == T_OBJECT || member->type == T_OBJECT_EX) && !(member->flags & READ_RESTRICTED)) {
+            return (PyObject **)((char *)obj + member->offset);
+        }
+    }
+    return NULL;
 }
 
 /* ---- the rest of a tuple iterator (guards on a loop's iterator passed to a resume function) -- */

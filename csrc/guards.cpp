@@ -74,6 +74,8 @@ struct Tag {
     PyObject *anchor_parent = nullptr;
 
     bool own_version = false;  // obj is a class whose own version tag is `type_version`
+    PyObject **field = nullptr;  // a field of obj's struct (pf_attr_field) that must still hold...
+    PyObject *field_value = nullptr;  // ...this pointer (borrowed: obj's field holds it)
 
     static Tag anchored(const GuardManager *child, PyObject *parent, PyObject *value) {
         return Tag{value, nullptr, 0, nullptr, nullptr, 0, child, parent};
@@ -82,7 +84,17 @@ struct Tag {
         return Tag{(PyObject *)cls, nullptr, cls->tp_version_tag, nullptr, nullptr, 0, nullptr, nullptr, true};
     }
 
+    static Tag in_field(PyObject *obj, PyObject **field) {
+        Tag t{obj, nullptr, 0, nullptr, nullptr, 0};
+        t.field = field;
+        t.field_value = *field;
+        return t;
+    }
+
     bool holds() const {
+        if (field != nullptr) {
+            return *field == field_value;
+        }
         if (own_version) {
             return ((PyTypeObject *)obj)->tp_version_tag == type_version;
         }
@@ -131,11 +143,11 @@ struct Snapshot {
     // Keep the first of equal facts (a class, a module's globals... met on many paths): order
     // stays parent first, since a repeat's parents came before it and the first one's before it.
     void drop_repeats() {
-        std::set<std::tuple<PyObject *, PyTypeObject *, PyObject *, const GuardManager *, bool>> seen;
+        std::set<std::tuple<PyObject *, PyTypeObject *, PyObject *, const GuardManager *, bool, PyObject **>> seen;
         std::vector<Tag> kept;
         kept.reserve(tags.size());
         for (const Tag &t : tags) {
-            if (seen.emplace(t.obj, t.type, t.dict, t.anchor, t.own_version).second) {
+            if (seen.emplace(t.obj, t.type, t.dict, t.anchor, t.own_version, t.field).second) {
                 kept.push_back(t);
             }
         }
@@ -201,14 +213,20 @@ bool is_immutable(PyObject *v) {
 
 // Does getattr(obj, name) (object.__getattribute__(obj, name) if `generic`) return the instance
 // dict's entry (so the dict's version covers it)?
-bool attr_is_from_instance_dict(PyObject *obj, PyObject *name, PyObject *value, bool generic) {
+// Whether getattr on an instance of tp finds what object's lookup finds (a Python __getattr__ is
+// fine: it runs only on misses). `generic`: the guard reads by object's lookup anyway.
+bool lookup_is_objects(PyTypeObject *tp, bool generic) {
     static PyObject *getattribute = PyUnicode_InternFromString("__getattribute__");
     static PyObject *object_getattribute = _PyType_Lookup(&PyBaseObject_Type, getattribute);
-    PyTypeObject *tp = Py_TYPE(obj);
     // (a module's lookup is object's, then the module's __getattr__ on a miss)
-    if (!generic && tp->tp_getattro != PyObject_GenericGetAttr && tp->tp_getattro != PyModule_Type.tp_getattro &&
-        _PyType_Lookup(tp, getattribute) != object_getattribute) {
-        return false;  // a Python __getattribute__ (a Python __getattr__ is fine: it runs on misses)
+    return generic || tp->tp_getattro == PyObject_GenericGetAttr || tp->tp_getattro == PyModule_Type.tp_getattro ||
+           _PyType_Lookup(tp, getattribute) == object_getattribute;
+}
+
+bool attr_is_from_instance_dict(PyObject *obj, PyObject *name, PyObject *value, bool generic) {
+    PyTypeObject *tp = Py_TYPE(obj);
+    if (!lookup_is_objects(tp, generic)) {
+        return false;  // a Python __getattribute__
     }
     PyObject *descr = _PyType_Lookup(tp, name);
     if (descr != nullptr && Py_TYPE(descr)->tp_descr_set != nullptr) {
@@ -261,8 +279,12 @@ bool class_is_objects(PyTypeObject *tp, PyObject *name) {
 // (which give themselves back on a class)? Then cls's version and its metaclass's cover it.
 bool class_attr_is_plain(PyObject *cls, PyObject *name, PyObject *value) {
     PyTypeObject *meta = Py_TYPE(cls);
-    if (meta->tp_getattro != PyType_Type.tp_getattro || _PyType_Lookup(meta, name) != nullptr) {
+    if (meta->tp_getattro != PyType_Type.tp_getattro) {
         return false;
+    }
+    PyObject *meta_attr = _PyType_Lookup(meta, name);  // (type's own `__init__`, `__setattr__`...)
+    if (meta_attr != nullptr && Py_TYPE(meta_attr)->tp_descr_set != nullptr) {
+        return false;  // a data descriptor of the metaclass wins over the class's MRO
     }
     PyObject *found = _PyType_Lookup((PyTypeObject *)cls, name);
     if (found != value) {
@@ -292,97 +314,89 @@ struct Run {
 
 // aliasing(s_1, ..., s_n) == [c_1, ..., c_n]: the values at these sources are one object where
 // the classes are equal and distinct objects where they differ (a trace that compared tensors of
-// the frame by identity, as dict keys, holds for no other arrangement). O(n log n).
+// the frame by identity, as dict keys, holds for no other arrangement). O(n + k^2) for k classes
+// up to 32, O(n + k log k) past that; no allocation in the common case.
 struct AliasingMatch {
     std::vector<int> slots;    // identity slots of the sources' nodes
     std::vector<int> classes;  // one per slot
     std::string text;
-    bool all_distinct = false;  // every class its own: "no two of these are one object"
+    int n_classes = 0;
     // One per slot, or empty: the values are tensors on one storage where these are equal and on
     // distinct storages where they differ. Two distinct tensors can still overlap in memory
     // (`base[0:4]`, `base[2:6]`), and a functionalized graph traced for separate storages
     // computes something else for them.
     std::vector<int> storage_classes;
-    bool storages_distinct = false;  // every storage class its own
-
-    // The common case (torch._dynamo's no-aliasing guard on a frame's tensors): a few values,
-    // pairwise distinct, compared without allocating.
-    static constexpr size_t kPairwise = 16;
+    int n_storage_classes = 0;
 
     bool check(const std::vector<PyObject *> &values) const {
-        return check_identities(values) && check_storages(values);
-    }
-
-    bool check_identities(const std::vector<PyObject *> &values) const {
-        if (all_distinct && slots.size() <= kPairwise) {
-            for (size_t i = 0; i < slots.size(); i++) {
-                PyObject *v = values[slots[i]];
-                if (v == nullptr) {
-                    return false;
-                }
-                for (size_t j = 0; j < i; j++) {
-                    if (values[slots[j]] == v) {
-                        return false;
-                    }
-                }
-            }
-            return true;
+        auto object = [&](size_t i) -> const void * { return values[slots[i]]; };
+        if (!partition_holds(classes, n_classes, object)) {
+            return false;
         }
-        // One object, one class: sorted by object, neighbours with one object have one class;
-        // sorted by class, neighbours with one class have one object.
-        std::vector<std::pair<PyObject *, int>> by_object;
-        std::vector<std::pair<int, PyObject *>> by_class;
-        for (size_t i = 0; i < slots.size(); i++) {
-            PyObject *v = values[slots[i]];
-            if (v == nullptr) {
-                return false;
-            }
-            by_object.emplace_back(v, classes[i]);
-            by_class.emplace_back(classes[i], v);
-        }
-        return consistent(by_object) && consistent(by_class);
-    }
-
-    // (Run after check_identities passed: every value is there.) A value with no storage (no
-    // tensor) is its own storage.
-    bool check_storages(const std::vector<PyObject *> &values) const {
-        if (storage_classes.empty()) {
-            return true;
-        }
+        // (every value is there now.) A value with no storage (no tensor) is its own storage.
         auto storage = [&](size_t i) -> const void * {
             const void *s = tensor_storage(values[slots[i]]);
             return s != nullptr ? s : values[slots[i]];
         };
-        if (storages_distinct && slots.size() <= kPairwise) {
-            const void *seen[kPairwise];
-            for (size_t i = 0; i < slots.size(); i++) {
-                seen[i] = storage(i);
-                for (size_t j = 0; j < i; j++) {
-                    if (seen[j] == seen[i]) {
+        return storage_classes.empty() || partition_holds(storage_classes, n_storage_classes, storage);
+    }
+
+    // Classes are numbered in order of first appearance (see number_by_first_appearance), so the
+    // first member of each class is met before the others: each later member must be its class's
+    // first (one class, one key), and each first must differ from every earlier class's (one key,
+    // one class). No allocation up to kPairwise classes; past that, the firsts are sorted.
+    static constexpr size_t kPairwise = 32;
+
+    template <typename Key>
+    static bool partition_holds(const std::vector<int> &classes, int count, Key key) {
+        const void *small[kPairwise];
+        std::vector<const void *> large;
+        const void **firsts = small;
+        if (static_cast<size_t>(count) > kPairwise) {
+            large.resize(count);
+            firsts = large.data();
+        }
+        int n_classes = 0;
+        for (size_t i = 0; i < classes.size(); i++) {
+            const void *k = key(i);
+            if (k == nullptr) {
+                return false;
+            }
+            if (classes[i] < n_classes) {
+                if (firsts[classes[i]] != k) {
+                    return false;
+                }
+                continue;
+            }
+            firsts[n_classes++] = k;
+            if (large.empty()) {
+                for (int j = 0; j + 1 < n_classes; j++) {
+                    if (firsts[j] == k) {
                         return false;
                     }
                 }
             }
-            return true;
         }
-        std::vector<std::pair<const void *, int>> by_storage;
-        std::vector<std::pair<int, const void *>> by_class;
-        for (size_t i = 0; i < slots.size(); i++) {
-            by_storage.emplace_back(storage(i), storage_classes[i]);
-            by_class.emplace_back(storage_classes[i], storage(i));
-        }
-        return consistent(by_storage) && consistent(by_class);
-    }
-
-    template <typename A, typename B>
-    static bool consistent(std::vector<std::pair<A, B>> &pairs) {
-        std::sort(pairs.begin(), pairs.end());
-        for (size_t i = 1; i < pairs.size(); i++) {
-            if (pairs[i].first == pairs[i - 1].first && pairs[i].second != pairs[i - 1].second) {
-                return false;
-            }
+        if (!large.empty()) {
+            std::sort(large.begin(), large.begin() + n_classes);
+            return std::adjacent_find(large.begin(), large.begin() + n_classes) == large.begin() + n_classes;
         }
         return true;
+    }
+
+    // The same partition, each class numbered when first met (0, 1, 2...): the form
+    // partition_holds reads.
+    static std::vector<int> number_by_first_appearance(const std::vector<int> &classes) {
+        std::vector<int> out;
+        std::vector<int> given;  // given[n]: the class numbered n
+        for (int c : classes) {
+            auto it = std::find(given.begin(), given.end(), c);
+            out.push_back(static_cast<int>(it - given.begin()));
+            if (it == given.end()) {
+                given.push_back(c);
+            }
+        }
+        return out;
     }
 };
 
@@ -671,7 +685,53 @@ public:
         if (PyType_Check(v) && class_attr_is_plain(v, name, value) && s.try_type_of(v) && s.try_class_version(v)) {
             return;
         }
+        if (record_field(v, name, value, child.generic_, s) || record_class_attr(v, name, value, child.generic_, s)) {
+            return;
+        }
         s.anchor(&child, v, value);
+    }
+
+    // An attribute kept in a field of v's struct (a function's `__code__`, a cell's contents, a
+    // slot): the field still holding the same pointer (and, for a slot, type(v) unchanged).
+    static bool record_field(PyObject *v, PyObject *name, PyObject *value, bool generic, Snapshot &s) {
+        if (!lookup_is_objects(Py_TYPE(v), generic)) {
+            return false;
+        }
+        PyObject **field = pf_attr_field(v, name);
+        if (field == nullptr && value == pf_instance_dict(v) && PyUnicode_CompareWithASCIIString(name, "__dict__") == 0) {
+            PyObject *descr = _PyType_Lookup(Py_TYPE(v), name);  // (the instance dict's own getter)
+            field = descr != nullptr && Py_IS_TYPE(descr, &PyGetSetDescr_Type) ? pf_instance_dict_slot(v) : nullptr;
+        }
+        if (field == nullptr || !(*field == value || (*field == nullptr && value == Py_None))) {
+            return false;  // (an empty __defaults__ field reads as None)
+        }
+        if (!PyFunction_Check(v) && !PyCell_Check(v) && !s.try_type_of(v)) {
+            return false;  // (a slot's member descriptor is found through type(v))
+        }
+        s.tags.push_back(Tag::in_field(v, field));
+        return true;
+    }
+
+    // A plain class attribute read through an instance (`layer.gradient_checkpointing` set on
+    // the class): type(v)'s version and v's instance dict (which lacks the name) unchanged.
+    static bool record_class_attr(PyObject *v, PyObject *name, PyObject *value, bool generic, Snapshot &s) {
+        PyTypeObject *tp = Py_TYPE(v);
+        if (PyType_Check(v) || !lookup_is_objects(tp, generic) || _PyType_Lookup(tp, name) != value ||
+            Py_TYPE(value)->tp_descr_get != nullptr || !PyType_HasFeature(tp, Py_TPFLAGS_VALID_VERSION_TAG)) {
+            return false;
+        }
+        PyObject **slot = pf_instance_dict_slot(v);
+        PyObject *dict = slot != nullptr ? *slot : nullptr;
+        if (dict == nullptr || !PyDict_CheckExact(dict)) {
+            return false;
+        }
+        PyObject *shadow = PyDict_GetItemWithError(dict, name);
+        if (shadow != nullptr || PyErr_Occurred()) {
+            PyErr_Clear();
+            return false;
+        }
+        s.tags.push_back(Tag{v, tp, tp->tp_version_tag, dict, slot, pf_dict_version(dict)});
+        return true;
     }
 
     // What the checks of this node (its leaves, and the fetches of its children) rely on.
@@ -740,6 +800,26 @@ public:
     void set_export_index(int index) { export_index_ = index; }
     int identity_slot() const { return identity_slot_; }
     void set_identity_slot(int slot) { identity_slot_ = slot; }
+
+    // For study: every pinned node below (and at) this one, with what its snapshot holds.
+    void collect_snapshots(py::list &out) const {
+        if (pinned()) {
+            size_t classes = 0, dicts = 0;
+            py::list anchors;
+            for (const Tag &t : snapshot_.tags) {
+                if (t.anchor != nullptr) {
+                    anchors.append(t.anchor->source());
+                }
+                classes += t.own_version;
+                dicts += t.dict != nullptr;
+            }
+            const char *state = snapshot_valid_ ? "valid" : never_safe_ ? "never safe" : "none";
+            out.append(py::make_tuple(source_, state, snapshot_.tags.size(), anchors, classes, dicts));
+        }
+        for (const auto &c : children_) {
+            c->collect_snapshots(out);
+        }
+    }
 
     // The text of the first failing check below this node (nullptr if everything passes).
     const std::string *first_failure_value(PyObject *v) const {
@@ -1008,12 +1088,12 @@ public:
             (!storage_classes.empty() && storage_classes.size() != classes.size())) {
             throw py::value_error("add_aliasing_match: one class (and storage class) per node");
         }
-        AliasingMatch match{{}, std::move(classes), std::move(text)};
-        match.storages_distinct = true;
-        for (size_t i = 0; i < storage_classes.size(); i++) {
-            match.storages_distinct = match.storages_distinct && storage_classes[i] == static_cast<int>(i);
+        AliasingMatch match{{}, AliasingMatch::number_by_first_appearance(classes), std::move(text)};
+        match.storage_classes = AliasingMatch::number_by_first_appearance(storage_classes);
+        for (const auto *numbers : {&match.classes, &match.storage_classes}) {
+            int count = numbers->empty() ? 0 : *std::max_element(numbers->begin(), numbers->end()) + 1;
+            (numbers == &match.classes ? match.n_classes : match.n_storage_classes) = count;
         }
-        match.storage_classes = std::move(storage_classes);
         for (GuardManager *node : nodes) {
             if (node->identity_slot() < 0) {
                 node->set_identity_slot(n_identities_++);
@@ -1022,10 +1102,6 @@ public:
         }
         if (match.text.empty()) {
             match.text = "aliasing(...) of " + std::to_string(nodes.size()) + " values";
-        }
-        match.all_distinct = true;  // (classes number values in order of first appearance)
-        for (size_t i = 0; i < match.classes.size(); i++) {
-            match.all_distinct = match.all_distinct && match.classes[i] == static_cast<int>(i);
         }
         aliasing_.push_back(std::move(match));
     }
@@ -1101,6 +1177,14 @@ public:
             }
         }
         return nullptr;
+    }
+
+    py::list snapshots() const {
+        py::list out;
+        for (const auto &n : roots_) {
+            n->collect_snapshots(out);
+        }
+        return out;
     }
 
     std::vector<std::string> texts() const {
@@ -1326,6 +1410,9 @@ void bind_guards(py::module_ &m) {
             py::arg("closure") = py::none(),
             "check(), returning the exports tuple on a pass and None on a failure")
         .def("texts", &RootGuardManager::texts, "every check's text, in tree order")
+        .def("snapshots", &RootGuardManager::snapshots,
+             "(source, state, facts, anchors (their sources), class versions, dict versions) of every node whose "
+             "identity is pinned: what lets it skip its subtree while nothing changed")
         .def("__len__", [](const RootGuardManager &r) { return r.texts().size(); });
 }
 

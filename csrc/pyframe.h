@@ -88,13 +88,24 @@ PfExtraState *pf_code_ensure_extra(PyCodeObject *code);
 /* Builds the slot map from `orig`'s localsplus to `new_code`'s by name. Returns a malloc'd array
    of orig->co_nlocalsplus ints (stored in *n), or NULL with ValueError/MemoryError set. */
 int *pf_code_slot_map(PyCodeObject *orig, PyCodeObject *new_code, int *n);
-/* A dict's version: changes whenever the dict's contents change (never for an unchanged dict). */
-unsigned long long pf_dict_version(PyObject *dict);
+/* A dict's version: changes whenever the dict's contents change (never for an unchanged dict).
+   Version-specific like cpython_defs.c, but inline: the guard trees' snapshots read hundreds of
+   these per cached call. 3.11 bumps ma_version_tag (from one global counter) on every change of
+   a dict's contents; 3.12 keeps the field with watcher bits in its low byte; 3.14 removes it. */
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
+static inline unsigned long long pf_dict_version(PyObject *dict)
+{
+    return ((PyDictObject *)dict)->ma_version_tag;
+}
+#endif
 /* The instance dict of `obj` (borrowed; materialized if the object kept inline values), or NULL. */
 PyObject *pf_instance_dict(PyObject *obj);
 /* Where `obj` keeps its instance dict (materialized as above), or NULL: the slot's address is fixed
    for the object's life, so a later check reads the current dict with one load. */
 PyObject **pf_instance_dict_slot(PyObject *obj);
+/* Where `obj` keeps getattr(obj, name) in its own struct (a function's __code__, a cell's contents, a
+   slot), or NULL: a later check compares one load with the value fetched. */
+PyObject **pf_attr_field(PyObject *obj, PyObject *name);
 /* The items a tuple iterator has still to give, as a new tuple (NULL with TypeError if `it` is
    not a tuple iterator). */
 PyObject *pf_tuple_iterator_rest(PyObject *it);

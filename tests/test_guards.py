@@ -427,6 +427,103 @@ def test_what_inlined_code_reads_from_classes_and_modules_is_seen_changing(monke
     assert counter.compiles == (1 if change == "none" else 2)
 
 
+def _scaled(y, k=2.0):
+    return y * k
+
+
+def _make_shifted(shift):
+    def shifted(y):
+        return y + shift
+    return shifted
+
+
+def _make_shifted_down(shift):
+    def shifted(y):
+        return y - shift
+    return shifted
+
+
+_SHIFTED = _make_shifted(1.0)
+
+
+class SlotConfig:
+    __slots__ = ("power",)
+
+    def __init__(self):
+        self.power = 2
+
+
+class OwnLookupConfig:
+    """A class with a Python __getattribute__ (as Hugging Face's configs have)."""
+
+    def __init__(self):
+        self.bias = 0.5
+
+    def __getattribute__(self, name):
+        return super().__getattribute__(name)
+
+
+SLOTS = SlotConfig()
+
+
+class FieldsBlock(torch.nn.Module):
+    gain = 2.0  # a class attribute read through the instance
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+        self.config = OwnLookupConfig()
+
+    def forward(self, x):
+        y = _SHIFTED(_scaled(self.lin(x))) ** SLOTS.power
+        return y * self.gain + self.config.__dict__["bias"] + self.config.bias
+
+
+class WithFieldsBlock(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.block = FieldsBlock()
+
+    def forward(self, x):
+        return self.block(x) - 1
+
+
+FIELD_CHANGES = {
+    "defaults": lambda m: setattr(_scaled, "__defaults__", (3.0,)),
+    "code": lambda m: setattr(_SHIFTED, "__code__", _make_shifted_down(1.0).__code__),
+    "cell": lambda m: setattr(_SHIFTED.__closure__[0], "cell_contents", 5.0),
+    "slot": lambda m: setattr(SLOTS, "power", 3),
+    "class attribute": lambda m: setattr(FieldsBlock, "gain", 4.0),
+    "instance shadows class attribute": lambda m: setattr(m.block, "gain", 5.0),
+    "dict of an object with its own lookup": lambda m: setattr(m.block.config, "bias", -1.0),
+    "none": lambda m: None,
+}
+
+
+@pytest.mark.parametrize("skip_unchanged", [True, False])
+@pytest.mark.parametrize("change", list(FIELD_CHANGES))
+def test_what_inlined_code_reads_from_fields_and_classes_is_seen_changing(monkeypatch, skip_unchanged, change):
+    # A function's defaults, a closure's code and cell contents, a slot, a class attribute read
+    # through an instance, the instance dict of an object whose class has its own
+    # __getattribute__: the snapshot covers each by the field or version it lives in (no anchor
+    # fetched again), and each change must still be seen.
+    for obj, name in ((_scaled, "__defaults__"), (_SHIFTED, "__code__"), (SLOTS, "power"), (FieldsBlock, "gain")):
+        monkeypatch.setattr(obj, name, getattr(obj, name))
+    cell = _SHIFTED.__closure__[0]
+    monkeypatch.setattr(cell, "cell_contents", cell.cell_contents)
+    model, opt, counter, x = _warmed_up(WithFieldsBlock, monkeypatch, skip_unchanged, calls=2)
+    if skip_unchanged:
+        assert not any(anchors for _, _, _, anchors, *_ in _entry_guards(WithFieldsBlock).snapshots())
+    FIELD_CHANGES[change](model)
+    for _ in range(2):
+        torch.testing.assert_close(opt(x), model(x))
+    assert counter.compiles == (1 if change == "none" else 2)
+
+
+def _entry_guards(cls):
+    return _C.get_cache_entries(cls.forward.__code__)[0].guards
+
+
 ALLOWED = {"relu", "tanh"}
 
 

@@ -201,7 +201,7 @@ class UserObjectVariable(VariableTracker):
         if hasattr(type(self.value), name) or not all(type(k) is str for k in instance_dict):
             raise Unsupported(f"attribute {name!r} missing from a {type(self.value).__qualname__} (unguardable)")
         guards.add(AttrSource(AttrSource(self.source, "__class__"), name), GuardKind.HASATTR_MATCH, False)
-        guards.add(AttrSource(self.source, "__dict__"), GuardKind.DICT_KEYS_MATCH, tuple(instance_dict))
+        guards.add(self._dict_source(), GuardKind.DICT_KEYS_MATCH, tuple(instance_dict))
 
     def _guarded_instance_dict(self) -> dict:
         """The instance dict, which guards and the transformed code read as `obj.__dict__`
@@ -225,14 +225,20 @@ class UserObjectVariable(VariableTracker):
 
     def _dict_tracker(self, tx) -> VariableTracker | None:
         """The tracker of `obj.__dict__`, if the trace read it."""
-        return tx.side_effects.known(AttrSource(self.source, "__dict__")) if self.source is not None else None
+        return tx.side_effects.known(self._dict_source()) if self.source is not None else None
+
+    def _dict_source(self) -> AttrSource:
+        """Where guards and the transformed code read the instance dict: by object's lookup where
+        the class has its own __getattribute__ (the dict the trace modelled, no Python run)."""
+        source_type = GenericAttrSource if _own_getattribute(type(self.value)) else AttrSource
+        return source_type(self.source, "__dict__")
 
     def instance_dict_tracker(self, tx) -> VariableTracker:
         """`obj.__dict__`: the real dict, guarded by its keys, showing what the trace assigned."""
         dict_var = self._dict_tracker(tx)
         if dict_var is not None:
             return dict_var
-        dict_var = tx.wrap(self._guarded_instance_dict(), AttrSource(self.source, "__dict__"))
+        dict_var = tx.wrap(self._guarded_instance_dict(), self._dict_source())
         if not isinstance(dict_var, DictVariable):
             raise Unsupported(f"__dict__ of a {type(self.value).__qualname__} with keys the trace does not model")
         stores = tx.side_effects.stores.get(id(self))
