@@ -431,3 +431,30 @@ def test_c_aliasing_match():
         assert not root.check(bad, {}, {})
     assert root.first_failure({"x": a, "y": a, "z": a}, {}, {}) == "aliasing"
     assert root.texts()[-1] == "aliasing"
+
+
+@pytest.mark.parametrize("n_classes", [3, 32, 33, 80], ids=lambda n: f"{n}_classes")
+def test_c_aliasing_match_holds_exactly_for_its_partition(n_classes):
+    """The partition check against a brute-force one, on random arrangements, with the classes
+    numbered in any order (the tree renumbers them) and with more classes than it compares
+    pairwise."""
+    import random
+
+    rng = random.Random(n_classes)
+    objects = [object() for _ in range(n_classes + 2)]
+    size = n_classes + 5
+    root = _C.RootGuardManager()
+    nodes = [root.local(f"v{i}", i) for i in range(size)]
+    classes = [rng.randrange(n_classes) for _ in range(size)]
+    root.add_aliasing_match(nodes, [100 - c for c in classes], "aliasing")  # any numbering
+
+    def partition(values):
+        return all((values[i] is values[j]) == (classes[i] == classes[j]) for i in range(size) for j in range(size))
+
+    matching = [objects[c] for c in classes]
+    assert root.check({f"v{i}": v for i, v in enumerate(matching)}, {}, {})
+    for _ in range(200):
+        values = list(matching)
+        i = rng.randrange(size)
+        values[i] = rng.choice(objects)
+        assert root.check({f"v{i}": v for i, v in enumerate(values)}, {}, {}) == partition(values)
