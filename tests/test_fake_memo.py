@@ -1,4 +1,4 @@
-"""The memo of FakeTensor propagation (pyframe/fake_memo.py): a hit must give every node exactly the
+"""The memo of FakeTensor propagation (pyframe/fake/memo.py): a hit must give every node exactly the
 metadata the real propagation gives, and what it may not stand for is never remembered.
 
 Compared for every node: its shape, stride, storage offset, dtype, device, requires_grad, whether it
@@ -191,7 +191,7 @@ def _fake_meta(f):
     lambda: torch.randn(2, 3, requires_grad=True) * 2,  # not a leaf: from_tensor's path
 ])
 def test_plain_fake_equals_from_tensor(make):
-    from pyframe.fake_memo import plain_fake
+    from pyframe.fake.memo import plain_fake
     from pyframe.graph import fake_mode
 
     t = make()
@@ -248,7 +248,7 @@ def test_inference_mode_and_inference_tensors_take_the_real_paths():
 def test_new_fake_equals_the_constructor(shape, stride, dtype):
     from torch._subclasses.fake_tensor import FakeTensor
 
-    from pyframe.fake_memo import new_fake
+    from pyframe.fake.memo import new_fake
     from pyframe.graph import fake_mode
 
     def meta():
@@ -332,7 +332,7 @@ def test_rules_decline_under_autocast_around_the_call():
 def test_value_key_of_a_hit_is_the_key_of_what_it_builds(make):
     """A node made from a hit takes its memo key from the record (no reading back): the record's
     value_key must be what _tensor_key reads from the tensor the record builds."""
-    from pyframe.fake_memo import _Output, _tensor_key
+    from pyframe.fake.memo import _Output, _tensor_key
 
     memo = propagation_memo()
     with memo.mode:

@@ -160,7 +160,7 @@ class PropagationMemo:
         self._entries.clear()
 
     def store(self, key: tuple, out: _Output) -> None:
-        """Remember what a shape rule (fake_rules.py) gave for `key`."""
+        """Remember what a shape rule (fake/rules.py) gave for `key`."""
         self.misses += 1
         if len(self._entries) >= _MAX_ENTRIES:
             self._entries.clear()
