@@ -41,7 +41,9 @@ from .side_effects import SideEffects
 from .variables import VariableTracker, wrap
 from .variables.builder import is_immutable_tracker
 from .variables.constant import ConstantVariable
-from .variables.containers import DictVariable, GeneratorVariable, TupleVariable
+from .variables.dicts import DictVariable
+from .variables.iterators import GeneratorVariable
+from .variables.lists import TupleVariable
 from .variables.exceptions import ExceptionVariable, RaisedException
 from .variables.functions import CellReference, CellVariable, NestedFunctionVariable
 from .variables.nn_module import NNModuleVariable

@@ -10,7 +10,8 @@ from bytecode import Instr
 
 from ..exc import Unsupported
 from .variables import ConstantVariable, TensorVariable
-from .variables.containers import FrameListVariable, ListIteratorVariable, ListVariable
+from .variables.iterators import ListIteratorVariable
+from .variables.lists import FrameListVariable, ListVariable
 
 
 class JumpOps:

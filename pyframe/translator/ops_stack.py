@@ -11,7 +11,8 @@ from ..exc import Unsupported
 from .variables import (
     BuiltinVariable, ConstantVariable, DictVariable, ListVariable, TensorVariable, TupleVariable, VariableTracker,
 )
-from .variables.containers import FrameListVariable, SetVariable
+from .variables.lists import FrameListVariable
+from .variables.sets import SetVariable
 from .variables.dict_subclass import DictSubclassMixin, mapping_or_pairs
 from .variables.misc import AutocastVariable, GeneratorContextVariable, GradModeVariable
 from .variables.objects import NewObjectVariable

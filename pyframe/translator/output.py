@@ -36,9 +36,10 @@ from ..resume import Slot, first_real, original_position, resume_code
 from ..source import CellContentsSource, GlobalsDictSource, LocalSource, Source
 from .analysis import enclosing_entries, enclosing_handlers, live_locals
 from .instructions import InstructionTranslator
-from .variables.containers import ListIteratorVariable
+from .variables.iterators import ListIteratorVariable
 from .variables import BoundMethodVariable, NullVariable, VariableTracker
-from .variables.containers import BaseListVariable, DictVariable, ObjectKey, made_keys
+from .variables.dicts import DictVariable, ObjectKey, made_keys
+from .variables.lists import BaseListVariable
 from .variables.dict_subclass import DictSubclassMixin
 from .variables.exceptions import ExceptionVariable
 from .variables.functions import NestedFunctionVariable, PartialVariable

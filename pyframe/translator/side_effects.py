@@ -46,7 +46,7 @@ from .variables.base import VariableTracker
 from .variables.base import class_attribute
 from .variables.dict_subclass import DictSubclassMixin, refill
 from .variables.objects import UserObjectVariable
-from .variables.containers import build_dict_items, made_keys
+from .variables.dicts import build_dict_items, made_keys
 
 if TYPE_CHECKING:
     from ..codegen import PyCodegen

@@ -29,11 +29,11 @@ from .base import VariableTracker
 from .builtins import BUILTIN_FUNCTIONS, PURE_FUNCTIONS, BuiltinVariable
 from .constant import ConstantVariable, is_constant_value, is_numpy_scalar
 from .copying import DeepcopyFunctionVariable, is_deepcopy
-from .containers import (
-    DictVariable, FrameListVariable, ListIteratorVariable, ListVariable, NamedTupleVariable, ObjectKey, SetVariable,
-    SizeVariable, TupleVariable,
-    hashes_by_identity, is_constant_key,
-)
+from .dicts import DictVariable, ObjectKey, hashes_by_identity, is_constant_key
+from .iterators import ListIteratorVariable
+from .lists import FrameListVariable, ListVariable, SizeVariable, TupleVariable
+from .namedtuples import NamedTupleVariable
+from .sets import SetVariable
 from .dict_subclass import BuiltinMethodOfVariable, UserDictObjectVariable, builtin_method_descriptor, dict_base
 from .functions import (
     CodeObjectVariable, InspectSignatureVariable, LruCacheWrapperVariable, PartialVariable, UserFunctionVariable,

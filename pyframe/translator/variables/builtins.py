@@ -22,10 +22,10 @@ from ...guards import GuardKind
 from ...source import AttrSource, Source
 from .base import UNKNOWN_OBJECT, VariableTracker, class_attribute, constant_args
 from .constant import ConstantVariable, python_scalar
-from .containers import (
-    BaseListVariable, DictVariable, DictViewVariable, FrameListVariable, ListIteratorVariable, ListVariable, SetVariable,
-    TupleVariable, iterate, sort_trackers,
-)
+from .dicts import DictVariable, DictViewVariable
+from .iterators import ListIteratorVariable, iterate
+from .lists import BaseListVariable, FrameListVariable, ListVariable, TupleVariable, sort_trackers
+from .sets import SetVariable
 from .exceptions import ExceptionVariable, RaisedException, is_exception_class, raise_symbolic
 from .functions import PartialVariable, UserFunctionVariable
 from .misc import SuperVariable, zero_arg_super

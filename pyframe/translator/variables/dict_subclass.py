@@ -35,7 +35,9 @@ from ...source import AttrSource, Source
 from .base import BoundMethodVariable, VariableTracker, class_attribute
 from .builtins import iterate
 from .constant import ConstantVariable
-from .containers import BaseListVariable, DictVariable, DictViewVariable, ListIteratorVariable, positional_args
+from .dicts import DictVariable, DictViewVariable, positional_args
+from .iterators import ListIteratorVariable
+from .lists import BaseListVariable
 from .exceptions import raise_symbolic
 from .misc import ObjectSlotMethodVariable
 from .objects import NewObjectVariable, PythonObjectVariable, UserObjectVariable

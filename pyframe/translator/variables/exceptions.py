@@ -44,7 +44,7 @@ class ExceptionVariable(VariableTracker):
 
     def var_getattr(self, tx, name: str) -> VariableTracker:
         if name == "args":
-            from .containers import TupleVariable  # (containers raise these exceptions)
+            from .lists import TupleVariable
             return TupleVariable(list(self.args))
         if name == "__cause__":
             return self.cause if self.cause is not None else ConstantVariable(None)

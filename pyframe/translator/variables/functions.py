@@ -19,7 +19,8 @@ from ...guards import GuardKind
 from ...source import AttrSource, ItemSource, Source
 from .base import BoundMethodVariable, VariableTracker, constant_args
 from .constant import ConstantVariable, is_constant_value
-from .containers import DictVariable, TupleVariable
+from .dicts import DictVariable
+from .lists import TupleVariable
 from .exceptions import raise_symbolic
 
 

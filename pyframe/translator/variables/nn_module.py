@@ -17,7 +17,8 @@ from ...guards import GuardKind
 from ...source import AttrSource, ItemSource, Source
 from .base import BoundMethodVariable, VariableTracker, class_attribute, guard_class_attribute, mro_lookup
 from .constant import ConstantVariable
-from .containers import BaseListVariable, ListIteratorVariable, TupleVariable
+from .iterators import ListIteratorVariable
+from .lists import BaseListVariable, TupleVariable
 from .exceptions import raise_symbolic
 from .tensor import call_in_graph
 

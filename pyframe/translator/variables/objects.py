@@ -26,7 +26,9 @@ from .base import (
 )
 from .builtins import build_dict, iterate, plain_getattr
 from .constant import ConstantVariable
-from .containers import DequeVariable, DictVariable, NamedTupleVariable
+from .dicts import DictVariable
+from .lists import DequeVariable
+from .namedtuples import NamedTupleVariable
 from .exceptions import ExceptionVariable, RaisedException, is_exception_class, raise_symbolic
 from .functions import PartialVariable
 from .misc import InlinedMethodVariable
