@@ -31,6 +31,7 @@ from ..source import (
 )
 from .analysis import innermost_handlers
 from .decode import _NotModelled, fast_decode
+from .hooks import TranslatorHooks
 from .ops_calls import CallOps
 from .ops_exceptions import ExceptionOps
 from .ops_jumps import JumpOps
@@ -62,7 +63,7 @@ class InstructionTranslator(LoadStoreOps, CallOps, StackOps, JumpOps, ExceptionO
                  output: OutputGraph, *, frame_values: dict[str, Any] | None = None,
                  parent: "InstructionTranslator | None" = None, fn_source: Source | None = None,
                  break_at: int | None = None, deferred_methods: dict[int, str] | None = None,
-                 pure_calls: set[int] | None = None):
+                 pure_calls: set[int] | None = None, hooks: TranslatorHooks | None = None):
         self.code = code
         self.f_globals = f_globals
         self.f_builtins = f_builtins
@@ -100,6 +101,8 @@ class InstructionTranslator(LoadStoreOps, CallOps, StackOps, JumpOps, ExceptionO
         # Mutations of objects that outlive the frame: one record for the whole trace.
         self.side_effects = parent.side_effects if parent is not None else SideEffects()
         self.root: InstructionTranslator = self if parent is None else parent.root  # the compiled frame's
+        # What convert_frame hands the trace (hooks.py): one record for the root and its inlined calls.
+        self.hooks: TranslatorHooks = hooks if parent is None else parent.hooks
         # Modules and functions read from this code's globals, by name: one table per globals dict
         # for the whole trace (every inlined function of a module reads `torch` again).
         tables = self._immutable_globals = {} if parent is None else None
@@ -196,6 +199,10 @@ class InstructionTranslator(LoadStoreOps, CallOps, StackOps, JumpOps, ExceptionO
     def wrap_constant(self, value: Any) -> VariableTracker:
         """A value computed while tracing from constants (no source, nothing to guard)."""
         return wrap(self, value, None, guard=False)
+
+    def make_tuple(self, items: list[VariableTracker]) -> VariableTracker:
+        """A tuple made while tracing, for trackers below the tuples' module (an exception's args)."""
+        return TupleVariable(items)
 
     def prologue(self) -> list[Instr]:
         """MAKE_CELL / COPY_FREE_VARS / RESUME 0: what the transformed code must start with too."""

@@ -14,7 +14,7 @@ from .variables import (
 from .variables.lists import FrameListVariable
 from .variables.sets import SetVariable
 from .variables.dict_subclass import DictSubclassMixin, mapping_or_pairs
-from .variables.misc import AutocastVariable, GeneratorContextVariable, GradModeVariable
+from .variables.contexts import AutocastVariable, GeneratorContextVariable, GradModeVariable
 from .variables.objects import NewObjectVariable
 from .variables.tensor import call_in_graph
 

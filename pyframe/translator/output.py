@@ -35,6 +35,7 @@ from ..rerun import RestoresRngOnError, Rerun, can_run_again, draws_random_numbe
 from ..resume import Slot, first_real, original_position, resume_code
 from ..source import CellContentsSource, GlobalsDictSource, LocalSource, Source
 from .analysis import enclosing_entries, enclosing_handlers, live_locals
+from .hooks import TranslatorHooks
 from .instructions import InstructionTranslator
 from .variables.iterators import ListIteratorVariable
 from .variables import BoundMethodVariable, NullVariable, VariableTracker
@@ -43,7 +44,7 @@ from .variables.lists import BaseListVariable
 from .variables.dict_subclass import DictSubclassMixin
 from .variables.exceptions import ExceptionVariable
 from .variables.functions import NestedFunctionVariable, PartialVariable
-from .variables.misc import AutocastExitVariable, GradModeExitVariable
+from .variables.contexts import AutocastExitVariable, GradModeExitVariable
 from .variables.objects import NewObjectVariable
 from .variables.builtins import INPLACE_OPERATORS
 from .variables.tensor import TensorVariable, is_inplace_method
@@ -512,8 +513,7 @@ def _load_function(tx: InstructionTranslator, cg: PyCodegen, code: types.CodeTyp
 
 
 def translate_frame(code: types.CodeType, f_locals: dict[str, Any], f_globals: dict, f_builtins: dict,
-                    closure: tuple | None, make_output: Callable[[], Any], wrap_compiled: Callable[[Any], Any],
-                    fullgraph: bool = False) -> TranslationResult:
+                    closure: tuple | None, hooks: TranslatorHooks, fullgraph: bool = False) -> TranslationResult:
     """Trace a frame; on the first Unsupported, trace it again up to that instruction and break there.
 
     Tracing again (rather than cutting the first attempt short) leaves no half-traced call in the
@@ -524,14 +524,14 @@ def translate_frame(code: types.CodeType, f_locals: dict[str, Any], f_globals: d
     deferred_methods: dict[int, str] = {}  # LOAD_METHODs whose lookup failed: left to their call
     pure_calls: set[int] = set()  # functions allowed in the graph, checked free of side effects
     while True:
-        tx = InstructionTranslator(code, f_globals, f_builtins, closure, make_output(),
+        tx = InstructionTranslator(code, f_globals, f_builtins, closure, hooks.make_output(),
                                    frame_values=dict(f_locals), break_at=break_at,
-                                   deferred_methods=deferred_methods, pure_calls=pure_calls)
+                                   deferred_methods=deferred_methods, pure_calls=pure_calls, hooks=hooks)
         try:
             value = tx.run()
             if value is None:
-                return finish_break(tx, break_at, reason, wrap_compiled)
-            return finish_return(tx, value, wrap_compiled)
+                return finish_break(tx, break_at, reason, hooks.wrap_compiled)
+            return finish_return(tx, value, hooks.wrap_compiled)
         except Unsupported as e:
             if e.proven_pure is not None and e.proven_pure not in pure_calls:
                 pure_calls.add(e.proven_pure)  # the probe's inlined ops are dropped with this trace

@@ -9,14 +9,35 @@ from __future__ import annotations
 
 import inspect
 import types
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any, Protocol, Sequence
 
 from ...exc import Unsupported
 from ...guards import ClassAttr, GuardKind
 from ...source import AttrSource, Source
 
-if TYPE_CHECKING:
-    from ..instructions import InstructionTranslator
+
+
+class Tracer(Protocol):
+    """What trackers ask of the translator running them (translator/instructions.py implements it;
+    trackers never import it: they sit below it). `output` is the OutputGraph (graph.py),
+    `side_effects` the SideEffects record (side_effects.py), `hooks` what convert_frame handed the
+    trace (hooks.py); the rest are named for what they do."""
+
+    output: Any
+    side_effects: Any
+    hooks: Any
+    code: Any
+    root: "Tracer"
+    parent: "Tracer | None"
+
+    def wrap(self, value: Any, source: Source | None, guard: bool = True) -> "VariableTracker": ...
+    def wrap_constant(self, value: Any) -> "VariableTracker": ...
+    def make_tuple(self, items: list["VariableTracker"]) -> "VariableTracker": ...
+    def inline_call(self, fn: types.FunctionType, args: list["VariableTracker"],
+                    kwargs: dict[str, "VariableTracker"], **options: Any) -> "VariableTracker": ...
+    def load_attr(self, obj: "VariableTracker", name: str) -> "VariableTracker": ...
+    def read_local(self, name: str) -> "VariableTracker": ...
+    def install_global(self, value: Any) -> Source: ...
 
 
 UNKNOWN_OBJECT = object()
@@ -58,41 +79,41 @@ class VariableTracker:
         return self.real_object()
 
     # -- what can be done with it -----------------------------------------------------------
-    def var_getattr(self, tx: "InstructionTranslator", name: str) -> "VariableTracker":
+    def var_getattr(self, tx: Tracer, name: str) -> "VariableTracker":
         raise Unsupported(f"attribute {name!r} of {self}")
 
-    def store_attr(self, tx: "InstructionTranslator", name: str, value: "VariableTracker") -> None:
+    def store_attr(self, tx: Tracer, name: str, value: "VariableTracker") -> None:
         """`self.name = value` (STORE_ATTR, setattr())."""
         raise Unsupported(f"assignment to attribute {name!r} of {self}")
 
-    def delete_attr(self, tx: "InstructionTranslator", name: str) -> None:
+    def delete_attr(self, tx: Tracer, name: str) -> None:
         """`del self.name` (DELETE_ATTR, delattr())."""
         raise Unsupported(f"deletion of attribute {name!r} of {self}")
 
-    def generic_getattr(self, tx: "InstructionTranslator", name: str) -> "VariableTracker":
+    def generic_getattr(self, tx: Tracer, name: str) -> "VariableTracker":
         """`object.__getattribute__(self, name)`: the lookup a class's own `__getattribute__`
         ends in (`super().__getattribute__(key)`), without that method and without `__getattr__`."""
         raise Unsupported(f"object.__getattribute__ of {self}")
 
-    def generic_setattr(self, tx: "InstructionTranslator", name: str, value: "VariableTracker") -> None:
+    def generic_setattr(self, tx: Tracer, name: str, value: "VariableTracker") -> None:
         """`object.__setattr__(self, name, value)`: the store a class's own `__setattr__` ends in."""
         raise Unsupported(f"object.__setattr__ of {self}")
 
-    def call(self, tx: "InstructionTranslator", args: Sequence["VariableTracker"],
+    def call(self, tx: Tracer, args: Sequence["VariableTracker"],
              kwargs: dict[str, "VariableTracker"]) -> "VariableTracker":
         raise Unsupported(f"call of {self}")
 
-    def call_method(self, tx: "InstructionTranslator", name: str, args: Sequence["VariableTracker"],
+    def call_method(self, tx: Tracer, name: str, args: Sequence["VariableTracker"],
                     kwargs: dict[str, "VariableTracker"]) -> "VariableTracker":
         return self.var_getattr(tx, name).call(tx, args, kwargs)
 
-    def python_function(self, tx: "InstructionTranslator") -> tuple[Any, Source, bool] | None:
+    def python_function(self, tx: Tracer) -> tuple[Any, Source, bool] | None:
         """For a Python function or a method bound to one: that function, the source its
         attributes are read and guarded through, and whether a call binds its first parameter
         (inspect.signature, `method.__func__`). None for any other value."""
         return None
 
-    def unpack(self, tx: "InstructionTranslator") -> list["VariableTracker"]:
+    def unpack(self, tx: Tracer) -> list["VariableTracker"]:
         """The items of an iterable of known length (UNPACK_SEQUENCE, FOR_ITER, *args)."""
         raise Unsupported(f"iteration over {self}")
 
@@ -289,7 +310,7 @@ def mro_lookup(cls: type, name: str) -> Any:
     return None
 
 
-def guard_class_attribute(tx: "InstructionTranslator", obj: VariableTracker, name: str,
+def guard_class_attribute(tx: Tracer, obj: VariableTracker, name: str,
                           check_instance: bool = True) -> None:
     """The trace took `obj.name` from obj's class (a method bound or inlined, a property's getter
     inlined, the class's `__call__`), or found it missing from class and instance alike: guard that
@@ -302,3 +323,10 @@ def guard_class_attribute(tx: "InstructionTranslator", obj: VariableTracker, nam
     if found is None and any(name in _type_dict(entry) for entry in obj.python_type().__mro__):
         return  # a class attribute that is None: read as a value, guarded by it
     tx.output.guards.add(AttrSource(obj.source, name), GuardKind.CLASS_ATTR_MATCH, ClassAttr(found, check_instance))
+
+
+def plain_getattr(cls: type) -> bool:
+    """Attribute reads on instances of cls run no Python code when the attribute is missing: no
+    Python __getattribute__ or __getattr__."""
+    return not isinstance(class_attribute(cls, "__getattribute__", None), types.FunctionType) \
+        and class_attribute(cls, "__getattr__", None) is None

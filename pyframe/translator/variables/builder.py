@@ -12,11 +12,10 @@ import functools
 import inspect
 import types
 import weakref
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
-from ... import _C
 from ...exc import Unsupported
 from ...resume import STACK_ARG_PREFIX
 from ...guards import GuardKind, KeysById
@@ -25,7 +24,7 @@ from ...source import (
     TupleIteratorRestSource,
 )
 from .autograd_function import AutogradFunctionVariable, is_autograd_function, is_bound_apply
-from .base import VariableTracker
+from .base import Tracer, VariableTracker
 from .builtins import BUILTIN_FUNCTIONS, PURE_FUNCTIONS, BuiltinVariable
 from .constant import ConstantVariable, is_constant_value, is_numpy_scalar
 from .copying import DeepcopyFunctionVariable, is_deepcopy
@@ -38,14 +37,14 @@ from .dict_subclass import BuiltinMethodOfVariable, UserDictObjectVariable, buil
 from .functions import (
     CodeObjectVariable, InspectSignatureVariable, LruCacheWrapperVariable, PartialVariable, UserFunctionVariable,
 )
-from .misc import GRAD_MODE_CLASSES, GradModeClassVariable, InlinedMethodVariable, SuperVariable
+from .contexts import GRAD_MODE_CLASSES, GradModeClassVariable
+from .methods import InlinedMethodVariable
+from .super_object import SuperVariable
 from .nn_module import NNModuleVariable
 from .objects import DisabledFunctionVariable, GraphBreakFunctionVariable, PythonObjectVariable, UserObjectVariable
 from .tensor import TensorVariable
 from .torch import PythonModuleVariable, TorchFunctionVariable, is_torch_op
 
-if TYPE_CHECKING:
-    from ..instructions import InstructionTranslator
 
 _EQUALS_TYPES = (bool, int, float, complex, str, bytes, torch.device)
 # Trackers with no state a trace changes: wrap() gives one per source and output graph.
@@ -54,7 +53,7 @@ _CONTAINER_TYPES = (list, dict, collections.OrderedDict, collections.defaultdict
 _TUPLE_ITERATOR = type(iter(()))
 
 
-def wrap(tx: "InstructionTranslator", value: Any, source: Source | None, guard: bool = True) -> VariableTracker:
+def wrap(tx: Tracer, value: Any, source: Source | None, guard: bool = True) -> VariableTracker:
     """The symbolic value of `value`, guarded on `source` when there is one and `guard` is set."""
     if source is not None:
         known = tx.side_effects.known(source)  # a mutable object read before: the same tracker
@@ -80,7 +79,7 @@ def is_immutable_tracker(tracker: VariableTracker) -> bool:
     return type(tracker) in _IMMUTABLE_TRACKERS
 
 
-def _wrap(tx: "InstructionTranslator", value: Any, source: Source | None, guard: bool) -> VariableTracker:
+def _wrap(tx: Tracer, value: Any, source: Source | None, guard: bool) -> VariableTracker:
     guards = tx.output.guards if guard and source is not None else None
 
     def add(kind: GuardKind, payload: Any = None) -> None:
@@ -135,7 +134,7 @@ def _wrap(tx: "InstructionTranslator", value: Any, source: Source | None, guard:
         # left would run into the recompile limit on any long loop.
         add(GuardKind.TYPE_MATCH, _TUPLE_ITERATOR)
         rest_source = TupleIteratorRestSource(source)
-        rest = _C.tuple_iterator_rest(value)
+        rest = tx.hooks.tuple_iterator_rest(value)
         if guards is not None:
             guards.add(rest_source, GuardKind.LEN_MATCH, len(rest))
         items = [wrap(tx, v, ItemSource(rest_source, i), guard) for i, v in enumerate(rest)]
@@ -177,8 +176,8 @@ def _wrap(tx: "InstructionTranslator", value: Any, source: Source | None, guard:
         if value.__name__ == "graph_break":
             return GraphBreakFunctionVariable(value, source)
         # torch._dynamo.disable / torch.compiler.disable: honoured as pyframe.disable is
-        return DisabledFunctionVariable(_disabled_twin(value), None)
-    if isinstance(value, _C.CallbackScope):  # a function wrapped by pyframe.optimize/disable/run
+        return DisabledFunctionVariable(_disabled_twin(tx, value), None)
+    if tx.hooks.is_pyframe_wrapper(value):  # a function wrapped by pyframe.optimize/disable/run
         add(GuardKind.ID_MATCH, value)
         if value.callback is None:
             return DisabledFunctionVariable(value, source)
@@ -312,7 +311,7 @@ def _keys_supported(value: dict) -> bool:
     return all(is_constant_key(k) or hashes_by_identity(type(k), k) for k in value)
 
 
-def _wrap_dict(tx: "InstructionTranslator", value: dict, source: Source | None, guard: bool,
+def _wrap_dict(tx: Tracer, value: dict, source: Source | None, guard: bool,
                add: Any) -> VariableTracker:
     """A dict, OrderedDict or defaultdict, guarded by its type and its keys in order: str and int
     keys by value (DICT_KEYS_MATCH); with any other key, constants by type and value and keys that
@@ -341,7 +340,7 @@ def _wrap_dict(tx: "InstructionTranslator", value: dict, source: Source | None, 
     return _mutable(tx, source, value, DictVariable(items, source, type(value), factory))
 
 
-def _mutable(tx: "InstructionTranslator", source: Source | None, value: Any,
+def _mutable(tx: Tracer, source: Source | None, value: Any,
              tracker: VariableTracker) -> VariableTracker:
     """A tracker of a list, dict or object that the trace may mutate: one per object (see
     SideEffects.track)."""
@@ -358,13 +357,11 @@ def _is_dynamo_hint(fn: types.FunctionType) -> bool:
     return fn.__dict__.get("_torchdynamo_disable") is True
 
 
-def _disabled_twin(fn: types.FunctionType) -> Any:
+def _disabled_twin(tx: Tracer, fn: types.FunctionType) -> Any:
     """pyframe.disable(fn), one per function: the transformed code calls it as a constant."""
     twin = _DISABLED_TWINS.get(fn)
     if twin is None:
-        from ...eval_frame import disable  # (eval_frame imports the translator)
-
-        twin = _DISABLED_TWINS[fn] = disable(fn)
+        twin = _DISABLED_TWINS[fn] = tx.hooks.disable(fn)
     return twin
 
 

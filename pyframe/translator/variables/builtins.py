@@ -20,16 +20,18 @@ import torch
 from ...exc import Unsupported
 from ...guards import GuardKind
 from ...source import AttrSource, Source
-from .base import UNKNOWN_OBJECT, VariableTracker, class_attribute, constant_args
+from .base import UNKNOWN_OBJECT, VariableTracker, class_attribute, constant_args, plain_getattr
 from .constant import ConstantVariable, python_scalar
+from .dict_subclass import DictSubclassMixin, builtin_method_descriptor
 from .dicts import DictVariable, DictViewVariable
 from .iterators import ListIteratorVariable, iterate
 from .lists import BaseListVariable, FrameListVariable, ListVariable, TupleVariable, sort_trackers
 from .sets import SetVariable
 from .exceptions import ExceptionVariable, RaisedException, is_exception_class, raise_symbolic
 from .functions import PartialVariable, UserFunctionVariable
-from .misc import SuperVariable, zero_arg_super
+from .super_object import SuperVariable, zero_arg_super
 from .nn_module import NNModuleVariable
+from .objects import NewObjectVariable, UserObjectVariable, object_has_attr, register_constructor
 from .tensor import TensorVariable, call_in_graph
 
 # Builtins with no side effects: calling them on constants while tracing is safe.
@@ -132,7 +134,6 @@ class BuiltinVariable(VariableTracker):
             return BuiltinVariable(attr, AttrSource(self.source, name) if self.source is not None else None)
         if name in ("__name__", "__qualname__", "__module__", "__doc__") and isinstance(attr, (str, type(None))):
             return ConstantVariable(attr)  # fixed for a builtin (`type(x).__name__` of a tuple)
-        from .dict_subclass import builtin_method_descriptor  # (it imports this module)
         if builtin_method_descriptor(attr):  # `dict.__setitem__`, `object.__setattr__`
             return tx.wrap(attr, AttrSource(self.source, name) if self.source is not None else None,
                            guard=self.source is not None)
@@ -161,7 +162,6 @@ _DUNDERS: dict[Callable, tuple[str, str | None, str | None]] = {
 def _python_method(vt: VariableTracker, name: str) -> tuple[Callable, Source | None] | None:
     """The Python function a user object's class defines for `name`, with where it is read from
     (its closure cells are read through that); None for other values."""
-    from .objects import NewObjectVariable, UserObjectVariable  # (objects.py imports this module)
 
     if isinstance(vt, NewObjectVariable):
         cls, cls_source = vt.cls, vt.cls_source
@@ -200,7 +200,6 @@ def _user_operator(tx, fn: Callable, args: Sequence[VariableTracker]) -> Variabl
 def _identity_equality(a: VariableTracker, b: VariableTracker) -> bool:
     """`a == b` is `a is b`: one is an instance of a user class that no class on its MRO gives
     __eq__/__ne__, and the other is too, or a builtin scalar (whose __eq__ declines a foreign type)."""
-    from .objects import NewObjectVariable, UserObjectVariable  # (objects.py imports this module)
 
     def default_eq(vt: VariableTracker) -> bool:
         if isinstance(vt, NewObjectVariable):
@@ -231,7 +230,6 @@ def _len(tx, obj: VariableTracker) -> VariableTracker | None:
         if type(value) is not int or value < 0:
             raise Unsupported(f"len() of a {obj.python_type().__name__} whose __len__ returns {result}")
         return ConstantVariable(value)
-    from .dict_subclass import DictSubclassMixin  # (it imports this module)
     if isinstance(obj, DictSubclassMixin):  # a dict subclass keeping dict's __len__
         return obj.call_special(tx, "__len__", [])
     return None
@@ -347,17 +345,9 @@ def _has_attr(tx, obj: VariableTracker, attr: str) -> bool | None:
                 return None
             tx.output.guards.add(AttrSource(obj.source, attr), GuardKind.HASATTR_MATCH, answer)
         return answer
-    from .objects import NewObjectVariable, UserObjectVariable, object_has_attr  # (objects.py imports this module)
     if isinstance(obj, (UserObjectVariable, NewObjectVariable)):
         return object_has_attr(tx, obj, attr)
     return None
-
-
-def plain_getattr(cls: type) -> bool:
-    """Attribute reads on instances of cls run no Python code when the attribute is missing: no
-    Python __getattribute__ or __getattr__."""
-    return not isinstance(class_attribute(cls, "__getattribute__", None), types.FunctionType) \
-        and class_attribute(cls, "__getattr__", None) is None
 
 
 def _hasattr(tx, obj: VariableTracker, name: VariableTracker) -> VariableTracker:
@@ -378,7 +368,6 @@ def class_of(tx, obj: VariableTracker) -> VariableTracker:
     """type(obj). A user class is read through the object (`L['self'].__class__`, or the source of
     the class an object made here was made from), so what the trace reads of the class (a counter
     in a class attribute) is guarded; a class of torch's or a builtin is a constant."""
-    from .objects import NewObjectVariable  # (objects.py imports this module)
 
     cls = obj.python_type()
     if getattr(cls, "__module__", "builtins").split(".")[0] in ("torch", "builtins"):
@@ -434,7 +423,6 @@ def _filter(tx, fn: VariableTracker, obj: VariableTracker) -> VariableTracker:
 def _reversed(tx, obj: VariableTracker) -> VariableTracker:
     if isinstance(obj, ListIteratorVariable):
         raise Unsupported(f"reversed() of an iterator ({obj.python_type().__name__})")
-    from .dict_subclass import DictSubclassMixin  # (it imports this module)
     if isinstance(obj, DictSubclassMixin):  # its __reversed__ (dict's, or its own), not its __iter__
         return obj.call_special(tx, "__reversed__", [])
     found = _python_method(obj, "__reversed__")
@@ -529,7 +517,6 @@ def _identity(negate: bool) -> Callable:
                 break
             if not isinstance(known, other_type):
                 return ConstantVariable(negate)
-        from .objects import NewObjectVariable  # (objects.py imports this module)
         if isinstance(a, NewObjectVariable) or isinstance(b, NewObjectVariable):
             return ConstantVariable(negate)  # an instance made while tracing has one tracker: a is not b
         raise Unsupported(f"identity of {a} and {b}")
@@ -558,7 +545,6 @@ def _vars(tx, *obj: VariableTracker) -> VariableTracker:
 
 
 def _contains(tx, container: VariableTracker, item: VariableTracker) -> VariableTracker | None:
-    from .dict_subclass import DictSubclassMixin  # (it imports this module)
     if isinstance(container, DictSubclassMixin):  # its __contains__, inlined, or dict's
         result = container.call_special(tx, "__contains__", [item])
         return ConstantVariable(result.truth())  # `in` makes a bool of what __contains__ returns
@@ -612,7 +598,6 @@ def build_dict(tx, dict_type: type, args: Sequence[VariableTracker], kwargs: dic
     built = DictVariable({}, None, dict_type, factory)
     if args:
         source = args[0]
-        from .dict_subclass import DictSubclassMixin  # (it imports this module)
         if isinstance(source, DictVariable):
             built.update(tx, source)
         elif isinstance(source, DictSubclassMixin):
@@ -826,3 +811,7 @@ _HANDLERS: dict[Callable, Callable] = {
 BUILTIN_FUNCTIONS = {v for v in vars(builtins).values() if callable(v)} | {t.fromkeys for t in _DICT_TYPES} | {
     functools.reduce, functools.partial,
                                                                              *_ITERTOOLS, itertools.repeat}
+
+# `OrderedDict(...)` and `defaultdict(...)` are classes, called as such (objects.py asks): made as dict() is.
+register_constructor(lambda cls: cls in (collections.OrderedDict, collections.defaultdict),
+                     lambda tx, cls, cls_source, args, kwargs: build_dict(tx, cls, args, kwargs))

@@ -6,8 +6,10 @@ collections.namedtuple generates for every class, and done on the tracker.
 from __future__ import annotations
 
 import collections
+import inspect
 from typing import Any
 
+from ...exc import Unsupported
 from ...source import Source
 from .base import VariableTracker
 from .dicts import DictVariable
@@ -77,3 +79,18 @@ class NamedTupleVariable(TupleVariable):
         # Once: an instance of a subclass has a __dict__ (an attribute set on it at a graph break
         # must be on the object the rest of the frame sees), and `is` holds between its uses.
         cg.rebuild_once(self, build)
+
+
+def new_namedtuple(tx, cls: type, args, kwargs) -> VariableTracker:
+    """`cls(*args, **kwargs)` for a namedtuple class: its fields bound as its __new__ binds them."""
+    parameters = [inspect.Parameter(f, inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                    default=cls._field_defaults.get(f, inspect.Parameter.empty))
+                  for f in cls._fields]
+    try:
+        bound = inspect.Signature(parameters).bind(*args, **kwargs)
+    except TypeError as e:
+        raise Unsupported(f"{cls.__qualname__}(): {e}") from e
+    bound.apply_defaults()
+    items = [value if isinstance(value, VariableTracker) else tx.wrap_constant(value)
+             for value in bound.arguments.values()]
+    return NamedTupleVariable(items, cls)

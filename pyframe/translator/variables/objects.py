@@ -12,7 +12,6 @@ from __future__ import annotations
 import abc
 import collections
 import functools
-import inspect
 import types
 from typing import Any, Callable
 
@@ -22,17 +21,30 @@ from ...exc import Unsupported
 from ...guards import GuardKind
 from ...source import AttrSource, GenericAttrSource, ItemSource, Source
 from .base import (
-    BoundMethodVariable, VariableTracker, class_attribute, constant_args, guard_class_attribute, static_attribute,
+    BoundMethodVariable, VariableTracker, class_attribute, constant_args, guard_class_attribute, plain_getattr,
+    static_attribute,
 )
-from .builtins import build_dict, iterate, plain_getattr
+from .iterators import iterate
 from .constant import ConstantVariable
 from .dicts import DictVariable
 from .lists import DequeVariable
-from .namedtuples import NamedTupleVariable
+from .namedtuples import new_namedtuple
 from .exceptions import ExceptionVariable, RaisedException, is_exception_class, raise_symbolic
 from .functions import PartialVariable
-from .misc import InlinedMethodVariable
+from .methods import InlinedMethodVariable
 from .nn_module import record_module_init
+
+
+# Class calls that make kinds of value defined above this module: `(claims(cls), make(tx, cls,
+# cls_source, args, kwargs))`, consulted in order before a plain class is made. The module that
+# defines the kind registers it when imported (builtins.py: OrderedDict() and defaultdict();
+# dict_subclass.py: instances of dict subclasses); the package's __init__ imports them all.
+_CONSTRUCTORS: list[tuple[Callable[[type], bool], Callable[..., VariableTracker]]] = []
+
+
+def register_constructor(claims: Callable[[type], bool], make: Callable[..., VariableTracker]) -> None:
+    """Let a class call `cls(*args, **kwargs)` with `claims(cls)` true make its instance by `make`."""
+    _CONSTRUCTORS.append((claims, make))
 
 
 class PythonObjectVariable(VariableTracker):
@@ -81,18 +93,16 @@ class PythonObjectVariable(VariableTracker):
             return tx.wrap_constant(value)
         if is_exception_class(cls):
             return ExceptionVariable.make(cls, list(args), kwargs)
-        if cls in (collections.OrderedDict, collections.defaultdict):
-            return build_dict(tx, cls, args, kwargs)
         if cls is collections.deque and len(args) <= 2 and set(kwargs) <= {"iterable", "maxlen"}:
             iterable = args[0] if args else kwargs.get("iterable")
             maxlen = args[1] if len(args) == 2 else kwargs.get("maxlen")
             return DequeVariable(list(iterate(tx, iterable)) if iterable is not None else [],
                                  maxlen.as_python_constant() if maxlen is not None else None)
         if issubclass(cls, tuple) and hasattr(cls, "_fields") and hasattr(cls, "_make"):
-            return _new_namedtuple(tx, cls, args, kwargs)
-        from .dict_subclass import NewDictObjectVariable, is_constructible  # (it imports this module)
-        if is_constructible(cls):  # `class Out(OrderedDict)`: a user object with a dict inside
-            return NewDictObjectVariable.make(tx, cls, self.source, args, kwargs)
+            return new_namedtuple(tx, cls, args, kwargs)
+        for claims, make in _CONSTRUCTORS:  # `OrderedDict(...)`, `class Out(OrderedDict)`...
+            if claims(cls):
+                return make(tx, cls, self.source, args, kwargs)
         if is_plain_class(cls):
             obj = NewObjectVariable(cls, self.source)
             init = class_attribute(cls, "__init__", None)
@@ -543,21 +553,6 @@ def is_plain_class(cls: type) -> bool:
             and "__slots__" not in cls.__dict__
             and all(base is object or base.__module__ != "builtins" for base in cls.__mro__)
             and not issubclass(cls, (torch.nn.Module, torch.Tensor)))
-
-
-def _new_namedtuple(tx, cls: type, args, kwargs) -> VariableTracker:
-    """`cls(*args, **kwargs)` for a namedtuple class: its fields bound as its __new__ binds them."""
-    parameters = [inspect.Parameter(f, inspect.Parameter.POSITIONAL_OR_KEYWORD,
-                                    default=cls._field_defaults.get(f, inspect.Parameter.empty))
-                  for f in cls._fields]
-    try:
-        bound = inspect.Signature(parameters).bind(*args, **kwargs)
-    except TypeError as e:
-        raise Unsupported(f"{cls.__qualname__}(): {e}") from e
-    bound.apply_defaults()
-    items = [value if isinstance(value, VariableTracker) else tx.wrap_constant(value)
-             for value in bound.arguments.values()]
-    return NamedTupleVariable(items, cls)
 
 
 _MISSING = object()
