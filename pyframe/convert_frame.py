@@ -68,6 +68,12 @@ def records_for(code: types.CodeType) -> list[FrameRecord]:
     return records.get(code, [])
 
 
+def reset() -> None:
+    """Drop every cache entry of every code object, and what pyframe recorded about them."""
+    _C.reset()
+    records.clear()
+
+
 def describe(code: types.CodeType) -> str:
     return f"{code.co_name} ({code.co_filename}:{code.co_firstlineno})"
 

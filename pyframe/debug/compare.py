@@ -9,9 +9,9 @@ tests/test_corpus.py asserts on it. ``python -m pyframe compare`` runs ``compare
 ``Progress`` bar) and prints ``table_rows`` plus a ``totals_row`` and ``ratios_text``, and
 ``report_json`` for ``--json``.
 
-Where it sits: beside the translator, on top of the public API. It reaches pyframe through
-``pyframe.optimize``, ``pyframe.reset`` and ``pyframe.lookup_backend``, and reads break counts from
-``convert_frame.records``; it never imports the translator.
+Where it sits: in the debugging layer, on top of the API (docs/architecture.md). It reaches
+pyframe through ``eval_frame.optimize``, ``convert_frame.reset`` and ``backends.lookup_backend``,
+and reads break counts from ``convert_frame.records``; it never imports the translator.
 """
 
 from __future__ import annotations
@@ -28,7 +28,11 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import torch
 import torch.fx
 
-from pyframe.debug.cases import Case, Inputs
+from .. import convert_frame
+from ..backends import lookup_backend
+from ..convert_frame import reset
+from ..eval_frame import optimize
+from .cases import Case, Inputs
 
 __all__ = [
     "ENGINES",
@@ -194,9 +198,7 @@ def resolve_backend(backend: str | Callable[..., Any] | None) -> Callable[..., A
         return None
     if callable(backend):
         return backend
-    import pyframe
-
-    return pyframe.lookup_backend(backend)
+    return lookup_backend(backend)
 
 
 def count_breaks(engine: str) -> int:
@@ -207,8 +209,6 @@ def count_breaks(engine: str) -> int:
 
         return len(graph_break_reasons)
     if engine == "pyframe":
-        from pyframe import convert_frame
-
         return sum(r.error is not None for records in convert_frame.records.values() for r in records)
     return 0
 
@@ -220,8 +220,6 @@ def fallbacks_of(engine: str) -> list[str]:
     (the standard library, torch's internals) make no record. torch._dynamo's are not counted."""
     if engine != "pyframe":
         return []
-    from pyframe import convert_frame
-
     return [f"{r.name}: {r.reason}" for records in list(convert_frame.records.values()) for r in records
             if r.status != "compiled"]
 
@@ -231,15 +229,9 @@ def fallbacks_of(engine: str) -> list[str]:
 
 
 def engine_unavailable_reason(engine: str) -> str | None:
-    """None if ``engine`` can run here, else why not (pyframe's API may not have landed yet)."""
+    """None if ``engine`` can run here, else why not."""
     if engine not in ENGINES:
         return f"unknown engine {engine!r}; known: {', '.join(ENGINES)}"
-    if engine == "pyframe":
-        import pyframe  # already imported (we are inside it); looked up late, as the API is growing
-
-        missing = [name for name in ("optimize", "reset") if not hasattr(pyframe, name)]
-        if missing:
-            return f"pyframe.{'/'.join(missing)} not implemented yet"
     return None
 
 
@@ -248,9 +240,7 @@ def optimize_with(engine: str, fn: Callable[..., Any], backend: Callable[..., An
     if engine == "eager":
         return fn
     if engine == "pyframe":
-        import pyframe
-
-        return pyframe.optimize(backend)(fn)
+        return optimize(backend)(fn)
     if engine == "dynamo":
         # Static shapes, as pyframe guards them (DESIGN.md section 3): compare like with like.
         return torch.compile(fn, backend=backend, dynamic=False)
@@ -260,10 +250,7 @@ def optimize_with(engine: str, fn: Callable[..., Any], backend: Callable[..., An
 def reset_engines() -> None:
     """Drop every cache entry of both JIT engines, so each case starts cold."""
     torch._dynamo.reset()
-    if engine_unavailable_reason("pyframe") is None:
-        import pyframe
-
-        pyframe.reset()
+    reset()
 
 
 _WARMED: set[str] = set()
