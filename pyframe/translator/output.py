@@ -28,7 +28,7 @@ import torch.fx
 from bytecode import BinaryOp, CellVar, FreeVar, Instr, Label, TryBegin, TryEnd
 
 from ..backends import CompiledGraph
-from ..codegen import PyCodegen, make_code
+from ..codegen.pycodegen import PyCodegen, make_code
 from ..exc import Unsupported
 from ..guards import GuardKind
 from ..rerun import RestoresRngOnError, Rerun, can_run_again, draws_random_numbers

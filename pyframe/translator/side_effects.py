@@ -49,7 +49,7 @@ from .variables.objects import UserObjectVariable
 from .variables.dicts import build_dict_items, made_keys
 
 if TYPE_CHECKING:
-    from ..codegen import PyCodegen
+    from ..codegen.pycodegen import PyCodegen
 
 
 class SideEffects:

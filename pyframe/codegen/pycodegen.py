@@ -15,9 +15,9 @@ from typing import Any, Callable
 import torch.fx
 from bytecode import Bytecode, CellVar, FreeVar, Instr, Label, TryBegin, TryEnd
 
-from . import _C
-from .rerun import Rerun, run_as_python
-from .source import (
+from .. import _C
+from ..rerun import Rerun, run_as_python
+from ..source import (
     AttrSource, BuiltinSource, CellContentsSource, ChildSource, ClosureSource, DictItemSource, DictKeySource,
     DictValueSource, FreeCellSource, GenericAttrSource, GlobalSource, ItemSource, LocalSource, Source,
     TupleIteratorRestSource,
