@@ -30,7 +30,7 @@ from .exc import BackendCompilerFailed, Unsupported
 from .graph import OutputGraph
 from .guards import PinnedObject
 from .translator.hooks import TranslatorHooks
-from .translator.output import translate_frame
+from .translator.translate import translate_frame
 
 log = logging.getLogger("pyframe")
 

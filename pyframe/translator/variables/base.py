@@ -119,7 +119,7 @@ class VariableTracker:
 
     def rebuilt_from(self) -> list["VariableTracker"]:
         """The other trackers `reconstruct` rebuilds to make this value (a dict view's dict, a
-        bound method's object). Finishing a trace walks them (translator/output.py, `walk`): a
+        bound method's object). Finishing a trace walks them (translator/live_values.py, `walk`): a
         tensor among them that the graph made must become a graph output, or the transformed code
         has nothing to load it from. A subclass whose `reconstruct` calls another tracker's must
         list that tracker here (containers list their items in `_children` there)."""
