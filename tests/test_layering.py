@@ -26,7 +26,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
                                                "pyframe.translator.hooks")),
     ("translator: variable trackers", ("pyframe.translator.variables",)),
     ("translator: side effects", ("pyframe.translator.side_effects",)),
-    ("translator: opcode handlers", ("pyframe.translator.ops_",)),
+    ("translator: opcode handlers", ("pyframe.translator.ops_", "pyframe.translator.cells")),
     ("translator: interpreter", ("pyframe.translator.instructions",)),
     ("translator: finishing a trace", ("pyframe.translator",)),
     ("miss path and API", ("pyframe.convert_frame", "pyframe.eval_frame")),
