@@ -33,6 +33,12 @@ from .exceptions import ExceptionVariable, RaisedException, is_exception_class, 
 from .functions import PartialVariable
 from .methods import InlinedMethodVariable
 from .nn_module import record_module_init
+from .static_lookup import (
+    PLAIN_DESCRIPTORS, describe_value, has_own_getattribute, has_static_attr, instance_dict_of, is_data_descriptor,
+    plain_protocol, static_attr,
+)
+
+_MISSING = object()
 
 
 # Class calls that make kinds of value defined above this module: `(claims(cls), make(tx, cls,
@@ -64,14 +70,14 @@ class PythonObjectVariable(VariableTracker):
         return self.value
 
     def var_getattr(self, tx, name: str) -> VariableTracker:
-        value = _static_attr(self.value, name)
+        value = static_attr(self.value, name)
         source = AttrSource(self.source, name) if self.source is not None else None
         return tx.wrap(value, source, guard=self.source is not None)
 
     def call(self, tx, args, kwargs) -> VariableTracker:
         cls = self.value
         if not isinstance(cls, type):
-            raise Unsupported(f"call to {_describe(cls)}")
+            raise Unsupported(f"call to {describe_value(cls)}")
         # Classes of values we can fold (torch.Size, torch.device, int, ...) are built while tracing.
         if getattr(cls, "__module__", "").split(".")[0] in ("torch", "builtins"):
             pargs, pkwargs = constant_args(args, kwargs, f"{cls.__name__}()")
@@ -112,7 +118,7 @@ class PythonObjectVariable(VariableTracker):
             elif args or kwargs:
                 raise Unsupported(f"{cls.__qualname__}() takes no arguments")
             return obj
-        raise Unsupported(f"call to {_describe(cls)}")
+        raise Unsupported(f"call to {describe_value(cls)}")
 
     def reconstruct(self, cg) -> None:
         if self.source is not None:
@@ -121,7 +127,7 @@ class PythonObjectVariable(VariableTracker):
             cg.load_const(self.value)
 
     def __repr__(self) -> str:
-        return f"PythonObjectVariable({_describe(self.value)})"
+        return f"PythonObjectVariable({describe_value(self.value)})"
 
 
 class DisabledFunctionVariable(PythonObjectVariable):
@@ -165,12 +171,12 @@ class UserObjectVariable(VariableTracker):
         if stored is not None:
             return stored
         dict_var = self._dict_tracker(tx)
-        if dict_var is not None and not _is_data_descriptor(class_attribute(type(self.value), name, None)):
+        if dict_var is not None and not is_data_descriptor(class_attribute(type(self.value), name, None)):
             if name in dict_var.items:  # what the trace did to `obj.__dict__` is what obj shows
                 return dict_var.items[name]
-            if name in _instance_dict(self.value):
+            if name in instance_dict_of(self.value):
                 raise Unsupported(f"attribute {name!r} removed from a {type(self.value).__qualname__}'s __dict__")
-        instance_dict = _instance_dict(self.value)
+        instance_dict = instance_dict_of(self.value)
         static = class_attribute(type(self.value), name, None)
         if isinstance(static, property) and static.fget is not None and name not in instance_dict:
             guard_class_attribute(tx, self, name)
@@ -182,13 +188,13 @@ class UserObjectVariable(VariableTracker):
             constant = functools.partial(tx.wrap, source=None, guard=False)
             return PartialVariable(InlinedMethodVariable(static.func, self), [constant(a) for a in static.args],
                                    {k: constant(v) for k, v in static.keywords.items()})
-        if not _has_static_attr(self.value, name):
+        if not has_static_attr(self.value, name):
             self._guard_missing(tx, name)
             raise_symbolic(AttributeError, f"{type(self.value).__name__!r} object has no attribute {name!r}")
         if name == "__dict__" and self.source is not None:
             return self.instance_dict_tracker(tx)
-        own_getattribute = _own_getattribute(type(self.value))
-        value = _static_attr(self.value, name, generic=own_getattribute)
+        own_getattribute = has_own_getattribute(type(self.value))
+        value = static_attr(self.value, name, generic=own_getattribute)
         if isinstance(value, types.MethodType) and name not in instance_dict:
             guard_class_attribute(tx, self, name)  # `obj.act = fn` later, or `C.act = ...`
             return BoundMethodVariable(self, name)
@@ -206,7 +212,7 @@ class UserObjectVariable(VariableTracker):
         if self.source is None:
             return
         guards = tx.output.guards
-        if _plain_protocol(type(self.value)):
+        if plain_protocol(type(self.value)):
             guards.add(AttrSource(self.source, name), GuardKind.HASATTR_MATCH, False)
             return
         instance_dict = self._guarded_instance_dict()
@@ -218,7 +224,7 @@ class UserObjectVariable(VariableTracker):
     def _guarded_instance_dict(self) -> dict:
         """The instance dict, which guards and the transformed code read as `obj.__dict__`
         (through the class's own __getattribute__, if any: it must give the dict itself)."""
-        instance_dict = _instance_dict(self.value)
+        instance_dict = instance_dict_of(self.value)
         if getattr(self.value, "__dict__", None) is not instance_dict:
             raise Unsupported(f"{type(self.value).__qualname__}.__getattribute__ maps '__dict__' elsewhere")
         return instance_dict
@@ -253,7 +259,7 @@ class UserObjectVariable(VariableTracker):
         return dict_var
 
     def call_method(self, tx, name, args, kwargs) -> VariableTracker:
-        if name in _instance_dict(self.value) and not _is_data_descriptor(class_attribute(type(self.value), name, None)):
+        if name in instance_dict_of(self.value) and not is_data_descriptor(class_attribute(type(self.value), name, None)):
             return self.var_getattr(tx, name).call(tx, args, kwargs)  # the instance's own, not bound
         return self._call_class_method(tx, name, args, kwargs, check_instance=True)
 
@@ -372,7 +378,7 @@ def object_has_attr(tx, obj: "UserObjectVariable | NewObjectVariable", name: str
     else:
         static = static_attribute(obj.value, name, _MISSING)
         answer = None
-    if static is not _MISSING and hasattr(type(static), "__get__") and not isinstance(static, _PLAIN_DESCRIPTORS):
+    if static is not _MISSING and hasattr(type(static), "__get__") and not isinstance(static, PLAIN_DESCRIPTORS):
         return None  # a property or a descriptor may raise AttributeError
     if answer is None:
         answer = hasattr(obj.value, name)  # (a slot, or a builtin descriptor: C code only)
@@ -444,7 +450,7 @@ class NewObjectVariable(VariableTracker):
                 tx.output.guards.add(AttrSource(self.cls_source, name), GuardKind.HASATTR_MATCH, False)
             raise_symbolic(AttributeError, f"{self.cls.__name__!r} object has no attribute {name!r}")
         source = AttrSource(self.cls_source, name) if self.cls_source is not None else None
-        return tx.wrap(_static_attr(self.cls, name), source)
+        return tx.wrap(static_attr(self.cls, name), source)
 
     def _guard_class_member(self, tx, name: str, member: Any) -> None:
         """The class (read from the frame) still holds `member` (a function, a property) under
@@ -462,7 +468,7 @@ class NewObjectVariable(VariableTracker):
         """`del obj.name` / delattr(): object's __delattr__ takes it out of the instance dict (an
         AttributeError in the trace if it is not there)."""
         if class_attribute(self.cls, "__delattr__", None) is not object.__delattr__ \
-                or _is_data_descriptor(class_attribute(self.cls, name, None)):
+                or is_data_descriptor(class_attribute(self.cls, name, None)):
             raise Unsupported(f"deletion of attribute {name!r} of a {self.cls.__qualname__} (its own __delattr__ or a descriptor)")
         if name not in self.attrs:
             raise_symbolic(AttributeError, name)
@@ -553,61 +559,3 @@ def is_plain_class(cls: type) -> bool:
             and "__slots__" not in cls.__dict__
             and all(base is object or base.__module__ != "builtins" for base in cls.__mro__)
             and not issubclass(cls, (torch.nn.Module, torch.Tensor)))
-
-
-_MISSING = object()
-
-# Descriptors whose __get__ runs no Python code: reading through them is safe while tracing.
-_PLAIN_DESCRIPTORS = (types.FunctionType, staticmethod, classmethod, types.BuiltinFunctionType,
-                      types.MethodDescriptorType, types.GetSetDescriptorType, types.MemberDescriptorType,
-                      types.WrapperDescriptorType, types.ClassMethodDescriptorType)
-
-
-def _own_getattribute(cls: type) -> bool:
-    """The class defines `__getattribute__` in Python (inlined for every attribute read)."""
-    return isinstance(class_attribute(cls, "__getattribute__", None), types.FunctionType)
-
-
-def _plain_protocol(cls: type) -> bool:
-    """`obj.name` is the type's own lookup: no Python __getattribute__, no __getattr__."""
-    return not _own_getattribute(cls) and class_attribute(cls, "__getattr__", None) is None
-
-
-def _is_data_descriptor(attr: Any) -> bool:
-    return hasattr(type(attr), "__set__") or hasattr(type(attr), "__delete__")
-
-
-def _instance_dict(obj: Any) -> dict:
-    """The instance dict, read as object's lookup reads it (no class's __getattribute__ asked)."""
-    try:
-        found = object.__getattribute__(obj, "__dict__")
-    except AttributeError:
-        return {}
-    return found if isinstance(found, dict) else {}
-
-
-def _has_static_attr(obj: Any, name: str) -> bool:
-    try:
-        static_attribute(obj, name)
-    except AttributeError:
-        return False
-    return True
-
-
-def _static_attr(obj: Any, name: str, generic: bool = False) -> Any:
-    """getattr(obj, name) when it runs no user code (no property, custom descriptor, __getattr__);
-    `generic`: object.__getattribute__(obj, name), the class's own __getattribute__ not asked."""
-    try:
-        static = static_attribute(obj, name)
-    except AttributeError as e:
-        raise Unsupported(f"{_describe(obj)} has no attribute {name!r}") from e
-    if hasattr(type(static), "__get__") and not isinstance(static, _PLAIN_DESCRIPTORS):
-        kind = "property" if isinstance(static, property) else f"descriptor {type(static).__name__}"
-        raise Unsupported(f"{kind} {name!r} of {_describe(obj)}")
-    return object.__getattribute__(obj, name) if generic else getattr(obj, name)
-
-
-def _describe(value: Any) -> str:
-    if isinstance(value, type):
-        return f"class {value.__qualname__}"
-    return f"{type(value).__name__} object"
