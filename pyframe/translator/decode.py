@@ -8,7 +8,13 @@ then converts it, validating every argument on the way; this walks `co_code` onc
 tables, and makes the objects without their constructors' checks (what the constructors would set is
 set directly: the values come from a valid code object).
 
-What the library does, and what is reproduced here (bytecode 0.19, CPython 3.11):
+Setting the objects' fields directly means setting their private attributes (`_name`, `_arg`,
+`_location`...), which the library may change in any release: pyproject.toml pins `bytecode` to the
+version this was checked against (0.19.1), and tests/test_decode.py compares the two decoders on
+every code object of the corpus and the standard library, so a new version is checked before the pin
+moves.
+
+What the library does, and what is reproduced here (bytecode 0.19.1, CPython 3.11):
 
 - one instruction per code unit; EXTENDED_ARG units are folded into the next instruction's argument
   (the instruction then starts, for jumps and labels, at its first EXTENDED_ARG); CACHE units are
