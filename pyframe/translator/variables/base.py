@@ -14,6 +14,7 @@ from typing import Any, Protocol, Sequence
 from ...exc import Unsupported
 from ...guards import ClassAttr, GuardKind
 from ...source import AttrSource, Source
+from .descriptions import describe_instance
 
 
 
@@ -51,7 +52,23 @@ class VariableTracker:
 
     # -- what the value is ------------------------------------------------------------------
     def python_type(self) -> type:
-        raise Unsupported(f"type of {self} is not known while tracing")
+        raise Unsupported(f"the type of {self._describe_without_type()} is not known while tracing")
+
+    def describe(self) -> str:
+        """This value as its user would name it, for graph-break reasons (`a list`, `an instance of
+        Foo (defined at foo.py:12)`, `the method forward of module Net`): descriptions.py. Never a
+        tracker's class name; a subclass that knows more says more."""
+        if type(self).python_type is VariableTracker.python_type:
+            return self._describe_without_type()
+        try:
+            return describe_instance(self.python_type())
+        except Unsupported:
+            return self._describe_without_type()
+
+    def _describe_without_type(self) -> str:
+        if type(self).describe is not VariableTracker.describe:
+            return self.describe()  # (a subclass's own, which does not ask python_type)
+        return "a value pyframe does not model here" + (f" (read from {self.source.name()})" if self.source else "")
 
     def is_python_constant(self) -> bool:
         try:
@@ -61,7 +78,7 @@ class VariableTracker:
             return False
 
     def as_python_constant(self) -> Any:
-        raise Unsupported(f"{self} is not a Python constant")
+        raise Unsupported(f"{self.describe()} is not a Python constant")
 
     def truth(self) -> bool:
         """bool(value), when it is known while tracing (a branch on it needs no graph break)."""
@@ -80,28 +97,28 @@ class VariableTracker:
 
     # -- what can be done with it -----------------------------------------------------------
     def var_getattr(self, tx: Tracer, name: str) -> "VariableTracker":
-        raise Unsupported(f"attribute {name!r} of {self}")
+        raise Unsupported(f"attribute {name!r} of {self.describe()}")
 
     def store_attr(self, tx: Tracer, name: str, value: "VariableTracker") -> None:
         """`self.name = value` (STORE_ATTR, setattr())."""
-        raise Unsupported(f"assignment to attribute {name!r} of {self}")
+        raise Unsupported(f"assignment to attribute {name!r} of {self.describe()}")
 
     def delete_attr(self, tx: Tracer, name: str) -> None:
         """`del self.name` (DELETE_ATTR, delattr())."""
-        raise Unsupported(f"deletion of attribute {name!r} of {self}")
+        raise Unsupported(f"deletion of attribute {name!r} of {self.describe()}")
 
     def generic_getattr(self, tx: Tracer, name: str) -> "VariableTracker":
         """`object.__getattribute__(self, name)`: the lookup a class's own `__getattribute__`
         ends in (`super().__getattribute__(key)`), without that method and without `__getattr__`."""
-        raise Unsupported(f"object.__getattribute__ of {self}")
+        raise Unsupported(f"object.__getattribute__ of {self.describe()}")
 
     def generic_setattr(self, tx: Tracer, name: str, value: "VariableTracker") -> None:
         """`object.__setattr__(self, name, value)`: the store a class's own `__setattr__` ends in."""
-        raise Unsupported(f"object.__setattr__ of {self}")
+        raise Unsupported(f"object.__setattr__ of {self.describe()}")
 
     def call(self, tx: Tracer, args: Sequence["VariableTracker"],
              kwargs: dict[str, "VariableTracker"]) -> "VariableTracker":
-        raise Unsupported(f"call of {self}")
+        raise Unsupported(f"calling {self.describe()}, which pyframe cannot trace")
 
     def call_method(self, tx: Tracer, name: str, args: Sequence["VariableTracker"],
                     kwargs: dict[str, "VariableTracker"]) -> "VariableTracker":
@@ -115,7 +132,7 @@ class VariableTracker:
 
     def unpack(self, tx: Tracer) -> list["VariableTracker"]:
         """The items of an iterable of known length (UNPACK_SEQUENCE, FOR_ITER, *args)."""
-        raise Unsupported(f"iteration over {self}")
+        raise Unsupported(f"iteration over {self.describe()}")
 
     def rebuilt_from(self) -> list["VariableTracker"]:
         """The other trackers `reconstruct` rebuilds to make this value (a dict view's dict, a
@@ -128,7 +145,7 @@ class VariableTracker:
     def reconstruct(self, cg: Any) -> None:
         """Emit bytecode that puts this value on the stack (cg is a codegen.PyCodegen)."""
         if self.source is None:
-            raise Unsupported(f"cannot rebuild {self} in the transformed code")
+            raise Unsupported(f"cannot rebuild {self.describe()} in the transformed code")
         cg.load_source(self.source)
 
     def __repr__(self) -> str:
@@ -164,6 +181,9 @@ class DeferredMethodVariable(VariableTracker):
     def reconstruct(self, cg: Any) -> None:
         self.obj.reconstruct(cg)
         cg.emit("LOAD_ATTR", self.name)
+
+    def describe(self) -> str:
+        return f"the method {self.name} of {self.obj.describe()}"
 
     def __repr__(self) -> str:
         return f"DeferredMethodVariable({self.obj!r}.{self.name})"
@@ -221,6 +241,9 @@ class BoundMethodVariable(VariableTracker):
     def reconstruct(self, cg: Any) -> None:
         self.obj.reconstruct(cg)
         cg.emit("LOAD_ATTR", self.name)
+
+    def describe(self) -> str:
+        return f"the method {self.name} of {self.obj.describe()}"
 
     def __repr__(self) -> str:
         return f"BoundMethodVariable({self.obj!r}.{self.name})"

@@ -136,6 +136,9 @@ class BuiltinVariable(VariableTracker):
                            guard=self.source is not None)
         return super().var_getattr(tx, name)
 
+    def describe(self) -> str:
+        return f"builtin {getattr(self.fn, '__qualname__', self.fn)}"
+
     def __repr__(self) -> str:
         return f"BuiltinVariable({getattr(self.fn, '__name__', self.fn)})"
 

@@ -76,6 +76,9 @@ class UserFunctionVariable(VariableTracker):
         else:
             cg.load_const(self.fn)
 
+    def describe(self) -> str:
+        return f"function {self.fn.__qualname__}"
+
     def __repr__(self) -> str:
         return f"UserFunctionVariable({self.fn.__qualname__})"
 
@@ -312,6 +315,9 @@ class NestedFunctionVariable(VariableTracker):
         """The values of inlined calls it closes over: cells holding them are made if it escapes."""
         values = (ref.escaping_value() for ref in self.closure)
         return [value for value in values if value is not None]
+
+    def describe(self) -> str:
+        return f"function {self.code.co_qualname} (made in the frame)"
 
     def __repr__(self) -> str:
         return f"NestedFunctionVariable({self.code.co_qualname})"

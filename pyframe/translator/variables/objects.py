@@ -33,8 +33,9 @@ from .exceptions import ExceptionVariable, RaisedException, is_exception_class, 
 from .functions import PartialVariable
 from .methods import InlinedMethodVariable
 from .nn_module import record_module_init
+from .descriptions import describe_value
 from .static_lookup import (
-    PLAIN_DESCRIPTORS, describe_value, has_own_getattribute, has_static_attr, instance_dict_of, is_data_descriptor,
+    PLAIN_DESCRIPTORS, has_own_getattribute, has_static_attr, instance_dict_of, is_data_descriptor,
     plain_protocol, static_attr,
 )
 
@@ -125,6 +126,9 @@ class PythonObjectVariable(VariableTracker):
             cg.load_source(self.source)
         else:
             cg.load_const(self.value)
+
+    def describe(self) -> str:
+        return describe_value(self.value)
 
     def __repr__(self) -> str:
         return f"PythonObjectVariable({describe_value(self.value)})"
@@ -280,7 +284,7 @@ class UserObjectVariable(VariableTracker):
         if isinstance(class_attribute(type(self.value), "__call__", None), types.FunctionType):
             # (a special method: looked up on the type, the instance dict not asked)
             return self._call_class_method(tx, "__call__", args, kwargs, check_instance=False)
-        return super().call(tx, args, kwargs)
+        raise Unsupported(f"calling {self.describe()}, which has no __call__ pyframe can trace")
 
     def getitem(self, tx, key: VariableTracker) -> VariableTracker:
         """`obj[key]` on a typing construct (`typing.List[int]` in an annotation), through a

@@ -12,6 +12,7 @@ from typing import Any
 
 from ...exc import Unsupported
 from .base import class_attribute, static_attribute
+from .descriptions import describe_value
 
 
 # Descriptors whose __get__ runs no Python code: reading through them is safe while tracing.
@@ -62,9 +63,3 @@ def static_attr(obj: Any, name: str, generic: bool = False) -> Any:
         kind = "property" if isinstance(static, property) else f"descriptor {type(static).__name__}"
         raise Unsupported(f"{kind} {name!r} of {describe_value(obj)}")
     return object.__getattribute__(obj, name) if generic else getattr(obj, name)
-
-
-def describe_value(value: Any) -> str:
-    if isinstance(value, type):
-        return f"class {value.__qualname__}"
-    return f"{type(value).__name__} object"

@@ -141,6 +141,9 @@ class TensorVariable(VariableTracker):
     def reconstruct(self, cg) -> None:
         cg.load_tensor(self)
 
+    def describe(self) -> str:
+        return "a tensor"
+
     def __repr__(self) -> str:
         return f"TensorVariable({self.node.name})"
 
