@@ -141,11 +141,6 @@ class PropagationMemo:
         except (_Unkeyable, TypeError):  # TypeError: an unhashable target
             return None
 
-    def lookup(self, key: tuple) -> Optional[FakeTensor]:
-        """The output remembered for `key`, built anew; None on a miss."""
-        out = self.entry(key)
-        return None if out is None else out.build(self.mode)
-
     def entry(self, key: tuple) -> Optional[Any]:
         """The `_Output` (or `_Outputs`) remembered for `key`, counted as a hit; None on a miss."""
         try:
