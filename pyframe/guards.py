@@ -165,8 +165,9 @@ class AliasingGuard:
     objects where they differ (and the same for their storages). It names every tensor input that
     is not a parameter or a buffer (variables/builder.py: which inputs are one tensor is part of
     what the graph means to a backend that functionalizes it), as torch._dynamo guards its tensor
-    inputs, leaving out parameters and buffers as it does; and every other value the trace
-    compared by identity (objects of the frame as keys of one dict, variables/dicts.py)."""
+    inputs, leaving out parameters and buffers as it does (but for one tensor reached through two
+    sources, graph.py); a list, dict or object reached through two sources (side_effects.py); and
+    every value the trace compared by identity (objects of the frame as keys of a dict, dicts.py)."""
 
     sources: tuple[Source, ...]
     classes: tuple[int, ...]
