@@ -19,7 +19,7 @@ module), so one-time setup (imports, FakeTensorMode, dispatcher caches) is not c
 engines are reset between rows. Target: pyframe <= 0.1x torch._dynamo on every row.
 
 Each engine also keeps a process-wide cache keyed by tensor shapes, which a reset leaves: Dynamo's
-FakeTensorMode dispatch cache and pyframe's propagation memo (pyframe/fake_memo.py). In the main
+FakeTensorMode dispatch cache and pyframe's propagation memo (pyframe/fake/memo.py). In the main
 column the repeats after the first find them warm, as a recompile or a second model of the same
 shapes does. The "cold shapes" column clears both before every run: the first compile of shapes the
 process has never seen, the stricter figure.

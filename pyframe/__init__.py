@@ -8,18 +8,13 @@ See docs/c_layer.md for the C layer and README.md for the data flow of one call.
 """
 import torch  # noqa: F401  (first: it loads libc10 and libtorch_python, which _C links)
 
-from . import _C, config, convert_frame, debug, exc
+from . import _C, config, convert_frame, debug, exc  # noqa: F401  (submodules users reach: pyframe._C...)
+from .convert_frame import reset
 from .backends import list_backends, lookup_backend, register_backend
 from .debug.explain import explain
 from .eval_frame import OptimizedModule, compile, disable, optimize, run
 from .exc import BackendCompilerFailed, Unsupported
 from .logs import set_logs
-
-
-def reset() -> None:
-    """Drop every cache entry of every code object, and what pyframe recorded about them."""
-    _C.reset()
-    convert_frame.records.clear()
 
 
 __all__ = ["BackendCompilerFailed", "OptimizedModule", "Unsupported", "compile", "config", "disable", "exc", "explain",

@@ -148,13 +148,15 @@ def _cmd_parity(args: argparse.Namespace) -> int:
 
 def _cmd_compare(args: argparse.Namespace) -> int:
     from pyframe.debug.compare import (
-        TABLE_HEADERS,
         Progress,
         code_mismatch,
         compare_cases,
         engine_unavailable_reason,
-        format_table,
         graphs_mismatch,
+    )
+    from pyframe.debug.compare_report import (
+        TABLE_HEADERS,
+        format_table,
         ratios_text,
         report_json,
         table_rows,

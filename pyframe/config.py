@@ -29,8 +29,8 @@ inline_depth_limit: int = 32
 skip_guards_on_unchanged_objects: bool = True
 
 # Skip FakeTensorMode's propagation where its answer is known: the memo of ops already propagated
-# on same-shaped inputs (fake_memo.py) and the shape rules of the commonest ops on dense tensors
-# (fake_rules.py). An op costs ~10 us instead of 60-900. False propagates every op (to rule them
+# on same-shaped inputs (fake/memo.py) and the shape rules of the commonest ops on dense tensors
+# (fake/rules.py). An op costs ~10 us instead of 60-900. False propagates every op (to rule them
 # out when debugging a trace).
 fast_fake_propagation: bool = True
 

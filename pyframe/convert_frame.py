@@ -11,6 +11,7 @@ BackendCompilerFailed reaches the user only when config.suppress_errors is False
 """
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
 import threading
@@ -28,7 +29,8 @@ from .backends.compile import FirstCallCheck
 from .exc import BackendCompilerFailed, Unsupported
 from .graph import OutputGraph
 from .guards import PinnedObject
-from .translator.output import translate_frame
+from .translator.hooks import TranslatorHooks
+from .translator.translate import translate_frame
 
 log = logging.getLogger("pyframe")
 
@@ -64,6 +66,12 @@ records: "weakref.WeakKeyDictionary[types.CodeType, list[FrameRecord]]" = weakre
 def records_for(code: types.CodeType) -> list[FrameRecord]:
     """What happened on each cache miss of `code`, oldest first."""
     return records.get(code, [])
+
+
+def reset() -> None:
+    """Drop every cache entry of every code object, and what pyframe recorded about them."""
+    _C.reset()
+    records.clear()
 
 
 def describe(code: types.CodeType) -> str:
@@ -139,8 +147,10 @@ class Compiler:
                 outputs.append(OutputGraph(self.backend, self.backend_name))
                 return outputs[-1]
 
+            hooks = TranslatorHooks(make_output, disable_wrap, wrap_with_callback, _is_pyframe_wrapper,
+                                    _C.tuple_iterator_rest)
             result = translate_frame(code, frame.f_locals, frame.f_globals, frame.f_builtins, frame.closure,
-                                     make_output, disable_wrap, self.fullgraph)
+                                     hooks, self.fullgraph)
             guards = outputs[-1].guards
             root = guards.build(code, result.exports)
         except Unsupported as e:
@@ -211,6 +221,19 @@ def _pins_match(record: Any, f_locals: dict[str, Any]) -> bool:
     objects the frame's arguments hold now, or pins none."""
     pinned = getattr(record, "pinned_locals", None) or {}
     return all(p.is_(f_locals.get(name)) for name, p in pinned.items())
+
+
+def wrap_with_callback(fn: Callable, callback: Any = None) -> Any:
+    """`fn` called with this thread's eval-frame callback set to `callback` (None: pyframe off),
+    looking like `fn` (name, docstring, `__wrapped__`): what optimize(), disable() and run() return,
+    and what the transformed code calls for a function pyframe.disable'd or torch._dynamo.disable'd."""
+    wrapper = _C.CallbackScope(fn, callback)
+    functools.update_wrapper(wrapper, fn)
+    return wrapper
+
+
+def _is_pyframe_wrapper(value: Any) -> bool:
+    return isinstance(value, _C.CallbackScope)
 
 
 def disable_wrap(fn: Callable) -> Callable:

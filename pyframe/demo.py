@@ -28,13 +28,15 @@ import torch
 import pyframe
 from pyframe.debug.cases import Case, load_cases
 from pyframe.debug.compare import (
-    TABLE_HEADERS,
     assert_same_result,
     code_mismatch,
     compare_cases,
     engine_unavailable_reason,
-    format_table,
     optimize_with,
+)
+from pyframe.debug.compare_report import (
+    TABLE_HEADERS,
+    format_table,
     ratios_text,
     table_rows,
     totals,

@@ -6,7 +6,6 @@ every call, so it does no Python-level work.
 """
 from __future__ import annotations
 
-import functools
 import inspect
 from collections.abc import Sized
 from typing import Any, Callable, TypeVar
@@ -18,7 +17,7 @@ from . import _C
 from .backends import backend_name, lookup_backend
 from .backends.settings import with_settings
 from .exc import InvalidBackend
-from .convert_frame import Compiler, force_trace
+from .convert_frame import Compiler, force_trace, wrap_with_callback
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -41,7 +40,7 @@ class OptimizeContext:
             return OptimizedModule(target, self)
         if target is None:
             raise TypeError("pyframe.optimize(...)(fn) expects a function or an nn.Module, not None")
-        return _wrap(target, self.callback)
+        return wrap_with_callback(target, self.callback)
 
     def __enter__(self) -> "OptimizeContext":
         self._previous.append(_C.set_eval_frame(self.callback))
@@ -78,12 +77,6 @@ def _called_with_arguments(context: OptimizeContext, target: Any, args: tuple, k
     if args or kwargs:
         return f"pyframe.optimize(...)(fn) expects a function or an nn.Module alone, not ({given})"
     return f"pyframe.optimize(...)(fn) expects a function or an nn.Module, not {type(target).__name__}: {target!r}"
-
-
-def _wrap(fn: F, callback: Any) -> F:
-    wrapper = _C.CallbackScope(fn, callback)
-    functools.update_wrapper(wrapper, fn)
-    return wrapper
 
 
 def _module_call(mod: torch.nn.Module) -> Any:
@@ -297,9 +290,9 @@ def disable(fn: F | None = None) -> Any:
     """Run `fn` with pyframe off, even inside an optimized region; `disable()` is a context manager."""
     if fn is None:
         return OptimizeContext(None)
-    return _wrap(fn, None)
+    return wrap_with_callback(fn, None)
 
 
 def run(fn: F) -> F:
     """Run `fn` with the cache entries already compiled, compiling nothing new."""
-    return _wrap(fn, False)
+    return wrap_with_callback(fn, False)

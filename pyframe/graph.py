@@ -18,12 +18,13 @@ import torch
 import torch.fx
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from . import config, fake_rules
+from . import config
 from .backends import CompiledGraph, compile_with_backend
 from .exc import Unsupported
-from .fake_memo import PropagationMemo, plain_fake, tensor_inputs
-from .fake_mode import PyframeFakeTensorMode
-from .fx_codegen import PyframeGraph
+from .fake import rules as fake_rules
+from .fake.memo import PropagationMemo, plain_fake, tensor_inputs
+from .fake.mode import PyframeFakeTensorMode
+from .fx_python_code import PyframeGraph
 from .guards import GuardSet
 from .source import Source
 
@@ -49,7 +50,7 @@ def fake_mode() -> FakeTensorMode:
 
 
 def propagation_memo() -> PropagationMemo:
-    """The memo of FakeTensor propagation shared by every trace (fake_memo.py)."""
+    """The memo of FakeTensor propagation shared by every trace (fake/memo.py)."""
     fake_mode()
     return _memo
 
@@ -75,7 +76,7 @@ class OutputGraph:
         self._memo_state = self.memo.global_state()
         # An autocast region around the whole call (the memo's state holds its dtypes): rules decline.
         self._autocast_around = self._memo_state is not None and any(d is not None for d in self._memo_state[1:])
-        self._node_keys: dict[torch.fx.Node, tuple] = {}  # memo keys of the nodes' values (fake_memo.py)
+        self._node_keys: dict[torch.fx.Node, tuple] = {}  # memo keys of the nodes' values (fake/memo.py)
         self._fake_inputs: dict[int, torch.Tensor] = {}  # id of a real input -> its FakeTensor
         self._inputs_by_fake: dict[int, GraphInput] = {}  # id of an input's FakeTensor -> its first input
         # Graphs called by higher-order ops (an autograd.Function's `fwd_body_0`, `bwd_body_0`),

@@ -162,9 +162,12 @@ class Guard:
 @dataclass(frozen=True)
 class AliasingGuard:
     """The values at `sources` are one object where their `classes` are equal and distinct
-    objects where they differ: what the trace found when it compared them by identity (tensors
-    of the frame as keys of one dict). torch._dynamo guards all its tensor inputs alike (no
-    aliasing, or the duplicates it saw); this guard names only the tensors the trace compared."""
+    objects where they differ (and the same for their storages). It names every tensor input that
+    is not a parameter or a buffer (variables/builder.py: which inputs are one tensor is part of
+    what the graph means to a backend that functionalizes it), as torch._dynamo guards its tensor
+    inputs, leaving out parameters and buffers as it does (but for one tensor reached through two
+    sources, graph.py); a list, dict or object reached through two sources (side_effects.py); and
+    every value the trace compared by identity (objects of the frame as keys of a dict, dicts.py)."""
 
     sources: tuple[Source, ...]
     classes: tuple[int, ...]
@@ -242,8 +245,9 @@ class GuardSet:
     def __init__(self) -> None:
         self._guards: dict[tuple[Source, GuardKind], Guard] = {}
         self.global_state = global_state_guards()
-        # Sources whose values the trace compared by identity (tensors of the frame as dict keys),
-        # with the object each held: one guard checks that they alias as they did (AliasingGuard).
+        # Sources whose identities the graph or the trace relied on (every tensor input but
+        # parameters and buffers; objects compared by identity as dict keys), with the object
+        # each held: one guard checks that they alias as they did (AliasingGuard).
         self.aliasing: dict[Source, Any] = {}
         # Set when the trace read a tensor's storage offset (`x.storage_offset()`): the offsets of
         # every tensor input are then guarded (a view's offset is its base's plus its own).

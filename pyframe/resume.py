@@ -16,7 +16,6 @@ like any other function. This module builds bytecode only; it knows nothing of t
 from __future__ import annotations
 
 import dis
-import inspect
 import itertools
 import types
 import weakref
@@ -25,6 +24,7 @@ from typing import Any, Union
 
 from bytecode import Bytecode, Instr, Label
 
+from .codegen.pycodegen import code_header
 from .exc import Unsupported
 
 _counter = itertools.count()
@@ -137,18 +137,7 @@ def resume_code(code: types.CodeType, target: int, stack: tuple[Slot, ...], live
         body.append(inst)
 
     args = [*live, *stack_arg_names(stack)]  # the first live local first: zero-argument super() reads it
-    bc = Bytecode(body)
-    name = f"__resume_at_{offset}_{next(_counter)}"
-    bc.name = bc.qualname = name
-    bc.filename = code.co_filename
-    bc.first_lineno = code.co_firstlineno
-    bc.flags = code.co_flags & ~(inspect.CO_VARARGS | inspect.CO_VARKEYWORDS)
-    bc.argcount = len(args)
-    bc.posonlyargcount = 0
-    bc.kwonlyargcount = 0
-    bc.argnames = args
-    bc.cellvars = list(code.co_cellvars)
-    bc.freevars = list(code.co_freevars)
+    bc = code_header(Bytecode(body), code, name=f"__resume_at_{offset}_{next(_counter)}", argnames=args)
     reentries = [slot for slot in stack if isinstance(slot, Reentry)]
     if not reentries:
         new_code = bc.to_code()

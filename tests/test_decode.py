@@ -471,3 +471,17 @@ def test_decode_uses_fast_decoder_and_falls_back(monkeypatch):
         real(odd)
     listed, _ = instructions.decode(odd)
     assert [x.name for x in listed] == ["RESUME", "LOAD_CONST", "RETURN_VALUE"]
+
+
+def test_bytecode_is_the_version_the_decoder_was_checked_against():
+    """decode.py sets private fields of the library's objects: pyproject.toml pins the version it
+    was checked against, and the one installed is that one (a new version is checked by this file's
+    tests before the pin moves)."""
+    import importlib.metadata
+    import re
+    from pathlib import Path
+
+    pyproject = (Path(__file__).resolve().parent.parent / "pyproject.toml").read_text()
+    pinned = re.search(r'"bytecode==([0-9.]+)"', pyproject)
+    assert pinned is not None, "pyproject.toml pins bytecode exactly"
+    assert importlib.metadata.version("bytecode") == pinned.group(1)

@@ -1,4 +1,4 @@
-"""pyframe's FakeTensorMode (pyframe/fake_mode.py) against torch's: the view ops it takes a short
+"""pyframe's FakeTensorMode (pyframe/fake/mode.py) against torch's: the view ops it takes a short
 path for give what FakeTensorMode gives, autograd's view relation, storage and version counter
 included, on random shapes, strides and grad flags."""
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from pyframe.fake_mode import PyframeFakeTensorMode, direct_view
+from pyframe.fake.mode import PyframeFakeTensorMode, direct_view
 
 aten = torch.ops.aten
 

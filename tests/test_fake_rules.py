@@ -1,4 +1,4 @@
-"""The shape rules (pyframe/fake_rules.py) against FakeTensorMode: on random shapes, dtypes, strides,
+"""The shape rules (pyframe/fake/rules.py) against FakeTensorMode: on random shapes, dtypes, strides,
 grad flags and arguments, a rule either declines (None) or gives exactly the real propagation's
 shape, stride, dtype, device, requires_grad and leafness; it never answers where the op raises."""
 from __future__ import annotations
@@ -11,8 +11,8 @@ import torch
 import torch.fx
 import torch.nn.functional as F
 
-from pyframe import fake_rules
-from pyframe.fake_memo import _tensor_key
+from pyframe.fake import rules as fake_rules
+from pyframe.fake.memo import _tensor_key
 from pyframe.graph import fake_mode
 
 

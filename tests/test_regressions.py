@@ -827,7 +827,7 @@ def test_every_tracker_that_rebuilds_another_names_it_in_rebuilt_from():
     items the finishing walk visits), so that a tensor in it becomes a graph output."""
     import re
 
-    from pyframe.translator import output
+    from pyframe.translator import live_values
     from pyframe.translator.variables import VariableTracker
 
     def subclasses(cls):
@@ -840,7 +840,7 @@ def test_every_tracker_that_rebuilds_another_names_it_in_rebuilt_from():
         if "reconstruct" not in vars(cls):
             continue
         source = inspect.getsource(vars(cls)["reconstruct"])
-        listed = inspect.getsource(cls.rebuilt_from) + inspect.getsource(output._held)
+        listed = inspect.getsource(cls.rebuilt_from) + inspect.getsource(live_values._held)
         for attr in set(re.findall(r"self\.(\w+)\.reconstruct\(", source)):
             if f"self.{attr}" not in listed and f"vt.{attr}" not in listed:
                 missing.append(f"{cls.__qualname__}.{attr}")

@@ -6,12 +6,12 @@ what another backend, ``--backend``, makes of the graph). ``run_case`` returns a
 (case, engine): the first call's result, a cache-hit call's result, the graphs, the breaks, and
 wall times measured in-process. ``compare_case`` puts the engines side by side;
 tests/test_corpus.py asserts on it. ``python -m pyframe compare`` runs ``compare_cases`` (with a
-``Progress`` bar) and prints ``table_rows`` plus a ``totals_row`` and ``ratios_text``, and
-``report_json`` for ``--json``.
+``Progress`` bar) and prints what compare_report.py makes of the comparisons: ``table_rows`` plus a
+``totals_row`` and ``ratios_text``, and ``report_json`` for ``--json``.
 
-Where it sits: beside the translator, on top of the public API. It reaches pyframe through
-``pyframe.optimize``, ``pyframe.reset`` and ``pyframe.lookup_backend``, and reads break counts from
-``convert_frame.records``; it never imports the translator.
+Where it sits: in the debugging layer, on top of the API (docs/architecture.md). It reaches
+pyframe through ``eval_frame.optimize``, ``convert_frame.reset`` and ``backends.lookup_backend``,
+and reads break counts from ``convert_frame.records``; it never imports the translator.
 """
 
 from __future__ import annotations
@@ -28,7 +28,11 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import torch
 import torch.fx
 
-from pyframe.debug.cases import Case, Inputs
+from .. import convert_frame
+from ..backends import lookup_backend
+from ..convert_frame import reset
+from ..eval_frame import optimize
+from .cases import Case, Inputs
 
 __all__ = [
     "ENGINES",
@@ -46,18 +50,10 @@ __all__ = [
     "graphs_mismatch",
     "code_mismatch",
     "fallbacks_of",
-    "format_table",
     "resolve_backend",
     "count_breaks",
-    "table_rows",
-    "TABLE_HEADERS",
-    "Totals",
-    "totals",
-    "totals_row",
-    "ratios_text",
     "Progress",
     "compare_cases",
-    "report_json",
 ]
 
 #: Engine names. "eager" calls the program directly and makes no graphs.
@@ -194,9 +190,7 @@ def resolve_backend(backend: str | Callable[..., Any] | None) -> Callable[..., A
         return None
     if callable(backend):
         return backend
-    import pyframe
-
-    return pyframe.lookup_backend(backend)
+    return lookup_backend(backend)
 
 
 def count_breaks(engine: str) -> int:
@@ -207,8 +201,6 @@ def count_breaks(engine: str) -> int:
 
         return len(graph_break_reasons)
     if engine == "pyframe":
-        from pyframe import convert_frame
-
         return sum(r.error is not None for records in convert_frame.records.values() for r in records)
     return 0
 
@@ -220,8 +212,6 @@ def fallbacks_of(engine: str) -> list[str]:
     (the standard library, torch's internals) make no record. torch._dynamo's are not counted."""
     if engine != "pyframe":
         return []
-    from pyframe import convert_frame
-
     return [f"{r.name}: {r.reason}" for records in list(convert_frame.records.values()) for r in records
             if r.status != "compiled"]
 
@@ -231,15 +221,9 @@ def fallbacks_of(engine: str) -> list[str]:
 
 
 def engine_unavailable_reason(engine: str) -> str | None:
-    """None if ``engine`` can run here, else why not (pyframe's API may not have landed yet)."""
+    """None if ``engine`` can run here, else why not."""
     if engine not in ENGINES:
         return f"unknown engine {engine!r}; known: {', '.join(ENGINES)}"
-    if engine == "pyframe":
-        import pyframe  # already imported (we are inside it); looked up late, as the API is growing
-
-        missing = [name for name in ("optimize", "reset") if not hasattr(pyframe, name)]
-        if missing:
-            return f"pyframe.{'/'.join(missing)} not implemented yet"
     return None
 
 
@@ -248,9 +232,7 @@ def optimize_with(engine: str, fn: Callable[..., Any], backend: Callable[..., An
     if engine == "eager":
         return fn
     if engine == "pyframe":
-        import pyframe
-
-        return pyframe.optimize(backend)(fn)
+        return optimize(backend)(fn)
     if engine == "dynamo":
         # Static shapes, as pyframe guards them (DESIGN.md section 3): compare like with like.
         return torch.compile(fn, backend=backend, dynamic=False)
@@ -260,10 +242,7 @@ def optimize_with(engine: str, fn: Callable[..., Any], backend: Callable[..., An
 def reset_engines() -> None:
     """Drop every cache entry of both JIT engines, so each case starts cold."""
     torch._dynamo.reset()
-    if engine_unavailable_reason("pyframe") is None:
-        import pyframe
-
-        pyframe.reset()
+    reset()
 
 
 _WARMED: set[str] = set()
@@ -522,177 +501,7 @@ def graphs_mismatch(subject: RunRecord, reference: RunRecord) -> str | None:
 
 
 # --------------------------------------------------------------------------------------------------
-# The table printed by `python -m pyframe compare`
-
-
-def _fmt(value: float | None, scale: float, digits: int = 1) -> str:
-    return "n/a" if value is None else f"{value * scale:.{digits}f}"
-
-
-def _ratio(num: float | None, den: float | None) -> str:
-    if num is None or den is None or den <= 0:
-        return "n/a"
-    return f"{num / den:.2f}"
-
-
-def _overhead(record: RunRecord | None, eager: RunRecord | None) -> float | None:
-    if record is None or eager is None or record.call_s is None or eager.call_s is None:
-        return None
-    return max(record.call_s - eager.call_s, 0.0)
-
-
-def _ok_text(cmp: CaseComparison, engine: str) -> str:
-    if engine in cmp.errors:
-        return "n/a" if cmp.errors[engine].startswith("n/a") else "ERROR"
-    return {True: "ok", False: "WRONG", None: "n/a"}[cmp.result_ok(engine)]
-
-
-def _match_text(cmp: CaseComparison, match: bool | None) -> str:
-    pf = cmp.records.get("pyframe")
-    if match is False and pf is not None and pf.internal_errors:
-        return "INTERNAL ERROR"
-    if match is False and pf is not None and pf.fallbacks:
-        return "FELL BACK"
-    if cmp.case.difference and match is False:
-        return "documented"
-    return {True: "yes", False: "NO", None: "n/a"}[match]
-
-
-def _pair(pf: RunRecord | None, dyn: RunRecord | None, attr: str) -> str:
-    def one(record: RunRecord | None) -> str:
-        return "-" if record is None else str(getattr(record, attr))
-    return f"{one(pf)}/{one(dyn)}"
-
-
-TABLE_HEADERS = [
-    "case", "ok pf", "ok dyn", "graphs pf/dyn", "breaks pf/dyn", "ops match", "code match",
-    "compile ms pf", "compile ms dyn", "call us eager", "call us pf", "call us dyn",
-    "overhead pf/dyn",
-]
-
-
-def table_rows(comparisons: Sequence[CaseComparison]) -> list[list[str]]:
-    """One row per case: results ok per engine, graph and break counts, whether the op sequences
-    match and whether the graphs' code matches (never, for a pyframe run that fell back to plain
-    Python or met an internal error: FELL BACK, INTERNAL ERROR), warm compile times (first call) and cache-hit call times, and pyframe's cache-hit
-    overhead over eager as a ratio of torch._dynamo's."""
-    rows = []
-    for cmp in comparisons:
-        rec = cmp.records
-        eager, pf, dyn = rec.get("eager"), rec.get("pyframe"), rec.get("dynamo")
-        rows.append([
-            cmp.case.qualname,
-            _ok_text(cmp, "pyframe"),
-            _ok_text(cmp, "dynamo"),
-            _pair(pf, dyn, "graph_count"),
-            _pair(pf, dyn, "breaks"),
-            _match_text(cmp, cmp.ops_match()),
-            _match_text(cmp, cmp.graphs_match()),
-            _fmt(pf and pf.first_call_s, 1e3),
-            _fmt(dyn and dyn.first_call_s, 1e3),
-            _fmt(eager and eager.call_s, 1e6, 2),
-            _fmt(pf and pf.call_s, 1e6, 2),
-            _fmt(dyn and dyn.call_s, 1e6, 2),
-            _ratio(_overhead(pf, eager), _overhead(dyn, eager)),
-        ])
-    return rows
-
-
-@dataclasses.dataclass
-class Totals:
-    """Sums over the cases every engine ran (times only over cases both JIT engines timed)."""
-
-    cases: int
-    ok: dict[str, int]                 # engine -> cases whose results equal eager's
-    graphs: dict[str, int]
-    breaks: dict[str, int]
-    ops_match: int                     # cases where pyframe's op sequences equal torch._dynamo's
-    code_match: int                    # cases where pyframe's graphs' code equals torch._dynamo's
-    fell_back: int                     # cases where pyframe ran a frame as plain Python
-    compared: int                      # cases both JIT engines ran
-    compile_s: dict[str, float]        # engine -> total first-call time
-    call_s: dict[str, float]           # engine -> total cache-hit call time
-    overhead_s: dict[str, float]       # engine -> total cache-hit time over eager's
-    timed: int                         # cases with cache-hit times for all three engines
-
-    @property
-    def compile_ratio(self) -> float | None:
-        """pyframe's total warm compile time over torch._dynamo's."""
-        dyn = self.compile_s.get("dynamo", 0.0)
-        return self.compile_s.get("pyframe", 0.0) / dyn if dyn > 0 else None
-
-    @property
-    def overhead_ratio(self) -> float | None:
-        """pyframe's total cache-hit overhead over eager, divided by torch._dynamo's."""
-        dyn = self.overhead_s.get("dynamo", 0.0)
-        return self.overhead_s.get("pyframe", 0.0) / dyn if dyn > 0 else None
-
-
-def totals(comparisons: Sequence[CaseComparison]) -> Totals:
-    jit = ("pyframe", "dynamo")
-    both = [c for c in comparisons if all(e in c.records for e in jit)]
-    timed = [c for c in both if all(c.records.get(e) is not None and c.records[e].call_s is not None
-                                    for e in ("eager", *jit))]
-    return Totals(
-        cases=len(comparisons),
-        ok={e: sum(bool(c.result_ok(e)) for c in comparisons) for e in jit},
-        graphs={e: sum(c.records[e].graph_count for c in comparisons if e in c.records) for e in jit},
-        breaks={e: sum(c.records[e].breaks for c in comparisons if e in c.records) for e in jit},
-        ops_match=sum(bool(c.ops_match()) for c in both),
-        code_match=sum(bool(c.graphs_match()) for c in both),
-        fell_back=sum(bool(c.records["pyframe"].fallbacks) for c in comparisons if "pyframe" in c.records),
-        compared=len(both),
-        compile_s={e: sum(c.records[e].first_call_s for c in both) for e in jit},
-        call_s={e: sum(c.records[e].call_s for c in timed) for e in ("eager", *jit)},  # type: ignore[misc]
-        overhead_s={e: sum(_overhead(c.records[e], c.records["eager"]) or 0.0 for c in timed) for e in jit},
-        timed=len(timed),
-    )
-
-
-def totals_row(t: Totals) -> list[str]:
-    """The table's last row: counts and sums over the cases."""
-    timed = t.timed > 0
-    return [
-        f"TOTAL ({t.cases} cases)",
-        f"{t.ok['pyframe']}/{t.cases}",
-        f"{t.ok['dynamo']}/{t.cases}",
-        f"{t.graphs['pyframe']}/{t.graphs['dynamo']}",
-        f"{t.breaks['pyframe']}/{t.breaks['dynamo']}",
-        f"{t.ops_match}/{t.compared}",
-        f"{t.code_match}/{t.compared}",
-        _fmt(t.compile_s["pyframe"], 1e3) if t.compared else "n/a",
-        _fmt(t.compile_s["dynamo"], 1e3) if t.compared else "n/a",
-        _fmt(t.call_s["eager"], 1e6, 2) if timed else "n/a",
-        _fmt(t.call_s["pyframe"], 1e6, 2) if timed else "n/a",
-        _fmt(t.call_s["dynamo"], 1e6, 2) if timed else "n/a",
-        _ratio(t.overhead_s["pyframe"], t.overhead_s["dynamo"]) if timed else "n/a",
-    ]
-
-
-def ratios_text(t: Totals) -> str:
-    """One line of ratios under the table."""
-    parts = []
-    if t.compile_ratio is not None:
-        parts.append(f"warm compile time pyframe/dynamo = {t.compile_ratio:.3f}")
-    if t.overhead_ratio is not None:
-        parts.append(f"cache-hit overhead over eager pyframe/dynamo = {t.overhead_ratio:.3f} "
-                     f"(over {t.timed} timed case(s))")
-    return "; ".join(parts) if parts else "no ratios: a JIT engine did not run (or --no-timing)"
-
-
-def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    """A plain-text table: tabulate's when installed, else a simple aligned one."""
-    try:
-        from tabulate import tabulate
-    except ImportError:
-        widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows)]
-        lines = [headers, ["-" * w for w in widths], *rows]
-        return "\n".join("  ".join(str(x).ljust(w) for x, w in zip(line, widths)) for line in lines)
-    return tabulate(rows, headers=list(headers), disable_numparse=True)
-
-
-# --------------------------------------------------------------------------------------------------
-# Running many cases: progress, and the JSON report
+# Running many cases, with a progress bar
 
 
 class Progress:
@@ -742,56 +551,3 @@ def compare_cases(cases: Sequence[Case], engines: Iterable[str] = ENGINES, *, ti
     return out
 
 
-def _run_json(record: RunRecord | None, error: str | None, ok: bool | None) -> dict[str, Any]:
-    if record is None:
-        return {"error": error, "ok": None}
-    return {
-        "ok": ok,
-        "error": None,
-        "graphs": record.graph_count,
-        "breaks": record.breaks,
-        "ops": [list(ops) for ops in record.op_sequences],
-        "code": [g.code for g in record.graphs],
-        "fallbacks": list(record.fallbacks),
-        "graphs_on_hits": record.graphs_on_hits,
-        "compile_ms": record.first_call_s * 1e3,
-        "call_us": None if record.call_s is None else record.call_s * 1e6,
-    }
-
-
-def report_json(comparisons: Sequence[CaseComparison], *, backend: str = "eager") -> dict[str, Any]:
-    """Everything the table shows, as plain data (``--json OUT``)."""
-    t = totals(comparisons)
-    cases = []
-    for cmp in comparisons:
-        engines = {}
-        for engine in [e for e in ENGINES if e in cmp.records or e in cmp.errors]:
-            ok = True if engine == "eager" else cmp.result_ok(engine)
-            engines[engine] = _run_json(cmp.records.get(engine), cmp.errors.get(engine), ok)
-        cases.append({
-            "case": cmp.case.qualname,
-            "tags": sorted(cmp.case.tags),
-            "ops_match": cmp.ops_match(),
-            "code_match": cmp.graphs_match(),
-            "difference": cmp.case.difference,
-            "engines": engines,
-        })
-    return {
-        "backend": backend,
-        "cases": cases,
-        "totals": {
-            "cases": t.cases,
-            "ok": t.ok,
-            "graphs": t.graphs,
-            "breaks": t.breaks,
-            "ops_match": t.ops_match,
-            "code_match": t.code_match,
-            "fell_back": t.fell_back,
-            "compared": t.compared,
-            "compile_ms": {e: v * 1e3 for e, v in t.compile_s.items()},
-            "call_us": {e: v * 1e6 for e, v in t.call_s.items()},
-            "timed": t.timed,
-            "compile_ratio_pyframe_over_dynamo": t.compile_ratio,
-            "overhead_ratio_pyframe_over_dynamo": t.overhead_ratio,
-        },
-    }

@@ -8,7 +8,13 @@ then converts it, validating every argument on the way; this walks `co_code` onc
 tables, and makes the objects without their constructors' checks (what the constructors would set is
 set directly: the values come from a valid code object).
 
-What the library does, and what is reproduced here (bytecode 0.19, CPython 3.11):
+Setting the objects' fields directly means setting their private attributes (`_name`, `_arg`,
+`_location`...), which the library may change in any release: pyproject.toml pins `bytecode` to the
+version this was checked against (0.19.1), and tests/test_decode.py compares the two decoders on
+every code object of the corpus and the standard library, so a new version is checked before the pin
+moves.
+
+What the library does, and what is reproduced here (bytecode 0.19.1, CPython 3.11):
 
 - one instruction per code unit; EXTENDED_ARG units are folded into the next instruction's argument
   (the instruction then starts, for jumps and labels, at its first EXTENDED_ARG); CACHE units are
@@ -139,44 +145,15 @@ def fast_decode(code: types.CodeType) -> list[Any]:
 
 
 def _decode(code: types.CodeType) -> list[Any]:
+    """The decoder itself: the labels of jump and handler targets, the try ranges' events, then one
+    walk over the opcode units making each instruction (and placing the events met on the way)."""
     raw = code.co_code
     ops = raw[::2]
     args = raw[1::2]
     nbytes = len(raw)
     kinds = _KIND
-    caches = _CACHES
-
-    # -- labels: one per offset a jump or a handler targets; offsets are bytes (2 * code unit) ----
-    labels: dict[int, Label] = {}      # target offset -> its label
-    jump_labels: dict[int, Label] = {}  # offset of a jump's opcode unit -> its target's label
-    for match in _JUMP_RE.finditer(ops):
-        u = match.start()
-        op = ops[u]
-        arg = args[u]
-        j, shift = u - 1, 8
-        while j >= 0 and ops[j] == _EXTENDED_ARG:
-            arg |= args[j] << shift
-            shift += 8
-            j -= 1
-        step = u + 1 + caches[op]
-        target = 2 * (step + arg if kinds[op] == _FORWARD else step - arg)
-        label = labels.get(target)
-        if label is None:
-            label = labels[target] = Label()
-        jump_labels[2 * u] = label
-
-    entries = _exception_table(code.co_exceptiontable)
-    starts: dict[int, int] = {}       # offset -> entry index (the last entry starting there, as the library)
-    stops: dict[int, list[int]] = {}  # offset + 1 -> indices of the entries whose last unit is there
-    for index, (start, stop, target, _, _) in enumerate(entries):
-        starts[2 * start] = index
-        stops.setdefault(2 * stop + 1, []).append(index)
-        if 2 * target not in labels:
-            labels[2 * target] = Label()
-    # Events, in the order the library meets them: "before unit u" (label, then TryBegin) has key 2u,
-    # "after unit u" (TryEnds) has key 2u + 1.
-    events = sorted(key for key in set(labels).union(starts, stops) if key >= 0)
-    events.append(_END)
+    labels, jump_labels = _jump_labels(ops, args)
+    entries, starts, stops, events = _try_events(code, labels)
     next_event = events[0]
     event_index = 0
     began: dict[int, TryBegin] = {}
@@ -209,25 +186,7 @@ def _decode(code: types.CodeType) -> list[Any]:
     for offset, op, arg, pos in units:
         first = offset  # where the instruction starts, its EXTENDED_ARGs included
         if op == _EXTENDED_ARG:
-            u = offset >> 1
-            arg = 0
-            while u < len(ops) and ops[u] == _EXTENDED_ARG:
-                arg = (arg << 8) | args[u]
-                u += 1
-            if u >= len(ops):
-                raise _NotModelled("EXTENDED_ARG at the end of the code")
-            for _ in range(u - (offset >> 1)):
-                offset, op, _, pos = next(units)
-            if offset != 2 * u:  # (a CACHE unit, skipped by `units`)
-                raise _NotModelled("EXTENDED_ARG before CACHE")
-            if op == _NOP:
-                arg = 0
-            elif op < _HAVE_ARGUMENT:
-                raise _NotModelled(f"EXTENDED_ARG before {opnames[op]}")
-            else:
-                arg = (arg << 8) | args[u]
-                if arg > _MAX_ARG:
-                    raise _NotModelled("argument out of range")
+            offset, op, arg, pos = _fold_extended_args(offset, ops, args, units)
         if next_event <= offset:
             # Events since the previous instruction's opcode unit (after it, around its CACHE units),
             # then the one before this instruction; none inside its EXTENDED_ARG prefix.
@@ -239,6 +198,7 @@ def _decode(code: types.CodeType) -> list[Any]:
                     continue  # inside the EXTENDED_ARG prefix: the library never looks there
                 placed, in_try = _place(key, out, labels, starts, stops, entries, began, placed, in_try)
 
+        # The argument as the library gives it (one test per kind of argument, the commonest first).
         kind = kinds[op]
         if kind == _LOCAL:
             value = varnames[arg]
@@ -269,7 +229,7 @@ def _decode(code: types.CodeType) -> list[Any]:
             raise _NotModelled(f"opcode {op} ({opnames[op]})")
 
         location = locations.get(pos)
-        if location is None:
+        if location is None:  # (most instructions have a position of their own: made inline)
             location = locations[pos] = new(loc_cls)
             if pos is None:
                 pos = _missing_position(code, ops)
@@ -277,6 +237,8 @@ def _decode(code: types.CodeType) -> list[Any]:
             set_end_lineno(location, pos[1])
             set_col_offset(location, pos[2])
             set_end_col_offset(location, pos[3])
+        # The fields Instr's constructor would set after its checks (private: see the module's
+        # docstring on the pinned version).
         instr = new(instr_cls)
         instr._name = opnames[op]
         instr._opcode = op
@@ -294,6 +256,73 @@ def _decode(code: types.CodeType) -> list[Any]:
     if placed != len(labels):
         raise _NotModelled("a jump or handler target is not the start of an instruction")
     return out
+
+
+def _jump_labels(ops: bytes, args: bytes) -> tuple[dict[int, Label], dict[int, Label]]:
+    """A label per offset a jump targets (offsets are bytes: 2 * code unit), and each jump's label by
+    the offset of its opcode unit."""
+    kinds, caches = _KIND, _CACHES
+    labels: dict[int, Label] = {}      # target offset -> its label
+    jump_labels: dict[int, Label] = {}  # offset of a jump's opcode unit -> its target's label
+    for match in _JUMP_RE.finditer(ops):
+        u = match.start()
+        op = ops[u]
+        arg = args[u]
+        j, shift = u - 1, 8
+        while j >= 0 and ops[j] == _EXTENDED_ARG:
+            arg |= args[j] << shift
+            shift += 8
+            j -= 1
+        step = u + 1 + caches[op]
+        target = 2 * (step + arg if kinds[op] == _FORWARD else step - arg)
+        label = labels.get(target)
+        if label is None:
+            label = labels[target] = Label()
+        jump_labels[2 * u] = label
+    return labels, jump_labels
+
+
+def _try_events(code: types.CodeType, labels: dict[int, Label]) -> tuple[list, dict[int, int], dict[int, list[int]],
+                                                                         list[int]]:
+    """The exception table's entries; where each starts and stops; a label added at each handler;
+    and the events in the order the library meets them: "before unit u" (a label, then a
+    TryBegin) has key 2u, "after unit u" (TryEnds) 2u + 1, ending with _END."""
+    entries = _exception_table(code.co_exceptiontable)
+    starts: dict[int, int] = {}       # offset -> entry index (the last entry starting there, as the library)
+    stops: dict[int, list[int]] = {}  # offset + 1 -> indices of the entries whose last unit is there
+    for index, (start, stop, target, _, _) in enumerate(entries):
+        starts[2 * start] = index
+        stops.setdefault(2 * stop + 1, []).append(index)
+        if 2 * target not in labels:
+            labels[2 * target] = Label()
+    events = sorted(key for key in set(labels).union(starts, stops) if key >= 0)
+    events.append(_END)
+    return entries, starts, stops, events
+
+
+def _fold_extended_args(offset: int, ops: bytes, args: bytes, units: Any) -> tuple[int, int, int, Any]:
+    """The instruction an EXTENDED_ARG prefix at `offset` belongs to: (its offset, opcode, full
+    argument, position), the prefix's units consumed from `units`."""
+    u = offset >> 1
+    arg = 0
+    while u < len(ops) and ops[u] == _EXTENDED_ARG:
+        arg = (arg << 8) | args[u]
+        u += 1
+    if u >= len(ops):
+        raise _NotModelled("EXTENDED_ARG at the end of the code")
+    for _ in range(u - (offset >> 1)):
+        offset, op, _, pos = next(units)
+    if offset != 2 * u:  # (a CACHE unit, skipped by `units`)
+        raise _NotModelled("EXTENDED_ARG before CACHE")
+    if op == _NOP:
+        arg = 0
+    elif op < _HAVE_ARGUMENT:
+        raise _NotModelled(f"EXTENDED_ARG before {_OPNAME[op]}")
+    else:
+        arg = (arg << 8) | args[u]
+        if arg > _MAX_ARG:
+            raise _NotModelled("argument out of range")
+    return offset, op, arg, pos
 
 
 def _missing_position(code: types.CodeType, ops: bytes) -> tuple:

@@ -1,11 +1,15 @@
 """InstructionTranslator: symbolic execution of one frame's 3.11 bytecode.
 
 The translator walks the frame's instructions (the `bytecode` library's, see decode.py) keeping a stack
-and locals of VariableTrackers. Each opcode has a handler named like the opcode, looked
-up once per translator class; the handlers live in mixins by family (loads and stores, calls, stack
-and operators, jumps and loops, pattern matching). An opcode without a handler, or any operation a value does not
-support, raises Unsupported. Calls to Python functions are inlined by running a child translator
-over the callee's code with the same OutputGraph.
+and locals of VariableTrackers. Each opcode has a handler named like the opcode, looked up once per
+translator class; the handlers live in mixins, one file per family: ops_load_store.py (loads and
+stores), ops_calls.py, ops_stack.py (shuffles), ops_operators.py (operators, subscripts),
+ops_build.py (building and unpacking containers), ops_with.py, ops_jumps.py (branches, loops,
+return), ops_generators.py, ops_exceptions.py, ops_match.py; closure cells are cells.py's. An
+opcode without a handler, or any operation a value does not support, raises Unsupported. Calls to
+Python functions are inlined by running a child translator over the callee's code with the same
+OutputGraph; an inlined generator function runs lazily, to its next yield each time its consumer
+asks for an item.
 """
 from __future__ import annotations
 
@@ -25,42 +29,45 @@ from .. import config, trace_rules
 from ..exc import Unsupported, UserLocation
 from ..guards import GuardKind
 from ..graph import OutputGraph
-from ..source import (
-    AttrSource, BuiltinSource, CellContentsSource, ClosureSource, FreeCellSource, GlobalSource, ItemSource, LocalSource,
-    Source,
-)
+from ..source import AttrSource, BuiltinSource, CellContentsSource, GlobalSource, ItemSource, LocalSource, Source
 from .analysis import innermost_handlers
 from .decode import _NotModelled, fast_decode
+from .hooks import TranslatorHooks
+from .cells import CellOps
+from .ops_build import BuildOps
 from .ops_calls import CallOps
 from .ops_exceptions import ExceptionOps
+from .ops_generators import GeneratorOps
 from .ops_jumps import JumpOps
 from .ops_load_store import LoadStoreOps
 from .ops_match import MatchOps
+from .ops_operators import OperatorOps
 from .ops_stack import StackOps
+from .ops_with import WithOps
 from .side_effects import SideEffects
 from .variables import VariableTracker, wrap
 from .variables.builder import is_immutable_tracker
 from .variables.constant import ConstantVariable
-from .variables.containers import DictVariable, GeneratorVariable, TupleVariable
+from .variables.dicts import DictVariable
+from .variables.iterators import GeneratorVariable
+from .variables.lists import TupleVariable
 from .variables.exceptions import ExceptionVariable, RaisedException
-from .variables.functions import CellReference, CellVariable, NestedFunctionVariable
+from .variables.functions import CellReference, NestedFunctionVariable
 from .variables.nn_module import NNModuleVariable
 
 _MODULE_GETATTR = torch.nn.Module.__getattr__
 
-# Code flags of generators, coroutines and async generators (their frames are never traced).
-_GENERATOR_FLAGS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ITERABLE_COROUTINE | \
-    inspect.CO_ASYNC_GENERATOR
 _MAX_STEPS = 1_000_000  # a `while True` whose exit is never reached while tracing
 _TORCH_DIR = os.path.dirname(torch.__file__)
 
 
-class InstructionTranslator(LoadStoreOps, CallOps, StackOps, JumpOps, ExceptionOps, MatchOps):
+class InstructionTranslator(LoadStoreOps, CellOps, CallOps, StackOps, OperatorOps, BuildOps, WithOps, JumpOps,
+                            GeneratorOps, ExceptionOps, MatchOps):
     def __init__(self, code: types.CodeType, f_globals: dict, f_builtins: dict, closure: tuple | None,
                  output: OutputGraph, *, frame_values: dict[str, Any] | None = None,
                  parent: "InstructionTranslator | None" = None, fn_source: Source | None = None,
                  break_at: int | None = None, deferred_methods: dict[int, str] | None = None,
-                 pure_calls: set[int] | None = None):
+                 pure_calls: set[int] | None = None, hooks: TranslatorHooks | None = None):
         self.code = code
         self.f_globals = f_globals
         self.f_builtins = f_builtins
@@ -98,6 +105,8 @@ class InstructionTranslator(LoadStoreOps, CallOps, StackOps, JumpOps, ExceptionO
         # Mutations of objects that outlive the frame: one record for the whole trace.
         self.side_effects = parent.side_effects if parent is not None else SideEffects()
         self.root: InstructionTranslator = self if parent is None else parent.root  # the compiled frame's
+        # What convert_frame hands the trace (hooks.py): one record for the root and its inlined calls.
+        self.hooks: TranslatorHooks = hooks if parent is None else parent.hooks
         # Modules and functions read from this code's globals, by name: one table per globals dict
         # for the whole trace (every inlined function of a module reads `torch` again).
         tables = self._immutable_globals = {} if parent is None else None
@@ -194,6 +203,10 @@ class InstructionTranslator(LoadStoreOps, CallOps, StackOps, JumpOps, ExceptionO
     def wrap_constant(self, value: Any) -> VariableTracker:
         """A value computed while tracing from constants (no source, nothing to guard)."""
         return wrap(self, value, None, guard=False)
+
+    def make_tuple(self, items: list[VariableTracker]) -> VariableTracker:
+        """A tuple made while tracing, for trackers below the tuples' module (an exception's args)."""
+        return TupleVariable(items)
 
     def prologue(self) -> list[Instr]:
         """MAKE_CELL / COPY_FREE_VARS / RESUME 0: what the transformed code must start with too."""
@@ -292,131 +305,6 @@ class InstructionTranslator(LoadStoreOps, CallOps, StackOps, JumpOps, ExceptionO
         if is_immutable_tracker(tracker):
             self.immutable_globals[name] = tracker
         return tracker
-
-    def read_free_var(self, name: str) -> VariableTracker:
-        if name in self.closure_refs:
-            return self.closure_refs[name].load()
-        index = self.code.co_freevars.index(name)
-        cell = self.closure[index]
-        if self.parent is not None:
-            shared = self.root.passed_cell_name(cell)
-            if shared is not None:  # the root frame's own cell: its traced value, not the entry one
-                return self.root.read_local(shared)
-        tracker = self.side_effects.known_cell(cell)
-        stored = self.side_effects.load_attr(tracker, "cell_contents") if tracker is not None else None
-        if stored is not None:  # assigned earlier in this trace (`nonlocal x; x = ...`), by any function
-            self._same_cell(tracker, self._cell_source(index), cell)
-            return stored
-        try:
-            value = cell.cell_contents
-        except ValueError as e:
-            raise Unsupported(f"free variable {name!r} read before assignment") from e
-        if self.parent is None:
-            return self.wrap(value, ClosureSource(name, index))
-        if name == "__class__" and isinstance(value, type):
-            # (`__class__` is the cell super() reads: set when the class is made, never rebound)
-            return self.wrap(value, None, guard=False)
-        # Torch's own code too: its closures hold the user's functions (the function a
-        # `@torch.no_grad()` decorator wraps), which the guards must pin.
-        source = self._cell_source(index)
-        if source is None:
-            raise Unsupported(f"free variable {name!r} of an inlined function reached without a source")
-        return self.wrap(value, AttrSource(source, "cell_contents"))
-
-    def _cell_source(self, index: int) -> Source | None:
-        """Where the transformed code finds this function's closure cell `index` (the cell object):
-        the root frame's own (LOAD_CLOSURE), or an inlined function's `fn.__closure__[i]`."""
-        if self.parent is None:
-            return FreeCellSource(self.code.co_freevars[index], index)
-        fn_source = self.function_source()
-        if fn_source is not None:
-            return ItemSource(AttrSource(fn_source, "__closure__"), index)
-        return None
-
-    def _same_cell(self, tracker: VariableTracker, source: Source | None, cell: Any) -> None:
-        """The trace relies on the cell found at `source` being the cell `tracker` stands for,
-        reached before another way (a setter and a getter made by one call share it): both ways
-        are guarded by the cell's identity. (The root frame's own cells cannot be read by a guard;
-        the other functions' are.)"""
-        if source == tracker.source:
-            return
-        if source is None:
-            raise Unsupported(f"closure cell of {self.code.co_name}, shared with another function, reached "
-                              f"without a source")
-        for way in (tracker.source, source):
-            if not isinstance(way, FreeCellSource):
-                self.output.guards.add(way, GuardKind.ID_MATCH, cell)
-
-    def cell_tracker(self, cell: Any, source: Source | None) -> CellVariable:
-        """The one tracker of the real closure cell `cell`, reached now at `source` (the cell
-        object: `fn.__closure__[i]`), whichever function reached it first."""
-        known = self.side_effects.known_cell(cell)
-        if known is not None:
-            self._same_cell(known, source, cell)
-            return known
-        if source is None:
-            raise Unsupported("a closure cell reached without a source")
-        return self.side_effects.track_cell(cell, CellVariable(cell, source))
-
-    def closure_cell(self, name: str) -> CellVariable:
-        """The tracker of this function's real closure cell for free variable `name`, through which
-        stores to it are replayed after the graph."""
-        index = self.code.co_freevars.index(name)
-        return self.cell_tracker(self.closure[index], self._cell_source(index))
-
-    def read_cell(self, tracker: CellVariable) -> VariableTracker:
-        """`cell.cell_contents` (a cell read as `fn.__closure__[i]`): what the trace stored, or
-        the contents, guarded."""
-        shared = self.root.passed_cell_name(tracker.cell)
-        if shared is not None:
-            return self.root.read_local(shared)
-        stored = self.side_effects.load_attr(tracker, "cell_contents")
-        if stored is not None:
-            return stored
-        try:
-            value = tracker.cell.cell_contents
-        except ValueError as e:
-            raise Unsupported("cell_contents of an empty cell") from e
-        source = tracker.source
-        return self.wrap(value, source.contents() if isinstance(source, FreeCellSource)
-                         else AttrSource(source, "cell_contents"))
-
-    def store_cell(self, tracker: CellVariable, value: VariableTracker) -> None:
-        """`cell.cell_contents = value` for a cell that outlives the frame: replayed after the graph
-        (a cell the root frame received as a resume function's argument is one of its locals)."""
-        shared = self.root.passed_cell_name(tracker.cell)
-        if shared is not None:
-            self.root.locals[shared] = value
-            return
-        self.side_effects.store_attr(tracker, "cell_contents", value)
-
-    def cell_reference(self, name: str, free: bool) -> CellReference:
-        """The reference to this frame's cell (or free) variable `name` that closures hold."""
-        key = (name, free)
-        if key not in self.cell_references:
-            self.cell_references[key] = CellReference(self, name, free)
-        return self.cell_references[key]
-
-    def passed_cell_name(self, cell: Any) -> str | None:
-        """The local name under which this frame received `cell` itself (resume functions)."""
-        for name in self.passed_cells:
-            if self.cell_objects.get(name, self.frame_values.get(name)) is cell:
-                return name
-        return None
-
-    def store_free_var(self, name: str, value: VariableTracker) -> None:
-        if name in self.closure_refs:
-            self.closure_refs[name].store(value)
-            return
-        cell = self.closure[self.code.co_freevars.index(name)]
-        if self.parent is not None:
-            shared = self.root.passed_cell_name(cell)
-            if shared is not None:
-                self.root.locals[shared] = value
-                return
-        # A cell that outlives the frame (the compiled closure's own, a counter made elsewhere): the
-        # store is replayed after the graph, as `<cell>.cell_contents = value`.
-        self.store_cell(self.closure_cell(name), value)
 
     # -- inlining ------------------------------------------------------------------------------
     def inline_call(self, fn: types.FunctionType, args: list[VariableTracker],
@@ -593,7 +481,8 @@ def decode(code: types.CodeType) -> tuple[list[Any], dict[Label, int]]:
 
 
 def check_inlinable(code: types.CodeType) -> None:
-    """Generators are inlined by running them to completion; coroutines are not inlined."""
+    """Generator functions are inlined (their generator runs lazily, to the next yield each time its
+    consumer asks: run_call, ops_generators.py); coroutines and async generators are not."""
     if code.co_flags & (inspect.CO_COROUTINE | inspect.CO_ITERABLE_COROUTINE | inspect.CO_ASYNC_GENERATOR):
         raise Unsupported(f"call to coroutine function {code.co_qualname}")
 

@@ -1,4 +1,4 @@
-"""Opcode handlers: jumps and loops.
+"""Opcode handlers: jumps, loops and returns.
 
 A branch on a value known while tracing (a constant, `self.training`, `x.dim() == 2`) is simply
 followed. A branch on a tensor's data raises Unsupported from `truth()`. Loops over iterables of
@@ -9,8 +9,9 @@ from __future__ import annotations
 from bytecode import Instr
 
 from ..exc import Unsupported
-from .variables import ConstantVariable, TensorVariable
-from .variables.containers import FrameListVariable, ListIteratorVariable, ListVariable
+from .variables import ListVariable, TensorVariable
+from .variables.iterators import ListIteratorVariable
+from .variables.lists import FrameListVariable
 
 
 class JumpOps:
@@ -40,8 +41,11 @@ class JumpOps:
         self._branch_none(inst, False)
 
     POP_JUMP_BACKWARD_IF_TRUE = POP_JUMP_FORWARD_IF_TRUE
+
     POP_JUMP_BACKWARD_IF_FALSE = POP_JUMP_FORWARD_IF_FALSE
+
     POP_JUMP_BACKWARD_IF_NONE = POP_JUMP_FORWARD_IF_NONE
+
     POP_JUMP_BACKWARD_IF_NOT_NONE = POP_JUMP_FORWARD_IF_NOT_NONE
 
     def JUMP_IF_TRUE_OR_POP(self, inst: Instr) -> None:
@@ -60,6 +64,7 @@ class JumpOps:
         self.jump_to(inst.arg)
 
     JUMP_BACKWARD = JUMP_FORWARD
+
     JUMP_BACKWARD_NO_INTERRUPT = JUMP_FORWARD
 
     def GET_ITER(self, inst: Instr) -> None:
@@ -83,36 +88,5 @@ class JumpOps:
         else:
             self.push(item)
 
-    # -- generators, run lazily by their consumer (see InstructionTranslator.run_call) ------------
-    def RETURN_GENERATOR(self, inst: Instr) -> None:
-        self._require_generator_inlining()
-        self.push(ConstantVariable(None))  # what the first resumption sends; POP_TOP drops it
-
-    def YIELD_VALUE(self, inst: Instr) -> None:
-        self._require_generator_inlining()
-        self.yielded_value = self.pop()
-        self.push(ConstantVariable(None))  # the value of the yield expression: nothing is sent
-        self.suspended = True  # run() returns; the consumer resumes us for the next item
-
-    def GET_YIELD_FROM_ITER(self, inst: Instr) -> None:
-        self.GET_ITER(inst)
-
-    def SEND(self, inst: Instr) -> None:
-        """`yield from`: pass the inner iterator's items through, then continue with its return
-        value (a generator's `return v`; None for any other iterator)."""
-        self.pop()  # the sent value (always None here)
-        iterator = self.stack[-1]
-        if not isinstance(iterator, ListIteratorVariable):
-            raise Unsupported(f"yield from {iterator}")
-        item = iterator.next()
-        if item is None:
-            value = iterator.stop_value
-            self.stack[-1] = ConstantVariable(None) if value is None else value
-            self.jump_to(inst.arg)
-        else:
-            self.push(item)
-
-    def _require_generator_inlining(self) -> None:
-        if not self.is_generator:
-            raise Unsupported("generator code outside an inlined generator call")
-
+    def RETURN_VALUE(self, inst: Instr) -> None:
+        self.return_value = self.pop()

@@ -20,7 +20,7 @@ from bytecode import Instr
 
 from ..exc import Unsupported
 from .variables import BuiltinVariable, ConstantVariable, DictVariable, TupleVariable, VariableTracker
-from .variables.containers import is_constant_key
+from .variables.dicts import is_constant_key
 from .variables.base import UNKNOWN_OBJECT
 from .variables.builtins import lookup_attr
 from .variables.exceptions import raise_symbolic

@@ -46,10 +46,10 @@ from .variables.base import VariableTracker
 from .variables.base import class_attribute
 from .variables.dict_subclass import DictSubclassMixin, refill
 from .variables.objects import UserObjectVariable
-from .variables.containers import build_dict_items, made_keys
+from .variables.dicts import build_dict_items, made_keys
 
 if TYPE_CHECKING:
-    from ..codegen import PyCodegen
+    from ..codegen.pycodegen import PyCodegen
 
 
 class SideEffects:

@@ -3,7 +3,8 @@ from .base import BoundMethodVariable, NullVariable, VariableTracker
 from .builder import wrap
 from .builtins import BuiltinVariable
 from .constant import ConstantVariable
-from .containers import DictVariable, ListVariable, SizeVariable, TupleVariable
+from .dicts import DictVariable
+from .lists import ListVariable, SizeVariable, TupleVariable
 from .functions import UserFunctionVariable
 from .nn_module import NNModuleVariable
 from .tensor import TensorVariable

@@ -58,7 +58,8 @@ from ...source import AttrSource, Source
 from .base import BoundMethodVariable, VariableTracker
 from .constant import ConstantVariable
 from .exceptions import RaisedException
-from .containers import BaseListVariable, DictVariable, TupleVariable
+from .dicts import DictVariable
+from .lists import BaseListVariable, TupleVariable
 from .functions import UserFunctionVariable
 from .nn_module import NNModuleVariable
 from .objects import NewObjectVariable, PythonObjectVariable

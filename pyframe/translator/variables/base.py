@@ -9,14 +9,36 @@ from __future__ import annotations
 
 import inspect
 import types
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any, Protocol, Sequence
 
 from ...exc import Unsupported
 from ...guards import ClassAttr, GuardKind
 from ...source import AttrSource, Source
+from .descriptions import describe_instance
 
-if TYPE_CHECKING:
-    from ..instructions import InstructionTranslator
+
+
+class Tracer(Protocol):
+    """What trackers ask of the translator running them (translator/instructions.py implements it;
+    trackers never import it: they sit below it). `output` is the OutputGraph (graph.py),
+    `side_effects` the SideEffects record (side_effects.py), `hooks` what convert_frame handed the
+    trace (hooks.py); the rest are named for what they do."""
+
+    output: Any
+    side_effects: Any
+    hooks: Any
+    code: Any
+    root: "Tracer"
+    parent: "Tracer | None"
+
+    def wrap(self, value: Any, source: Source | None, guard: bool = True) -> "VariableTracker": ...
+    def wrap_constant(self, value: Any) -> "VariableTracker": ...
+    def make_tuple(self, items: list["VariableTracker"]) -> "VariableTracker": ...
+    def inline_call(self, fn: types.FunctionType, args: list["VariableTracker"],
+                    kwargs: dict[str, "VariableTracker"], **options: Any) -> "VariableTracker": ...
+    def load_attr(self, obj: "VariableTracker", name: str) -> "VariableTracker": ...
+    def read_local(self, name: str) -> "VariableTracker": ...
+    def install_global(self, value: Any) -> Source: ...
 
 
 UNKNOWN_OBJECT = object()
@@ -30,7 +52,23 @@ class VariableTracker:
 
     # -- what the value is ------------------------------------------------------------------
     def python_type(self) -> type:
-        raise Unsupported(f"type of {self} is not known while tracing")
+        raise Unsupported(f"the type of {self._describe_without_type()} is not known while tracing")
+
+    def describe(self) -> str:
+        """This value as its user would name it, for graph-break reasons (`a list`, `an instance of
+        Foo (defined at foo.py:12)`, `the method forward of module Net`): descriptions.py. Never a
+        tracker's class name; a subclass that knows more says more."""
+        if type(self).python_type is VariableTracker.python_type:
+            return self._describe_without_type()
+        try:
+            return describe_instance(self.python_type())
+        except Unsupported:
+            return self._describe_without_type()
+
+    def _describe_without_type(self) -> str:
+        if type(self).describe is not VariableTracker.describe:
+            return self.describe()  # (a subclass's own, which does not ask python_type)
+        return "a value pyframe does not model here" + (f" (read from {self.source.name()})" if self.source else "")
 
     def is_python_constant(self) -> bool:
         try:
@@ -40,7 +78,7 @@ class VariableTracker:
             return False
 
     def as_python_constant(self) -> Any:
-        raise Unsupported(f"{self} is not a Python constant")
+        raise Unsupported(f"{self.describe()} is not a Python constant")
 
     def truth(self) -> bool:
         """bool(value), when it is known while tracing (a branch on it needs no graph break)."""
@@ -58,47 +96,47 @@ class VariableTracker:
         return self.real_object()
 
     # -- what can be done with it -----------------------------------------------------------
-    def var_getattr(self, tx: "InstructionTranslator", name: str) -> "VariableTracker":
-        raise Unsupported(f"attribute {name!r} of {self}")
+    def var_getattr(self, tx: Tracer, name: str) -> "VariableTracker":
+        raise Unsupported(f"attribute {name!r} of {self.describe()}")
 
-    def store_attr(self, tx: "InstructionTranslator", name: str, value: "VariableTracker") -> None:
+    def store_attr(self, tx: Tracer, name: str, value: "VariableTracker") -> None:
         """`self.name = value` (STORE_ATTR, setattr())."""
-        raise Unsupported(f"assignment to attribute {name!r} of {self}")
+        raise Unsupported(f"assignment to attribute {name!r} of {self.describe()}")
 
-    def delete_attr(self, tx: "InstructionTranslator", name: str) -> None:
+    def delete_attr(self, tx: Tracer, name: str) -> None:
         """`del self.name` (DELETE_ATTR, delattr())."""
-        raise Unsupported(f"deletion of attribute {name!r} of {self}")
+        raise Unsupported(f"deletion of attribute {name!r} of {self.describe()}")
 
-    def generic_getattr(self, tx: "InstructionTranslator", name: str) -> "VariableTracker":
+    def generic_getattr(self, tx: Tracer, name: str) -> "VariableTracker":
         """`object.__getattribute__(self, name)`: the lookup a class's own `__getattribute__`
         ends in (`super().__getattribute__(key)`), without that method and without `__getattr__`."""
-        raise Unsupported(f"object.__getattribute__ of {self}")
+        raise Unsupported(f"object.__getattribute__ of {self.describe()}")
 
-    def generic_setattr(self, tx: "InstructionTranslator", name: str, value: "VariableTracker") -> None:
+    def generic_setattr(self, tx: Tracer, name: str, value: "VariableTracker") -> None:
         """`object.__setattr__(self, name, value)`: the store a class's own `__setattr__` ends in."""
-        raise Unsupported(f"object.__setattr__ of {self}")
+        raise Unsupported(f"object.__setattr__ of {self.describe()}")
 
-    def call(self, tx: "InstructionTranslator", args: Sequence["VariableTracker"],
+    def call(self, tx: Tracer, args: Sequence["VariableTracker"],
              kwargs: dict[str, "VariableTracker"]) -> "VariableTracker":
-        raise Unsupported(f"call of {self}")
+        raise Unsupported(f"calling {self.describe()}, which pyframe cannot trace")
 
-    def call_method(self, tx: "InstructionTranslator", name: str, args: Sequence["VariableTracker"],
+    def call_method(self, tx: Tracer, name: str, args: Sequence["VariableTracker"],
                     kwargs: dict[str, "VariableTracker"]) -> "VariableTracker":
         return self.var_getattr(tx, name).call(tx, args, kwargs)
 
-    def python_function(self, tx: "InstructionTranslator") -> tuple[Any, Source, bool] | None:
+    def python_function(self, tx: Tracer) -> tuple[Any, Source, bool] | None:
         """For a Python function or a method bound to one: that function, the source its
         attributes are read and guarded through, and whether a call binds its first parameter
         (inspect.signature, `method.__func__`). None for any other value."""
         return None
 
-    def unpack(self, tx: "InstructionTranslator") -> list["VariableTracker"]:
+    def unpack(self, tx: Tracer) -> list["VariableTracker"]:
         """The items of an iterable of known length (UNPACK_SEQUENCE, FOR_ITER, *args)."""
-        raise Unsupported(f"iteration over {self}")
+        raise Unsupported(f"iteration over {self.describe()}")
 
     def rebuilt_from(self) -> list["VariableTracker"]:
         """The other trackers `reconstruct` rebuilds to make this value (a dict view's dict, a
-        bound method's object). Finishing a trace walks them (translator/output.py, `walk`): a
+        bound method's object). Finishing a trace walks them (translator/live_values.py, `walk`): a
         tensor among them that the graph made must become a graph output, or the transformed code
         has nothing to load it from. A subclass whose `reconstruct` calls another tracker's must
         list that tracker here (containers list their items in `_children` there)."""
@@ -107,7 +145,7 @@ class VariableTracker:
     def reconstruct(self, cg: Any) -> None:
         """Emit bytecode that puts this value on the stack (cg is a codegen.PyCodegen)."""
         if self.source is None:
-            raise Unsupported(f"cannot rebuild {self} in the transformed code")
+            raise Unsupported(f"cannot rebuild {self.describe()} in the transformed code")
         cg.load_source(self.source)
 
     def __repr__(self) -> str:
@@ -143,6 +181,9 @@ class DeferredMethodVariable(VariableTracker):
     def reconstruct(self, cg: Any) -> None:
         self.obj.reconstruct(cg)
         cg.emit("LOAD_ATTR", self.name)
+
+    def describe(self) -> str:
+        return f"the method {self.name} of {self.obj.describe()}"
 
     def __repr__(self) -> str:
         return f"DeferredMethodVariable({self.obj!r}.{self.name})"
@@ -200,6 +241,9 @@ class BoundMethodVariable(VariableTracker):
     def reconstruct(self, cg: Any) -> None:
         self.obj.reconstruct(cg)
         cg.emit("LOAD_ATTR", self.name)
+
+    def describe(self) -> str:
+        return f"the method {self.name} of {self.obj.describe()}"
 
     def __repr__(self) -> str:
         return f"BoundMethodVariable({self.obj!r}.{self.name})"
@@ -289,7 +333,7 @@ def mro_lookup(cls: type, name: str) -> Any:
     return None
 
 
-def guard_class_attribute(tx: "InstructionTranslator", obj: VariableTracker, name: str,
+def guard_class_attribute(tx: Tracer, obj: VariableTracker, name: str,
                           check_instance: bool = True) -> None:
     """The trace took `obj.name` from obj's class (a method bound or inlined, a property's getter
     inlined, the class's `__call__`), or found it missing from class and instance alike: guard that
@@ -302,3 +346,10 @@ def guard_class_attribute(tx: "InstructionTranslator", obj: VariableTracker, nam
     if found is None and any(name in _type_dict(entry) for entry in obj.python_type().__mro__):
         return  # a class attribute that is None: read as a value, guarded by it
     tx.output.guards.add(AttrSource(obj.source, name), GuardKind.CLASS_ATTR_MATCH, ClassAttr(found, check_instance))
+
+
+def plain_getattr(cls: type) -> bool:
+    """Attribute reads on instances of cls run no Python code when the attribute is missing: no
+    Python __getattribute__ or __getattr__."""
+    return not isinstance(class_attribute(cls, "__getattribute__", None), types.FunctionType) \
+        and class_attribute(cls, "__getattr__", None) is None

@@ -12,11 +12,10 @@ import functools
 import inspect
 import types
 import weakref
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
-from ... import _C
 from ...exc import Unsupported
 from ...resume import STACK_ARG_PREFIX
 from ...guards import GuardKind, KeysById
@@ -25,27 +24,27 @@ from ...source import (
     TupleIteratorRestSource,
 )
 from .autograd_function import AutogradFunctionVariable, is_autograd_function, is_bound_apply
-from .base import VariableTracker
+from .base import Tracer, VariableTracker
 from .builtins import BUILTIN_FUNCTIONS, PURE_FUNCTIONS, BuiltinVariable
 from .constant import ConstantVariable, is_constant_value, is_numpy_scalar
 from .copying import DeepcopyFunctionVariable, is_deepcopy
-from .containers import (
-    DictVariable, FrameListVariable, ListIteratorVariable, ListVariable, NamedTupleVariable, ObjectKey, SetVariable,
-    SizeVariable, TupleVariable,
-    hashes_by_identity, is_constant_key,
-)
+from .dicts import DictVariable, ObjectKey, hashes_by_identity, is_constant_key
+from .iterators import ListIteratorVariable
+from .lists import FrameListVariable, ListVariable, SizeVariable, TupleVariable
+from .namedtuples import NamedTupleVariable
+from .sets import SetVariable
 from .dict_subclass import BuiltinMethodOfVariable, UserDictObjectVariable, builtin_method_descriptor, dict_base
 from .functions import (
     CodeObjectVariable, InspectSignatureVariable, LruCacheWrapperVariable, PartialVariable, UserFunctionVariable,
 )
-from .misc import GRAD_MODE_CLASSES, GradModeClassVariable, InlinedMethodVariable, SuperVariable
+from .contexts import GRAD_MODE_CLASSES, GradModeClassVariable
+from .methods import InlinedMethodVariable
+from .super_object import SuperVariable
 from .nn_module import NNModuleVariable
 from .objects import DisabledFunctionVariable, GraphBreakFunctionVariable, PythonObjectVariable, UserObjectVariable
 from .tensor import TensorVariable
 from .torch import PythonModuleVariable, TorchFunctionVariable, is_torch_op
 
-if TYPE_CHECKING:
-    from ..instructions import InstructionTranslator
 
 _EQUALS_TYPES = (bool, int, float, complex, str, bytes, torch.device)
 # Trackers with no state a trace changes: wrap() gives one per source and output graph.
@@ -54,7 +53,7 @@ _CONTAINER_TYPES = (list, dict, collections.OrderedDict, collections.defaultdict
 _TUPLE_ITERATOR = type(iter(()))
 
 
-def wrap(tx: "InstructionTranslator", value: Any, source: Source | None, guard: bool = True) -> VariableTracker:
+def wrap(tx: Tracer, value: Any, source: Source | None, guard: bool = True) -> VariableTracker:
     """The symbolic value of `value`, guarded on `source` when there is one and `guard` is set."""
     if source is not None:
         known = tx.side_effects.known(source)  # a mutable object read before: the same tracker
@@ -80,13 +79,25 @@ def is_immutable_tracker(tracker: VariableTracker) -> bool:
     return type(tracker) in _IMMUTABLE_TRACKERS
 
 
-def _wrap(tx: "InstructionTranslator", value: Any, source: Source | None, guard: bool) -> VariableTracker:
+def _wrap(tx: Tracer, value: Any, source: Source | None, guard: bool) -> VariableTracker:
+    """The first kind of value in _KINDS that `value` is, wrapped with its guards; else a user object."""
     guards = tx.output.guards if guard and source is not None else None
+    for wrap_kind in _KINDS:
+        tracker = wrap_kind(tx, value, source, guard, guards)
+        if tracker is not None:
+            return tracker
+    return _wrap_user_object(tx, value, source, guard, guards)
 
-    def add(kind: GuardKind, payload: Any = None) -> None:
-        if guards is not None:
-            guards.add(source, kind, payload)
 
+def _add(guards: Any, source: Source | None, kind: GuardKind, payload: Any = None) -> None:
+    """A guard on `source`, when the value is guarded (`guards` is None otherwise)."""
+    if guards is not None:
+        guards.add(source, kind, payload)
+
+
+def _wrap_tensor(tx: Tracer, value: Any, source: Source | None, guard: bool,
+                 guards: Any) -> VariableTracker | None:
+    """A tensor: a graph input, guarded by TENSOR_MATCH (and by how it aliases the other inputs)."""
     if isinstance(value, torch.Tensor):
         if torch.nn.parameter.is_lazy(value):  # a lazy module's parameter before its first call
             raise Unsupported("an uninitialized (lazy) parameter or buffer")
@@ -100,26 +111,39 @@ def _wrap(tx: "InstructionTranslator", value: Any, source: Source | None, guard:
             # state, are left out, as torch._dynamo leaves them (skip_no_tensor_aliasing_guards_on_parameters).
             tx.output.guards.add_aliasing(source, value)
         return TensorVariable(tx.output.add_input(source, value), source, type(value))
+    return None
+
+
+def _wrap_constant(tx: Tracer, value: Any, source: Source | None, guard: bool,
+                   guards: Any) -> VariableTracker | None:
+    """None, a number, a string, a dtype, an enum member: a constant, guarded by its value (or identity)."""
     if value is None:
-        add(GuardKind.NONE_MATCH)
+        _add(guards, source, GuardKind.NONE_MATCH)
         return ConstantVariable(None, source)
     if type(value) in _EQUALS_TYPES or is_numpy_scalar(value):
-        add(GuardKind.EQUALS_MATCH, value)
+        _add(guards, source, GuardKind.EQUALS_MATCH, value)
         return ConstantVariable(value, source)
     if isinstance(value, (torch.dtype, torch.layout, torch.memory_format, enum.Enum)) or value is Ellipsis:
-        add(GuardKind.ID_MATCH, value)
+        _add(guards, source, GuardKind.ID_MATCH, value)
         return ConstantVariable(value, source)
+    return None
+
+
+def _wrap_sequence(tx: Tracer, value: Any, source: Source | None, guard: bool,
+                   guards: Any) -> VariableTracker | None:
+    """A list, tuple, torch.Size, tuple iterator or named tuple: a container guarded by its type and
+    length, each item wrapped on a source of its own."""
     if type(value) is list and source is not None:
-        add(GuardKind.TYPE_MATCH, list)
-        add(GuardKind.LEN_MATCH, len(value))
+        _add(guards, source, GuardKind.TYPE_MATCH, list)
+        _add(guards, source, GuardKind.LEN_MATCH, len(value))
 
         def read_item(i: int) -> VariableTracker:  # when the trace first reads item i
             return wrap(tx, value[i], ItemSource(source, i), guard)
 
         return _mutable(tx, source, value, FrameListVariable(len(value), read_item, source))
     if type(value) in (tuple, list, torch.Size):
-        add(GuardKind.TYPE_MATCH, type(value))
-        add(GuardKind.LEN_MATCH, len(value))
+        _add(guards, source, GuardKind.TYPE_MATCH, type(value))
+        _add(guards, source, GuardKind.LEN_MATCH, len(value))
         items = [wrap(tx, v, ItemSource(source, i) if source is not None else None, guard)
                  for i, v in enumerate(value)]
         if type(value) is torch.Size:
@@ -133,27 +157,33 @@ def _wrap(tx: "InstructionTranslator", value: Any, source: Source | None, guard:
         # the replay moves the real one on. A for loop's own iterator (a value on the stack at the
         # break) stays opaque, as the loop is not traced on: one cache entry per number of items
         # left would run into the recompile limit on any long loop.
-        add(GuardKind.TYPE_MATCH, _TUPLE_ITERATOR)
+        _add(guards, source, GuardKind.TYPE_MATCH, _TUPLE_ITERATOR)
         rest_source = TupleIteratorRestSource(source)
-        rest = _C.tuple_iterator_rest(value)
+        rest = tx.hooks.tuple_iterator_rest(value)
         if guards is not None:
             guards.add(rest_source, GuardKind.LEN_MATCH, len(rest))
         items = [wrap(tx, v, ItemSource(rest_source, i), guard) for i, v in enumerate(rest)]
         return _mutable(tx, source, value, ListIteratorVariable(items, _TUPLE_ITERATOR, source=source))
     if isinstance(value, tuple) and hasattr(type(value), "_fields"):  # a namedtuple
-        add(GuardKind.TYPE_MATCH, type(value))
+        _add(guards, source, GuardKind.TYPE_MATCH, type(value))
         items = [wrap(tx, v, AttrSource(source, f) if source is not None else None, guard)
                  for f, v in zip(type(value)._fields, value)]
         return NamedTupleVariable(items, type(value), source)
+    return None
+
+
+def _wrap_mapping(tx: Tracer, value: Any, source: Source | None, guard: bool,
+                  guards: Any) -> VariableTracker | None:
+    """A dict (guarded by its keys), or an instance of a dict subclass (a user object with a dict inside)."""
     if type(value) in (dict, collections.OrderedDict, collections.defaultdict) and _keys_supported(value):
-        return _wrap_dict(tx, value, source, guard, add)
+        return _wrap_dict(tx, value, source, guard, guards)
     if isinstance(value, dict) and (entries := _dict_subclass_entries(value)) is not None:
         # An instance of a dict subclass (a ModelOutput, a config): a user object with a dict inside.
         # Its items are read from its storage, not through the subclass's __getitem__.
         if id(value) in _WRAPPING:
             raise Unsupported(f"a {type(value).__qualname__} that contains itself")
-        add(GuardKind.TYPE_MATCH, type(value))
-        add(GuardKind.DICT_KEYS_MATCH, tuple(k for k, _ in entries))
+        _add(guards, source, GuardKind.TYPE_MATCH, type(value))
+        _add(guards, source, GuardKind.DICT_KEYS_MATCH, tuple(k for k, _ in entries))
         _WRAPPING.add(id(value))
         try:
             items = {k: wrap(tx, v, DictItemSource(source, k) if source is not None else None, guard)
@@ -161,25 +191,44 @@ def _wrap(tx: "InstructionTranslator", value: Any, source: Source | None, guard:
         finally:
             _WRAPPING.discard(id(value))
         return _mutable(tx, source, value, UserDictObjectVariable(value, items, source))
+    return None
+
+
+def _wrap_method_descriptor(tx: Tracer, value: Any, source: Source | None, guard: bool,
+                            guards: Any) -> VariableTracker | None:
+    """A method read from dict's or object's class (`dict.__setitem__`), guarded by identity."""
     if builtin_method_descriptor(value):  # `dict.__setitem__`, `object.__setattr__`, read from the class
-        add(GuardKind.ID_MATCH, value)
+        _add(guards, source, GuardKind.ID_MATCH, value)
         return BuiltinMethodOfVariable(value.__objclass__, value.__name__, None, source)
+    return None
+
+
+def _wrap_constant_collection(tx: Tracer, value: Any, source: Source | None, guard: bool,
+                              guards: Any) -> VariableTracker | None:
+    """A set, slice, range or frozenset of constants, guarded by its value."""
     if type(value) is set and is_constant_value(frozenset(value)):
         if source is None:
             return SetVariable(set(value))  # computed while tracing: `{1, 2} | {3}`
-        add(GuardKind.EQUALS_MATCH, set(value))  # read from the frame: its contents, guarded
+        _add(guards, source, GuardKind.EQUALS_MATCH, set(value))  # read from the frame: its contents, guarded
         return SetVariable(set(value), source)
     if isinstance(value, (slice, range, frozenset)) and is_constant_value(value):
-        add(GuardKind.EQUALS_MATCH, value)
+        _add(guards, source, GuardKind.EQUALS_MATCH, value)
         return ConstantVariable(value, source)
+    return None
+
+
+def _wrap_marked_function(tx: Tracer, value: Any, source: Source | None, guard: bool,
+                          guards: Any) -> VariableTracker | None:
+    """A function torch._dynamo, pyframe or torch.jit marked: graph_break and disable are honoured;
+    what pyframe.optimize or torch.jit.script wrapped is inlined."""
     if isinstance(value, types.FunctionType) and _is_dynamo_hint(value):
-        add(GuardKind.ID_MATCH, value)
+        _add(guards, source, GuardKind.ID_MATCH, value)
         if value.__name__ == "graph_break":
             return GraphBreakFunctionVariable(value, source)
         # torch._dynamo.disable / torch.compiler.disable: honoured as pyframe.disable is
-        return DisabledFunctionVariable(_disabled_twin(value), None)
-    if isinstance(value, _C.CallbackScope):  # a function wrapped by pyframe.optimize/disable/run
-        add(GuardKind.ID_MATCH, value)
+        return DisabledFunctionVariable(_disabled_twin(tx, value), None)
+    if tx.hooks.is_pyframe_wrapper(value):  # a function wrapped by pyframe.optimize/disable/run
+        _add(guards, source, GuardKind.ID_MATCH, value)
         if value.callback is None:
             return DisabledFunctionVariable(value, source)
         # Inside a traced region the outer optimize decides: the wrapped function is inlined.
@@ -188,57 +237,83 @@ def _wrap(tx: "InstructionTranslator", value: Any, source: Source | None, guard:
             isinstance(getattr(value, "_torchdynamo_inline", None), types.FunctionType):
         # `@torch.jit.script def bias_gelu(bias, y)` (Megatron's fused helpers): torch.jit.script
         # keeps the Python function as `_torchdynamo_inline`, which is inlined, as torch._dynamo does.
-        add(GuardKind.ID_MATCH, value)
+        _add(guards, source, GuardKind.ID_MATCH, value)
         inline_source = AttrSource(source, "_torchdynamo_inline") if source is not None else None
         return wrap(tx, value._torchdynamo_inline, inline_source, guard)
+    return None
+
+
+def _wrap_module(tx: Tracer, value: Any, source: Source | None, guard: bool,
+                 guards: Any) -> VariableTracker | None:
+    """An nn.Module or a Python module, guarded by identity."""
     if isinstance(value, torch.nn.Module):
-        add(GuardKind.ID_MATCH, value)
+        _add(guards, source, GuardKind.ID_MATCH, value)
         return _mutable(tx, source, value, NNModuleVariable(value, source))
     if isinstance(value, types.ModuleType):
-        add(GuardKind.ID_MATCH, value)
+        _add(guards, source, GuardKind.ID_MATCH, value)
         return PythonModuleVariable(value, source)
+    return None
+
+
+def _wrap_torch_or_builtin(tx: Tracer, value: Any, source: Source | None, guard: bool,
+                           guards: Any) -> VariableTracker | None:
+    """A torch function or a builtin, guarded by identity; a list's or dict's bound method, read
+    through the container."""
     if is_torch_op(value):
-        add(GuardKind.ID_MATCH, value)
+        _add(guards, source, GuardKind.ID_MATCH, value)
         return TorchFunctionVariable(value, source)
     if _is_builtin(value):
         # `OrderedDict.fromkeys` is a new bound method at each read: equal, never the same object
         bound_to_class = isinstance(value, types.BuiltinMethodType) and isinstance(value.__self__, type)
-        add(GuardKind.EQUALS_MATCH if bound_to_class else GuardKind.ID_MATCH, value)
+        _add(guards, source, GuardKind.EQUALS_MATCH if bound_to_class else GuardKind.ID_MATCH, value)
         return BuiltinVariable(value, source)
     if isinstance(value, types.BuiltinMethodType) and type(value.__self__) in _CONTAINER_TYPES:
         # `out.append` held on the stack across a graph break (`out.append(f(x))` with f breaking):
         # the method of the container it is bound to, read through it.
-        add(GuardKind.TYPE_MATCH, types.BuiltinMethodType)
+        _add(guards, source, GuardKind.TYPE_MATCH, types.BuiltinMethodType)
         if guards is not None:
             guards.add(AttrSource(source, "__name__"), GuardKind.EQUALS_MATCH, value.__name__)
         obj = wrap(tx, value.__self__, AttrSource(source, "__self__") if source is not None else None, guard)
         if not isinstance(obj, (ListVariable, DictVariable)):  # (a dict whose keys are not modelled)
             raise Unsupported(f"a method of a {type(value.__self__).__name__} the trace does not model")
         return obj.var_getattr(tx, value.__name__)
+    return None
+
+
+def _wrap_special_object(tx: Tracer, value: Any, source: Source | None, guard: bool,
+                         guards: Any) -> VariableTracker | None:
+    """A super() object held across a break; inspect.signature and copy.deepcopy, answered while tracing."""
     if type(value) is super and value.__self__ is not None:
         # a super() object held across a graph break (`s = super(); <break>; s.method()`)
-        add(GuardKind.TYPE_MATCH, super)
+        _add(guards, source, GuardKind.TYPE_MATCH, super)
         if guards is not None:
             guards.add(AttrSource(source, "__thisclass__"), GuardKind.ID_MATCH, value.__thisclass__)
         obj = wrap(tx, value.__self__, AttrSource(source, "__self__") if source is not None else None, guard)
         return SuperVariable(value.__thisclass__, obj)
     if value is inspect.signature:  # answered while tracing, from guarded facts
-        add(GuardKind.ID_MATCH, value)
+        _add(guards, source, GuardKind.ID_MATCH, value)
         return InspectSignatureVariable(value, source)
     if is_deepcopy(value):  # its copies of user objects are made here (copying.py)
-        add(GuardKind.ID_MATCH, value)
+        _add(guards, source, GuardKind.ID_MATCH, value)
         return DeepcopyFunctionVariable(value, source)
+    return None
+
+
+def _wrap_callable(tx: Tracer, value: Any, source: Source | None, guard: bool,
+                   guards: Any) -> VariableTracker | None:
+    """A Python function, bound method, `MyFn.apply`, lru_cache wrapper or functools.partial: inlined
+    when called, guarded by what it is made of."""
     if isinstance(value, types.FunctionType):
         if value.__closure__ is None and "<locals>" not in value.__qualname__:
-            add(GuardKind.ID_MATCH, value)
+            _add(guards, source, GuardKind.ID_MATCH, value)
         else:  # made anew by each call of its parent (a nested def, lambda or comprehension, with
             # cells or without): what it computes is its code, its cells and defaults (guarded where read)
-            add(GuardKind.TYPE_MATCH, types.FunctionType)
+            _add(guards, source, GuardKind.TYPE_MATCH, types.FunctionType)
             if source is not None and guards is not None:
                 guards.add(AttrSource(source, "__code__"), GuardKind.ID_MATCH, value.__code__)
         return UserFunctionVariable(value, source)
     if is_bound_apply(value):  # `MyFn.apply` held as a value: read through the class it binds
-        add(GuardKind.TYPE_MATCH, types.MethodType)
+        _add(guards, source, GuardKind.TYPE_MATCH, types.MethodType)
         if guards is not None:
             guards.add(AttrSource(source, "__func__"), GuardKind.ID_MATCH, value.__func__)
         cls = wrap(tx, value.__self__, AttrSource(source, "__self__") if source is not None else None, guard)
@@ -246,7 +321,7 @@ def _wrap(tx: "InstructionTranslator", value: Any, source: Source | None, guard:
     if isinstance(value, types.MethodType) and isinstance(value.__func__, types.FunctionType):
         # A bound method (a context manager's `clone`, a callback): its function inlined, `self`
         # read through it. Made anew by each attribute read, so guarded by what it binds.
-        add(GuardKind.TYPE_MATCH, types.MethodType)
+        _add(guards, source, GuardKind.TYPE_MATCH, types.MethodType)
         func_source = AttrSource(source, "__func__") if source is not None else None
         if guards is not None:
             guards.add(func_source, GuardKind.ID_MATCH, value.__func__)
@@ -254,11 +329,11 @@ def _wrap(tx: "InstructionTranslator", value: Any, source: Source | None, guard:
         return InlinedMethodVariable(value.__func__, obj, source)
     if isinstance(value, functools._lru_cache_wrapper) and \
             isinstance(inspect.getattr_static(value, "__wrapped__", None), types.FunctionType):
-        add(GuardKind.TYPE_MATCH, type(value))  # and the wrapped function, by its own guard
+        _add(guards, source, GuardKind.TYPE_MATCH, type(value))  # and the wrapped function, by its own guard
         wrapped = wrap(tx, value.__wrapped__, AttrSource(source, "__wrapped__") if source is not None else None, guard)
         return LruCacheWrapperVariable(value, wrapped, source)
     if type(value) is functools.partial:
-        add(GuardKind.TYPE_MATCH, functools.partial)
+        _add(guards, source, GuardKind.TYPE_MATCH, functools.partial)
         at = (lambda name: AttrSource(source, name)) if source is not None else (lambda name: None)
         if guards is not None:  # partial's fields cannot be rebound, but the object can be replaced
             guards.add(at("args"), GuardKind.LEN_MATCH, len(value.args))
@@ -269,20 +344,41 @@ def _wrap(tx: "InstructionTranslator", value: Any, source: Source | None, guard:
         keywords = {k: wrap(tx, v, ItemSource(at("keywords"), k) if source is not None else None, guard)
                     for k, v in value.keywords.items()}
         return PartialVariable(func, args, keywords, source)
+    return None
+
+
+def _wrap_class(tx: Tracer, value: Any, source: Source | None, guard: bool,
+                guards: Any) -> VariableTracker | None:
+    """A class (grad-mode context classes and autograd.Function subclasses have trackers of their own)
+    or a code object, guarded by identity."""
     if isinstance(value, type) and value in GRAD_MODE_CLASSES:
-        add(GuardKind.ID_MATCH, value)
+        _add(guards, source, GuardKind.ID_MATCH, value)
         return GradModeClassVariable(value, source)
     if is_autograd_function(value):  # its apply is traced (autograd_function.py)
-        add(GuardKind.ID_MATCH, value)
+        _add(guards, source, GuardKind.ID_MATCH, value)
         return AutogradFunctionVariable(value, source)
     if isinstance(value, types.CodeType):
-        add(GuardKind.ID_MATCH, value)
+        _add(guards, source, GuardKind.ID_MATCH, value)
         return CodeObjectVariable(value, source)
     if isinstance(value, type):
-        add(GuardKind.ID_MATCH, value)
+        _add(guards, source, GuardKind.ID_MATCH, value)
         return PythonObjectVariable(value, source)
-    add(GuardKind.TYPE_MATCH, type(value))
+    return None
+
+
+def _wrap_user_object(tx: Tracer, value: Any, source: Source | None, guard: bool,
+                      guards: Any) -> VariableTracker:
+    """Anything else: an instance of a user class, guarded by its type (its attributes when read)."""
+    _add(guards, source, GuardKind.TYPE_MATCH, type(value))
     return _mutable(tx, source, value, UserObjectVariable(value, source))
+
+
+# Each kind of value, in the order they are tried: a value is the first kind whose function
+# returns a tracker (the order matters where kinds overlap: a named tuple is a tuple, a builtin
+# type or grad-mode class is a class).
+_KINDS = (_wrap_tensor, _wrap_constant, _wrap_sequence, _wrap_mapping,
+          _wrap_method_descriptor, _wrap_constant_collection, _wrap_marked_function, _wrap_module,
+          _wrap_torch_or_builtin, _wrap_special_object, _wrap_callable, _wrap_class)
 
 
 def _is_buffer(source: Source) -> bool:
@@ -312,18 +408,19 @@ def _keys_supported(value: dict) -> bool:
     return all(is_constant_key(k) or hashes_by_identity(type(k), k) for k in value)
 
 
-def _wrap_dict(tx: "InstructionTranslator", value: dict, source: Source | None, guard: bool,
-               add: Any) -> VariableTracker:
+def _wrap_dict(tx: Tracer, value: dict, source: Source | None, guard: bool,
+               guards: Any) -> VariableTracker:
     """A dict, OrderedDict or defaultdict, guarded by its type and its keys in order: str and int
     keys by value (DICT_KEYS_MATCH); with any other key, constants by type and value and keys that
     hash by identity (tensors, modules, classes...) by identity (DICT_KEYS_ID_MATCH). The value of
     a constant key is read as `d[key]`, any other as the value of the dict's i-th key."""
     keys = list(value)  # (an OrderedDict's own order)
-    add(GuardKind.TYPE_MATCH, type(value))
+    _add(guards, source, GuardKind.TYPE_MATCH, type(value))
     if all(type(k) in (str, int) for k in keys):
-        add(GuardKind.DICT_KEYS_MATCH, tuple(keys))
+        _add(guards, source, GuardKind.DICT_KEYS_MATCH, tuple(keys))
     else:
-        add(GuardKind.DICT_KEYS_ID_MATCH, KeysById(tuple(keys), tuple(not is_constant_key(k) for k in keys)))
+        by_id = KeysById(tuple(keys), tuple(not is_constant_key(k) for k in keys))
+        _add(guards, source, GuardKind.DICT_KEYS_ID_MATCH, by_id)
     factory = None
     if type(value) is collections.defaultdict:  # what a missing key's value is made by
         factory = wrap(tx, value.default_factory,
@@ -341,7 +438,7 @@ def _wrap_dict(tx: "InstructionTranslator", value: dict, source: Source | None, 
     return _mutable(tx, source, value, DictVariable(items, source, type(value), factory))
 
 
-def _mutable(tx: "InstructionTranslator", source: Source | None, value: Any,
+def _mutable(tx: Tracer, source: Source | None, value: Any,
              tracker: VariableTracker) -> VariableTracker:
     """A tracker of a list, dict or object that the trace may mutate: one per object (see
     SideEffects.track)."""
@@ -358,13 +455,11 @@ def _is_dynamo_hint(fn: types.FunctionType) -> bool:
     return fn.__dict__.get("_torchdynamo_disable") is True
 
 
-def _disabled_twin(fn: types.FunctionType) -> Any:
+def _disabled_twin(tx: Tracer, fn: types.FunctionType) -> Any:
     """pyframe.disable(fn), one per function: the transformed code calls it as a constant."""
     twin = _DISABLED_TWINS.get(fn)
     if twin is None:
-        from ...eval_frame import disable  # (eval_frame imports the translator)
-
-        twin = _DISABLED_TWINS[fn] = disable(fn)
+        twin = _DISABLED_TWINS[fn] = tx.hooks.disable(fn)
     return twin
 
 

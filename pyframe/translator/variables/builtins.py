@@ -9,7 +9,6 @@ import abc
 import builtins
 import collections
 import functools
-import itertools
 import math
 import operator
 import types
@@ -19,17 +18,21 @@ import torch
 
 from ...exc import Unsupported
 from ...guards import GuardKind
-from ...source import AttrSource, Source
-from .base import UNKNOWN_OBJECT, VariableTracker, class_attribute, constant_args
+from ...source import AttrSource
+from .base import UNKNOWN_OBJECT, VariableTracker, class_attribute, constant_args, plain_getattr
 from .constant import ConstantVariable, python_scalar
-from .containers import (
-    BaseListVariable, DictVariable, DictViewVariable, FrameListVariable, ListIteratorVariable, ListVariable, SetVariable,
-    TupleVariable, iterate, sort_trackers,
-)
-from .exceptions import ExceptionVariable, RaisedException, is_exception_class, raise_symbolic
+from .dict_subclass import DictSubclassMixin, builtin_method_descriptor
+from .dicts import DictVariable, DictViewVariable
+from .iterators import iterate
+from .lists import BaseListVariable, ListVariable, TupleVariable
+from .sets import SetVariable
+from .exceptions import ExceptionVariable, RaisedException, is_exception_class
 from .functions import PartialVariable, UserFunctionVariable
-from .misc import SuperVariable, zero_arg_super
+from .super_object import SuperVariable, zero_arg_super
 from .nn_module import NNModuleVariable
+from .objects import NewObjectVariable, UserObjectVariable, object_has_attr, register_constructor
+from .iteration_builtins import ITERATION_HANDLERS
+from .special_methods import DUNDERS, identity, is_tensor, length, python_method, user_operator
 from .tensor import TensorVariable, call_in_graph
 
 # Builtins with no side effects: calling them on constants while tracing is safe.
@@ -55,10 +58,6 @@ _INPLACE_TO_BINARY = {operator.iadd: operator.add, operator.isub: operator.sub, 
 
 
 INPLACE_OPERATORS = {*_INPLACE_TO_BINARY, operator.setitem}
-
-
-def _is_tensor(vt: VariableTracker) -> bool:
-    return isinstance(vt, TensorVariable)
 
 
 class BuiltinVariable(VariableTracker):
@@ -98,18 +97,18 @@ class BuiltinVariable(VariableTracker):
         # `x * 1.5`, `x + y` on tensors: no user class's operator can apply (only tensors and
         # constants), the common case, taken without looking for one.
         plain_operands = all(type(a) is TensorVariable or type(a) is ConstantVariable for a in args)
-        if fn in _DUNDERS and not kwargs and not plain_operands:
-            result = _user_operator(tx, fn, args)
+        if fn in DUNDERS and not kwargs and not plain_operands:
+            result = user_operator(tx, fn, args)
             if result is not None:
                 return result
-        if fn in _TENSOR_OPERATORS and any(_is_tensor(a) for a in args) and not kwargs:
-            if fn in _INPLACE_TO_BINARY and not _is_tensor(args[0]):
+        if fn in _TENSOR_OPERATORS and any(is_tensor(a) for a in args) and not kwargs:
+            if fn in _INPLACE_TO_BINARY and not is_tensor(args[0]):
                 # `s = 0.9; s += t`: a number has no __iadd__, so Python computes `s + t` (a new
                 # tensor bound to s), and the graph records `add`, as torch._dynamo's does.
                 fn = _INPLACE_TO_BINARY[fn]
             # (`x + np.int64(8)`: the NumPy number is an operand as a Python number would be)
             result = call_in_graph(tx, "call_function", fn, [python_scalar(a) for a in args], {})
-            if fn in _INPLACE_TO_BINARY and _is_tensor(args[0]):
+            if fn in _INPLACE_TO_BINARY and is_tensor(args[0]):
                 return args[0]  # `x += y` on a tensor mutates x and leaves the same object
             return result
         if fn in PURE_FUNCTIONS:
@@ -132,109 +131,21 @@ class BuiltinVariable(VariableTracker):
             return BuiltinVariable(attr, AttrSource(self.source, name) if self.source is not None else None)
         if name in ("__name__", "__qualname__", "__module__", "__doc__") and isinstance(attr, (str, type(None))):
             return ConstantVariable(attr)  # fixed for a builtin (`type(x).__name__` of a tuple)
-        from .dict_subclass import builtin_method_descriptor  # (it imports this module)
         if builtin_method_descriptor(attr):  # `dict.__setitem__`, `object.__setattr__`
             return tx.wrap(attr, AttrSource(self.source, name) if self.source is not None else None,
                            guard=self.source is not None)
         return super().var_getattr(tx, name)
 
+    def describe(self) -> str:
+        return f"builtin {getattr(self.fn, '__qualname__', self.fn)}"
+
     def __repr__(self) -> str:
         return f"BuiltinVariable({getattr(self.fn, '__name__', self.fn)})"
 
 
-# -- operators on instances of user classes: their dunder methods, inlined --------------------
-
-_ARITHMETIC = ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and", "or", "xor",
-               "lshift", "rshift")
-_REFLECTED = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le", "eq": "eq", "ne": "ne",
-              **{name: "r" + name for name in _ARITHMETIC}}
-# operator function -> (method, reflected method, in-place method or None)
-_DUNDERS: dict[Callable, tuple[str, str | None, str | None]] = {
-    **{getattr(operator, n + ("_" if n in ("and", "or") else "")): (f"__{n}__", f"__{_REFLECTED[n]}__", None)
-       for n in _REFLECTED},
-    **{getattr(operator, "i" + n): (f"__{n}__", f"__r{n}__", f"__i{n}__") for n in _ARITHMETIC},
-    operator.neg: ("__neg__", None, None), operator.pos: ("__pos__", None, None),
-    operator.invert: ("__invert__", None, None),
-}
-
-
-def _python_method(vt: VariableTracker, name: str) -> tuple[Callable, Source | None] | None:
-    """The Python function a user object's class defines for `name`, with where it is read from
-    (its closure cells are read through that); None for other values."""
-    from .objects import NewObjectVariable, UserObjectVariable  # (objects.py imports this module)
-
-    if isinstance(vt, NewObjectVariable):
-        cls, cls_source = vt.cls, vt.cls_source
-    elif isinstance(vt, UserObjectVariable):
-        cls = type(vt.value)
-        cls_source = AttrSource(vt.source, "__class__") if vt.source is not None else None
-    else:
-        return None
-    method = class_attribute(cls, name, None)
-    if not isinstance(method, types.FunctionType):
-        return None
-    return method, AttrSource(cls_source, name) if cls_source is not None else None
-
-
-def _user_operator(tx, fn: Callable, args: Sequence[VariableTracker]) -> VariableTracker | None:
-    """`a + b` where a (or, reflected, b) is an instance of a user class: its __add__ (__radd__)
-    inlined, NotImplemented passing the turn as Python does; None if no user method applies."""
-    name, reflected, inplace = _DUNDERS[fn]
-    if len(args) == 1:
-        found = _python_method(args[0], name)
-        return tx.inline_call(found[0], [args[0]], {}, fn_source=found[1]) if found is not None else None
-    a, b = args
-    for method_name, this, other in ((inplace, a, b), (name, a, b), (reflected, b, a)):
-        found = _python_method(this, method_name) if method_name else None
-        if found is not None:
-            result = tx.inline_call(found[0], [this, other], {}, fn_source=found[1])
-            if not (result.is_python_constant() and result.as_python_constant() is NotImplemented):
-                return result
-    if _python_method(a, name) or _python_method(b, reflected or name):
-        raise Unsupported(f"operator {name} returned NotImplemented for both operands")
-    if fn in (operator.eq, operator.ne) and _identity_equality(a, b):
-        return _identity(fn is operator.ne)(tx, a, b)
-    return None
-
-
-def _identity_equality(a: VariableTracker, b: VariableTracker) -> bool:
-    """`a == b` is `a is b`: one is an instance of a user class that no class on its MRO gives
-    __eq__/__ne__, and the other is too, or a builtin scalar (whose __eq__ declines a foreign type)."""
-    from .objects import NewObjectVariable, UserObjectVariable  # (objects.py imports this module)
-
-    def default_eq(vt: VariableTracker) -> bool:
-        if isinstance(vt, NewObjectVariable):
-            cls = vt.cls
-        elif isinstance(vt, UserObjectVariable):
-            cls = type(vt.value)
-        else:
-            return False
-        return all(class_attribute(cls, m, None) is getattr(object, m) for m in ("__eq__", "__ne__"))
-
-    def scalar(vt: VariableTracker) -> bool:
-        return isinstance(vt, ConstantVariable) and type(vt.value) in (type(None), bool, int, float, str)
-
-    return (default_eq(a) or default_eq(b)) and all(default_eq(v) or scalar(v) for v in (a, b))
 
 
 # -- handlers: return a VariableTracker, or None to fall through to the generic rules -----------
-
-def _len(tx, obj: VariableTracker) -> VariableTracker | None:
-    if isinstance(obj, TensorVariable):
-        return obj.call_method(tx, "__len__", [], {})
-    if isinstance(obj, (BaseListVariable, DictVariable, SetVariable, DictViewVariable)):
-        return ConstantVariable(len(obj.items))
-    found = _python_method(obj, "__len__")
-    if found is not None:  # a user class's __len__, inlined; len() insists on an int >= 0
-        result = tx.inline_call(found[0], [obj], {}, fn_source=found[1])
-        value = result.as_python_constant() if result.is_python_constant() else None
-        if type(value) is not int or value < 0:
-            raise Unsupported(f"len() of a {obj.python_type().__name__} whose __len__ returns {result}")
-        return ConstantVariable(value)
-    from .dict_subclass import DictSubclassMixin  # (it imports this module)
-    if isinstance(obj, DictSubclassMixin):  # a dict subclass keeping dict's __len__
-        return obj.call_special(tx, "__len__", [])
-    return None
 
 
 def _callable(tx, obj: VariableTracker) -> VariableTracker:
@@ -347,17 +258,9 @@ def _has_attr(tx, obj: VariableTracker, attr: str) -> bool | None:
                 return None
             tx.output.guards.add(AttrSource(obj.source, attr), GuardKind.HASATTR_MATCH, answer)
         return answer
-    from .objects import NewObjectVariable, UserObjectVariable, object_has_attr  # (objects.py imports this module)
     if isinstance(obj, (UserObjectVariable, NewObjectVariable)):
         return object_has_attr(tx, obj, attr)
     return None
-
-
-def plain_getattr(cls: type) -> bool:
-    """Attribute reads on instances of cls run no Python code when the attribute is missing: no
-    Python __getattribute__ or __getattr__."""
-    return not isinstance(class_attribute(cls, "__getattribute__", None), types.FunctionType) \
-        and class_attribute(cls, "__getattr__", None) is None
 
 
 def _hasattr(tx, obj: VariableTracker, name: VariableTracker) -> VariableTracker:
@@ -378,7 +281,6 @@ def class_of(tx, obj: VariableTracker) -> VariableTracker:
     """type(obj). A user class is read through the object (`L['self'].__class__`, or the source of
     the class an object made here was made from), so what the trace reads of the class (a counter
     in a class attribute) is guarded; a class of torch's or a builtin is a constant."""
-    from .objects import NewObjectVariable  # (objects.py imports this module)
 
     cls = obj.python_type()
     if getattr(cls, "__module__", "builtins").split(".")[0] in ("torch", "builtins"):
@@ -390,92 +292,10 @@ def class_of(tx, obj: VariableTracker) -> VariableTracker:
     return tx.wrap(cls, None, guard=False)
 
 
-def _sequence(kind: type) -> Callable:
-    def build(tx, obj: VariableTracker | None = None) -> VariableTracker:
-        items = [] if obj is None else obj.unpack(tx)
-        return ListVariable(items) if kind is list else TupleVariable(items)
-    return build
-
-
-def _enumerate(tx, obj: VariableTracker, start: VariableTracker | None = None) -> VariableTracker:
-    first = start.as_python_constant() if start is not None else 0
-    pairs = (TupleVariable([ConstantVariable(i), v]) for i, v in enumerate(iterate(tx, obj), first))
-    return ListIteratorVariable([], enumerate, pairs)
-
-
-def _zip(tx, *objs: VariableTracker, strict: VariableTracker | None = None) -> VariableTracker:
-    if strict is not None and strict.as_python_constant():  # lengths are known: checked now
-        columns = [list(iterate(tx, o)) for o in objs]
-        if len({len(c) for c in columns}) > 1:
-            raise Unsupported("zip(strict=True) of iterables of different lengths raises ValueError")
-        objs = tuple(ListVariable(c) for c in columns)
-    tuples = (TupleVariable(list(items)) for items in zip(*(iterate(tx, o) for o in objs)))
-    return ListIteratorVariable([], zip, tuples)
-
-
-def _map(tx, fn: VariableTracker, *objs: VariableTracker) -> VariableTracker:
-    """map(): fn is called (traced) for each item as the consumer takes it, as Python calls it."""
-    if not objs:
-        raise Unsupported("map() with no iterable")
-    results = (fn.call(tx, list(items), {}) for items in zip(*(iterate(tx, o) for o in objs)))
-    return ListIteratorVariable([], map, results)
-
-
-def _filter(tx, fn: VariableTracker, obj: VariableTracker) -> VariableTracker:
-    keep_truthy = fn.is_python_constant() and fn.as_python_constant() is None  # filter(None, ...)
-
-    def kept() -> Iterator[VariableTracker]:
-        for item in iterate(tx, obj):
-            if (item if keep_truthy else fn.call(tx, [item], {})).truth():
-                yield item
-    return ListIteratorVariable([], filter, kept())
-
-
-def _reversed(tx, obj: VariableTracker) -> VariableTracker:
-    if isinstance(obj, ListIteratorVariable):
-        raise Unsupported(f"reversed() of an iterator ({obj.python_type().__name__})")
-    from .dict_subclass import DictSubclassMixin  # (it imports this module)
-    if isinstance(obj, DictSubclassMixin):  # its __reversed__ (dict's, or its own), not its __iter__
-        return obj.call_special(tx, "__reversed__", [])
-    found = _python_method(obj, "__reversed__")
-    if found is not None:  # a user class's own, inlined
-        return tx.inline_call(found[0], [obj], {}, fn_source=found[1])
-    if _python_method(obj, "__iter__") is not None or _python_method(obj, "__getitem__") is not None:
-        # reversed() of a user object without __reversed__ indexes it from len()-1 down (never
-        # through its __iter__): `obj[i]`, each call inlined
-        length = _len(tx, obj)
-        if length is None:
-            raise Unsupported(f"reversed() of a {obj.python_type().__qualname__} without __len__")
-        items = [obj.getitem(tx, ConstantVariable(i)) for i in reversed(range(length.as_python_constant()))]
-        return ListIteratorVariable(items, type(reversed([])))
-    return ListIteratorVariable(list(reversed(obj.unpack(tx))), type(reversed([])))
-
-
-def _iter(tx, obj: VariableTracker, *sentinel: VariableTracker) -> VariableTracker:
-    if sentinel:
-        raise Unsupported("iter(callable, sentinel)")
-    if isinstance(obj, ListIteratorVariable):
-        return obj  # an iterator is its own iterator
-    if type(obj) in (ListVariable, FrameListVariable):  # sees items appended while it runs, as a list iterator does
-        return ListIteratorVariable(obj.items, type(iter([])))
-    return ListIteratorVariable(obj.unpack(tx))
-
-
-def _next(tx, obj: VariableTracker, *default: VariableTracker) -> VariableTracker:
-    if not isinstance(obj, ListIteratorVariable):
-        raise Unsupported(f"next() of {obj}")
-    item = obj.next()
-    if item is not None:
-        return item
-    if default:
-        return default[0]
-    raise_symbolic(StopIteration)
-
-
 def _binary(fn: Callable) -> Callable:
     """Container forms of + and * (tuple + tuple, list * 2); constants and tensors fall through."""
     def handler(tx, a: VariableTracker, b: VariableTracker) -> VariableTracker | None:
-        if _is_tensor(a) or _is_tensor(b) or (a.is_python_constant() and b.is_python_constant()):
+        if is_tensor(a) or is_tensor(b) or (a.is_python_constant() and b.is_python_constant()):
             return None
         base = _INPLACE_TO_BINARY.get(fn, fn)
         if isinstance(a, BaseListVariable) and base is operator.add and isinstance(b, BaseListVariable) \
@@ -487,52 +307,6 @@ def _binary(fn: Callable) -> Callable:
         if isinstance(a, BaseListVariable) and base is operator.mul and b.is_python_constant():
             return type(a)(a.items * b.as_python_constant())
         return None
-    return handler
-
-
-def _identity(negate: bool) -> Callable:
-    """`a is b` / `a is not b`: decided from the real objects the trackers stand for, from types
-    (objects of different types are distinct), or from freshness (an object made while tracing is
-    none of the frame's objects); Unsupported when none of these decides it."""
-    def handler(tx, a: VariableTracker, b: VariableTracker) -> VariableTracker | None:
-        if a.is_python_constant() and b.is_python_constant() and isinstance(a, ConstantVariable) \
-                and isinstance(b, ConstantVariable):
-            return None  # folded on the values themselves
-        if a is b:
-            return ConstantVariable(not negate)
-        if _is_tensor(a) and _is_tensor(b):
-            if a.node is not b.node and a.node.op == "placeholder" and b.node.op == "placeholder":
-                raise Unsupported("identity of two tensor inputs (they may be one object)")
-            # A tensor made by the graph is a new object, distinct from every other.
-            return ConstantVariable((a.node is b.node) != negate)
-        for const, other in ((a, b), (b, a)):
-            # `obj is None`: an object of the frame (its type guarded) is not a singleton of
-            # another type; no need to pin it by identity (a new one each call is fine)
-            if isinstance(const, ConstantVariable) and (const.value is None or type(const.value) is bool) \
-                    and other.source is not None and tx.output.guards.has(other.source, GuardKind.TYPE_MATCH) \
-                    and other.python_type() is not type(const.value):
-                return ConstantVariable(negate)
-        known_a, known_b = a.real_object(), b.real_object()
-        if known_a is not UNKNOWN_OBJECT and known_b is not UNKNOWN_OBJECT:
-            for vt, known in ((a, known_a), (b, known_b)):  # the answer holds while they are these objects
-                if vt.source is not None and not isinstance(vt, ConstantVariable):
-                    tx.output.guards.add(vt.source, GuardKind.ID_MATCH, known)
-            return ConstantVariable((known_a is known_b) != negate)
-        for known, other in ((known_a, b), (known_b, a)):
-            if known is UNKNOWN_OBJECT:
-                continue
-            if other.source is None and not isinstance(other, TupleVariable):  # made while tracing
-                return ConstantVariable(negate)
-            try:
-                other_type = other.python_type()
-            except Unsupported:
-                break
-            if not isinstance(known, other_type):
-                return ConstantVariable(negate)
-        from .objects import NewObjectVariable  # (objects.py imports this module)
-        if isinstance(a, NewObjectVariable) or isinstance(b, NewObjectVariable):
-            return ConstantVariable(negate)  # an instance made while tracing has one tracker: a is not b
-        raise Unsupported(f"identity of {a} and {b}")
     return handler
 
 
@@ -558,11 +332,10 @@ def _vars(tx, *obj: VariableTracker) -> VariableTracker:
 
 
 def _contains(tx, container: VariableTracker, item: VariableTracker) -> VariableTracker | None:
-    from .dict_subclass import DictSubclassMixin  # (it imports this module)
     if isinstance(container, DictSubclassMixin):  # its __contains__, inlined, or dict's
         result = container.call_special(tx, "__contains__", [item])
         return ConstantVariable(result.truth())  # `in` makes a bool of what __contains__ returns
-    found = _python_method(container, "__contains__")
+    found = python_method(container, "__contains__")
     if found is not None:  # a user class's __contains__, inlined (`in` makes a bool of its result)
         return ConstantVariable(tx.inline_call(found[0], [container, item], {}, fn_source=found[1]).truth())
     if isinstance(container, DictVariable):
@@ -583,7 +356,7 @@ def _contains(tx, container: VariableTracker, item: VariableTracker) -> Variable
 
 
 def _getitem(tx, obj: VariableTracker, key: VariableTracker) -> VariableTracker | None:
-    if _is_tensor(obj):
+    if is_tensor(obj):
         return None
     getitem = getattr(obj, "getitem", None)
     if getitem is not None:
@@ -612,17 +385,16 @@ def build_dict(tx, dict_type: type, args: Sequence[VariableTracker], kwargs: dic
     built = DictVariable({}, None, dict_type, factory)
     if args:
         source = args[0]
-        from .dict_subclass import DictSubclassMixin  # (it imports this module)
         if isinstance(source, DictVariable):
             built.update(tx, source)
         elif isinstance(source, DictSubclassMixin):
             # dict() and defaultdict() merge as dict.update does; OrderedDict() as MutableMapping's
             built.items.update(source.mapping_pairs(tx, dict_merge=dict_type is not collections.OrderedDict))
-        elif _python_method(source, "keys") is not None:  # a user mapping: keys(), then obj[key]
+        elif python_method(source, "keys") is not None:  # a user mapping: keys(), then obj[key]
             for key in list(iterate(tx, source.call_method(tx, "keys", [], {}))):
                 built.store(tx, key, BuiltinVariable(operator.getitem).call(tx, [source, key], {}))
         else:
-            if _python_method(source, "__iter__") is not None and \
+            if python_method(source, "__iter__") is not None and \
                     class_attribute(source.python_type(), "keys", None) is not None:
                 raise Unsupported(f"{dict_type.__name__}() of a {source.python_type().__qualname__} whose keys is not a method")
             for pair in iterate(tx, source):
@@ -655,34 +427,6 @@ def _set(tx, obj: VariableTracker | None = None) -> VariableTracker:
     return SetVariable.of(obj.unpack(tx) if obj is not None else [])
 
 
-def _itertools(fn: Callable) -> Callable:
-    """itertools over iterables of known length: itertools itself arranges the symbolic items
-    (it never looks at their values), and the result is the list of what it yields."""
-    def handler(tx, *args: VariableTracker, **kwargs: VariableTracker) -> VariableTracker:
-        if fn in _ITERTOOLS_ONE_ITERABLE:  # islice(iterable, [start,] stop [, step]), combinations(iterable, r)...
-            iterables = [args[0].unpack(tx), *(a.as_python_constant() for a in args[1:])]
-        elif fn == itertools.chain.from_iterable:
-            iterables = [[item.unpack(tx) for item in args[0].unpack(tx)]]
-        else:
-            iterables = [a.unpack(tx) for a in args]
-        options = {k: v if k == "fillvalue" else v.as_python_constant() for k, v in kwargs.items()}
-        if fn is itertools.zip_longest:
-            options.setdefault("fillvalue", ConstantVariable(None))
-        return ListIteratorVariable([TupleVariable(list(i)) if isinstance(i, tuple) else i
-                                     for i in fn(*iterables, **options)], fn)
-    return handler
-
-
-def _reduce(tx, fn: VariableTracker, iterable: VariableTracker, *initial: VariableTracker) -> VariableTracker:
-    """functools.reduce: fn called item by item (each call traced like any other)."""
-    total = initial[0] if initial else None
-    for item in iterate(tx, iterable):
-        total = item if total is None else fn.call(tx, [total, item], {})
-    if total is None:
-        raise Unsupported("functools.reduce() of an empty sequence with no initial value")
-    return total
-
-
 def _super(tx, *args: VariableTracker) -> VariableTracker:
     if not args:
         return zero_arg_super(tx)
@@ -698,51 +442,6 @@ def _sum(tx, iterable: VariableTracker, start: VariableTracker | None = None) ->
     for item in iterate(tx, iterable):
         total = add.call(tx, [total, item], {})
     return total
-
-
-def _minmax(fn: Callable) -> Callable:
-    """min/max of constants, folded; of tensors and numbers, recorded as torch._dynamo records them:
-    `max(t, 0)` is `torch.clamp(t, min=0)`, `max(t, u)` is `torch.maximum(t, u)` (min alike)."""
-    bound, pairwise = ("min", torch.maximum) if fn is max else ("max", torch.minimum)
-
-    def handler(tx, *args: VariableTracker, key: VariableTracker | None = None,
-                default: VariableTracker | None = None) -> VariableTracker | None:
-        items = list(iterate(tx, args[0])) if len(args) == 1 else list(args)
-        if not items:
-            if default is not None:
-                return default
-            raise Unsupported(f"{fn.__name__}() of an empty sequence raises ValueError")
-        if key is not None and not (key.is_python_constant() and key.as_python_constant() is None):
-            keys = [key.call(tx, [item], {}) for item in items]
-            if not all(k.is_python_constant() for k in keys):
-                raise Unsupported(f"{fn.__name__}() with keys unknown while tracing")
-            values = [k.as_python_constant() for k in keys]
-            return items[values.index(fn(values))]  # the first item with the extreme key, as Python
-        if all(i.is_python_constant() for i in items):
-            return ConstantVariable(fn(i.as_python_constant() for i in items))
-        if not any(_is_tensor(i) for i in items):
-            return None
-        result = items[0]
-        for item in items[1:]:
-            if _is_tensor(result) and _is_tensor(item):
-                result = call_in_graph(tx, "call_function", pairwise, [result, item], {})
-            else:
-                tensor, number = (result, item) if _is_tensor(result) else (item, result)
-                if not number.is_python_constant():
-                    return None
-                result = call_in_graph(tx, "call_function", torch.clamp, [tensor], {bound: number})
-        return result
-    return handler
-
-
-def _sorted(tx, iterable: VariableTracker, *, key: VariableTracker | None = None,
-            reverse: VariableTracker | None = None) -> VariableTracker | None:
-    """sorted(iterable, key=..., reverse=...): the items themselves (tensors too), reordered by
-    keys known while tracing."""
-    items = list(iterate(tx, iterable))
-    if key is None and all(i.is_python_constant() for i in items):
-        return None  # folded like any pure builtin on constants
-    return ListVariable(sort_trackers(tx, items, key, reverse))
 
 
 class OperatorGetterVariable(VariableTracker):
@@ -788,41 +487,26 @@ def _getter(kind: type) -> Callable:
     return handler
 
 
-def _any_all(fn: Callable) -> Callable:
-    def handler(tx, iterable: VariableTracker) -> VariableTracker:
-        return ConstantVariable(fn(item.truth() for item in iterate(tx, iterable)))
-    return handler
-
-
 def _not(tx, obj: VariableTracker) -> VariableTracker:
     return ConstantVariable(not obj.truth())
 
 
-def _repeat(tx, obj: VariableTracker, times: VariableTracker | None = None) -> VariableTracker:
-    if times is None:
-        raise Unsupported("itertools.repeat() without a count (an endless iterator)")
-    return ListIteratorVariable([obj] * times.as_python_constant(), itertools.repeat)
-
-
-_ITERTOOLS_ONE_ITERABLE = (itertools.islice, itertools.combinations, itertools.combinations_with_replacement,
-                           itertools.permutations, itertools.pairwise)
-_ITERTOOLS = (itertools.chain, itertools.chain.from_iterable, itertools.product, itertools.zip_longest,
-              *_ITERTOOLS_ONE_ITERABLE)
-
 _HANDLERS: dict[Callable, Callable] = {
-    len: _len, callable: _callable, isinstance: _isinstance, getattr: _getattr, hasattr: _hasattr, setattr: _setattr, delattr: _delattr,
+    len: length, callable: _callable, isinstance: _isinstance, getattr: _getattr, hasattr: _hasattr, setattr: _setattr, delattr: _delattr,
     type: _type,
-    list: _sequence(list), tuple: _sequence(tuple), enumerate: _enumerate, zip: _zip, reversed: _reversed,
-    map: _map, filter: _filter, iter: _iter, next: _next,
-    operator.is_: _identity(False), operator.is_not: _identity(True), operator.contains: _contains,
-    operator.getitem: _getitem, operator.not_: _not, super: _super, sum: _sum, functools.reduce: _reduce,
-    set: _set, dict: _dict, id: _id, vars: _vars, itertools.repeat: _repeat, **{fn: _itertools(fn) for fn in _ITERTOOLS},
+    **ITERATION_HANDLERS,
+    operator.is_: identity(False), operator.is_not: identity(True), operator.contains: _contains,
+    operator.getitem: _getitem, operator.not_: _not, super: _super, sum: _sum,
+    set: _set, dict: _dict, id: _id, vars: _vars,
     operator.itemgetter: _getter(operator.itemgetter), operator.attrgetter: _getter(operator.attrgetter),
     functools.partial: _partial, **{t.fromkeys: _fromkeys(t) for t in _DICT_TYPES},
-    sorted: _sorted, min: _minmax(min), max: _minmax(max), any: _any_all(any), all: _any_all(all), bool: lambda tx, obj: ConstantVariable(obj.truth()),
+    bool: lambda tx, obj: ConstantVariable(obj.truth()),
     **{fn: _binary(fn) for fn in (operator.add, operator.iadd, operator.mul, operator.imul)},
 }
 
 BUILTIN_FUNCTIONS = {v for v in vars(builtins).values() if callable(v)} | {t.fromkeys for t in _DICT_TYPES} | {
-    functools.reduce, functools.partial,
-                                                                             *_ITERTOOLS, itertools.repeat}
+    functools.partial, *ITERATION_HANDLERS}
+
+# `OrderedDict(...)` and `defaultdict(...)` are classes, called as such (objects.py asks): made as dict() is.
+register_constructor(lambda cls: cls in (collections.OrderedDict, collections.defaultdict),
+                     lambda tx, cls, cls_source, args, kwargs: build_dict(tx, cls, args, kwargs))

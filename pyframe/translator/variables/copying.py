@@ -20,7 +20,8 @@ from typing import Any
 from .base import VariableTracker, class_attribute
 from .builtins import lookup_attr
 from .constant import ConstantVariable
-from .containers import DictVariable, FrameListVariable, ListVariable, TupleVariable
+from .dicts import DictVariable
+from .lists import FrameListVariable, ListVariable, TupleVariable
 from .functions import UserFunctionVariable
 from .objects import NewObjectVariable, UserObjectVariable, is_plain_class
 

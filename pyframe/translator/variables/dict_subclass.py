@@ -33,12 +33,13 @@ from typing import Any, Sequence
 from ...exc import Unsupported
 from ...source import AttrSource, Source
 from .base import BoundMethodVariable, VariableTracker, class_attribute
-from .builtins import iterate
 from .constant import ConstantVariable
-from .containers import BaseListVariable, DictVariable, DictViewVariable, ListIteratorVariable, positional_args
+from .dicts import DictVariable, DictViewVariable, positional_args
+from .iterators import ListIteratorVariable, iterate
+from .lists import BaseListVariable
 from .exceptions import raise_symbolic
-from .misc import ObjectSlotMethodVariable
-from .objects import NewObjectVariable, PythonObjectVariable, UserObjectVariable
+from .methods import ObjectSlotMethodVariable
+from .objects import NewObjectVariable, PythonObjectVariable, UserObjectVariable, register_constructor
 
 # The builtin classes a supported subclass may inherit from (every other class on its MRO is a
 # Python class, whose methods are inlined).
@@ -461,3 +462,7 @@ def refill(target: Any, items: dict) -> None:
     base.clear(target)
     for key, value in items.items():
         base.__setitem__(target, key, value)
+
+
+# `class Out(OrderedDict)` called in the trace: a user object with a dict inside (objects.py asks).
+register_constructor(is_constructible, NewDictObjectVariable.make)

@@ -44,8 +44,7 @@ class ExceptionVariable(VariableTracker):
 
     def var_getattr(self, tx, name: str) -> VariableTracker:
         if name == "args":
-            from .containers import TupleVariable  # (containers raise these exceptions)
-            return TupleVariable(list(self.args))
+            return tx.make_tuple(list(self.args))  # (lists.py raises these exceptions: it sits above)
         if name == "__cause__":
             return self.cause if self.cause is not None else ConstantVariable(None)
         if name == "__class__":

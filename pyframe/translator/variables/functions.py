@@ -19,7 +19,8 @@ from ...guards import GuardKind
 from ...source import AttrSource, ItemSource, Source
 from .base import BoundMethodVariable, VariableTracker, constant_args
 from .constant import ConstantVariable, is_constant_value
-from .containers import DictVariable, TupleVariable
+from .dicts import DictVariable
+from .lists import TupleVariable
 from .exceptions import raise_symbolic
 
 
@@ -74,6 +75,9 @@ class UserFunctionVariable(VariableTracker):
             cg.load_source(self.source)
         else:
             cg.load_const(self.fn)
+
+    def describe(self) -> str:
+        return f"function {self.fn.__qualname__}"
 
     def __repr__(self) -> str:
         return f"UserFunctionVariable({self.fn.__qualname__})"
@@ -311,6 +315,9 @@ class NestedFunctionVariable(VariableTracker):
         """The values of inlined calls it closes over: cells holding them are made if it escapes."""
         values = (ref.escaping_value() for ref in self.closure)
         return [value for value in values if value is not None]
+
+    def describe(self) -> str:
+        return f"function {self.code.co_qualname} (made in the frame)"
 
     def __repr__(self) -> str:
         return f"NestedFunctionVariable({self.code.co_qualname})"

@@ -17,7 +17,9 @@ from ...guards import GuardKind
 from ...source import AttrSource, ItemSource, Source
 from .base import BoundMethodVariable, VariableTracker, class_attribute, guard_class_attribute, mro_lookup
 from .constant import ConstantVariable
-from .containers import BaseListVariable, ListIteratorVariable, TupleVariable
+from .descriptions import describe_class
+from .iterators import ListIteratorVariable
+from .lists import BaseListVariable, TupleVariable
 from .exceptions import raise_symbolic
 from .tensor import call_in_graph
 
@@ -282,6 +284,9 @@ class NNModuleVariable(VariableTracker):
                 if sub is None:
                     tx.output.guards.add(self._child_source("_modules", key), GuardKind.NONE_MATCH)
 
+    def describe(self) -> str:
+        return "module " + describe_class(type(self.module))[len("class "):]
+
     def __repr__(self) -> str:
         return f"NNModuleVariable({type(self.module).__name__})"
 
@@ -307,7 +312,7 @@ class ModuleSliceVariable(BaseListVariable):
         return type(self.container.module)
 
     def as_python_constant(self) -> Any:
-        raise Unsupported(f"{self} is not a Python constant")
+        raise Unsupported(f"{self.describe()} is not a Python constant")
 
     def getitem(self, tx, key: VariableTracker) -> VariableTracker:
         index = key.as_python_constant()

@@ -12,7 +12,6 @@ from __future__ import annotations
 import abc
 import collections
 import functools
-import inspect
 import types
 from typing import Any, Callable
 
@@ -22,15 +21,37 @@ from ...exc import Unsupported
 from ...guards import GuardKind
 from ...source import AttrSource, GenericAttrSource, ItemSource, Source
 from .base import (
-    BoundMethodVariable, VariableTracker, class_attribute, constant_args, guard_class_attribute, static_attribute,
+    BoundMethodVariable, VariableTracker, class_attribute, constant_args, guard_class_attribute, plain_getattr,
+    static_attribute,
 )
-from .builtins import build_dict, iterate, plain_getattr
+from .iterators import iterate
 from .constant import ConstantVariable
-from .containers import DequeVariable, DictVariable, NamedTupleVariable
+from .dicts import DictVariable
+from .lists import DequeVariable
+from .namedtuples import new_namedtuple
 from .exceptions import ExceptionVariable, RaisedException, is_exception_class, raise_symbolic
 from .functions import PartialVariable
-from .misc import InlinedMethodVariable
+from .methods import InlinedMethodVariable
 from .nn_module import record_module_init
+from .descriptions import describe_value
+from .static_lookup import (
+    PLAIN_DESCRIPTORS, has_own_getattribute, has_static_attr, instance_dict_of, is_data_descriptor,
+    plain_protocol, static_attr,
+)
+
+_MISSING = object()
+
+
+# Class calls that make kinds of value defined above this module: `(claims(cls), make(tx, cls,
+# cls_source, args, kwargs))`, consulted in order before a plain class is made. The module that
+# defines the kind registers it when imported (builtins.py: OrderedDict() and defaultdict();
+# dict_subclass.py: instances of dict subclasses); the package's __init__ imports them all.
+_CONSTRUCTORS: list[tuple[Callable[[type], bool], Callable[..., VariableTracker]]] = []
+
+
+def register_constructor(claims: Callable[[type], bool], make: Callable[..., VariableTracker]) -> None:
+    """Let a class call `cls(*args, **kwargs)` with `claims(cls)` true make its instance by `make`."""
+    _CONSTRUCTORS.append((claims, make))
 
 
 class PythonObjectVariable(VariableTracker):
@@ -50,14 +71,14 @@ class PythonObjectVariable(VariableTracker):
         return self.value
 
     def var_getattr(self, tx, name: str) -> VariableTracker:
-        value = _static_attr(self.value, name)
+        value = static_attr(self.value, name)
         source = AttrSource(self.source, name) if self.source is not None else None
         return tx.wrap(value, source, guard=self.source is not None)
 
     def call(self, tx, args, kwargs) -> VariableTracker:
         cls = self.value
         if not isinstance(cls, type):
-            raise Unsupported(f"call to {_describe(cls)}")
+            raise Unsupported(f"call to {describe_value(cls)}")
         # Classes of values we can fold (torch.Size, torch.device, int, ...) are built while tracing.
         if getattr(cls, "__module__", "").split(".")[0] in ("torch", "builtins"):
             pargs, pkwargs = constant_args(args, kwargs, f"{cls.__name__}()")
@@ -79,18 +100,16 @@ class PythonObjectVariable(VariableTracker):
             return tx.wrap_constant(value)
         if is_exception_class(cls):
             return ExceptionVariable.make(cls, list(args), kwargs)
-        if cls in (collections.OrderedDict, collections.defaultdict):
-            return build_dict(tx, cls, args, kwargs)
         if cls is collections.deque and len(args) <= 2 and set(kwargs) <= {"iterable", "maxlen"}:
             iterable = args[0] if args else kwargs.get("iterable")
             maxlen = args[1] if len(args) == 2 else kwargs.get("maxlen")
             return DequeVariable(list(iterate(tx, iterable)) if iterable is not None else [],
                                  maxlen.as_python_constant() if maxlen is not None else None)
         if issubclass(cls, tuple) and hasattr(cls, "_fields") and hasattr(cls, "_make"):
-            return _new_namedtuple(tx, cls, args, kwargs)
-        from .dict_subclass import NewDictObjectVariable, is_constructible  # (it imports this module)
-        if is_constructible(cls):  # `class Out(OrderedDict)`: a user object with a dict inside
-            return NewDictObjectVariable.make(tx, cls, self.source, args, kwargs)
+            return new_namedtuple(tx, cls, args, kwargs)
+        for claims, make in _CONSTRUCTORS:  # `OrderedDict(...)`, `class Out(OrderedDict)`...
+            if claims(cls):
+                return make(tx, cls, self.source, args, kwargs)
         if is_plain_class(cls):
             obj = NewObjectVariable(cls, self.source)
             init = class_attribute(cls, "__init__", None)
@@ -100,7 +119,7 @@ class PythonObjectVariable(VariableTracker):
             elif args or kwargs:
                 raise Unsupported(f"{cls.__qualname__}() takes no arguments")
             return obj
-        raise Unsupported(f"call to {_describe(cls)}")
+        raise Unsupported(f"call to {describe_value(cls)}")
 
     def reconstruct(self, cg) -> None:
         if self.source is not None:
@@ -108,8 +127,11 @@ class PythonObjectVariable(VariableTracker):
         else:
             cg.load_const(self.value)
 
+    def describe(self) -> str:
+        return describe_value(self.value)
+
     def __repr__(self) -> str:
-        return f"PythonObjectVariable({_describe(self.value)})"
+        return f"PythonObjectVariable({describe_value(self.value)})"
 
 
 class DisabledFunctionVariable(PythonObjectVariable):
@@ -153,12 +175,12 @@ class UserObjectVariable(VariableTracker):
         if stored is not None:
             return stored
         dict_var = self._dict_tracker(tx)
-        if dict_var is not None and not _is_data_descriptor(class_attribute(type(self.value), name, None)):
+        if dict_var is not None and not is_data_descriptor(class_attribute(type(self.value), name, None)):
             if name in dict_var.items:  # what the trace did to `obj.__dict__` is what obj shows
                 return dict_var.items[name]
-            if name in _instance_dict(self.value):
+            if name in instance_dict_of(self.value):
                 raise Unsupported(f"attribute {name!r} removed from a {type(self.value).__qualname__}'s __dict__")
-        instance_dict = _instance_dict(self.value)
+        instance_dict = instance_dict_of(self.value)
         static = class_attribute(type(self.value), name, None)
         if isinstance(static, property) and static.fget is not None and name not in instance_dict:
             guard_class_attribute(tx, self, name)
@@ -170,13 +192,13 @@ class UserObjectVariable(VariableTracker):
             constant = functools.partial(tx.wrap, source=None, guard=False)
             return PartialVariable(InlinedMethodVariable(static.func, self), [constant(a) for a in static.args],
                                    {k: constant(v) for k, v in static.keywords.items()})
-        if not _has_static_attr(self.value, name):
+        if not has_static_attr(self.value, name):
             self._guard_missing(tx, name)
             raise_symbolic(AttributeError, f"{type(self.value).__name__!r} object has no attribute {name!r}")
         if name == "__dict__" and self.source is not None:
             return self.instance_dict_tracker(tx)
-        own_getattribute = _own_getattribute(type(self.value))
-        value = _static_attr(self.value, name, generic=own_getattribute)
+        own_getattribute = has_own_getattribute(type(self.value))
+        value = static_attr(self.value, name, generic=own_getattribute)
         if isinstance(value, types.MethodType) and name not in instance_dict:
             guard_class_attribute(tx, self, name)  # `obj.act = fn` later, or `C.act = ...`
             return BoundMethodVariable(self, name)
@@ -194,7 +216,7 @@ class UserObjectVariable(VariableTracker):
         if self.source is None:
             return
         guards = tx.output.guards
-        if _plain_protocol(type(self.value)):
+        if plain_protocol(type(self.value)):
             guards.add(AttrSource(self.source, name), GuardKind.HASATTR_MATCH, False)
             return
         instance_dict = self._guarded_instance_dict()
@@ -206,7 +228,7 @@ class UserObjectVariable(VariableTracker):
     def _guarded_instance_dict(self) -> dict:
         """The instance dict, which guards and the transformed code read as `obj.__dict__`
         (through the class's own __getattribute__, if any: it must give the dict itself)."""
-        instance_dict = _instance_dict(self.value)
+        instance_dict = instance_dict_of(self.value)
         if getattr(self.value, "__dict__", None) is not instance_dict:
             raise Unsupported(f"{type(self.value).__qualname__}.__getattribute__ maps '__dict__' elsewhere")
         return instance_dict
@@ -247,7 +269,7 @@ class UserObjectVariable(VariableTracker):
         return dict_var
 
     def call_method(self, tx, name, args, kwargs) -> VariableTracker:
-        if name in _instance_dict(self.value) and not _is_data_descriptor(class_attribute(type(self.value), name, None)):
+        if name in instance_dict_of(self.value) and not is_data_descriptor(class_attribute(type(self.value), name, None)):
             return self.var_getattr(tx, name).call(tx, args, kwargs)  # the instance's own, not bound
         return self._call_class_method(tx, name, args, kwargs, check_instance=True)
 
@@ -268,7 +290,7 @@ class UserObjectVariable(VariableTracker):
         if isinstance(class_attribute(type(self.value), "__call__", None), types.FunctionType):
             # (a special method: looked up on the type, the instance dict not asked)
             return self._call_class_method(tx, "__call__", args, kwargs, check_instance=False)
-        return super().call(tx, args, kwargs)
+        raise Unsupported(f"calling {self.describe()}, which has no __call__ pyframe can trace")
 
     def getitem(self, tx, key: VariableTracker) -> VariableTracker:
         """`obj[key]` on a typing construct (`typing.List[int]` in an annotation), through a
@@ -366,7 +388,7 @@ def object_has_attr(tx, obj: "UserObjectVariable | NewObjectVariable", name: str
     else:
         static = static_attribute(obj.value, name, _MISSING)
         answer = None
-    if static is not _MISSING and hasattr(type(static), "__get__") and not isinstance(static, _PLAIN_DESCRIPTORS):
+    if static is not _MISSING and hasattr(type(static), "__get__") and not isinstance(static, PLAIN_DESCRIPTORS):
         return None  # a property or a descriptor may raise AttributeError
     if answer is None:
         answer = hasattr(obj.value, name)  # (a slot, or a builtin descriptor: C code only)
@@ -438,7 +460,7 @@ class NewObjectVariable(VariableTracker):
                 tx.output.guards.add(AttrSource(self.cls_source, name), GuardKind.HASATTR_MATCH, False)
             raise_symbolic(AttributeError, f"{self.cls.__name__!r} object has no attribute {name!r}")
         source = AttrSource(self.cls_source, name) if self.cls_source is not None else None
-        return tx.wrap(_static_attr(self.cls, name), source)
+        return tx.wrap(static_attr(self.cls, name), source)
 
     def _guard_class_member(self, tx, name: str, member: Any) -> None:
         """The class (read from the frame) still holds `member` (a function, a property) under
@@ -456,7 +478,7 @@ class NewObjectVariable(VariableTracker):
         """`del obj.name` / delattr(): object's __delattr__ takes it out of the instance dict (an
         AttributeError in the trace if it is not there)."""
         if class_attribute(self.cls, "__delattr__", None) is not object.__delattr__ \
-                or _is_data_descriptor(class_attribute(self.cls, name, None)):
+                or is_data_descriptor(class_attribute(self.cls, name, None)):
             raise Unsupported(f"deletion of attribute {name!r} of a {self.cls.__qualname__} (its own __delattr__ or a descriptor)")
         if name not in self.attrs:
             raise_symbolic(AttributeError, name)
@@ -547,76 +569,3 @@ def is_plain_class(cls: type) -> bool:
             and "__slots__" not in cls.__dict__
             and all(base is object or base.__module__ != "builtins" for base in cls.__mro__)
             and not issubclass(cls, (torch.nn.Module, torch.Tensor)))
-
-
-def _new_namedtuple(tx, cls: type, args, kwargs) -> VariableTracker:
-    """`cls(*args, **kwargs)` for a namedtuple class: its fields bound as its __new__ binds them."""
-    parameters = [inspect.Parameter(f, inspect.Parameter.POSITIONAL_OR_KEYWORD,
-                                    default=cls._field_defaults.get(f, inspect.Parameter.empty))
-                  for f in cls._fields]
-    try:
-        bound = inspect.Signature(parameters).bind(*args, **kwargs)
-    except TypeError as e:
-        raise Unsupported(f"{cls.__qualname__}(): {e}") from e
-    bound.apply_defaults()
-    items = [value if isinstance(value, VariableTracker) else tx.wrap_constant(value)
-             for value in bound.arguments.values()]
-    return NamedTupleVariable(items, cls)
-
-
-_MISSING = object()
-
-# Descriptors whose __get__ runs no Python code: reading through them is safe while tracing.
-_PLAIN_DESCRIPTORS = (types.FunctionType, staticmethod, classmethod, types.BuiltinFunctionType,
-                      types.MethodDescriptorType, types.GetSetDescriptorType, types.MemberDescriptorType,
-                      types.WrapperDescriptorType, types.ClassMethodDescriptorType)
-
-
-def _own_getattribute(cls: type) -> bool:
-    """The class defines `__getattribute__` in Python (inlined for every attribute read)."""
-    return isinstance(class_attribute(cls, "__getattribute__", None), types.FunctionType)
-
-
-def _plain_protocol(cls: type) -> bool:
-    """`obj.name` is the type's own lookup: no Python __getattribute__, no __getattr__."""
-    return not _own_getattribute(cls) and class_attribute(cls, "__getattr__", None) is None
-
-
-def _is_data_descriptor(attr: Any) -> bool:
-    return hasattr(type(attr), "__set__") or hasattr(type(attr), "__delete__")
-
-
-def _instance_dict(obj: Any) -> dict:
-    """The instance dict, read as object's lookup reads it (no class's __getattribute__ asked)."""
-    try:
-        found = object.__getattribute__(obj, "__dict__")
-    except AttributeError:
-        return {}
-    return found if isinstance(found, dict) else {}
-
-
-def _has_static_attr(obj: Any, name: str) -> bool:
-    try:
-        static_attribute(obj, name)
-    except AttributeError:
-        return False
-    return True
-
-
-def _static_attr(obj: Any, name: str, generic: bool = False) -> Any:
-    """getattr(obj, name) when it runs no user code (no property, custom descriptor, __getattr__);
-    `generic`: object.__getattribute__(obj, name), the class's own __getattribute__ not asked."""
-    try:
-        static = static_attribute(obj, name)
-    except AttributeError as e:
-        raise Unsupported(f"{_describe(obj)} has no attribute {name!r}") from e
-    if hasattr(type(static), "__get__") and not isinstance(static, _PLAIN_DESCRIPTORS):
-        kind = "property" if isinstance(static, property) else f"descriptor {type(static).__name__}"
-        raise Unsupported(f"{kind} {name!r} of {_describe(obj)}")
-    return object.__getattribute__(obj, name) if generic else getattr(obj, name)
-
-
-def _describe(value: Any) -> str:
-    if isinstance(value, type):
-        return f"class {value.__qualname__}"
-    return f"{type(value).__name__} object"

@@ -20,9 +20,9 @@ from ...guards import GuardKind
 from ...source import AttrSource, Source
 from .base import BoundMethodVariable, VariableTracker
 from .constant import ConstantVariable, is_constant_value, is_numpy_scalar
-from .containers import (
-    BaseListVariable, DictVariable, ListVariable, NamedTupleVariable, SizeVariable, TupleVariable,
-)
+from .dicts import DictVariable
+from .lists import BaseListVariable, ListVariable, SizeVariable, TupleVariable
+from .namedtuples import NamedTupleVariable
 
 # Tensor attributes and no-argument methods whose value is metadata, known while tracing.
 _METADATA_ATTRS = {"dtype", "device", "layout", "ndim", "requires_grad", "is_cuda", "is_cpu", "is_meta",
@@ -140,6 +140,9 @@ class TensorVariable(VariableTracker):
 
     def reconstruct(self, cg) -> None:
         cg.load_tensor(self)
+
+    def describe(self) -> str:
+        return "a tensor"
 
     def __repr__(self) -> str:
         return f"TensorVariable({self.node.name})"

@@ -195,6 +195,9 @@ class TorchFunctionVariable(VariableTracker):
         else:
             cg.load_const(self.fn)
 
+    def describe(self) -> str:
+        return f"torch function {getattr(self.fn, '__qualname__', self.fn)}"
+
     def __repr__(self) -> str:
         return f"TorchFunctionVariable({getattr(self.fn, '__name__', self.fn)})"
 
@@ -241,6 +244,9 @@ class PythonModuleVariable(VariableTracker):
             cg.load_source(self.source)
         else:  # imported in the frame (IMPORT_NAME): the module object itself
             cg.load_const(self.module)
+
+    def describe(self) -> str:
+        return f"module {self.module.__name__}"
 
     def __repr__(self) -> str:
         return f"PythonModuleVariable({self.module.__name__})"

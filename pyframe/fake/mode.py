@@ -31,7 +31,7 @@ from torch._subclasses import fake_tensor as ft
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode, in_kernel_invocation_manager
 from torch.fx.experimental import _config as fx_config
 
-from .fake_memo import new_fake
+from .memo import new_fake
 
 
 @functools.cache

@@ -141,11 +141,6 @@ class PropagationMemo:
         except (_Unkeyable, TypeError):  # TypeError: an unhashable target
             return None
 
-    def lookup(self, key: tuple) -> Optional[FakeTensor]:
-        """The output remembered for `key`, built anew; None on a miss."""
-        out = self.entry(key)
-        return None if out is None else out.build(self.mode)
-
     def entry(self, key: tuple) -> Optional[Any]:
         """The `_Output` (or `_Outputs`) remembered for `key`, counted as a hit; None on a miss."""
         try:
@@ -160,7 +155,7 @@ class PropagationMemo:
         self._entries.clear()
 
     def store(self, key: tuple, out: _Output) -> None:
-        """Remember what a shape rule (fake_rules.py) gave for `key`."""
+        """Remember what a shape rule (fake/rules.py) gave for `key`."""
         self.misses += 1
         if len(self._entries) >= _MAX_ENTRIES:
             self._entries.clear()

@@ -1,4 +1,4 @@
-"""pyframe/fx_codegen.py: the graph's Python source written directly must be fx's own, character for
+"""pyframe/fx_python_code.py: the graph's Python source written directly must be fx's own, character for
 character (source, globals, line map), on every graph the corpus makes and on graphs built by hand
 to reach each kind of node and argument; what it does not model goes to fx's generator."""
 from __future__ import annotations
@@ -13,7 +13,7 @@ import torch.fx
 import pyframe
 from pyframe.debug.cases import load_cases
 from pyframe.debug.compare import reset_engines
-from pyframe.fx_codegen import PyframeGraph, _Fallback, fast_python_code
+from pyframe.fx_python_code import PyframeGraph, _Fallback, fast_python_code
 from tests.cases import ALL
 
 

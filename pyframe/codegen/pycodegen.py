@@ -9,15 +9,16 @@ into a code object that keeps the original's signature, cells, free variables an
 from __future__ import annotations
 
 import builtins
+import inspect
 import types
 from typing import Any, Callable
 
 import torch.fx
 from bytecode import Bytecode, CellVar, FreeVar, Instr, Label, TryBegin, TryEnd
 
-from . import _C
-from .rerun import Rerun, run_as_python
-from .source import (
+from .. import _C
+from ..rerun import Rerun, run_as_python
+from ..source import (
     AttrSource, BuiltinSource, CellContentsSource, ChildSource, ClosureSource, DictItemSource, DictKeySource,
     DictValueSource, FreeCellSource, GenericAttrSource, GlobalSource, ItemSource, LocalSource, Source,
     TupleIteratorRestSource,
@@ -280,20 +281,35 @@ def _shared_prefixes(sources: list[Source]) -> set[Source]:
 def make_code(original: types.CodeType, prologue: list[Instr], body: list[Instr | Label]) -> types.CodeType:
     """A code object with the original's signature and local slots, running `body` after the
     original's prologue (MAKE_CELL / COPY_FREE_VARS / RESUME 0, as the translator parsed it)."""
-    bc = Bytecode()
-    bc.name = original.co_name
-    bc.qualname = original.co_qualname
-    bc.filename = original.co_filename
-    bc.first_lineno = original.co_firstlineno
-    bc.flags = original.co_flags
-    bc.argcount = original.co_argcount
-    bc.posonlyargcount = original.co_posonlyargcount
-    bc.kwonlyargcount = original.co_kwonlyargcount
-    # Every original local keeps its slot index; temporaries of the body come after them.
-    bc.argnames = list(original.co_varnames)
-    bc.cellvars = list(original.co_cellvars)
-    bc.freevars = list(original.co_freevars)
+    bc = code_header(Bytecode(), original)
     bc.extend(prologue)
     bc.extend(body)
     return bc.to_code()
 
+
+def code_header(bc: Bytecode, original: types.CodeType, name: str | None = None,
+                argnames: list[str] | None = None) -> Bytecode:
+    """Fill `bc`'s header from `original`: its file, first line, flags, cells and free variables.
+    Without `name`, the original's name and signature, and every original local in its own slot
+    (the transformed code); with `name` and `argnames`, positional arguments only, no `*args` or
+    `**kwargs` (a resume function, resume.py)."""
+    bc.filename = original.co_filename
+    bc.first_lineno = original.co_firstlineno
+    bc.cellvars = list(original.co_cellvars)
+    bc.freevars = list(original.co_freevars)
+    if name is None:
+        bc.name, bc.qualname = original.co_name, original.co_qualname
+        bc.flags = original.co_flags
+        bc.argcount = original.co_argcount
+        bc.posonlyargcount = original.co_posonlyargcount
+        bc.kwonlyargcount = original.co_kwonlyargcount
+        # Every original local keeps its slot index; temporaries of the body come after them.
+        bc.argnames = list(original.co_varnames)
+    else:
+        bc.name = bc.qualname = name
+        bc.flags = original.co_flags & ~(inspect.CO_VARARGS | inspect.CO_VARKEYWORDS)
+        bc.argcount = len(argnames or [])
+        bc.posonlyargcount = 0
+        bc.kwonlyargcount = 0
+        bc.argnames = list(argnames or [])
+    return bc

@@ -2,7 +2,7 @@
 
 FakeTensorMode propagates an op by dispatching it, through Python, to meta kernels that are mostly
 Python too: 60 us for `x.sin()`, 400 us for `F.linear` of a batch (five aten ops), 900 us for a
-batched matmul. Dynamo pays this for every op; the memo (fake_memo.py) saves it for an op seen
+batched matmul. Dynamo pays this for every op; the memo (fake/memo.py) saves it for an op seen
 before on same-shaped inputs, but the first of each kind in a network still pays.
 
 Yet most of a network's ops are a few kinds (linear, convolution, pooling, normalization,
@@ -29,7 +29,7 @@ import torch.fx
 import torch.nn.functional as F
 from torch._subclasses.fake_tensor import FakeTensor
 
-from .fake_memo import _Output, _Outputs
+from .memo import _Output, _Outputs
 
 _FLOATING = frozenset({torch.float32, torch.float64, torch.float16, torch.bfloat16})
 _SCALARS = (int, float, bool)

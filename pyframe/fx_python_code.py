@@ -13,7 +13,7 @@ whose names are already valid and unique (fx's own namespace made them), targets
 callables or Python operators, and arguments that are nodes, numbers, strings, dtypes, devices and
 containers of them. Anything else (an annotation, a user function as a target, an enum argument,
 any printing option) goes to fx's generator unchanged, so the result is always fx's: same source,
-same globals, same line map (tests/test_fx_codegen.py compares the two on every graph of the corpus).
+same globals, same line map (tests/test_fx_python_code.py compares the two on every graph of the corpus).
 """
 from __future__ import annotations
 

@@ -1,0 +1,169 @@
+"""The values a finished trace hands back to Python, and what must be true of them first.
+
+Finishing a trace (finish.py) walks every value the transformed code rebuilds: the return value,
+or the stack and live locals at a graph break, with the objects the side-effect replay stores.
+Here: the walk itself (`walk`: a container's items, a method's object...), the tensors among them
+(the graph's outputs), lazy iterators made concrete or refused, and the sources that must be read
+before the replay or the breaking instruction can change what they read.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import torch.fx
+
+from ..codegen.pycodegen import PyCodegen
+from ..exc import Unsupported
+from ..source import CellContentsSource, LocalSource, Source
+from .instructions import InstructionTranslator
+from .variables import BoundMethodVariable, VariableTracker
+from .variables.builtins import INPLACE_OPERATORS
+from .variables.dict_subclass import DictSubclassMixin
+from .variables.dicts import DictVariable, ObjectKey, made_keys
+from .variables.exceptions import ExceptionVariable
+from .variables.functions import NestedFunctionVariable, PartialVariable
+from .variables.iterators import ListIteratorVariable
+from .variables.lists import BaseListVariable
+from .variables.objects import NewObjectVariable
+from .variables.tensor import TensorVariable, is_inplace_method
+
+
+def _children(vt: VariableTracker) -> list[VariableTracker]:
+    """The values a value holds, that rebuilding it rebuilds too: a container's items, and the
+    trackers a wrapper is rebuilt from (`vt.rebuilt_from()`: a dict view's dict, a method's object)."""
+    return [*_held(vt), *vt.rebuilt_from()]
+
+
+def _held(vt: VariableTracker) -> list[VariableTracker]:
+    if isinstance(vt, BaseListVariable):
+        return list(vt.items)
+    if isinstance(vt, DictVariable):  # its values, and the keys that are values of the trace
+        return [*made_keys(vt.items), *vt.items.values()]
+    if isinstance(vt, BoundMethodVariable):
+        return [vt.obj]
+    if isinstance(vt, DictSubclassMixin):  # its items, and (made here) its attributes
+        return [*vt.dict_var.items.values(), *getattr(vt, "attrs", {}).values()]
+    if isinstance(vt, NewObjectVariable):
+        return list(vt.attrs.values())
+    if isinstance(vt, ListIteratorVariable):
+        return vt.remaining()
+    if isinstance(vt, NestedFunctionVariable):  # a function made here keeps its defaults and cells
+        return [*(vt.defaults or ()), *(vt.kwdefaults or {}).values(), *vt.escaping_values()]
+    if isinstance(vt, PartialVariable):
+        return [vt.func, *vt.args, *vt.keywords.values()]
+    if isinstance(vt, ExceptionVariable):
+        return list(vt.args)
+    return []
+
+
+def walk(values: list[VariableTracker],
+         on_visit: Callable[[VariableTracker], None] | None = None) -> list[VariableTracker]:
+    """Every value in `values` and inside them, each once, in order (`on_visit` sees each before
+    its contents are looked at)."""
+    seen: dict[int, VariableTracker] = {}
+    stack = list(reversed(values))
+    while stack:
+        vt = stack.pop()
+        if id(vt) in seen:
+            continue
+        seen[id(vt)] = vt
+        if on_visit is not None:
+            on_visit(vt)
+        stack.extend(reversed(_children(vt)))
+    return list(seen.values())
+
+
+def realize_lazy_iterators(tx: InstructionTranslator, values: list[VariableTracker]) -> None:
+    """A lazy iterator (a generator, map, filter...) live after the trace is rebuilt from the items
+    still to come, made now: allowed only if making them changes nothing else (a generator that
+    appends to a list as it yields would append early), else Unsupported."""
+    def make_rest(vt: VariableTracker) -> None:
+        if isinstance(vt, ListIteratorVariable) and vt.pending is not None:
+            effects, known = tx.side_effects.effects, len(tx.output.graph.nodes)
+            vt.remaining()
+            made = list(tx.output.graph.nodes)[known:]
+            if tx.side_effects.effects != effects or any(_mutates(node) for node in made):
+                raise Unsupported(f"a partly consumed {vt.python_type().__name__} whose next items "
+                                  f"have side effects is live across a graph break")
+
+    walk(values, make_rest)
+
+
+def check_escaping_iterators(values: list[VariableTracker]) -> None:
+    """Values the frame hands back to Python (its return value, what its mutations store) must come
+    back as the types eager gives: a map, zip, filter or generator rebuilt as a tuple iterator
+    would not (`type(f())`, `.send()`, `gi_frame`), so such a frame runs as Python instead."""
+    def check(vt: VariableTracker) -> None:
+        if isinstance(vt, ListIteratorVariable) and not vt.rebuilt_as_itself():
+            raise Unsupported(f"a {vt.python_type().__name__} object outlives the frame (it would "
+                              f"come back as a tuple_iterator)")
+
+    walk(values, check)
+
+
+def _mutates(node: torch.fx.Node) -> bool:
+    """An in-place tensor op (x.add_(1), x += 1, x[i] = v)."""
+    if node.op == "call_method":
+        return is_inplace_method(node.target)
+    return node.target in INPLACE_OPERATORS
+
+
+def tensors_in(values: list[VariableTracker]) -> list[TensorVariable]:
+    """Every tensor the transformed code must hand back to Python, in order, once each."""
+    found: dict[torch.fx.Node, TensorVariable] = {}
+    for vt in walk(values):
+        if isinstance(vt, TensorVariable):
+            found.setdefault(vt.node, vt)
+    return list(found.values())
+
+
+def pin_changed_sources(tx: InstructionTranslator, cg: PyCodegen, values: list[VariableTracker]) -> None:
+    """Values read through an object the side-effect replay is about to change (`x = lst.pop()`
+    makes x the frame's `lst[1]`; `t = obj.t; obj.t = None`) are loaded before the replay, into
+    temporaries that every later load of them uses."""
+    changed = tx.side_effects.changed_sources()
+    # `old = out` before `nonlocal out; out = y`; and `old = t` before `t = t * 0` where t is a
+    # cell of this frame (a comprehension or closure reads it): store_locals writes the cell
+    # (an argument that is a cell is read through its slot, LocalSource, until MAKE_CELL has run)
+    replaced = tx.side_effects.replaced_sources() | {
+        source for n in changed_cells(tx) for source in (CellContentsSource(n), LocalSource(n))}
+    if not changed and not replaced:
+        return
+
+    def is_changed(source: Source) -> bool:
+        base = getattr(source, "base", None)
+        while base is not None and base not in changed and base not in replaced:
+            base = getattr(base, "base", None)
+        return base is not None or source in replaced
+
+    _pin_sources(cg, values, is_changed)
+
+
+def _pin_sources(cg: PyCodegen, values: list[VariableTracker], pin: Callable[[Source], bool]) -> None:
+    """Load each source of `values` (and inside them) that `pin` selects into a temporary, which every
+    later load of that source in `cg` uses."""
+    found = walk(values)
+    # (a key of a frame dict the trace never used as a value is loaded from its source too)
+    sources = [vt.source for vt in found] + [k.source for vt in found if isinstance(vt, DictVariable)
+                                             for k in vt.items if isinstance(k, ObjectKey) and k.made_var is None]
+    for source in sources:
+        if source is None or source in cg.source_slots or not pin(source):
+            continue
+        cg.load_source(source)
+        slot = cg.source_slots[source] = cg.new_temp("___pinned")
+        cg.store_local(slot)
+
+
+def pin_before_instruction(tx: InstructionTranslator, cg: PyCodegen, values: list[VariableTracker]) -> None:
+    """Values the code after a break receives, rebuilt from where the trace read them (`r = cfg.w`,
+    a global, an item of an argument, a cell), are loaded before the unsupported instruction runs:
+    it runs user code, which may rebind what the source reads (`cfg.w = ...` in a called function).
+    A plain local's slot keeps its entry value whatever the instruction does."""
+    cells = set(tx.code.co_cellvars) | set(tx.code.co_freevars)
+    _pin_sources(cg, values, lambda source: not (isinstance(source, LocalSource) and source.local_name not in cells))
+
+
+def changed_cells(tx: InstructionTranslator) -> dict[str, VariableTracker]:
+    """Cell variables whose traced value is not what their cell holds (assigned while tracing)."""
+    return {n: v for n, v in tx.locals.items()
+            if n in tx.code.co_cellvars and v.source not in (LocalSource(n), CellContentsSource(n))}

@@ -1,0 +1,49 @@
+"""The translator's entry point: `translate_frame`, what convert_frame.py calls on a cache miss.
+
+It traces the frame (instructions.py); on the first graph break it traces it again, stopping
+before the instruction that broke, and hands the trace to finish.py, which compiles the graph and
+emits the transformed code. What it needs from the layers above comes in `TranslatorHooks`.
+"""
+from __future__ import annotations
+
+import types
+from typing import Any
+
+from ..exc import Unsupported
+from .finish import TranslationResult, finish_break, finish_return
+from .hooks import TranslatorHooks
+from .instructions import InstructionTranslator
+
+
+def translate_frame(code: types.CodeType, f_locals: dict[str, Any], f_globals: dict, f_builtins: dict,
+                    closure: tuple | None, hooks: TranslatorHooks, fullgraph: bool = False) -> TranslationResult:
+    """Trace a frame; on the first Unsupported, trace it again up to that instruction and break there.
+
+    Tracing again (rather than cutting the first attempt short) leaves no half-traced call in the
+    graph and no half-mutated symbolic container: the second trace stops cleanly before the step.
+    """
+    break_at: int | None = None
+    reason: Unsupported | None = None
+    deferred_methods: dict[int, str] = {}  # LOAD_METHODs whose lookup failed: left to their call
+    pure_calls: set[int] = set()  # functions allowed in the graph, checked free of side effects
+    while True:
+        tx = InstructionTranslator(code, f_globals, f_builtins, closure, hooks.make_output(),
+                                   frame_values=dict(f_locals), break_at=break_at,
+                                   deferred_methods=deferred_methods, pure_calls=pure_calls, hooks=hooks)
+        try:
+            value = tx.run()
+            if value is None:
+                return finish_break(tx, break_at, reason, hooks.wrap_compiled)
+            return finish_return(tx, value, hooks.wrap_compiled)
+        except Unsupported as e:
+            if e.proven_pure is not None and e.proven_pure not in pure_calls:
+                pure_calls.add(e.proven_pure)  # the probe's inlined ops are dropped with this trace
+                continue
+            if fullgraph or break_at is not None or e.break_index is None:
+                raise
+            if e.deferred_method_at is not None and e.deferred_method_at not in deferred_methods:
+                deferred_methods[e.deferred_method_at] = e.reason  # the call will break instead
+                continue
+            # Kept for the record (explain, the logs): without its traceback, whose frames hold
+            # this trace (its OutputGraph, FakeTensors, the graph) in a cycle with the exception.
+            break_at, reason = e.break_index, e.without_tracebacks()

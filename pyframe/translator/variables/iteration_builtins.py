@@ -1,0 +1,207 @@
+"""Builtins that iterate: list(), tuple(), enumerate, zip, map, filter, reversed, iter, next, sorted,
+min, max, any, all, functools.reduce and itertools.
+
+Lazy ones (zip, map, filter) return iterators that produce their items as their consumer asks, so
+the calls traced for them interleave with the consumer's as in Python (variables/iterators.py).
+builtins.py maps each builtin to its handler here.
+"""
+from __future__ import annotations
+
+import functools
+import itertools
+from typing import Callable, Iterator
+
+import torch
+
+from ...exc import Unsupported
+from .base import VariableTracker
+from .constant import ConstantVariable
+from .dict_subclass import DictSubclassMixin
+from .exceptions import raise_symbolic
+from .iterators import ListIteratorVariable, iterate
+from .lists import FrameListVariable, ListVariable, TupleVariable, sort_trackers
+from .special_methods import is_tensor, length, python_method
+from .tensor import call_in_graph
+
+
+def _sequence(kind: type) -> Callable:
+    def build(tx, obj: VariableTracker | None = None) -> VariableTracker:
+        items = [] if obj is None else obj.unpack(tx)
+        return ListVariable(items) if kind is list else TupleVariable(items)
+    return build
+
+
+def _enumerate(tx, obj: VariableTracker, start: VariableTracker | None = None) -> VariableTracker:
+    first = start.as_python_constant() if start is not None else 0
+    pairs = (TupleVariable([ConstantVariable(i), v]) for i, v in enumerate(iterate(tx, obj), first))
+    return ListIteratorVariable([], enumerate, pairs)
+
+
+def _zip(tx, *objs: VariableTracker, strict: VariableTracker | None = None) -> VariableTracker:
+    if strict is not None and strict.as_python_constant():  # lengths are known: checked now
+        columns = [list(iterate(tx, o)) for o in objs]
+        if len({len(c) for c in columns}) > 1:
+            raise Unsupported("zip(strict=True) of iterables of different lengths raises ValueError")
+        objs = tuple(ListVariable(c) for c in columns)
+    tuples = (TupleVariable(list(items)) for items in zip(*(iterate(tx, o) for o in objs)))
+    return ListIteratorVariable([], zip, tuples)
+
+
+def _map(tx, fn: VariableTracker, *objs: VariableTracker) -> VariableTracker:
+    """map(): fn is called (traced) for each item as the consumer takes it, as Python calls it."""
+    if not objs:
+        raise Unsupported("map() with no iterable")
+    results = (fn.call(tx, list(items), {}) for items in zip(*(iterate(tx, o) for o in objs)))
+    return ListIteratorVariable([], map, results)
+
+
+def _filter(tx, fn: VariableTracker, obj: VariableTracker) -> VariableTracker:
+    keep_truthy = fn.is_python_constant() and fn.as_python_constant() is None  # filter(None, ...)
+
+    def kept() -> Iterator[VariableTracker]:
+        for item in iterate(tx, obj):
+            if (item if keep_truthy else fn.call(tx, [item], {})).truth():
+                yield item
+    return ListIteratorVariable([], filter, kept())
+
+
+def _reversed(tx, obj: VariableTracker) -> VariableTracker:
+    if isinstance(obj, ListIteratorVariable):
+        raise Unsupported(f"reversed() of an iterator ({obj.python_type().__name__})")
+    if isinstance(obj, DictSubclassMixin):  # its __reversed__ (dict's, or its own), not its __iter__
+        return obj.call_special(tx, "__reversed__", [])
+    found = python_method(obj, "__reversed__")
+    if found is not None:  # a user class's own, inlined
+        return tx.inline_call(found[0], [obj], {}, fn_source=found[1])
+    if python_method(obj, "__iter__") is not None or python_method(obj, "__getitem__") is not None:
+        # reversed() of a user object without __reversed__ indexes it from len()-1 down (never
+        # through its __iter__): `obj[i]`, each call inlined
+        size = length(tx, obj)
+        if size is None:
+            raise Unsupported(f"reversed() of a {obj.python_type().__qualname__} without __len__")
+        items = [obj.getitem(tx, ConstantVariable(i)) for i in reversed(range(size.as_python_constant()))]
+        return ListIteratorVariable(items, type(reversed([])))
+    return ListIteratorVariable(list(reversed(obj.unpack(tx))), type(reversed([])))
+
+
+def _iter(tx, obj: VariableTracker, *sentinel: VariableTracker) -> VariableTracker:
+    if sentinel:
+        raise Unsupported("iter(callable, sentinel)")
+    if isinstance(obj, ListIteratorVariable):
+        return obj  # an iterator is its own iterator
+    if type(obj) in (ListVariable, FrameListVariable):  # sees items appended while it runs, as a list iterator does
+        return ListIteratorVariable(obj.items, type(iter([])))
+    return ListIteratorVariable(obj.unpack(tx))
+
+
+def _next(tx, obj: VariableTracker, *default: VariableTracker) -> VariableTracker:
+    if not isinstance(obj, ListIteratorVariable):
+        raise Unsupported(f"next() of {obj}")
+    item = obj.next()
+    if item is not None:
+        return item
+    if default:
+        return default[0]
+    raise_symbolic(StopIteration)
+
+
+def _itertools(fn: Callable) -> Callable:
+    """itertools over iterables of known length: itertools itself arranges the symbolic items
+    (it never looks at their values), and the result is the list of what it yields."""
+    def handler(tx, *args: VariableTracker, **kwargs: VariableTracker) -> VariableTracker:
+        if fn in _ITERTOOLS_ONE_ITERABLE:  # islice(iterable, [start,] stop [, step]), combinations(iterable, r)...
+            iterables = [args[0].unpack(tx), *(a.as_python_constant() for a in args[1:])]
+        elif fn == itertools.chain.from_iterable:
+            iterables = [[item.unpack(tx) for item in args[0].unpack(tx)]]
+        else:
+            iterables = [a.unpack(tx) for a in args]
+        options = {k: v if k == "fillvalue" else v.as_python_constant() for k, v in kwargs.items()}
+        if fn is itertools.zip_longest:
+            options.setdefault("fillvalue", ConstantVariable(None))
+        return ListIteratorVariable([TupleVariable(list(i)) if isinstance(i, tuple) else i
+                                     for i in fn(*iterables, **options)], fn)
+    return handler
+
+
+def _reduce(tx, fn: VariableTracker, iterable: VariableTracker, *initial: VariableTracker) -> VariableTracker:
+    """functools.reduce: fn called item by item (each call traced like any other)."""
+    total = initial[0] if initial else None
+    for item in iterate(tx, iterable):
+        total = item if total is None else fn.call(tx, [total, item], {})
+    if total is None:
+        raise Unsupported("functools.reduce() of an empty sequence with no initial value")
+    return total
+
+
+def _minmax(fn: Callable) -> Callable:
+    """min/max of constants, folded; of tensors and numbers, recorded as torch._dynamo records them:
+    `max(t, 0)` is `torch.clamp(t, min=0)`, `max(t, u)` is `torch.maximum(t, u)` (min alike)."""
+    bound, pairwise = ("min", torch.maximum) if fn is max else ("max", torch.minimum)
+
+    def handler(tx, *args: VariableTracker, key: VariableTracker | None = None,
+                default: VariableTracker | None = None) -> VariableTracker | None:
+        items = list(iterate(tx, args[0])) if len(args) == 1 else list(args)
+        if not items:
+            if default is not None:
+                return default
+            raise Unsupported(f"{fn.__name__}() of an empty sequence raises ValueError")
+        if key is not None and not (key.is_python_constant() and key.as_python_constant() is None):
+            keys = [key.call(tx, [item], {}) for item in items]
+            if not all(k.is_python_constant() for k in keys):
+                raise Unsupported(f"{fn.__name__}() with keys unknown while tracing")
+            values = [k.as_python_constant() for k in keys]
+            return items[values.index(fn(values))]  # the first item with the extreme key, as Python
+        if all(i.is_python_constant() for i in items):
+            return ConstantVariable(fn(i.as_python_constant() for i in items))
+        if not any(is_tensor(i) for i in items):
+            return None
+        result = items[0]
+        for item in items[1:]:
+            if is_tensor(result) and is_tensor(item):
+                result = call_in_graph(tx, "call_function", pairwise, [result, item], {})
+            else:
+                tensor, number = (result, item) if is_tensor(result) else (item, result)
+                if not number.is_python_constant():
+                    return None
+                result = call_in_graph(tx, "call_function", torch.clamp, [tensor], {bound: number})
+        return result
+    return handler
+
+
+def _sorted(tx, iterable: VariableTracker, *, key: VariableTracker | None = None,
+            reverse: VariableTracker | None = None) -> VariableTracker | None:
+    """sorted(iterable, key=..., reverse=...): the items themselves (tensors too), reordered by
+    keys known while tracing."""
+    items = list(iterate(tx, iterable))
+    if key is None and all(i.is_python_constant() for i in items):
+        return None  # folded like any pure builtin on constants
+    return ListVariable(sort_trackers(tx, items, key, reverse))
+
+
+def _any_all(fn: Callable) -> Callable:
+    def handler(tx, iterable: VariableTracker) -> VariableTracker:
+        return ConstantVariable(fn(item.truth() for item in iterate(tx, iterable)))
+    return handler
+
+
+def _repeat(tx, obj: VariableTracker, times: VariableTracker | None = None) -> VariableTracker:
+    if times is None:
+        raise Unsupported("itertools.repeat() without a count (an endless iterator)")
+    return ListIteratorVariable([obj] * times.as_python_constant(), itertools.repeat)
+
+
+_ITERTOOLS_ONE_ITERABLE = (itertools.islice, itertools.combinations, itertools.combinations_with_replacement,
+                           itertools.permutations, itertools.pairwise)
+
+
+_ITERTOOLS = (itertools.chain, itertools.chain.from_iterable, itertools.product, itertools.zip_longest,
+              *_ITERTOOLS_ONE_ITERABLE)
+
+
+# The handler of each builtin here (builtins.py's table merges them into its own).
+ITERATION_HANDLERS: dict[Callable, Callable] = {
+    list: _sequence(list), tuple: _sequence(tuple), enumerate: _enumerate, zip: _zip, reversed: _reversed,
+    map: _map, filter: _filter, iter: _iter, next: _next, functools.reduce: _reduce, itertools.repeat: _repeat,
+    **{fn: _itertools(fn) for fn in _ITERTOOLS},
+    sorted: _sorted, min: _minmax(min), max: _minmax(max), any: _any_all(any), all: _any_all(all),
+}

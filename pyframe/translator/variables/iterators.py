@@ -1,0 +1,124 @@
+"""Iterators: what GET_ITER leaves on the stack, and what iter(), zip(), map(), filter(), itertools
+and inlined generator functions return. Lazy ones produce their items one at a time, as Python does.
+"""
+from __future__ import annotations
+
+import types
+from typing import Any, Iterator
+
+from ...source import Source
+from .base import VariableTracker
+
+
+_TUPLE_ITERATOR, _LIST_ITERATOR = type(iter(())), type(iter([]))
+
+
+def iterate(tx, iterable: VariableTracker) -> Iterator[VariableTracker]:
+    """The items of `iterable`, an iterator's (a generator's) taken one at a time as Python would."""
+    if isinstance(iterable, ListIteratorVariable):
+        while (item := iterable.next()) is not None:
+            yield item
+    else:
+        yield from iterable.unpack(tx)
+
+
+def extension_items(tx, container: VariableTracker, iterable: VariableTracker) -> Iterator[VariableTracker]:
+    """What `container.extend(iterable)` adds, as CPython takes it: a copy first when extending with
+    itself, else one item at a time (a generator reading the container sees it grow)."""
+    return iter(iterable.unpack(tx)) if iterable is container else iterate(tx, iterable)
+
+
+class ListIteratorVariable(VariableTracker):
+    """An iterator: what GET_ITER leaves on the stack, and what iter(), zip(), map(), enumerate(),
+    reversed(), filter(), itertools and generators return. `items` holds the items it has
+    produced; a lazy one (map, zip, a generator...) produces the rest from `pending`, one at a
+    time as its consumer asks, so calls traced for them interleave with the consumer's as in Python.
+    `kind` is the type Python would give it (zip, map, list_iterator...). One read from the frame
+    (a tuple iterator, as a loop's iterator reaches a resume function) has a source: its items are
+    the ones it has still to give, and the side-effect replay moves the real one on by `index`."""
+
+    def __init__(self, items: list[VariableTracker], kind: type = type(iter(())),
+                 pending: Iterator[VariableTracker] | None = None, source: Source | None = None):
+        super().__init__(source)
+        self.items = items
+        self.index = 0
+        self.kind = kind
+        self.pending = pending
+
+    def python_type(self) -> type:
+        return self.kind
+
+    # What the StopIteration of the last next() that found it exhausted carries (`yield from`'s
+    # value): None but for a generator returning a value.
+    stop_value: VariableTracker | None = None
+
+    def next(self) -> VariableTracker | None:
+        if self.index == len(self.items) and not self._produce():
+            return None
+        self.index += 1
+        return self.items[self.index - 1]
+
+    def unpack(self, tx) -> list[VariableTracker]:
+        rest, self.index = self.remaining(), len(self.items)
+        return rest
+
+    def remaining(self) -> list[VariableTracker]:
+        """The items still to come, without consuming them (a lazy iterator computes them now)."""
+        while self._produce():
+            pass
+        return self.items[self.index:]
+
+    def _produce(self) -> bool:
+        if self.pending is None:
+            return False
+        item = next(self.pending, None)
+        if item is None:
+            self.pending = None
+            return False
+        self.items.append(item)
+        return True
+
+    def reconstruct(self, cg) -> None:
+        """`iter((items still to come))`: a graph break inside a loop continues the same iterations.
+        One read from the frame is itself, moved on by the replay (side_effects.py)."""
+        if self.source is not None:
+            cg.load_source(self.source)
+            return
+        rest = self.remaining()
+
+        def build() -> None:
+            for item in rest:
+                item.reconstruct(cg)
+            # iter() of a list is a list_iterator, as the one the trace stands for was
+            cg.emit("BUILD_LIST" if self.kind is _LIST_ITERATOR else "BUILD_TUPLE", len(rest))
+            cg.emit("GET_ITER")
+
+        cg.rebuild_once(self, build)  # one iterator, however many places hold it
+
+    def rebuilt_as_itself(self) -> bool:
+        """Whether reconstruct() gives back an iterator of the type Python gave (a tuple or a
+        list iterator, or the frame's own); a map, zip, generator... is rebuilt as a tuple
+        iterator, which only a loop's hidden iterator may be."""
+        return self.source is not None or self.kind in (_TUPLE_ITERATOR, _LIST_ITERATOR)
+
+
+class GeneratorVariable(ListIteratorVariable):
+    """The generator an inlined generator function returns. Its body runs lazily, to the next
+    `yield` each time the consumer asks for an item, so the graph interleaves producer and consumer
+    as Python (and torch._dynamo) runs them: `sum(x * i for i in range(3))` records mul, add, mul,
+    add..."""
+
+    def __init__(self, translator: Any):
+        # the generator function's own InstructionTranslator: each resumption runs to the next yield
+        super().__init__([], types.GeneratorType, iter(translator.resume_generator, None))
+        self.translator = translator
+        self.finished = False
+
+    def next(self) -> VariableTracker | None:
+        item = super().next()
+        if item is None:
+            # The first next() to find it done gets its return value (items produced ahead, for a
+            # break, do not move that), as CPython raises StopIteration(value) once; later ones None.
+            self.stop_value = None if self.finished else self.translator.return_value
+            self.finished = True
+        return item

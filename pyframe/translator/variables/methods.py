@@ -1,0 +1,105 @@
+"""Methods bound to a symbolic object: a Python function inlined with it as `self`, and object's
+own `__getattribute__`, `__setattr__` and `__init__` (where a class's own versions end).
+"""
+from __future__ import annotations
+
+import types
+from typing import Any
+
+from ...exc import Unsupported
+from ...source import AttrSource, Source
+from .base import VariableTracker
+from .constant import ConstantVariable
+
+
+class ObjectSlotMethodVariable(VariableTracker):
+    """`object.__getattribute__` / `object.__setattr__` bound to an instance (reached through
+    super(), or called on the class with the instance first): the plain attribute lookup or store,
+    where a class's own `__getattribute__` / `__setattr__` ends."""
+
+    NAMES = ("__getattribute__", "__setattr__")
+
+    def __init__(self, name: str, obj: VariableTracker | None = None, source=None):
+        super().__init__(source)
+        self.name, self.obj = name, obj
+
+    def real_object(self) -> Any:
+        return getattr(object, self.name) if self.obj is None else super().real_object()
+
+    def call(self, tx, args, kwargs) -> VariableTracker:
+        obj, args = (self.obj, list(args)) if self.obj is not None else (args[0] if args else None, list(args[1:]))
+        expected = 1 if self.name == "__getattribute__" else 2
+        if obj is None or kwargs or len(args) != expected or not args[0].is_python_constant() \
+                or type(args[0].as_python_constant()) is not str:
+            raise Unsupported(f"object.{self.name}() with these arguments")
+        if self.name == "__getattribute__":
+            return obj.generic_getattr(tx, args[0].as_python_constant())
+        obj.generic_setattr(tx, args[0].as_python_constant(), args[1])
+        return ConstantVariable(None)
+
+    def rebuilt_from(self) -> list[VariableTracker]:
+        return [] if self.obj is None else [self.obj]
+
+    def reconstruct(self, cg) -> None:
+        if self.obj is None:
+            cg.load_const(getattr(object, self.name))
+            return
+        cg.load_const(getattr(object, self.name))  # the slot wrapper bound to the instance
+        cg.emit("LOAD_METHOD", "__get__")
+        self.obj.reconstruct(cg)
+        cg.call(1)
+
+    def __repr__(self) -> str:
+        return f"ObjectSlotMethodVariable(object.{self.name}{' of ' + repr(self.obj) if self.obj else ''})"
+
+
+class ObjectInitVariable(VariableTracker):
+    """object.__init__ bound to an instance, reached through super(): does nothing when called
+    without arguments (with some, Python raises TypeError: left to it)."""
+
+    def call(self, tx, args, kwargs) -> VariableTracker:
+        if args or kwargs:
+            raise Unsupported("object.__init__() called with arguments")
+        return ConstantVariable(None)
+
+
+class InlinedMethodVariable(VariableTracker):
+    """A Python function bound to a symbolic `self` (a super() attribute, or a bound method read
+    from the frame, `source` being the method object): calls are inlined."""
+
+    def __init__(self, fn: types.FunctionType, obj: VariableTracker, source=None):
+        super().__init__(source)
+        self.fn, self.obj = fn, obj
+
+    def python_type(self) -> type:
+        return types.MethodType
+
+    def call(self, tx, args, kwargs) -> VariableTracker:
+        fn_source = AttrSource(self.source, "__func__") if self.source is not None else None
+        return tx.inline_call(self.fn, [self.obj, *args], kwargs, fn_source=fn_source)
+
+    def python_function(self, tx) -> tuple[types.FunctionType, Source, bool]:
+        source = AttrSource(self.source, "__func__") if self.source is not None else tx.root.install_global(self.fn)
+        return self.fn, source, True
+
+    def var_getattr(self, tx, name: str) -> VariableTracker:
+        """`method.__self__`, `method.__func__`; other attributes are the function's, as Python
+        reads them (`method.__wrapped__`, `method.__name__`)."""
+        if name == "__self__":
+            return self.obj
+        _, source, _ = self.python_function(tx)
+        fn = tx.wrap(self.fn, source)
+        return fn if name == "__func__" else fn.var_getattr(tx, name)
+
+    def rebuilt_from(self) -> list[VariableTracker]:
+        return [self.obj] if self.source is None else []
+
+    def reconstruct(self, cg) -> None:
+        if self.source is not None:
+            cg.load_source(self.source)
+            return
+        cg.push_null()  # types.MethodType(fn, obj): the method a super() lookup found, bound again
+        cg.load_const(types.MethodType)
+        cg.load_const(self.fn)
+        self.obj.reconstruct(cg)
+        cg.call(2)

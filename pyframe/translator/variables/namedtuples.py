@@ -1,0 +1,96 @@
+"""Named tuples (`collections.namedtuple` and `typing.NamedTuple` classes): tuples with fields.
+
+Their methods (`_replace`, `_asdict`, `_make`) are recognized by their code objects, the ones
+collections.namedtuple generates for every class, and done on the tracker.
+"""
+from __future__ import annotations
+
+import collections
+import inspect
+from typing import Any
+
+from ...exc import Unsupported
+from ...source import Source
+from .base import VariableTracker
+from .dicts import DictVariable
+from .exceptions import raise_symbolic
+from .lists import TupleVariable
+
+
+_NAMEDTUPLE_CODES = {name: getattr(collections.namedtuple("_Probe", "a"), name).__code__
+                     for name in ("_replace", "_asdict")}
+
+
+class NamedTupleVariable(TupleVariable):
+    """A namedtuple or a structseq (torch.return_types.max: `.values`, `.indices`)."""
+
+    def __init__(self, items: list[VariableTracker], tuple_type: type, source: Source | None = None):
+        super().__init__(items, source)
+        self.container_type = tuple_type
+        self.fields = tuple(getattr(tuple_type, "_fields", None) or tuple_type.__match_args__)
+
+    def as_python_constant(self) -> Any:
+        values = [v.as_python_constant() for v in self.items]
+        return self.container_type(*values) if hasattr(self.container_type, "_fields") else self.container_type(values)
+
+    def var_getattr(self, tx, name: str) -> VariableTracker:
+        if name in self.fields:
+            return self.items[self.fields.index(name)]
+        return super().var_getattr(tx, name)
+
+    def getitem(self, tx, key: VariableTracker) -> VariableTracker:
+        result = super().getitem(tx, key)
+        return TupleVariable(result.items) if isinstance(result, NamedTupleVariable) else result
+
+    def call_method(self, tx, name, args, kwargs) -> VariableTracker:
+        # collections.namedtuple's own _replace and _asdict (one code object for every namedtuple
+        # class; a class that overrides them is inlined as any method)
+        method = getattr(self.container_type, name, None)
+        code = getattr(method, "__code__", None)
+        if code is _NAMEDTUPLE_CODES["_replace"] and not args:
+            unknown = [k for k in kwargs if k not in self.fields]
+            if unknown:
+                raise_symbolic(ValueError, f"Got unexpected field names: {unknown!r}")
+            items = [kwargs.get(f, item) for f, item in zip(self.fields, self.items)]
+            return NamedTupleVariable(items, self.container_type)
+        if code is _NAMEDTUPLE_CODES["_asdict"] and not args and not kwargs:
+            return DictVariable(dict(zip(self.fields, self.items)))
+        return super().call_method(tx, name, args, kwargs)
+
+    def reconstruct(self, cg) -> None:
+        if self.source is not None:
+            super().reconstruct(cg)
+            return
+        # A namedtuple is built from its fields (`cls._make(items)`), a structseq from one sequence.
+        make = getattr(self.container_type, "_make", None) if hasattr(self.container_type, "_fields") else None
+
+        def build() -> None:
+            if make is not None:
+                cg.push_null()
+                cg.load_const(make)
+            for item in self.items:
+                item.reconstruct(cg)
+            if make is not None:
+                cg.emit("BUILD_TUPLE", len(self.items))
+                cg.call(1)
+            else:
+                cg.build(self.container_type, len(self.items))
+
+        # Once: an instance of a subclass has a __dict__ (an attribute set on it at a graph break
+        # must be on the object the rest of the frame sees), and `is` holds between its uses.
+        cg.rebuild_once(self, build)
+
+
+def new_namedtuple(tx, cls: type, args, kwargs) -> VariableTracker:
+    """`cls(*args, **kwargs)` for a namedtuple class: its fields bound as its __new__ binds them."""
+    parameters = [inspect.Parameter(f, inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                    default=cls._field_defaults.get(f, inspect.Parameter.empty))
+                  for f in cls._fields]
+    try:
+        bound = inspect.Signature(parameters).bind(*args, **kwargs)
+    except TypeError as e:
+        raise Unsupported(f"{cls.__qualname__}(): {e}") from e
+    bound.apply_defaults()
+    items = [value if isinstance(value, VariableTracker) else tx.wrap_constant(value)
+             for value in bound.arguments.values()]
+    return NamedTupleVariable(items, cls)

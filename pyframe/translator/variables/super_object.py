@@ -1,0 +1,77 @@
+"""`super()`: attribute reads that start after a class in an object's MRO.
+
+What it finds is inlined as Python would run it: a method bound to the object, a classmethod, a
+property's getter, object's own slot methods, and (in a dict subclass) dict's own methods.
+"""
+from __future__ import annotations
+
+import inspect
+import types
+
+from ...exc import Unsupported
+from .base import VariableTracker
+from .dict_subclass import BuiltinMethodOfVariable, DictSubclassMixin
+from .methods import InlinedMethodVariable, ObjectInitVariable, ObjectSlotMethodVariable
+
+
+class SuperVariable(VariableTracker):
+    """`super()` inside a method: attribute reads start after `cls` in type(obj)'s MRO."""
+
+    def __init__(self, cls: type, obj: VariableTracker):
+        super().__init__()
+        self.cls, self.obj = cls, obj
+
+    def var_getattr(self, tx, name: str) -> VariableTracker:
+        # super() in a classmethod has the class as its second argument: its own MRO is searched
+        of_class = issubclass(self.obj.python_type(), type)
+        owner = self.obj.as_python_constant() if of_class else self.obj.python_type()
+        mro = owner.__mro__
+        if self.cls not in mro:
+            raise Unsupported(f"super({self.cls.__qualname__}, ...) of an unrelated object")
+        for klass in mro[mro.index(self.cls) + 1:]:
+            if name in klass.__dict__:
+                attr = klass.__dict__[name]
+                if isinstance(attr, classmethod):
+                    cls_vt = self.obj if of_class else tx.wrap(owner, None, guard=False)
+                    return InlinedMethodVariable(attr.__func__, cls_vt)
+                if isinstance(attr, staticmethod):
+                    return tx.wrap(attr.__func__, None, guard=False)
+                if isinstance(attr, types.FunctionType):
+                    if of_class:  # a plain function read through the class: not bound
+                        return tx.wrap(attr, None, guard=False)
+                    return InlinedMethodVariable(attr, self.obj)
+                if isinstance(attr, property) and attr.fget is not None and not of_class:
+                    return tx.inline_call(attr.fget, [self.obj], {})
+                if klass is object and name in ObjectSlotMethodVariable.NAMES and not of_class:
+                    # `super().__getattribute__(key)` in a class's own __getattribute__: object's
+                    return ObjectSlotMethodVariable(name, self.obj)
+                if isinstance(self.obj, DictSubclassMixin) and isinstance(attr, (types.MethodDescriptorType,
+                                                                                 types.WrapperDescriptorType)):
+                    # `super().__setitem__(k, v)` in a dict subclass: dict's (or object's) own method
+                    return BuiltinMethodOfVariable(klass, name, self.obj)
+                if attr is object.__init__ and not of_class:  # `super().__init__()` at the top
+                    return ObjectInitVariable()
+                raise Unsupported(f"super().{name} is a {type(attr).__name__}")
+        raise Unsupported(f"super() has no attribute {name!r}")
+
+    def rebuilt_from(self) -> list[VariableTracker]:
+        return [self.obj]
+
+    def reconstruct(self, cg) -> None:
+        """`super(cls, obj)` (at a graph break with it on the stack)."""
+        cg.push_null()
+        cg.load_const(super)
+        cg.load_const(self.cls)
+        self.obj.reconstruct(cg)
+        cg.call(2)
+
+
+def zero_arg_super(tx) -> SuperVariable:
+    """super() with no arguments: the `__class__` cell and the first argument of the method."""
+    code = tx.code
+    if "__class__" not in code.co_freevars or code.co_argcount == 0:
+        raise Unsupported("super() outside a method")
+    cls = tx.read_free_var("__class__").as_python_constant()
+    if not inspect.isclass(cls):
+        raise Unsupported("super(): __class__ is not a class")
+    return SuperVariable(cls, tx.read_local(code.co_varnames[0]))
