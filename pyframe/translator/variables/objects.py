@@ -252,7 +252,7 @@ class UserObjectVariable(VariableTracker):
     def _dict_source(self) -> AttrSource:
         """Where guards and the transformed code read the instance dict: by object's lookup where
         the class has its own __getattribute__ (the dict the trace modelled, no Python run)."""
-        source_type = GenericAttrSource if _own_getattribute(type(self.value)) else AttrSource
+        source_type = GenericAttrSource if has_own_getattribute(type(self.value)) else AttrSource
         return source_type(self.source, "__dict__")
 
     def instance_dict_tracker(self, tx) -> VariableTracker:
