@@ -138,10 +138,31 @@ class LoadStoreOps:
 
     def STORE_DEREF(self, inst: Instr) -> None:
         var = inst.arg
+        value = self.pop()
+        name = self.frame_cell_name(var.name, isinstance(var, FreeVar))
+        if name is not None:  # as torch._dynamo names it: after the compiled frame's cell it lands in
+            value.set_name_hint(name)
         if isinstance(var, FreeVar):
-            self.store_free_var(var.name, self.pop())
+            self.store_free_var(var.name, value)
             return
-        self.bind_local(var.name, self.pop())
+        self.bind_local(var.name, value)
+
+    def frame_cell_name(self, name: str, free: bool) -> str | None:
+        """The compiled frame's own name for the cell this function's variable `name` lives in,
+        when it is one of that frame's cell or free variables (an inlined call's cell has none)."""
+        root = self.root
+        if self is root:
+            return name
+        if not free:
+            return None
+        if name in self.closure_refs:  # a function made while tracing: whose variable it is
+            ref = self.closure_refs[name].target()
+            return ref.name if ref.owner is root else None
+        cell = self.closure[self.code.co_freevars.index(name)]
+        for root_name, root_cell in zip(root.code.co_freevars, root.closure):
+            if root_cell is cell:
+                return root_name
+        return root.passed_cell_name(cell)
 
     def LOAD_CLOSURE(self, inst: Instr) -> None:
         self.push(self.cell_reference(inst.arg.name, free=isinstance(inst.arg, FreeVar)))

@@ -31,7 +31,7 @@ from .functions import PartialVariable, UserFunctionVariable
 from .super_object import SuperVariable, zero_arg_super
 from .nn_module import NNModuleVariable
 from .objects import NewObjectVariable, UserObjectVariable, object_has_attr, register_constructor
-from .iteration_builtins import ITERATION_HANDLERS
+from .iteration_builtins import ITERATION_HANDLERS, reduce_items
 from .special_methods import DUNDERS, identity, is_tensor, length, python_method, user_operator
 from .tensor import TensorVariable, call_in_graph
 
@@ -436,12 +436,9 @@ def _super(tx, *args: VariableTracker) -> VariableTracker:
 
 
 def _sum(tx, iterable: VariableTracker, start: VariableTracker | None = None) -> VariableTracker:
-    """sum() as Python computes it: start + item0 + item1 ... (tensors are added in the graph)."""
-    total = start if start is not None else ConstantVariable(0)
-    add = BuiltinVariable(operator.add)
-    for item in iterate(tx, iterable):
-        total = add.call(tx, [total, item], {})
-    return total
+    """sum() as Python computes it: start + item0 + item1 ... (tensors are added in the graph).
+    torch._dynamo's polyfill is `functools.reduce(operator.add, iterable, start)`, named as such."""
+    return reduce_items(tx, BuiltinVariable(operator.add), iterable, start if start is not None else ConstantVariable(0))
 
 
 class OperatorGetterVariable(VariableTracker):
