@@ -173,6 +173,10 @@ class SideEffects:
                         for dict_source, names in self.global_stores.values() for name in names}
 
     # -- replaying ----------------------------------------------------------------------------------
+    def is_empty(self) -> bool:
+        """Nothing to replay after the graph."""
+        return not (self.mutated or self.stores or self.global_stores or self.advanced_iterators())
+
     def live_values(self) -> list[VariableTracker]:
         """What the replay reads: its tensors must come out of the graph."""
         values: list[VariableTracker] = [*self.mutated.values()]

@@ -108,8 +108,8 @@ class BuiltinVariable(VariableTracker):
                 fn = _INPLACE_TO_BINARY[fn]
             # (`x + np.int64(8)`: the NumPy number is an operand as a Python number would be)
             result = call_in_graph(tx, "call_function", fn, [python_scalar(a) for a in args], {})
-            if fn in _INPLACE_TO_BINARY and is_tensor(args[0]):
-                return args[0]  # `x += y` on a tensor mutates x and leaves the same object
+            if fn in _INPLACE_TO_BINARY and isinstance(args[0], TensorVariable):
+                return args[0].inplace_result(result)  # `x += y` on a tensor mutates x: the same object
             return result
         if fn in PURE_FUNCTIONS:
             pargs, pkwargs = constant_args(args, kwargs, f"{getattr(fn, '__name__', fn)}()")

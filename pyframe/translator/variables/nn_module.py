@@ -120,7 +120,7 @@ class NNModuleVariable(VariableTracker):
         module = self.module
         registered = [t for t in ("_parameters", "_buffers", "_modules") if name in module.__dict__.get(t, ())]
         if registered and registered[0] != "_modules" and getattr(value, "node", None) is not None and \
-                getattr(self.module_getattr(tx, name), "node", None) is value.node:
+                getattr(self.module_getattr(tx, name), "example", None) is value.example:
             # `self.steps += 1` on a buffer: the in-place op changed the tensor, and the store puts
             # the same tensor back (Module.__setattr__ of the same object changes nothing)
             return

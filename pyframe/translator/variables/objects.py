@@ -12,6 +12,7 @@ from __future__ import annotations
 import abc
 import collections
 import functools
+import itertools
 import types
 from typing import Any, Callable
 
@@ -112,6 +113,7 @@ class PythonObjectVariable(VariableTracker):
                 return make(tx, cls, self.source, args, kwargs)
         if is_plain_class(cls):
             obj = NewObjectVariable(cls, self.source)
+            obj.init_args = list(args)
             init = class_attribute(cls, "__init__", None)
             if isinstance(init, types.FunctionType):
                 fn_source = AttrSource(self.source, "__init__") if self.source is not None else None
@@ -407,6 +409,9 @@ def check_plain_store(cls: type, name: str, own_setattr_ran: bool = False) -> No
         raise Unsupported(f"assignment to attribute {name!r} of {cls.__qualname__} through a descriptor")
 
 
+_MADE = itertools.count()
+
+
 class NewObjectVariable(VariableTracker):
     """An instance of a user class made while tracing: `object.__new__(cls)`, then its attributes."""
 
@@ -415,6 +420,8 @@ class NewObjectVariable(VariableTracker):
         self.cls, self.cls_source = cls, cls_source
         self.attrs: dict[str, VariableTracker] = {}
         self._building = False
+        self.made = next(_MADE)  # objects made earlier are rebuilt first (translator/live_values.py)
+        self.init_args: list[VariableTracker] = []  # the call's positional arguments: `cls(*init_args)`
 
     def python_type(self) -> type:
         return self.cls

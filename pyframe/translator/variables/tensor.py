@@ -129,8 +129,17 @@ class TensorVariable(VariableTracker):
             name, args = "new_empty", [size]
         result = call_in_graph(tx, "call_method", name, [self, *args], kwargs)
         if is_inplace_method(name):
-            return self  # x.add_(1) is x: the node mutates it, identity stays with the object
+            return self.inplace_result(result)
         return result
+
+    def inplace_result(self, result: VariableTracker) -> VariableTracker:
+        """What `x.add_(1)` (or `x += 1`) gives back: x itself, mutated. As torch._dynamo tracks
+        it, a tracker of its own for the op's node (a later `y = x.add_(1)` names that node `y`,
+        and reads of y use it), the same tensor as x: same FakeTensor (its identity), same class."""
+        if isinstance(result, TensorVariable) and result.example is self.example:
+            result.class_type = self.class_type
+            return result
+        return self
 
     def unpack(self, tx) -> list[VariableTracker]:
         if self.example.dim() == 0:
