@@ -64,7 +64,6 @@ SIGNATURE_DIFFERS: dict[str, str] = {
 # (`torch._C._nn.pad` for `F.pad`, autocast's cache flag), graph counts of breaks.
 CODE_DIFFERS: set[str] = {
     "model_zoo2.GPT2Train",
-    "transformers_models.GPT2LMHeadModelTrain",
     "autograd_function_breaks.set_materialize_grads_false",
     "autograd_functions.FunctionInModuleForward",
     "autograd_functions.global_tensor_in_forward",
@@ -87,18 +86,13 @@ CODE_DIFFERS: set[str] = {
     "iterators.tensor_new_with_a_size",
     "model_zoo2.DiffusionUNetEval",
     "model_zoo2.DiffusionUNetTrain",
-    "model_zoo2.EfficientNetEval",
-    "model_zoo2.EfficientNetTrain",
     "model_zoo2.LlamaAutocastTrain",
-    "model_zoo2.TasNetTrain",
     "model_zoo2.ViTCheckpointedTrain",
     "model_zoo2.WhisperDecodeEval",
     "modules.BufferAugmentedAssignment",
     "modules.ForwardHooksInlined",
     "modules.SequentialAndModuleListSlices",
     "nn_functional.autocast_regions",
-    "nn_functional.embedding_and_pad",
-    "transformers_models.LlamaForCausalLMTrain",
     "views.permute_transpose",
 }
 
