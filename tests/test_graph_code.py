@@ -75,7 +75,6 @@ CODE_DIFFERS: set[str] = {
     "dict_subclasses.model_output_argument_mutated",
     "elementwise.builtin_abs_and_neg",
     "graph_breaks.assert_on_tensor",
-    "graph_breaks.branch_inside_autocast_region",
     "graph_breaks.branch_per_row",
     "graph_breaks.break_in_for_range",
     "graph_breaks.break_statement_on_tensor",
@@ -86,13 +85,11 @@ CODE_DIFFERS: set[str] = {
     "iterators.tensor_new_with_a_size",
     "model_zoo2.DiffusionUNetEval",
     "model_zoo2.DiffusionUNetTrain",
-    "model_zoo2.LlamaAutocastTrain",
     "model_zoo2.ViTCheckpointedTrain",
     "model_zoo2.WhisperDecodeEval",
     "modules.BufferAugmentedAssignment",
     "modules.ForwardHooksInlined",
     "modules.SequentialAndModuleListSlices",
-    "nn_functional.autocast_regions",
     "views.permute_transpose",
 }
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import abc
 import collections
 import functools
+import inspect
 import itertools
 import types
 from typing import Any, Callable
@@ -98,7 +99,12 @@ class PythonObjectVariable(VariableTracker):
                     raise Unsupported(f"{cls.__name__}() made in the frame owns parameters or buffers")
                 if cls is not torch.nn.CrossEntropyLoss:  # torch._dynamo makes none: it calls F.cross_entropy
                     record_module_init(tx)
-            return tx.wrap_constant(value)
+            tracker = tx.wrap_constant(value)
+            if cls is torch.autocast:  # its graph node takes the arguments as given (contexts.AutocastVariable)
+                bound = inspect.signature(cls.__init__).bind(None, *pargs, **pkwargs)
+                bound.apply_defaults()
+                tracker.autocast_args = tuple(bound.arguments.values())[1:]
+            return tracker
         if is_exception_class(cls):
             return ExceptionVariable.make(cls, list(args), kwargs)
         if cls is collections.deque and len(args) <= 2 and set(kwargs) <= {"iterable", "maxlen"}:
