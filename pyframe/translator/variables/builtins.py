@@ -58,6 +58,8 @@ _INPLACE_TO_BINARY = {operator.iadd: operator.add, operator.isub: operator.sub, 
 
 
 INPLACE_OPERATORS = {*_INPLACE_TO_BINARY, operator.setitem}
+_REFLECTED_COMPARISONS = {operator.lt: operator.gt, operator.gt: operator.lt, operator.le: operator.ge,
+                          operator.ge: operator.le, operator.eq: operator.eq, operator.ne: operator.ne}
 
 
 class BuiltinVariable(VariableTracker):
@@ -106,6 +108,12 @@ class BuiltinVariable(VariableTracker):
                 # `s = 0.9; s += t`: a number has no __iadd__, so Python computes `s + t` (a new
                 # tensor bound to s), and the graph records `add`, as torch._dynamo's does.
                 fn = _INPLACE_TO_BINARY[fn]
+            if fn is abs:  # recorded as the operator it calls, as torch._dynamo records it
+                fn = operator.abs
+            if fn in _REFLECTED_COMPARISONS and not is_tensor(args[0]):
+                # `0 < t`: the number cannot compare itself with a tensor, so Python asks the tensor
+                # (`t > 0`), and that is what the graph records, as torch._dynamo's does
+                fn, args = _REFLECTED_COMPARISONS[fn], [args[1], args[0]]
             # (`x + np.int64(8)`: the NumPy number is an operand as a Python number would be)
             result = call_in_graph(tx, "call_function", fn, [python_scalar(a) for a in args], {})
             if fn in _INPLACE_TO_BINARY and isinstance(args[0], TensorVariable):
