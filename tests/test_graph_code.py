@@ -80,9 +80,7 @@ CODE_DIFFERS: set[str] = {
     "model_zoo2.DiffusionUNetEval",
     "model_zoo2.DiffusionUNetTrain",
     "model_zoo2.ViTCheckpointedTrain",
-    "model_zoo2.WhisperDecodeEval",
     "modules.BufferAugmentedAssignment",
-    "modules.ForwardHooksInlined",
     "modules.SequentialAndModuleListSlices",
     "views.permute_transpose",
 }

@@ -153,6 +153,7 @@ class NNModuleVariable(VariableTracker):
             if key in module._forward_pre_hooks_with_kwargs:
                 raise Unsupported(f"call of {name} with a forward pre-hook taking kwargs")
             result = self._hook(tx, "_forward_pre_hooks", key, hook).call(tx, [self, TupleVariable(list(args))], {})
+            result.set_name_hint("args_result")  # nn.Module._call_impl's local (torch._dynamo traces it)
             if not (result.is_python_constant() and result.as_python_constant() is None):
                 args = result.unpack(tx) if isinstance(result, TupleVariable) else [result]
         if "forward" in module.__dict__:  # `m.forward = fn`: what nn.Module.__call__ calls
@@ -163,6 +164,7 @@ class NNModuleVariable(VariableTracker):
             if key in module._forward_hooks_with_kwargs or key in module._forward_hooks_always_called:
                 raise Unsupported(f"call of {name} with a forward hook taking kwargs or always called")
             result = self._hook(tx, "_forward_hooks", key, hook).call(tx, [self, TupleVariable(list(args)), output], {})
+            result.set_name_hint("hook_result")  # (forward's output is `result`, a cell: never a name)
             if not (result.is_python_constant() and result.as_python_constant() is None):
                 output = result
         return output
