@@ -77,11 +77,8 @@ CODE_DIFFERS: set[str] = {
     "graph_breaks.print_in_for_range",
     "graph_breaks.return_types_across_break",
     "iterators.tensor_new_with_a_size",
-    "model_zoo2.DiffusionUNetEval",
-    "model_zoo2.DiffusionUNetTrain",
     "model_zoo2.ViTCheckpointedTrain",
     "modules.BufferAugmentedAssignment",
-    "modules.SequentialAndModuleListSlices",
     "views.permute_transpose",
 }
 

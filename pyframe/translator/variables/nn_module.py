@@ -326,8 +326,9 @@ class ModuleSliceVariable(BaseListVariable):
         if not issubclass(self.python_type(), torch.nn.Sequential) or len(args) != 1 or kwargs:
             raise Unsupported(f"call of a slice of {self.python_type().__name__}")
         value = args[0]
-        for module in self.items:
+        for module in self.items:  # Sequential.forward: `for module in self: input = module(input)`
             value = module.call(tx, [value], {})
+            value.set_name_hint("input")
         return value
 
     def call_method(self, tx, name, args, kwargs) -> VariableTracker:
