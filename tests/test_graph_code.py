@@ -76,7 +76,6 @@ CODE_DIFFERS: set[str] = {
     "graph_breaks.numpy_round_trip",
     "graph_breaks.print_in_for_range",
     "graph_breaks.return_types_across_break",
-    "iterators.tensor_new_with_a_size",
     "model_zoo2.ViTCheckpointedTrain",
     "modules.BufferAugmentedAssignment",
     "views.permute_transpose",

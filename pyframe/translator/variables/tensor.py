@@ -124,9 +124,9 @@ class TensorVariable(VariableTracker):
             return ConstantVariable(self.example.type())
         if name == "new" and _is_size_request(args):
             # x.new(torch.Size) / x.new(2, 3) make an uninitialized tensor of that size; the graph's
-            # code would print the Size as a plain tuple, which `new` reads as data.
-            size = args[0] if len(args) == 1 else SizeVariable(list(args))
-            name, args = "new_empty", [size]
+            # code would print the Size as a plain tuple, which `new` reads as data: new_empty,
+            # its sizes as given (`x.new_empty(2, 3)`), as torch._dynamo records it.
+            name, args = "new_empty", list(args)
         result = call_in_graph(tx, "call_method", name, [self, *args], kwargs)
         if is_inplace_method(name):
             return self.inplace_result(result)
