@@ -122,7 +122,10 @@ class NNModuleVariable(VariableTracker):
         if registered and registered[0] != "_modules" and getattr(value, "node", None) is not None and \
                 getattr(self.module_getattr(tx, name), "example", None) is value.example:
             # `self.steps += 1` on a buffer: the in-place op changed the tensor, and the store puts
-            # the same tensor back (Module.__setattr__ of the same object changes nothing)
+            # the same tensor back (Module.__setattr__ of the same object changes nothing). Replayed
+            # all the same, as torch._dynamo replays it: later reads see the in-place op's result
+            # (`linear * iadd`), and the graph returns it for the store.
+            tx.side_effects.store_attr(self, name, value)
             return
         if registered:
             raise Unsupported(f"assignment to {type(module).__name__}.{name}, a parameter, buffer or submodule")
