@@ -77,7 +77,6 @@ CODE_DIFFERS: set[str] = {
     "graph_breaks.print_in_for_range",
     "graph_breaks.return_types_across_break",
     "model_zoo2.ViTCheckpointedTrain",
-    "views.permute_transpose",
 }
 
 

@@ -124,7 +124,8 @@ def graph_outputs(tx: InstructionTranslator, live: list[VariableTracker],
     functions, which order them as torch._dynamo does."""
     outputs = _tensors_handed_on(tx, handed_on)
     if outputs is None:
-        outputs = [t.node for t in tensors_in(live) if t.node.op != "placeholder"]
+        # (a tensor with a source, a graph input or a view read of one, is loaded from there)
+        outputs = [t.node for t in tensors_in(live) if t.node.op != "placeholder" and t.source is None]
         if handed_on is not None:
             outputs = _in_dynamo_order(tx, handed_on, live, outputs)
     return outputs

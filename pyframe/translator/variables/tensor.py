@@ -79,7 +79,12 @@ class TensorVariable(VariableTracker):
         if callable(getattr(torch.Tensor, name, None)):
             return BoundMethodVariable(self, name)
         if name in ("T", "mT", "H", "mH", "real", "imag"):
-            return wrap_node(tx, tx.output.create_node("call_function", getattr, (self.node, name), {}))
+            result = wrap_node(tx, tx.output.create_node("call_function", getattr, (self.node, name), {}))
+            if self.source is not None:
+                # As torch._dynamo's: a view read of a tensor the frame can reach is reached the same
+                # way after the graph (`x.mT` read again), not handed out of the graph.
+                result.source = AttrSource(self.source, name)
+            return result
         graph_input = tx.output.input_of(self.example)
         if graph_input is not None and not hasattr(self.class_type, name) \
                 and name in getattr(graph_input.example, "__dict__", {}):
