@@ -41,8 +41,8 @@ from ..source import GlobalsDictSource, Source
 from .analysis import enclosing_entries, enclosing_handlers, live_locals
 from .instructions import InstructionTranslator
 from .live_values import (
-    changed_cells, check_escaping_iterators, graph_outputs, pin_before_instruction, pin_changed_sources,
-    realize_lazy_iterators,
+    changed_cells, check_escaping_iterators, escaping_cells, graph_outputs, pin_before_instruction,
+    pin_changed_sources, realize_lazy_iterators,
 )
 from .variables import NullVariable, VariableTracker
 from .variables.contexts import AutocastExitVariable, GradModeExitVariable
@@ -59,11 +59,13 @@ class TranslationResult:
 
 def emit_graph_call(tx: InstructionTranslator, cg: PyCodegen, live: list[VariableTracker],
                     wrap_compiled: Callable[[Any], Any],
-                    handed_on: list[VariableTracker] | None = None) -> list[CompiledGraph]:
+                    cells: dict[str, VariableTracker], handed_on: list[VariableTracker] | None = None,
+                    ) -> list[CompiledGraph]:
     """Compile the graph (if it does anything) and emit its call; `live` are the values needed after
-    it, of which `handed_on` are those the frame returns or passes to its resume functions."""
+    it, of which `handed_on` are those the frame returns or passes to its resume functions, and
+    `cells` the values its cells are given back."""
     output = tx.output
-    outputs = graph_outputs(tx, live, handed_on)
+    outputs = graph_outputs(tx, live, cells, handed_on)
     compiled = output.compile(outputs)
     if compiled is None:
         return []
@@ -84,11 +86,11 @@ def finish_return(tx: InstructionTranslator, value: VariableTracker,
     """The transformed code of a frame traced all the way to its return."""
     cg = PyCodegen(tx.code)
     cg.exportable = tx.output.guards.fetched_sources()
-    cells = changed_cells(tx)
+    cells = escaping_cells(tx, [value, *tx.side_effects.live_values()])
     live = [value, *cells.values(), *tx.side_effects.live_values()]
     check_escaping_iterators(live)
     realize_lazy_iterators(tx, live)
-    graphs = emit_graph_call(tx, cg, live, wrap_compiled, handed_on=[value])
+    graphs = emit_graph_call(tx, cg, live, wrap_compiled, cells, handed_on=[value])
     pin_changed_sources(tx, cg, [value, *cells.values()])
     tx.side_effects.codegen(cg)
     store_locals(cg, cells)  # closures made here may outlive the frame
@@ -246,7 +248,8 @@ def _emit_state_before(tx: InstructionTranslator, cg: PyCodegen, plan: BreakPlan
     # (a local still holding what the frame's slot holds is read from the slot, never handed on)
     changed = [v for n, v in zip(_symbolic_locals_order(tx, set().union(*plan.lives)), plan.live_values)
                if n not in tx.code.co_cellvars and n not in tx.unchanged_locals]
-    graphs = emit_graph_call(tx, cg, live, wrap_compiled, handed_on=[*plan.lower, *plan.operands, *changed])
+    graphs = emit_graph_call(tx, cg, live, wrap_compiled, changed_cells(tx),
+                             handed_on=[*plan.lower, *plan.operands, *changed])
     pin_changed_sources(tx, cg, [*plan.lower, *plan.operands, *plan.live_values, *changed_cells(tx).values()])
     tx.side_effects.codegen(cg)  # before the unsupported step: it may read what the trace mutated
     store_locals(cg, changed_cells(tx))
