@@ -65,9 +65,6 @@ SIGNATURE_DIFFERS: dict[str, str] = {
 CODE_DIFFERS: set[str] = {
     "model_zoo2.GPT2Train",
     "autograd_function_breaks.set_materialize_grads_false",
-    "dict_subclasses.dict_subclass_missing_and_getattr",
-    "dict_subclasses.dict_subclass_with_a_method",
-    "dict_subclasses.model_output_argument_mutated",
     "graph_breaks.assert_on_tensor",
     "graph_breaks.branch_per_row",
     "graph_breaks.break_in_for_range",

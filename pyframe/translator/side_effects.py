@@ -274,6 +274,10 @@ class _GlobalTarget(NamedTuple):
 
 
 def _contents(value: VariableTracker) -> list[VariableTracker]:
+    """What the replay of a change to `value` reads, in the order it reads it (_build_contents)."""
+    if isinstance(value, DictSubclassMixin):  # its items, then (made here) its attributes
+        items = value.dict_var.items
+        return [*made_keys(items), *items.values(), *getattr(value, "attrs", {}).values()]
     items = getattr(value, "items", None)
     if isinstance(items, dict):  # a dict: its values, and the keys that are values of the trace
         return [*made_keys(items), *items.values()]

@@ -22,7 +22,7 @@ from ...source import AttrSource
 from .base import UNKNOWN_OBJECT, VariableTracker, class_attribute, constant_args, plain_getattr
 from .constant import ConstantVariable, python_scalar
 from .dict_subclass import DictSubclassMixin, builtin_method_descriptor
-from .dicts import DictVariable, DictViewVariable
+from .dicts import DictVariable, DictViewVariable, name_as_constructed
 from .iterators import iterate
 from .lists import BaseListVariable, ListVariable, TupleVariable
 from .sets import SetVariable
@@ -394,20 +394,30 @@ def build_dict(tx, dict_type: type, args: Sequence[VariableTracker], kwargs: dic
     if args:
         source = args[0]
         if isinstance(source, DictVariable):
+            for key, value in source.items.items():
+                name_as_constructed(key, value)
             built.update(tx, source)
         elif isinstance(source, DictSubclassMixin):
             # dict() and defaultdict() merge as dict.update does; OrderedDict() as MutableMapping's
-            built.items.update(source.mapping_pairs(tx, dict_merge=dict_type is not collections.OrderedDict))
+            pairs = source.mapping_pairs(tx, dict_merge=dict_type is not collections.OrderedDict)
+            for key, value in pairs:
+                name_as_constructed(key, value)
+            built.items.update(pairs)
         elif python_method(source, "keys") is not None:  # a user mapping: keys(), then obj[key]
             for key in list(iterate(tx, source.call_method(tx, "keys", [], {}))):
-                built.store(tx, key, BuiltinVariable(operator.getitem).call(tx, [source, key], {}))
+                value = BuiltinVariable(operator.getitem).call(tx, [source, key], {})
+                name_as_constructed(key, value)
+                built.store(tx, key, value)
         else:
             if python_method(source, "__iter__") is not None and \
                     class_attribute(source.python_type(), "keys", None) is not None:
                 raise Unsupported(f"{dict_type.__name__}() of a {source.python_type().__qualname__} whose keys is not a method")
             for pair in iterate(tx, source):
                 key, value = pair.unpack(tx)
+                name_as_constructed(key, value)
                 built.store(tx, key, value)
+    for key, value in kwargs.items():
+        name_as_constructed(key, value)
     built.items.update(kwargs)
     return built
 
