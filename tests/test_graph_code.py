@@ -63,7 +63,6 @@ SIGNATURE_DIFFERS: dict[str, str] = {
 # where a dead value is freed (`; x = None`), a few call targets and constant arguments
 # (`torch._C._nn.pad` for `F.pad`, autocast's cache flag), graph counts of breaks.
 CODE_DIFFERS: set[str] = {
-    "model_zoo2.GPT2Train",
     "autograd_function_breaks.set_materialize_grads_false",
     "graph_breaks.assert_on_tensor",
     "graph_breaks.branch_per_row",

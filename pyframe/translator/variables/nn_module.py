@@ -303,6 +303,25 @@ def record_module_init(tx) -> None:
     call_in_graph(tx, "call_function", torch._C._log_api_usage_once, [ConstantVariable("python.nn_module")], {})
 
 
+class MadeCrossEntropyLossVariable(NNModuleVariable):
+    """`nn.CrossEntropyLoss(...)` made in the frame (Hugging Face's `loss_fct = CrossEntropyLoss()`).
+    torch._dynamo never runs its forward: a call `loss_fct(input, target)` is recorded as
+    `F.cross_entropy(input, target, weight, size_average, ignore_index, reduce, reduction,
+    label_smoothing)`, the constructor's arguments given positionally with their defaults
+    (UserDefinedClassVariable._call_cross_entropy_loss). pyframe records the same call; the module
+    it made stands for the object anywhere else (it owns no tensors)."""
+
+    def __init__(self, module: torch.nn.CrossEntropyLoss, constructor_args: list[VariableTracker]):
+        super().__init__(module, None)
+        self.constructor_args = constructor_args
+
+    def call(self, tx, args, kwargs) -> VariableTracker:
+        if len(args) != 2 or kwargs:
+            return super().call(tx, args, kwargs)
+        return call_in_graph(tx, "call_function", torch.nn.functional.cross_entropy,
+                             [*args, *self.constructor_args], {})
+
+
 class ModuleSliceVariable(BaseListVariable):
     """`self.layers[1:3]` of an nn.Sequential or nn.ModuleList: in Python a new container of the same
     type. Traced as the modules it selects (iteration, len, indexing; calling a Sequential's slice

@@ -34,7 +34,7 @@ from .namedtuples import new_namedtuple
 from .exceptions import ExceptionVariable, RaisedException, is_exception_class, raise_symbolic
 from .functions import PartialVariable
 from .methods import InlinedMethodVariable
-from .nn_module import record_module_init
+from .nn_module import MadeCrossEntropyLossVariable, record_module_init
 from .descriptions import describe_value
 from .static_lookup import (
     PLAIN_DESCRIPTORS, has_own_getattribute, has_static_attr, instance_dict_of, is_data_descriptor,
@@ -100,10 +100,11 @@ class PythonObjectVariable(VariableTracker):
                 if cls is not torch.nn.CrossEntropyLoss:  # torch._dynamo makes none: it calls F.cross_entropy
                     record_module_init(tx)
             tracker = tx.wrap_constant(value)
+            if cls is torch.nn.CrossEntropyLoss:  # called as F.cross_entropy, as torch._dynamo calls it
+                tracker = MadeCrossEntropyLossVariable(value, [ConstantVariable(v) for v in _bound_arguments(
+                    cls, pargs, pkwargs)])
             if cls is torch.autocast:  # its graph node takes the arguments as given (contexts.AutocastVariable)
-                bound = inspect.signature(cls.__init__).bind(None, *pargs, **pkwargs)
-                bound.apply_defaults()
-                tracker.autocast_args = tuple(bound.arguments.values())[1:]
+                tracker.autocast_args = _bound_arguments(cls, pargs, pkwargs)
             return tracker
         if is_exception_class(cls):
             return ExceptionVariable.make(cls, list(args), kwargs)
@@ -403,6 +404,14 @@ def object_has_attr(tx, obj: "UserObjectVariable | NewObjectVariable", name: str
         if obj.source is not None:
             tx.output.guards.add(AttrSource(obj.source, name), GuardKind.HASATTR_MATCH, answer)
     return answer
+
+
+def _bound_arguments(cls: type, args: tuple, kwargs: dict) -> tuple:
+    """The arguments of `cls(*args, **kwargs)` as its __init__ takes them, in order, defaults
+    filled in (`self` left out)."""
+    bound = inspect.signature(cls.__init__).bind(None, *args, **kwargs)
+    bound.apply_defaults()
+    return tuple(bound.arguments.values())[1:]
 
 
 def check_plain_store(cls: type, name: str, own_setattr_ran: bool = False) -> None:
