@@ -35,7 +35,6 @@ _DICT_KEY = "a tensor reached as a key of a global dict: Dynamo names it list_di
 _DICT_ITEM = "an item of a dict subclass argument: Dynamo names it dict_getitem_L_x_list_dict_keys_..."
 _CELL = "a closure cell's contents: Dynamo reads the cell as the variable (L_scale_), realized earlier"
 _REALIZED = "an input Dynamo realizes before pyframe looks at it (a hook's arguments, a match pattern, dtype checks)"
-_STACK = "the stack slot numbering of a resume function (Dynamo counts the NULL slots)"
 _GPT2_CONV1D = "GPT-2's Conv1D (addmm(bias, x, weight)): Dynamo realizes bias before weight; one input more in pyframe"
 SIGNATURE_DIFFERS: dict[str, str] = {
     "constants.numpy_scalar_constants": _NUMPY,
@@ -51,9 +50,6 @@ SIGNATURE_DIFFERS: dict[str, str] = {
     "dict_subclasses.dict_subclass_argument_mutated": _DICT_ITEM,
     "pattern_matching.class_pattern_positional_dataclass": _REALIZED,
     "pattern_matching.class_pattern_keyword_namedtuple": _REALIZED,
-    "graph_breaks.ternary_inside_list_display": _STACK,
-    "graph_breaks.print_inside_call_arguments": _STACK,
-    "graph_breaks.rebound_alias_in_list_display_at_break": _STACK,
     "graph_breaks.closure_cell_across_break": _CELL,
     "transformers_models.ViTModelEval": _REALIZED,
     "transformers_models.ViTModelTrain": _REALIZED,
