@@ -42,7 +42,6 @@ SIGNATURE_DIFFERS: dict[str, str] = {
     "modules.WrapperForwardingGetattr": _DICT_ATTR,
     "modules.GetattrRenamingSubmodules": _DICT_ATTR,
     "model_zoo2.GPT2DecodeStep": _GPT2_CONV1D,
-    "model_zoo2.DETRPositionEval": _REALIZED,
     "model_zoo2.SNGANDiscriminatorTrain": _REALIZED,
     "model_zoo2.SNGANDiscriminatorEval": _REALIZED,
     "python_objects.ClosureCellWrittenByInlinedCall": _CELL,

@@ -113,6 +113,10 @@ class LoadStoreOps:
 
     def STORE_ATTR(self, inst: Instr) -> None:
         obj, value = self.pop(), self.pop()
+        if isinstance(value, TensorVariable):
+            # torch._dynamo's setattr looks at the value it stores, realizing a lazy graph input
+            # there (`self.val = val` in an inlined __init__): its placeholder comes this early
+            value.realize(self)
         obj.store_attr(self, inst.arg, value)
 
     def DELETE_ATTR(self, inst: Instr) -> None:
