@@ -237,17 +237,28 @@ def test_hasattr_on_namedtuples_and_what_cannot_be_decided():
 
 
 def test_class_attribute_is_getattr_static_of_a_class():
-    """variables.base.class_attribute reads the MRO's dicts directly for classes whose metaclass is
-    `type`; for every class and name it must give what inspect.getattr_static gives."""
+    """variables.base.class_attribute and static_attribute read the MRO's dicts directly for classes
+    whose metaclasses keep type's `__dict__` (type, ABCMeta, EnumType); for every class, instance
+    and name they must give what inspect.getattr_static gives, a metaclass that shadows `__dict__`
+    included."""
     import abc
     import collections
     import enum
     import inspect
 
-    from pyframe.translator.variables.base import class_attribute
+    from pyframe.translator.variables.base import class_attribute, static_attribute
 
-    class Base(abc.ABC):  # a metaclass of its own: getattr_static's path
+    class Base(abc.ABC):  # a metaclass of its own, which keeps type's __dict__
         x = 1
+
+    class Derived(Base):
+        z = property(lambda self: 3)
+
+    class Shadowing(type):
+        __dict__ = {"x": "not the class's"}
+
+    class Odd(metaclass=Shadowing):  # getattr_static's own path
+        x = 4
 
     class Plain:
         __slots__ = ("a",)
@@ -259,13 +270,19 @@ def test_class_attribute_is_getattr_static_of_a_class():
     missing = object()
     classes = [torch.nn.Linear, torch.nn.Sequential, torch.nn.TransformerEncoderLayer, dict,
                collections.OrderedDict, int, type, Base, Plain, Color, torch.Tensor, torch.nn.Parameter,
-               collections.namedtuple("Pair", "a b"), object]
+               collections.namedtuple("Pair", "a b"), object, Derived, Odd, Shadowing, abc.ABCMeta]
     names = ["forward", "weight", "training", "__call__", "__dict__", "__class__", "__name__", "mro",
              "__init__", "items", "T", "_modules", "__getattr__", "a", "y", "x", "RED", "__mro__",
              "__doc__", "__module__", "__qualname__", "__slots__", "__getitem__", "absent"]
     for cls in classes:
         for name in names:
             assert class_attribute(cls, name, missing) is inspect.getattr_static(cls, name, missing), (cls, name)
+    derived = Derived()
+    derived.x = 5
+    derived.__dict__["z"] = 6  # shadowed by the property, a data descriptor
+    for obj in [derived, Odd(), Color.RED, torch.nn.Linear(2, 2), Plain()]:
+        for name in [*names, "z", "value", "name", "_value_"]:
+            assert static_attribute(obj, name, missing) is inspect.getattr_static(obj, name, missing), (obj, name)
 
 
 class Registry:
