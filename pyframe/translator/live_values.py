@@ -25,6 +25,7 @@ from .variables.functions import NestedFunctionVariable, PartialVariable
 from .variables.iterators import ListIteratorVariable
 from .variables.lists import BaseListVariable
 from .variables.objects import NewObjectVariable
+from .variables.sets import SetVariable
 from .variables.tensor import TensorVariable, is_inplace_method
 
 
@@ -39,6 +40,8 @@ def _held(vt: VariableTracker) -> list[VariableTracker]:
         return list(vt.items)
     if isinstance(vt, DictVariable):  # its values, and the keys that are values of the trace
         return [*made_keys(vt.items), *vt.items.values()]
+    if isinstance(vt, SetVariable):
+        return vt.held()
     if isinstance(vt, BoundMethodVariable):
         return [vt.obj]
     if isinstance(vt, DictSubclassMixin):  # its items, and (made here) its attributes

@@ -206,9 +206,10 @@ def _wrap_method_descriptor(tx: Tracer, value: Any, source: Source | None, guard
 def _wrap_constant_collection(tx: Tracer, value: Any, source: Source | None, guard: bool,
                               guards: Any) -> VariableTracker | None:
     """A set, slice, range or frozenset of constants, guarded by its value."""
-    if type(value) is set and is_constant_value(frozenset(value)):
-        if source is None:
-            return SetVariable(set(value))  # computed while tracing: `{1, 2} | {3}`
+    if type(value) in (set, frozenset) and source is None and is_constant_key(frozenset(value)):
+        # computed while tracing (`{1, 2} | {3}`, a set of enum members): rebuilt item by item
+        return SetVariable(set(value), None, type(value))
+    if type(value) is set and is_constant_key(frozenset(value)):
         _add(guards, source, GuardKind.EQUALS_MATCH, set(value))  # read from the frame: its contents, guarded
         return SetVariable(set(value), source)
     if isinstance(value, (slice, range, frozenset)) and is_constant_value(value):

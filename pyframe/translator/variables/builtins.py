@@ -22,10 +22,10 @@ from ...source import AttrSource
 from .base import UNKNOWN_OBJECT, VariableTracker, class_attribute, constant_args, plain_getattr
 from .constant import ConstantVariable, python_scalar
 from .dict_subclass import DictSubclassMixin, builtin_method_descriptor
-from .dicts import DictVariable, DictViewVariable
+from .dicts import DICT_HANDLERS, DictVariable, DictViewVariable
 from .iterators import iterate
 from .lists import BaseListVariable, ListVariable, TupleVariable
-from .sets import SetVariable
+from .sets import SET_HANDLERS, SetVariable, build_set
 from .exceptions import ExceptionVariable, RaisedException, is_exception_class
 from .functions import PartialVariable, UserFunctionVariable
 from .super_object import SuperVariable, zero_arg_super
@@ -341,7 +341,7 @@ def _contains(tx, container: VariableTracker, item: VariableTracker) -> Variable
     if isinstance(container, DictVariable):
         return container.call_method(tx, "__contains__", [item], {})
     if isinstance(container, SetVariable):
-        return ConstantVariable(item.as_python_constant() in container.values)
+        return ConstantVariable(container.contains(tx, item))
     if isinstance(container, DictViewVariable) and container.kind == "keys":
         return container.call_method(tx, "__contains__", [item], {})
     if isinstance(container, BaseListVariable) and item.is_python_constant():
@@ -423,8 +423,12 @@ def _fromkeys(dict_type: type) -> Callable:
 _DICT_TYPES = (dict, collections.OrderedDict, collections.defaultdict)
 
 
-def _set(tx, obj: VariableTracker | None = None) -> VariableTracker:
-    return SetVariable.of(obj.unpack(tx) if obj is not None else [])
+def _set(set_type: type) -> Callable:
+    def handler(tx, obj: VariableTracker | None = None) -> VariableTracker | None:
+        if obj is not None and obj.is_python_constant() and set_type is frozenset:
+            return None  # frozenset((1, 2)): folded to a constant
+        return build_set(tx, set_type, obj)
+    return handler
 
 
 def _super(tx, *args: VariableTracker) -> VariableTracker:
@@ -491,13 +495,36 @@ def _not(tx, obj: VariableTracker) -> VariableTracker:
     return ConstantVariable(not obj.truth())
 
 
+def _either(*tables: dict[Callable, Callable]) -> dict[Callable, Callable]:
+    """The handlers of several tables, one per function: those of one function tried in turn (`|`
+    is a union of sets or a merge of dicts), the first that does not fall through answering."""
+    merged: dict[Callable, list[Callable]] = {}
+    for table in tables:
+        for fn, handler in table.items():
+            merged.setdefault(fn, []).append(handler)
+
+    def chain(handlers: list[Callable]) -> Callable:
+        if len(handlers) == 1:
+            return handlers[0]
+
+        def handler(tx, *args, **kwargs):
+            for h in handlers:
+                result = h(tx, *args, **kwargs)
+                if result is not None:
+                    return result
+            return None
+        return handler
+
+    return {fn: chain(handlers) for fn, handlers in merged.items()}
+
+
 _HANDLERS: dict[Callable, Callable] = {
     len: length, callable: _callable, isinstance: _isinstance, getattr: _getattr, hasattr: _hasattr, setattr: _setattr, delattr: _delattr,
     type: _type,
-    **ITERATION_HANDLERS,
+    **ITERATION_HANDLERS, **_either(SET_HANDLERS, DICT_HANDLERS),
     operator.is_: identity(False), operator.is_not: identity(True), operator.contains: _contains,
     operator.getitem: _getitem, operator.not_: _not, super: _super, sum: _sum,
-    set: _set, dict: _dict, id: _id, vars: _vars,
+    set: _set(set), frozenset: _set(frozenset), dict: _dict, id: _id, vars: _vars,
     operator.itemgetter: _getter(operator.itemgetter), operator.attrgetter: _getter(operator.attrgetter),
     functools.partial: _partial, **{t.fromkeys: _fromkeys(t) for t in _DICT_TYPES},
     bool: lambda tx, obj: ConstantVariable(obj.truth()),
