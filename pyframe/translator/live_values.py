@@ -18,6 +18,7 @@ from ..source import CellContentsSource, LocalSource, Source
 from .instructions import InstructionTranslator
 from .variables import BoundMethodVariable, VariableTracker
 from .variables.builtins import INPLACE_OPERATORS
+from .variables.container_subclass import ContainerSubclassMixin
 from .variables.dict_subclass import DictSubclassMixin
 from .variables.dicts import DictVariable, ObjectKey, made_keys
 from .variables.exceptions import ExceptionVariable
@@ -42,6 +43,8 @@ def _held(vt: VariableTracker) -> list[VariableTracker]:
         return [*made_keys(vt.items), *vt.items.values()]
     if isinstance(vt, SetVariable):
         return vt.held()
+    if isinstance(vt, ContainerSubclassMixin):  # its items, and (made here) its attributes
+        return [*vt.held(), *getattr(vt, "attrs", {}).values()]
     if isinstance(vt, BoundMethodVariable):
         return [vt.obj]
     if isinstance(vt, DictSubclassMixin):  # its items, and (made here) its attributes

@@ -21,6 +21,7 @@ from ...guards import GuardKind
 from ...source import AttrSource
 from .base import UNKNOWN_OBJECT, VariableTracker, class_attribute, constant_args, plain_getattr
 from .constant import ConstantVariable, python_scalar
+from .container_subclass import ContainerSubclassMixin, as_base_value
 from .dict_subclass import DictSubclassMixin, builtin_method_descriptor
 from .dicts import DICT_HANDLERS, DictVariable, DictViewVariable
 from .iterators import iterate
@@ -101,6 +102,8 @@ class BuiltinVariable(VariableTracker):
             result = user_operator(tx, fn, args)
             if result is not None:
                 return result
+        if not plain_operands and fn not in _OWN_OBJECT and any(isinstance(a, ContainerSubclassMixin) for a in args):
+            return _on_base_values(tx, self, args, kwargs)
         if fn in _TENSOR_OPERATORS and any(is_tensor(a) for a in args) and not kwargs:
             if fn in _INPLACE_TO_BINARY and not is_tensor(args[0]):
                 # `s = 0.9; s += t`: a number has no __iadd__, so Python computes `s + t` (a new
@@ -143,6 +146,22 @@ class BuiltinVariable(VariableTracker):
         return f"BuiltinVariable({getattr(self.fn, '__name__', self.fn)})"
 
 
+
+
+# Builtins that look at the object itself (its type, identity, attributes), not at its items.
+_OWN_OBJECT = {type, isinstance, issubclass, id, operator.is_, operator.is_not, getattr, hasattr, setattr,
+               delattr, vars, callable, super, repr, str, hash}
+
+
+def _on_base_values(tx, builtin: BuiltinVariable, args: Sequence[VariableTracker], kwargs) -> VariableTracker:
+    """A builtin operation on an instance of a list, tuple, set or frozenset subclass that its class
+    does not define in Python (`len(obj)`, `obj | other`, `x in obj`): the base's, on its items. An
+    in-place operator that changes the items keeps the object (`obj += [...]` on a list subclass)."""
+    fn, first = builtin.fn, args[0]
+    if fn in _INPLACE_TO_BINARY and isinstance(first, ContainerSubclassMixin) and first.base in (list, set):
+        first.check_mutable(tx)
+    result = builtin.call(tx, [as_base_value(a) for a in args], kwargs)
+    return first if isinstance(first, ContainerSubclassMixin) and result is first.base_var else result
 
 
 # -- handlers: return a VariableTracker, or None to fall through to the generic rules -----------
