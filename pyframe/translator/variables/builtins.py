@@ -504,6 +504,40 @@ def _partial(tx, fn: VariableTracker, *args: VariableTracker, **kwargs: Variable
     return PartialVariable(fn, list(args), kwargs)
 
 
+class MethodCallerVariable(VariableTracker):
+    """operator.methodcaller(name, *args, **kwargs) made while tracing: a call is
+    `obj.name(*args, **kwargs)`, traced as the method call it is."""
+
+    def __init__(self, name: str, args: list[VariableTracker], kwargs: dict[str, VariableTracker]):
+        super().__init__()
+        self.name, self.args, self.kwargs = name, args, kwargs
+
+    def python_type(self) -> type:
+        return operator.methodcaller
+
+    def call(self, tx, args, kwargs) -> VariableTracker:
+        if len(args) != 1 or kwargs:
+            raise Unsupported(f"methodcaller object called with {len(args)} arguments")
+        return tx.load_attr(args[0], self.name).call(tx, list(self.args), dict(self.kwargs))
+
+    def rebuilt_from(self) -> list[VariableTracker]:
+        return [*self.args, *self.kwargs.values()]
+
+    def reconstruct(self, cg) -> None:
+        if self.kwargs:
+            raise Unsupported("rebuilding a methodcaller with keyword arguments")
+        cg.push_null()
+        cg.load_const(operator.methodcaller)
+        cg.load_const(self.name)
+        for arg in self.args:
+            arg.reconstruct(cg)
+        cg.call(1 + len(self.args))
+
+
+def _methodcaller(tx, name: VariableTracker, *args: VariableTracker, **kwargs: VariableTracker) -> VariableTracker:
+    return MethodCallerVariable(name.as_python_constant(), list(args), kwargs)
+
+
 def _getter(kind: type) -> Callable:
     def handler(tx, *keys: VariableTracker) -> VariableTracker:
         return OperatorGetterVariable(kind, tuple(k.as_python_constant() for k in keys))
@@ -544,7 +578,7 @@ _HANDLERS: dict[Callable, Callable] = {
     operator.is_: identity(False), operator.is_not: identity(True), operator.contains: _contains,
     operator.getitem: _getitem, operator.not_: _not, super: _super, sum: _sum,
     set: _set(set), frozenset: _set(frozenset), dict: _dict, id: _id, vars: _vars,
-    operator.itemgetter: _getter(operator.itemgetter), operator.attrgetter: _getter(operator.attrgetter),
+    operator.methodcaller: _methodcaller, operator.itemgetter: _getter(operator.itemgetter), operator.attrgetter: _getter(operator.attrgetter),
     functools.partial: _partial, **{t.fromkeys: _fromkeys(t) for t in _DICT_TYPES},
     bool: lambda tx, obj: ConstantVariable(obj.truth()),
     **{fn: _binary(fn) for fn in (operator.add, operator.iadd, operator.mul, operator.imul)},
