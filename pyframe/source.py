@@ -154,6 +154,18 @@ class DictItemSource(ItemSource):
 
 
 @dataclass(frozen=True)
+class BaseItemSource(ItemSource):
+    """`list.__getitem__(base, key)` (or tuple's): an item of a list or tuple subclass, read by the
+    base's own indexing (the subclass keeps it: builder.py checks), named as torch._dynamo names it."""
+
+    owner: type = list
+
+    @functools.cached_property
+    def _name(self) -> str:
+        return f"{self.owner.__name__}.__getitem__({self.base.name()}, {self.key!r})"
+
+
+@dataclass(frozen=True)
 class DictKeySource(ChildSource):
     """The `index`-th key of the dict at `base`, in its iteration order: a key that is not a
     constant (a tensor, a module, a class...), which a source cannot name by value."""

@@ -19,7 +19,7 @@ from bytecode import Bytecode, CellVar, FreeVar, Instr, Label, TryBegin, TryEnd
 from .. import _C
 from ..rerun import Rerun, run_as_python
 from ..source import (
-    AttrSource, BuiltinSource, CellContentsSource, ChildSource, ClosureSource, DictItemSource, DictKeySource,
+    AttrSource, BaseItemSource, BuiltinSource, CellContentsSource, ChildSource, ClosureSource, DictItemSource, DictKeySource,
     DictValueSource, FreeCellSource, GenericAttrSource, GlobalSource, ItemSource, LocalSource, Source,
     TupleIteratorRestSource,
 )
@@ -151,6 +151,8 @@ class PyCodegen:
             self.emit("LOAD_ATTR", source.attr)
         elif isinstance(source, DictItemSource):
             self._lookup_by(dict.__getitem__, source.base, source.key)
+        elif isinstance(source, BaseItemSource):
+            self._lookup_by(source.owner.__getitem__, source.base, source.key)
         elif isinstance(source, ItemSource):
             self.load_source(source.base)
             self.load_const(source.key)

@@ -18,6 +18,7 @@ from ..source import CellContentsSource, LocalSource, Source
 from .instructions import InstructionTranslator
 from .variables import BoundMethodVariable, VariableTracker
 from .variables.builtins import INPLACE_OPERATORS
+from .variables.container_subclass import ContainerSubclassMixin
 from .variables.dict_subclass import DictSubclassMixin
 from .variables.dicts import DictVariable, ObjectKey, made_keys
 from .variables.exceptions import ExceptionVariable
@@ -25,6 +26,7 @@ from .variables.functions import NestedFunctionVariable, PartialVariable
 from .variables.iterators import ListIteratorVariable
 from .variables.lists import BaseListVariable
 from .variables.objects import NewObjectVariable
+from .variables.sets import SetVariable
 from .variables.tensor import TensorVariable, is_inplace_method
 
 
@@ -39,6 +41,10 @@ def _held(vt: VariableTracker) -> list[VariableTracker]:
         return list(vt.items)
     if isinstance(vt, DictVariable):  # its values, and the keys that are values of the trace
         return [*made_keys(vt.items), *vt.items.values()]
+    if isinstance(vt, SetVariable):
+        return vt.held()
+    if isinstance(vt, ContainerSubclassMixin):  # its items, and (made here) its attributes
+        return [*vt.held(), *getattr(vt, "attrs", {}).values()]
     if isinstance(vt, BoundMethodVariable):
         return [vt.obj]
     if isinstance(vt, DictSubclassMixin):  # its items, and (made here) its attributes

@@ -32,6 +32,9 @@ STRAIGHT_LINE = [
     "tests.cases.dict_subclasses",
     "tests.cases.pattern_matching",
     "tests.cases.autograd_functions",
+    "tests.cases.builtin_subclasses",
+    "tests.cases.set_algebra",
+    "tests.cases.stdlib_calls",
 ]
 GRAPH_BREAKS = ["tests.cases.graph_breaks", "tests.cases.autograd_function_breaks"]
 # Code installed by pip, called as its users call it (no cases when the library is not installed).

@@ -21,11 +21,12 @@ from ...guards import GuardKind
 from ...source import AttrSource
 from .base import UNKNOWN_OBJECT, VariableTracker, class_attribute, constant_args, plain_getattr
 from .constant import ConstantVariable, python_scalar
+from .container_subclass import ContainerSubclassMixin, as_base_value
 from .dict_subclass import DictSubclassMixin, builtin_method_descriptor
-from .dicts import DictVariable, DictViewVariable
+from .dicts import DICT_HANDLERS, DictVariable, DictViewVariable
 from .iterators import iterate
 from .lists import BaseListVariable, ListVariable, TupleVariable
-from .sets import SetVariable
+from .sets import SET_HANDLERS, SetVariable, build_set
 from .exceptions import ExceptionVariable, RaisedException, is_exception_class
 from .functions import PartialVariable, UserFunctionVariable
 from .super_object import SuperVariable, zero_arg_super
@@ -101,6 +102,8 @@ class BuiltinVariable(VariableTracker):
             result = user_operator(tx, fn, args)
             if result is not None:
                 return result
+        if not plain_operands and fn not in _OWN_OBJECT and any(isinstance(a, ContainerSubclassMixin) for a in args):
+            return _on_base_values(tx, self, args, kwargs)
         if fn in _TENSOR_OPERATORS and any(is_tensor(a) for a in args) and not kwargs:
             if fn in _INPLACE_TO_BINARY and not is_tensor(args[0]):
                 # `s = 0.9; s += t`: a number has no __iadd__, so Python computes `s + t` (a new
@@ -143,6 +146,22 @@ class BuiltinVariable(VariableTracker):
         return f"BuiltinVariable({getattr(self.fn, '__name__', self.fn)})"
 
 
+
+
+# Builtins that look at the object itself (its type, identity, attributes), not at its items.
+_OWN_OBJECT = {type, isinstance, issubclass, id, operator.is_, operator.is_not, getattr, hasattr, setattr,
+               delattr, vars, callable, super, repr, str, hash}
+
+
+def _on_base_values(tx, builtin: BuiltinVariable, args: Sequence[VariableTracker], kwargs) -> VariableTracker:
+    """A builtin operation on an instance of a list, tuple, set or frozenset subclass that its class
+    does not define in Python (`len(obj)`, `obj | other`, `x in obj`): the base's, on its items. An
+    in-place operator that changes the items keeps the object (`obj += [...]` on a list subclass)."""
+    fn, first = builtin.fn, args[0]
+    if fn in _INPLACE_TO_BINARY and isinstance(first, ContainerSubclassMixin) and first.base in (list, set):
+        first.check_mutable(tx)
+    result = builtin.call(tx, [as_base_value(a) for a in args], kwargs)
+    return first if isinstance(first, ContainerSubclassMixin) and result is first.base_var else result
 
 
 # -- handlers: return a VariableTracker, or None to fall through to the generic rules -----------
@@ -341,7 +360,7 @@ def _contains(tx, container: VariableTracker, item: VariableTracker) -> Variable
     if isinstance(container, DictVariable):
         return container.call_method(tx, "__contains__", [item], {})
     if isinstance(container, SetVariable):
-        return ConstantVariable(item.as_python_constant() in container.values)
+        return ConstantVariable(container.contains(tx, item))
     if isinstance(container, DictViewVariable) and container.kind == "keys":
         return container.call_method(tx, "__contains__", [item], {})
     if isinstance(container, BaseListVariable) and item.is_python_constant():
@@ -423,8 +442,12 @@ def _fromkeys(dict_type: type) -> Callable:
 _DICT_TYPES = (dict, collections.OrderedDict, collections.defaultdict)
 
 
-def _set(tx, obj: VariableTracker | None = None) -> VariableTracker:
-    return SetVariable.of(obj.unpack(tx) if obj is not None else [])
+def _set(set_type: type) -> Callable:
+    def handler(tx, obj: VariableTracker | None = None) -> VariableTracker | None:
+        if obj is not None and obj.is_python_constant() and set_type is frozenset:
+            return None  # frozenset((1, 2)): folded to a constant
+        return build_set(tx, set_type, obj)
+    return handler
 
 
 def _super(tx, *args: VariableTracker) -> VariableTracker:
@@ -481,6 +504,40 @@ def _partial(tx, fn: VariableTracker, *args: VariableTracker, **kwargs: Variable
     return PartialVariable(fn, list(args), kwargs)
 
 
+class MethodCallerVariable(VariableTracker):
+    """operator.methodcaller(name, *args, **kwargs) made while tracing: a call is
+    `obj.name(*args, **kwargs)`, traced as the method call it is."""
+
+    def __init__(self, name: str, args: list[VariableTracker], kwargs: dict[str, VariableTracker]):
+        super().__init__()
+        self.name, self.args, self.kwargs = name, args, kwargs
+
+    def python_type(self) -> type:
+        return operator.methodcaller
+
+    def call(self, tx, args, kwargs) -> VariableTracker:
+        if len(args) != 1 or kwargs:
+            raise Unsupported(f"methodcaller object called with {len(args)} arguments")
+        return tx.load_attr(args[0], self.name).call(tx, list(self.args), dict(self.kwargs))
+
+    def rebuilt_from(self) -> list[VariableTracker]:
+        return [*self.args, *self.kwargs.values()]
+
+    def reconstruct(self, cg) -> None:
+        if self.kwargs:
+            raise Unsupported("rebuilding a methodcaller with keyword arguments")
+        cg.push_null()
+        cg.load_const(operator.methodcaller)
+        cg.load_const(self.name)
+        for arg in self.args:
+            arg.reconstruct(cg)
+        cg.call(1 + len(self.args))
+
+
+def _methodcaller(tx, name: VariableTracker, *args: VariableTracker, **kwargs: VariableTracker) -> VariableTracker:
+    return MethodCallerVariable(name.as_python_constant(), list(args), kwargs)
+
+
 def _getter(kind: type) -> Callable:
     def handler(tx, *keys: VariableTracker) -> VariableTracker:
         return OperatorGetterVariable(kind, tuple(k.as_python_constant() for k in keys))
@@ -491,14 +548,37 @@ def _not(tx, obj: VariableTracker) -> VariableTracker:
     return ConstantVariable(not obj.truth())
 
 
+def _either(*tables: dict[Callable, Callable]) -> dict[Callable, Callable]:
+    """The handlers of several tables, one per function: those of one function tried in turn (`|`
+    is a union of sets or a merge of dicts), the first that does not fall through answering."""
+    merged: dict[Callable, list[Callable]] = {}
+    for table in tables:
+        for fn, handler in table.items():
+            merged.setdefault(fn, []).append(handler)
+
+    def chain(handlers: list[Callable]) -> Callable:
+        if len(handlers) == 1:
+            return handlers[0]
+
+        def handler(tx, *args, **kwargs):
+            for h in handlers:
+                result = h(tx, *args, **kwargs)
+                if result is not None:
+                    return result
+            return None
+        return handler
+
+    return {fn: chain(handlers) for fn, handlers in merged.items()}
+
+
 _HANDLERS: dict[Callable, Callable] = {
     len: length, callable: _callable, isinstance: _isinstance, getattr: _getattr, hasattr: _hasattr, setattr: _setattr, delattr: _delattr,
     type: _type,
-    **ITERATION_HANDLERS,
+    **ITERATION_HANDLERS, **_either(SET_HANDLERS, DICT_HANDLERS),
     operator.is_: identity(False), operator.is_not: identity(True), operator.contains: _contains,
     operator.getitem: _getitem, operator.not_: _not, super: _super, sum: _sum,
-    set: _set, dict: _dict, id: _id, vars: _vars,
-    operator.itemgetter: _getter(operator.itemgetter), operator.attrgetter: _getter(operator.attrgetter),
+    set: _set(set), frozenset: _set(frozenset), dict: _dict, id: _id, vars: _vars,
+    operator.methodcaller: _methodcaller, operator.itemgetter: _getter(operator.itemgetter), operator.attrgetter: _getter(operator.attrgetter),
     functools.partial: _partial, **{t.fromkeys: _fromkeys(t) for t in _DICT_TYPES},
     bool: lambda tx, obj: ConstantVariable(obj.truth()),
     **{fn: _binary(fn) for fn in (operator.add, operator.iadd, operator.mul, operator.imul)},

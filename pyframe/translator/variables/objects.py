@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import abc
 import collections
+import enum
 import functools
 import types
 from typing import Any, Callable
@@ -100,6 +101,11 @@ class PythonObjectVariable(VariableTracker):
             return tx.wrap_constant(value)
         if is_exception_class(cls):
             return ExceptionVariable.make(cls, list(args), kwargs)
+        if _is_enum_lookup(cls, args, kwargs):  # `Color(2)`: the member of that value
+            try:
+                return tx.wrap_constant(cls(args[0].as_python_constant()))
+            except ValueError as e:
+                raise_symbolic(ValueError, str(e))
         if cls is collections.deque and len(args) <= 2 and set(kwargs) <= {"iterable", "maxlen"}:
             iterable = args[0] if args else kwargs.get("iterable")
             maxlen = args[1] if len(args) == 2 else kwargs.get("maxlen")
@@ -121,6 +127,12 @@ class PythonObjectVariable(VariableTracker):
             return obj
         raise Unsupported(f"call to {describe_value(cls)}")
 
+    def unpack(self, tx) -> list[VariableTracker]:
+        if isinstance(self.value, enum.EnumMeta) and type(self.value).__iter__ is enum.EnumMeta.__iter__:
+            # an enum class's members, in definition order: fixed when the class statement ran
+            return [tx.wrap_constant(member) for member in self.value]
+        return super().unpack(tx)
+
     def reconstruct(self, cg) -> None:
         if self.source is not None:
             cg.load_source(self.source)
@@ -132,6 +144,20 @@ class PythonObjectVariable(VariableTracker):
 
     def __repr__(self) -> str:
         return f"PythonObjectVariable({describe_value(self.value)})"
+
+
+# The lookups of a value that isn't a member enum's own classes do (Flag's makes the combination):
+# deterministic, so `Color(2)` can be asked of the real class while tracing.
+_ENUM_MISSING = {enum.Enum._missing_.__func__, enum.Flag._missing_.__func__}
+
+
+def _is_enum_lookup(cls: type, args, kwargs) -> bool:
+    """`cls(value)` of an enum class with members: EnumMeta.__call__'s lookup by value (a class
+    of its own __call__ or _missing_ may run other code; with no members, it is the functional API
+    making a new class)."""
+    return isinstance(cls, enum.EnumMeta) and type(cls).__call__ is enum.EnumMeta.__call__ \
+        and len(args) == 1 and not kwargs and args[0].is_python_constant() and len(cls.__members__) > 0 \
+        and getattr(cls._missing_, "__func__", None) in _ENUM_MISSING
 
 
 class DisabledFunctionVariable(PythonObjectVariable):

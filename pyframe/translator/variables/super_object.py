@@ -10,6 +10,7 @@ import types
 
 from ...exc import Unsupported
 from .base import VariableTracker
+from .container_subclass import BaseMethodVariable, ContainerSubclassMixin
 from .dict_subclass import BuiltinMethodOfVariable, DictSubclassMixin
 from .methods import InlinedMethodVariable, ObjectInitVariable, ObjectSlotMethodVariable
 
@@ -49,6 +50,9 @@ class SuperVariable(VariableTracker):
                                                                                  types.WrapperDescriptorType)):
                     # `super().__setitem__(k, v)` in a dict subclass: dict's (or object's) own method
                     return BuiltinMethodOfVariable(klass, name, self.obj)
+                if isinstance(self.obj, ContainerSubclassMixin) and klass is self.obj.base \
+                        and isinstance(attr, (types.MethodDescriptorType, types.WrapperDescriptorType)):
+                    return BaseMethodVariable(self.obj, name)  # `super().append(x)` in a list subclass
                 if attr is object.__init__ and not of_class:  # `super().__init__()` at the top
                     return ObjectInitVariable()
                 raise Unsupported(f"super().{name} is a {type(attr).__name__}")
