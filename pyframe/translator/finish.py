@@ -44,6 +44,7 @@ from .live_values import (
     pin_changed_sources, realize_lazy_iterators, tensors_in,
 )
 from .variables import NullVariable, VariableTracker
+from .variables.iterators import ListIteratorVariable
 from .variables.contexts import AutocastExitVariable, GradModeExitVariable
 
 
@@ -239,8 +240,12 @@ def _emit_state_before(tx: InstructionTranslator, cg: PyCodegen, plan: BreakPlan
     drop_stores_to_dead_tensors(tx, [*plan.lower, *plan.operands, *plan.live_values, *changed_cells(tx).values()])
     effects = tx.side_effects.live_values()
     live = [*plan.lower, *plan.operands, *plan.live_values, *effects]
-    # (a local is seen by the code after the break; the stack's is a loop's own hidden iterator)
-    check_escaping_iterators([*plan.live_values, *effects])
+    # (a local is seen by the code after the break, and so is what the instruction is given: a
+    # generator's `send` it calls, a map it is passed; an iterator alone in the stack below is a
+    # loop's own hidden one, which only FOR_ITER sees, but one held by a value there is not)
+    held_below = [child for vt in plan.lower for child in
+                  (vt.rebuilt_from() if isinstance(vt, ListIteratorVariable) else [vt])]
+    check_escaping_iterators([*plan.live_values, *effects, *plan.operands, *held_below])
     realize_lazy_iterators(tx, live)
     graphs = emit_graph_call(tx, cg, live, wrap_compiled)
     pin_changed_sources(tx, cg, [*plan.lower, *plan.operands, *plan.live_values, *changed_cells(tx).values()])

@@ -49,7 +49,7 @@ from .variables import VariableTracker, wrap
 from .variables.builder import is_immutable_tracker
 from .variables.constant import ConstantVariable
 from .variables.dicts import DictVariable
-from .variables.iterators import GeneratorVariable
+from .variables.generators import GeneratorVariable
 from .variables.lists import TupleVariable
 from .variables.exceptions import ExceptionVariable, RaisedException
 from .variables.functions import CellReference, NestedFunctionVariable
@@ -95,6 +95,7 @@ class InstructionTranslator(LoadStoreOps, CellOps, CallOps, StackOps, OperatorOp
         self.is_generator = False  # an inlined generator function (see run_call)
         self.suspended = False     # stopped at a yield, whose value is `yielded_value`
         self.yielded_value: VariableTracker | None = None
+        self.thrown: ExceptionVariable | None = None  # generator.throw(): raised at the paused yield
         self.closure_refs: dict[str, Any] = {}  # free variables of a function made while tracing
         self.cell_references: dict[tuple[str, bool], CellReference] = {}  # what LOAD_CLOSURE pushed
         self.exception_stack: list[VariableTracker] = []  # exceptions being handled (PUSH_EXC_INFO)
@@ -347,12 +348,6 @@ class InstructionTranslator(LoadStoreOps, CellOps, CallOps, StackOps, OperatorOp
             self.is_generator = True
             return GeneratorVariable(self)
         return self.run()
-
-    def resume_generator(self) -> VariableTracker | None:
-        """Run an inlined generator to its next yield: the value yielded, or None once it returns."""
-        self.suspended = False
-        self.run()
-        return self.yielded_value if self.suspended else None
 
     def bind_arguments(self, fn: types.FunctionType, args: list[VariableTracker],
                        kwargs: dict[str, VariableTracker], fn_source: Source | None = None) -> dict[str, VariableTracker]:

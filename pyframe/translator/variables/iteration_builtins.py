@@ -17,7 +17,7 @@ from ...exc import Unsupported
 from .base import VariableTracker
 from .constant import ConstantVariable
 from .dict_subclass import DictSubclassMixin
-from .exceptions import raise_symbolic
+from .exceptions import ExceptionVariable, RaisedException, raise_symbolic
 from .iterators import ListIteratorVariable, iterate
 from .lists import FrameListVariable, ListVariable, TupleVariable, sort_trackers
 from .special_methods import is_tensor, length, python_method
@@ -102,7 +102,8 @@ def _next(tx, obj: VariableTracker, *default: VariableTracker) -> VariableTracke
         return item
     if default:
         return default[0]
-    raise_symbolic(StopIteration)
+    value = obj.stop_value  # a generator's return value
+    raise RaisedException(ExceptionVariable(StopIteration, [] if value is None else [value]))
 
 
 def _itertools(fn: Callable) -> Callable:
