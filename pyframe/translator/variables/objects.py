@@ -174,6 +174,11 @@ class UserObjectVariable(VariableTracker):
         stored = tx.side_effects.load_attr(self, name)
         if stored is not None:
             return stored
+        descriptor = python_descriptor(type(self.value), name)
+        if descriptor is not None and (is_data_descriptor(descriptor) or name not in instance_dict_of(self.value)):
+            guard_class_attribute(tx, self, name)
+            cls = tx.wrap(type(self.value), AttrSource(self.source, "__class__") if self.source is not None else None)
+            return descriptor_get(tx, self, cls, name, descriptor)
         dict_var = self._dict_tracker(tx)
         if dict_var is not None and not is_data_descriptor(class_attribute(type(self.value), name, None)):
             if name in dict_var.items:  # what the trace did to `obj.__dict__` is what obj shows
@@ -234,6 +239,12 @@ class UserObjectVariable(VariableTracker):
         return instance_dict
 
     def generic_setattr(self, tx, name: str, value: VariableTracker) -> None:
+        descriptor = python_descriptor(type(self.value), name, setter=True)
+        if descriptor is not None:
+            guard_class_attribute(tx, self, name)
+            cls = tx.wrap(type(self.value), AttrSource(self.source, "__class__") if self.source is not None else None)
+            descriptor_set(tx, self, cls, name, descriptor, value)
+            return
         check_plain_store(type(self.value), name, own_setattr_ran=True)
         self.record_store(tx, name, value)
 
@@ -242,7 +253,7 @@ class UserObjectVariable(VariableTracker):
         `obj.__dict__` too if the trace read it."""
         tx.side_effects.store_attr(self, name, value)
         dict_var = self._dict_tracker(tx)
-        if dict_var is not None:
+        if dict_var is not None and not is_slot(class_attribute(type(self.value), name, None)):
             dict_var.items[name] = value
 
     def _dict_tracker(self, tx) -> VariableTracker | None:
@@ -346,8 +357,47 @@ def setattr_protocol(tx, obj: VariableTracker, cls: type, class_attr_source: Cal
     if isinstance(setattr_fn, types.FunctionType) and type(cls).__setattr__ is type.__setattr__:
         tx.inline_call(setattr_fn, [obj, ConstantVariable(name), value], {}, fn_source=class_attr_source("__setattr__"))
         return
-    check_plain_store(cls, name)
+    if python_descriptor(cls, name, setter=True) is None:
+        check_plain_store(cls, name)
+    elif type(cls).__setattr__ is not type.__setattr__ or cls.__setattr__ is not object.__setattr__:
+        raise Unsupported(f"assignment to attribute {name!r} of {cls.__qualname__}, which defines __setattr__")
     obj.generic_setattr(tx, name, value)
+
+
+def python_descriptor(cls: type, name: str, setter: bool = False) -> Any:
+    """The class attribute `name` of cls if it is a descriptor whose `__get__` (`setter`: whose
+    `__set__`) is a Python function, as a descriptor class the user wrote; None otherwise
+    (properties and partialmethods are modelled apart, functions and builtin descriptors read
+    plainly)."""
+    static = class_attribute(cls, name, None)
+    if static is None or isinstance(static, (property, functools.partialmethod, *PLAIN_DESCRIPTORS)):
+        return None
+    method = class_attribute(type(static), "__set__" if setter else "__get__", None)
+    return static if isinstance(method, types.FunctionType) else None
+
+
+def _descriptor_tracker(tx, cls: type, cls_source: Source | None, name: str, descriptor: Any) -> VariableTracker:
+    """The descriptor object, read from the dict of the class on cls's MRO that holds it (reading
+    `cls.name` would call its __get__); guarded like any object read from the frame."""
+    if cls_source is None:
+        return tx.wrap(descriptor, None)
+    index = next(i for i, klass in enumerate(cls.__mro__) if name in vars(klass))
+    source = ItemSource(AttrSource(ItemSource(AttrSource(cls_source, "__mro__"), index), "__dict__"), name)
+    tx.output.guards.add(source, GuardKind.ID_MATCH, descriptor)  # the class still holds this one
+    return tx.wrap(descriptor, source)
+
+
+def descriptor_get(tx, obj: VariableTracker, cls: VariableTracker, name: str, descriptor: Any) -> VariableTracker:
+    """`obj.name` through a descriptor of the class: `type(d).__get__(d, obj, cls)`, inlined."""
+    d = _descriptor_tracker(tx, cls.as_python_constant(), cls.source, name, descriptor)
+    return tx.inline_call(class_attribute(type(descriptor), "__get__", None), [d, obj, cls], {})
+
+
+def descriptor_set(tx, obj: VariableTracker, cls: VariableTracker, name: str, descriptor: Any,
+                   value: VariableTracker) -> None:
+    """`obj.name = value` through a data descriptor: `type(d).__set__(d, obj, value)`, inlined."""
+    d = _descriptor_tracker(tx, cls.as_python_constant(), cls.source, name, descriptor)
+    tx.inline_call(class_attribute(type(descriptor), "__set__", None), [d, obj, value], {})
 
 
 def iterate_object(tx, obj: VariableTracker, cls: type,
@@ -403,8 +453,15 @@ def check_plain_store(cls: type, name: str, own_setattr_ran: bool = False) -> No
     if not own_setattr_ran and (type(cls).__setattr__ is not type.__setattr__ or cls.__setattr__ is not object.__setattr__):
         raise Unsupported(f"assignment to attribute {name!r} of {cls.__qualname__}, which defines __setattr__")
     static = class_attribute(cls, name, None)
+    if is_slot(static):  # a `__slots__` member: stored in the instance's slot, as plainly
+        return
     if hasattr(type(static), "__set__") or hasattr(type(static), "__delete__"):
         raise Unsupported(f"assignment to attribute {name!r} of {cls.__qualname__} through a descriptor")
+
+
+def is_slot(static: Any) -> bool:
+    """A member descriptor made by a class's `__slots__` (setting it runs no Python code)."""
+    return isinstance(static, types.MemberDescriptorType)
 
 
 class NewObjectVariable(VariableTracker):
@@ -439,6 +496,10 @@ class NewObjectVariable(VariableTracker):
         if isinstance(static, property) and static.fget is not None:  # (a data descriptor: first)
             self._guard_class_member(tx, name, static)
             return tx.inline_call(static.fget, [self], {})
+        descriptor = python_descriptor(self.cls, name)
+        if descriptor is not None and (is_data_descriptor(descriptor) or name not in self.attrs):
+            # (pinned where the class's dict holds it: `C.name` would call its __get__)
+            return descriptor_get(tx, self, PythonObjectVariable(self.cls, self.cls_source), name, descriptor)
         if name in self.attrs:
             return self.attrs[name]
         if name == "__class__":
@@ -470,6 +531,10 @@ class NewObjectVariable(VariableTracker):
             tx.output.guards.add(AttrSource(self.cls_source, name), GuardKind.ID_MATCH, member)
 
     def generic_setattr(self, tx, name: str, value: VariableTracker) -> None:
+        descriptor = python_descriptor(self.cls, name, setter=True)
+        if descriptor is not None:
+            descriptor_set(tx, self, PythonObjectVariable(self.cls, self.cls_source), name, descriptor, value)
+            return
         check_plain_store(self.cls, name, own_setattr_ran=True)
         tx.side_effects.note()
         self.attrs[name] = value
@@ -562,10 +627,10 @@ class InstanceDictVariable(DictVariable):
 
 def is_plain_class(cls: type) -> bool:
     """A Python class whose instances object.__new__ makes and whose attributes live in __dict__
-    (a `__setattr__` of its own is inlined: it ends in object's)."""
+    or in the slots its `__slots__` makes (a `__setattr__` of its own is inlined: it ends in
+    object's)."""
     return (type(cls) in (type, abc.ABCMeta) and cls.__new__ is object.__new__
             and (cls.__setattr__ is object.__setattr__ or isinstance(class_attribute(cls, "__setattr__", None),
                                                                      types.FunctionType))
-            and "__slots__" not in cls.__dict__
             and all(base is object or base.__module__ != "builtins" for base in cls.__mro__)
             and not issubclass(cls, (torch.nn.Module, torch.Tensor)))
