@@ -32,6 +32,11 @@ STRAIGHT_LINE = [
     "tests.cases.dict_subclasses",
     "tests.cases.pattern_matching",
     "tests.cases.autograd_functions",
+    "tests.cases.function_objects",
+    "tests.cases.generator_objects",
+    "tests.cases.class_protocols",
+    "tests.cases.scopes",
+    "tests.cases.torch_python_objects",
 ]
 GRAPH_BREAKS = ["tests.cases.graph_breaks", "tests.cases.autograd_function_breaks"]
 # Code installed by pip, called as its users call it (no cases when the library is not installed).
