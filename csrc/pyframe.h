@@ -3,7 +3,7 @@
  *
  *   C   (eval_frame.c, cpython_defs.c): the PEP 523 hook, shadow frames, and our copies of the
  *        CPython 3.11 frame internals. Only these files see CPython's internal headers.
- *   C++ (cache.cpp, guards.cpp + leaves.cpp + torch_leaves.cpp, module.cpp): the per-code
+ *   C++ (cache.cpp, guard_*.cpp + leaves.cpp + torch_leaves.cpp, module.cpp): the per-code
  *        cache, the guard trees, and the pybind11 module. They know Python objects, never frames.
  *
  * The hot path (a cache hit) crosses this header as plain C calls on raw pointers: the hook hands
@@ -146,7 +146,7 @@ int pf_cache_check_entry(PfExtraState *state, PfEntry *e, PyObject *const *fast,
 PfEntry *pf_cache_add(PfExtraState *state, PyCodeObject *orig, PyObject *code,
                       PyObject *guards, PyObject *info, PyObject *owner);
 
-/* ---- guards.cpp ----------------------------------------------------------------------------- */
+/* ---- guard trees (guard_bindings.cpp, guard_check.cpp) ------------------------------------------ */
 
 /* The C++ RootGuardManager held by a _C.RootGuardManager object, or NULL with TypeError. */
 void *pf_guards_root_of(PyObject *obj);

@@ -20,7 +20,7 @@ import torch
 
 from . import _C, config
 from .source import (
-    AttrSource, BuiltinSource, CellContentsSource, ClosureSource, DictKeySource, DictValueSource, GenericAttrSource,
+    AttrSource, BuiltinSource, CellContentsSource, ChildSource, ClosureSource, DictKeySource, DictValueSource, GenericAttrSource,
     GlobalSource, GlobalsDictSource, ItemSource, LocalSource, Source, TupleIteratorRestSource,
 )
 
@@ -317,29 +317,50 @@ class GuardSet:
 
     def build(self, code: types.CodeType, exports: list[Source] = ()) -> "_C.RootGuardManager":
         """Lower to the C++ tree checked by the eval-frame hook on every call of `code`. The
-        values of `exports` (the graph's inputs) are handed to the transformed code, in order."""
+        values of `exports` (the first graph's inputs, then what the code reads through long
+        paths: PyCodegen.exports) are handed to the transformed code, in order."""
         self.storage_facts()
         root = _C.RootGuardManager(config.skip_guards_on_unchanged_objects)
         for g in self.global_state:
             root.add_torch_state_match(g.state, g.expected, g.text())
         nodes: dict[Source, Any] = {}
         for guard in sorted(self, key=lambda g: g.kind):  # stable: cheap kinds first
-            # (HASATTR_MATCH, CLASS_ATTR_MATCH and DICT_CONTAINS_MATCH are checked on the object
-            # or dict: the attribute or entry itself may not exist)
-            source = guard.source
-            if guard.kind in (GuardKind.HASATTR_MATCH, GuardKind.CLASS_ATTR_MATCH):
-                source = guard.source.base
-            elif guard.kind is GuardKind.DICT_CONTAINS_MATCH:
-                source = _dict_entry(guard.source)[1]
-            _add_leaf(_node_for(source, root, nodes, code), guard)
+            _add_leaf(_node_for(_checked_at(guard), root, nodes, code), guard)
         aliasing = self.aliasing_guard()
         if aliasing is not None:
             root.add_aliasing_match([_node_for(s, root, nodes, code) for s in aliasing.sources],
                                     list(aliasing.classes), aliasing.text(), list(aliasing.storage_classes))
         for i, source in enumerate(exports):
             if root.export(_node_for(source, root, nodes, code)) != i:
-                raise ValueError(f"graph input {source.name()} is exported twice")
+                raise ValueError(f"{source.name()} is exported twice")
         return root
+
+    def fetched_sources(self) -> frozenset[Source]:
+        """The sources the lowered tree fetches on every check that passes: each guard's node and
+        the nodes on the way to it. The transformed code may take these values from the guards'
+        exports (the objects the frame held at entry, which every Source names) instead of
+        evaluating their paths again; nothing else, as an exported node that cannot be fetched
+        would fail the guards."""
+        fetched: set[Source] = set()
+        aliasing = self.aliasing_guard()
+        for source in [*map(_checked_at, self), *(aliasing.sources if aliasing is not None else ())]:
+            while source not in fetched:
+                fetched.add(source)
+                if not isinstance(source, ChildSource):
+                    break
+                source = source.base
+        return frozenset(fetched)
+
+
+def _checked_at(guard: Guard) -> Source:
+    """The node a guard's check runs on: its source's, but the object's for HASATTR_MATCH and
+    CLASS_ATTR_MATCH and the dict's for DICT_CONTAINS_MATCH (the attribute or entry itself may
+    not exist)."""
+    if guard.kind in (GuardKind.HASATTR_MATCH, GuardKind.CLASS_ATTR_MATCH):
+        return guard.source.base
+    if guard.kind is GuardKind.DICT_CONTAINS_MATCH:
+        return _dict_entry(guard.source)[1]
+    return guard.source
 
 
 def _dict_entry(source: Source) -> tuple[Any, Source]:

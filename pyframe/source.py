@@ -150,7 +150,7 @@ class ItemSource(ChildSource):
 @dataclass(frozen=True)
 class DictItemSource(ItemSource):
     """`dict.__getitem__(base, key)`: an item of a dict subclass read from its storage, without
-    calling the subclass's own __getitem__ (guards read dicts so already: see guards.cpp)."""
+    calling the subclass's own __getitem__ (guards read dicts so already: see csrc/guard_check.cpp)."""
 
 
 @dataclass(frozen=True)

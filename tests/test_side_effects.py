@@ -352,3 +352,53 @@ def test_a_dict_in_a_module_and_in_its_hooks_closure():
             torch.testing.assert_close(a, e)
         assert model.cache == {}
     assert len(backend.graphs) == 1
+
+
+class _Log:
+    def __init__(self) -> None:
+        self.entries: list = []
+
+
+class _Logged(torch.nn.Module):
+    """A module whose forward appends to a list reached through two attributes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(3, 3)
+        self.box = _Log()
+        self.box.inner = _Log()
+
+    def forward(self, x):
+        y = self.linear(x)
+        self.box.inner.entries.append(y.sum())
+        return y
+
+
+def test_a_mutation_through_a_long_path_reaches_the_object_of_each_call():
+    """The list `self.box.inner.entries` is read by the guards on every call; the transformed code
+    appends to the one they fetched (an export), not to the one the compiling call saw: after the
+    path is rebound the next call's list gets the item, and a second instance compiled with its own
+    entry gets its own."""
+    import dis
+
+    from pyframe.debug import cache_entries
+
+    model = _Logged()
+    compiled = pyframe.optimize(CountingBackend())(model)
+    x = torch.randn(2, 3)
+    for _ in range(3):
+        torch.testing.assert_close(compiled(x), model.linear(x))
+    assert len(model.box.inner.entries) == 3
+    transformed = cache_entries(model.forward)[0].transformed
+    attrs = {i.argval for i in dis.get_instructions(transformed) if i.opname == "LOAD_ATTR"}
+    assert "inner" not in attrs and "box" not in attrs  # (taken from the guards' exports)
+
+    first = model.box.inner.entries
+    model.box.inner = _Log()  # the same path, another list
+    compiled(x)
+    assert len(first) == 3 and len(model.box.inner.entries) == 1
+    model.box = _Log()
+    model.box.inner = _Log()
+    compiled(x)
+    compiled(x)
+    assert len(model.box.inner.entries) == 2

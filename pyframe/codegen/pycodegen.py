@@ -38,8 +38,13 @@ class PyCodegen:
         # parameter), and the temporaries they were kept in.
         self.shared_sources: set[Source] = set()
         self.source_slots: dict[Source, str] = {}
-        # The graph inputs the guards must export, in order (when the graph call reads them).
+        # What the guards hand the code (docs/c_layer.md, "Exports"): the first graph's inputs,
+        # when the graph call is the code's first step, then the values read through paths the
+        # guards fetch anyway (`exportable`, set by the caller).
         self.exported_inputs: list[Source] = []
+        self.exported_values: list[Source] = []
+        self.exportable: frozenset[Source] = frozenset()
+        self._graph_call_args: Instr | None = None  # the graph call's LOAD_FAST of the exports
         self.temps = 0
         self.rerun_handler: Label | None = None  # where a graph call that raised goes (rerun.py)
         self.rerun: Rerun | None = None
@@ -99,8 +104,38 @@ class PyCodegen:
         self.load_const(key)
         self.call(2)
 
+    def exports(self) -> list[Source]:
+        """The sources whose values the guards export to this code, in order."""
+        return self.exported_inputs + self.exported_values
+
+    def body(self) -> list[Instr | Label]:
+        """The instructions emitted; a graph call given the whole exports tuple takes only its
+        inputs (`*___guard_exports[:n]`) when values follow them."""
+        if self._graph_call_args is None or not self.exported_values:
+            return self.instructions
+        at = next(i for i, inst in enumerate(self.instructions) if inst is self._graph_call_args) + 1
+        n_inputs = len(self.exported_inputs)
+        return [*self.instructions[:at], Instr("LOAD_CONST", slice(None, n_inputs), lineno=self.lineno),
+                Instr("BINARY_SUBSCR", lineno=self.lineno), *self.instructions[at:]]
+
+    def _load_export(self, source: Source) -> None:
+        """`___guard_exports[i]`: the value the guards fetched at `source` on this call, one
+        subscript where evaluating the path again costs a load per step (a library's globals sit
+        behind `self._modules['model'].__class__.forward.__globals__`)."""
+        if source in self.exported_inputs:
+            index = self.exported_inputs.index(source)
+        else:
+            if source not in self.exported_values:
+                self.exported_values.append(source)
+            index = len(self.exported_inputs) + self.exported_values.index(source)
+        self.emit("LOAD_FAST", _C.EXPORTS_LOCAL)
+        self.load_const(index)
+        self.emit("BINARY_SUBSCR")
+
     def _evaluate(self, source: Source) -> None:
-        if isinstance(source, (LocalSource, CellContentsSource)):
+        if isinstance(source, ChildSource) and source in self.exportable:
+            self._load_export(source)
+        elif isinstance(source, (LocalSource, CellContentsSource)):
             self.load_local(source.local_name)
         elif isinstance(source, (GlobalSource, BuiltinSource)):
             name = source.global_name if isinstance(source, GlobalSource) else source.builtin_name
@@ -211,6 +246,7 @@ class PyCodegen:
             # fetched: the hook hands them over in one tuple (docs/c_layer.md, "Exports").
             self.exported_inputs = list(input_sources)
             self.emit("LOAD_FAST", _C.EXPORTS_LOCAL)
+            self._graph_call_args = self.instructions[-1]
             self.emit("CALL_FUNCTION_EX", 0)
             return
         self.shared_sources = _shared_prefixes(input_sources)

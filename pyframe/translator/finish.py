@@ -54,7 +54,7 @@ class TranslationResult:
     graphs: list[CompiledGraph] = field(default_factory=list)
     break_reason: Unsupported | None = None
     resume_codes: list[types.CodeType] = field(default_factory=list)
-    exports: list[Source] = field(default_factory=list)  # what the guards hand to `code`, in order
+    exports: list[Source] = field(default_factory=list)  # what the guards hand to `code`, in order (PyCodegen.exports)
 
 
 def emit_graph_call(tx: InstructionTranslator, cg: PyCodegen, live: list[VariableTracker],
@@ -81,6 +81,7 @@ def finish_return(tx: InstructionTranslator, value: VariableTracker,
                   wrap_compiled: Callable[[Any], Any]) -> TranslationResult:
     """The transformed code of a frame traced all the way to its return."""
     cg = PyCodegen(tx.code)
+    cg.exportable = tx.output.guards.fetched_sources()
     cells = changed_cells(tx)
     drop_stores_to_dead_tensors(tx, [value, *cells.values()])
     live = [value, *cells.values(), *tx.side_effects.live_values()]
@@ -93,8 +94,7 @@ def finish_return(tx: InstructionTranslator, value: VariableTracker,
     value.reconstruct(cg)
     cg.emit("RETURN_VALUE")
     cg.emit_rerun_handler(tx.passed_cells)
-    return TranslationResult(make_code(tx.code, tx.prologue(), cg.instructions), graphs,
-                             exports=cg.exported_inputs)
+    return TranslationResult(make_code(tx.code, tx.prologue(), cg.body()), graphs, exports=cg.exports())
 
 
 def store_locals(cg: PyCodegen, values: dict[str, VariableTracker]) -> None:
@@ -178,6 +178,7 @@ def finish_break(tx: InstructionTranslator, index: int, reason: Unsupported,
     for block in reversed(plan.blocks):  # the graph leaves them, as the blocks' exits would
         block.call(tx, [], {})
     cg = PyCodegen(tx.code)
+    cg.exportable = tx.output.guards.fetched_sources()
     cg.lineno = plan.inst.lineno or tx.code.co_firstlineno
     graphs = _emit_state_before(tx, cg, plan, wrap_compiled)
     # Inside a with block on grad mode or autocast, the instruction runs in the blocks entered
@@ -190,8 +191,7 @@ def finish_break(tx: InstructionTranslator, index: int, reason: Unsupported,
     if handler is not None:
         emit_block_handler(cg, handler, len(plan.blocks))
     cg.emit_rerun_handler(tx.passed_cells)
-    return TranslationResult(make_code(tx.code, tx.prologue(), cg.instructions), graphs, reason, resumes,
-                             cg.exported_inputs)
+    return TranslationResult(make_code(tx.code, tx.prologue(), cg.body()), graphs, reason, resumes, cg.exports())
 
 
 def plan_break(tx: InstructionTranslator, index: int, reason: Unsupported) -> BreakPlan:
