@@ -10,8 +10,7 @@ from pyframe.debug.cases import case
 SCALE = 3.0
 
 
-@case(inputs=lambda: torch.randn(4), difference=(
-    "not yet traced: pyframe runs a frame calling locals() or vars() as Python; torch._dynamo builds the dict from the frame's symbolic locals"))
+@case(inputs=lambda: torch.randn(4))
 def locals_sees_earlier_writes(x):
     """locals() holds every local bound so far, with its latest value."""
     y = x + 1
@@ -20,8 +19,7 @@ def locals_sees_earlier_writes(x):
     return names["y"] + names["x"] * len(names)
 
 
-@case(inputs=lambda: torch.randn(4), difference=(
-    "not yet traced: pyframe runs a frame calling locals() or vars() as Python; torch._dynamo builds the dict from the frame's symbolic locals"))
+@case(inputs=lambda: torch.randn(4))
 def vars_without_arguments_is_locals(x):
     a = x.sin()
     scope = vars()
@@ -64,8 +62,7 @@ def dict_of_an_argument_written_both_ways(x, h):
     return h.t * 2
 
 
-@case(inputs=lambda: torch.randn(4), difference=(
-    "not yet traced: pyframe runs a frame calling locals() or vars() as Python; torch._dynamo builds the dict from the frame's symbolic locals"))
+@case(inputs=lambda: torch.randn(4))
 def locals_in_a_nested_function(x):
     """locals() of an inlined function: its arguments and the locals bound before the call."""
 

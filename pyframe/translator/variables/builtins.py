@@ -78,6 +78,13 @@ class BuiltinVariable(VariableTracker):
         fn = self.fn
         if is_exception_class(fn):
             return ExceptionVariable.make(fn, list(args), kwargs)
+        if (fn is locals or fn is vars) and not args and not kwargs:
+            try:
+                return tx.locals_snapshot()
+            except Unsupported as cause:  # a local pyframe cannot hold: the whole frame runs as Python
+                e = Unsupported(f"{fn.__name__}() of a frame with a local pyframe cannot trace: {cause}")
+                e.whole_frame = tx.parent is None
+                raise e from cause
         if _reads_caller_frame(fn, args, kwargs):
             # In an inlined call, the break at the root's call runs that function for real.
             e = Unsupported(f"{fn.__name__}() reads the frame's local variables")
@@ -197,12 +204,12 @@ def _is_legacy_tensor_type(cls: Any) -> bool:
 
 
 def _reads_caller_frame(fn: Any, args: Sequence[VariableTracker], kwargs: dict) -> bool:
-    """locals(), vars() and dir() without an argument, eval() and exec() without namespaces:
+    """dir() without an argument, eval() and exec() without namespaces, breakpoint():
     they read the calling frame's variables, which the compiled frame keeps in the trace (its
     slots hold the entry values), so no graph break can run them right."""
-    if fn is locals or fn is breakpoint:
+    if fn is breakpoint:
         return True
-    if fn in (vars, dir):
+    if fn is dir:
         return not args and not kwargs
     return fn in (eval, exec) and len(args) < 2 and not {"globals", "locals"} & set(kwargs)
 
@@ -324,11 +331,10 @@ def _id(tx, obj: VariableTracker) -> VariableTracker:
     return ConstantVariable(id(known))
 
 
-def _vars(tx, *obj: VariableTracker) -> VariableTracker:
-    """vars(obj) is the `__dict__` attribute, read as `obj.__dict__` is."""
-    if len(obj) != 1:
-        raise Unsupported("vars() without an argument (the frame's locals)")
-    return tx.load_attr(obj[0], "__dict__")
+def _vars(tx, obj: VariableTracker) -> VariableTracker:
+    """vars(obj) is the `__dict__` attribute, read as `obj.__dict__` is (`vars()` is locals(),
+    BuiltinVariable.call)."""
+    return tx.load_attr(obj, "__dict__")
 
 
 def _contains(tx, container: VariableTracker, item: VariableTracker) -> VariableTracker | None:
