@@ -102,7 +102,6 @@ CODE_DIFFERS: set[str] = {
     "function_objects.function_transform_of_a_nested_function",
     "class_protocols.class_getitem_picks_a_dtype",
     "class_protocols.del_attribute_of_plain_objects",
-    "torch_python_objects.set_grad_enabled_through_torch_c",
     "graph_breaks.assert_on_tensor",
     "graph_breaks.branch_inside_autocast_region",
     "graph_breaks.branch_per_row",

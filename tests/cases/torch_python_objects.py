@@ -15,8 +15,7 @@ def parameter_made_in_the_frame(x):
     return y.sum() if p.requires_grad else y
 
 
-@case(inputs=lambda: torch.randn(4, requires_grad=True), difference=(
-    'not yet traced: pyframe breaks the graph at torch._C._set_grad_enabled; torch._dynamo records it in the graph'))
+@case(inputs=lambda: torch.randn(4, requires_grad=True))
 def set_grad_enabled_through_torch_c(x):
     """torch._C._set_grad_enabled toggles grad mode between ops and restores it."""
     prev = torch.is_grad_enabled()
