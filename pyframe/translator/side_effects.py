@@ -45,7 +45,7 @@ from ..source import FreeCellSource, GlobalSource, ItemSource, Source
 from .variables.base import VariableTracker
 from .variables.base import class_attribute
 from .variables.dict_subclass import DictSubclassMixin, refill
-from .variables.objects import UserObjectVariable
+from .variables.objects import PythonObjectVariable, UserObjectVariable
 from .variables.functions import UserFunctionVariable
 from .variables.tensor import TensorVariable
 from .variables.dicts import build_dict_items, made_keys
@@ -119,6 +119,18 @@ class SideEffects:
         entry = self.stores.get(_store_key(obj))
         return entry[1].get(name) if entry is not None else None
 
+    def load_class_attr(self, cls: type, name: str) -> VariableTracker | None:
+        """What `cls.name` (and an instance's `obj.name` that reaches the class) finds of what the
+        trace stored in a class attribute (`Cls.count += 1` on cls or a base): the first class of
+        cls's MRO that was stored to or that really holds `name` decides, as the lookup does."""
+        for klass in cls.__mro__:
+            entry = self.stores.get(id(klass))
+            if entry is not None and name in entry[1]:
+                return entry[1][name]
+            if name in _type_dict(klass):
+                return None
+        return None
+
     def stores_to(self, obj: VariableTracker) -> bool:
         """The trace assigned some attribute of `obj`."""
         return _store_key(obj) in self.stores
@@ -153,7 +165,8 @@ class SideEffects:
         """`obj.name = value` on an object read from the frame, or on a tensor (a graph output
         then, if the graph made it: the replay stores the attribute on the very tensor returned)."""
         self.effects += 1
-        if obj.source is None and not isinstance(obj, (TensorVariable, UserFunctionVariable)):
+        if obj.source is None and not isinstance(obj, (TensorVariable, UserFunctionVariable)) \
+                and not _is_class(obj):  # (a class found without a source is loaded as a constant)
             raise Unsupported(f"assignment to attribute {name!r} of {obj}, which has no source")
         module = self._modules_tracked.get(id(obj))
         if module is not None and len(self._sources_of[id(module)]) > 1:
@@ -306,7 +319,16 @@ def _store_key(obj: VariableTracker) -> int:
     unchanged by an in-place op), all sharing its FakeTensor, and a function one per read."""
     if isinstance(obj, TensorVariable):
         return id(obj.example)
+    if _is_class(obj):  # one class, however it was reached (`C`, `type(obj)`, `obj.__class__`)
+        return id(obj.value)
     return id(obj.fn) if isinstance(obj, UserFunctionVariable) else id(obj)
+
+
+def _is_class(obj: VariableTracker) -> bool:
+    return type(obj) is PythonObjectVariable and isinstance(obj.value, type)
+
+
+_type_dict = type.__dict__["__dict__"].__get__
 
 
 def _stored_raw(obj: VariableTracker) -> bool:

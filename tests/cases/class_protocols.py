@@ -208,3 +208,23 @@ class _Factory:
         return x + 1
 
 
+
+
+class _Units:
+    scale = 1.0
+    offset = 0.0
+
+
+class _MetricUnits(_Units):
+    pass
+
+
+@case(inputs=lambda: (torch.randn(4), _MetricUnits()))
+def class_attribute_written_seen_through_instances(x, units):
+    """A class attribute assigned in the frame, read back through the class, a subclass, an
+    instance passed in and one made here; hasattr sees a new one."""
+    _Units.scale = 3.0
+    _MetricUnits.offset = _Units.scale / 2
+    _Units.unit_name = "m"
+    local = _MetricUnits()
+    return x * units.scale + local.offset + _MetricUnits.scale + hasattr(units, "unit_name")

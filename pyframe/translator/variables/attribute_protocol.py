@@ -117,6 +117,39 @@ def check_plain_store(cls: type, name: str, own_setattr_ran: bool = False) -> No
         raise Unsupported(f"assignment to attribute {name!r} of {cls.__qualname__} through a descriptor")
 
 
+_HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class made by a class statement (not a builtin's)
+
+
+def store_class_attribute(tx, cls_var: VariableTracker, name: str, value: VariableTracker) -> None:
+    """`Cls.name = value` (`Cls.count += 1`, a class attribute written in the frame): replayed
+    after the graph as a store on the class (side_effects.py), and seen by every later read in the
+    trace of `Cls.name`, of a subclass's and of an instance's that reaches the class
+    (SideEffects.load_class_attr). A plain value over a plain value: a store that would change
+    how instances behave (a special method, a function, a descriptor, through the metaclass's
+    __setattr__ or a data descriptor of the metaclass) is Unsupported, since those lookups read
+    the real class while tracing."""
+    cls = cls_var.as_python_constant()
+    where = f"assignment to attribute {name!r} of class {cls.__qualname__}"
+    if not cls.__flags__ & _HEAPTYPE:
+        raise Unsupported(f"{where} (a builtin class)")
+    if type(cls).__setattr__ is not type.__setattr__:
+        raise Unsupported(f"{where}, whose metaclass defines __setattr__")
+    if name.startswith("__") and name.endswith("__"):
+        raise Unsupported(f"{where} (a special attribute: it changes how the class works)")
+    for meta in type(cls).__mro__:
+        found = vars(meta).get(name)
+        if found is not None and hasattr(type(found), "__set__"):
+            raise Unsupported(f"{where} through a data descriptor of its metaclass")
+    old = class_attribute(cls, name, None)
+    try:
+        new_type = value.python_type()
+    except Unsupported:
+        new_type = None
+    if hasattr(type(old), "__get__") or new_type is None or hasattr(new_type, "__get__"):
+        raise Unsupported(f"{where} (a method or descriptor, old or new)")
+    tx.side_effects.store_attr(cls_var, name, value)
+
+
 def is_slot(static: Any) -> bool:
     """A member descriptor made by a class's `__slots__` (setting it runs no Python code)."""
     return isinstance(static, types.MemberDescriptorType)

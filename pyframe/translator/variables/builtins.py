@@ -258,6 +258,8 @@ def _has_attr(tx, obj: VariableTracker, attr: str) -> bool | None:
         return None  # read (its absence guarded): `self.extra = ...` may come later
     if obj.is_python_constant():
         value = obj.as_python_constant()
+        if isinstance(value, type) and tx.side_effects.load_class_attr(value, attr) is not None:
+            return True  # a class attribute the trace assigned
         answer = hasattr(value, attr)
         if obj.source is not None and hasattr(value, "__dict__"):
             # a class, a module, a function read from the frame: it may gain or lose the attribute

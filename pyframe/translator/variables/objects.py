@@ -35,7 +35,7 @@ from .nn_module import record_module_init
 from .descriptions import describe_value
 from .attribute_protocol import (
     check_plain_store, descriptor_get, descriptor_set, getattr_protocol, is_slot, iterate_object, python_descriptor,
-    setattr_protocol,
+    setattr_protocol, store_class_attribute,
 )
 from .static_lookup import (
     PLAIN_DESCRIPTORS, has_own_getattribute, has_static_attr, instance_dict_of, is_data_descriptor,
@@ -74,9 +74,18 @@ class PythonObjectVariable(VariableTracker):
         return self.value
 
     def var_getattr(self, tx, name: str) -> VariableTracker:
+        if isinstance(self.value, type):  # a class attribute the trace assigned
+            stored = tx.side_effects.load_class_attr(self.value, name)
+            if stored is not None:
+                return stored
         value = static_attr(self.value, name)
         source = AttrSource(self.source, name) if self.source is not None else None
         return tx.wrap(value, source, guard=self.source is not None)
+
+    def store_attr(self, tx, name: str, value: VariableTracker) -> None:
+        if not isinstance(self.value, type):
+            super().store_attr(tx, name, value)
+        store_class_attribute(tx, self, name, value)
 
     def call(self, tx, args, kwargs) -> VariableTracker:
         cls = self.value
@@ -189,6 +198,9 @@ class UserObjectVariable(VariableTracker):
             if name in instance_dict_of(self.value):
                 raise Unsupported(f"attribute {name!r} removed from a {type(self.value).__qualname__}'s __dict__")
         instance_dict = instance_dict_of(self.value)
+        stored = tx.side_effects.load_class_attr(type(self.value), name) if name not in instance_dict else None
+        if stored is not None:  # a class attribute the trace assigned (`Cls.count += 1`)
+            return stored
         static = class_attribute(type(self.value), name, None)
         if isinstance(static, property) and static.fget is not None and name not in instance_dict:
             guard_class_attribute(tx, self, name)
@@ -343,7 +355,7 @@ def object_has_attr(tx, obj: "UserObjectVariable | NewObjectVariable", name: str
         assigned = tx.side_effects.load_attr(obj, name) is not None
     else:
         assigned = name in obj.attrs
-    if assigned:  # earlier in this trace
+    if assigned or tx.side_effects.load_class_attr(obj.python_type(), name) is not None:  # earlier in this trace
         return True
     cls = obj.python_type()
     if not plain_getattr(cls):
@@ -403,6 +415,9 @@ class NewObjectVariable(VariableTracker):
             return descriptor_get(tx, self, PythonObjectVariable(self.cls, self.cls_source), name, descriptor)
         if name in self.attrs:
             return self.attrs[name]
+        stored = tx.side_effects.load_class_attr(self.cls, name)
+        if stored is not None:  # a class attribute the trace assigned (`Cls.count += 1`)
+            return stored
         if name == "__class__":
             return PythonObjectVariable(self.cls, self.cls_source)
         if isinstance(static, types.FunctionType):
