@@ -294,3 +294,50 @@ def test_signature_of_a_function_with_a_tensor_keyword_default_is_left_to_python
 
     x = torch.randn(3)
     torch.testing.assert_close(pyframe.optimize(CountingBackend())(fn)(x), fn(x))
+
+
+# -- attributes set on functions and tensors: recorded while tracing, replayed after the graph ---------
+
+
+def _tagged_global(a):
+    return a + 1
+
+
+def set_attributes_on_a_global_function_and_tensors(x):
+    _tagged_global.last_scale = 3
+    y = x * 2
+    y.tag = "scaled"
+    x.seen = True
+    dead = x + 1
+    dead.note = "dropped"  # nothing hands `dead` back: no replay, no graph output
+    return y * _tagged_global.last_scale, y
+
+
+def test_attribute_stores_on_functions_and_tensors_are_replayed():
+    backend = CountingBackend()
+    compiled = pyframe.optimize(backend)(set_attributes_on_a_global_function_and_tensors)
+    for _ in range(2):  # the first call compiles, the second hits the cache
+        x = torch.randn(4)
+        vars(_tagged_global).pop("last_scale", None)
+        out, y = compiled(x)
+        torch.testing.assert_close(out, x * 6)
+        assert y.tag == "scaled" and x.seen is True and _tagged_global.last_scale == 3
+    assert len(backend.graphs) == 1
+    returned = backend.graphs[0].code.strip().splitlines()[-1]
+    assert "dead" not in returned, returned  # nothing hands `dead` back: not a graph output
+
+
+def test_partial_keywords_read_and_rebound_recompiles():
+    def call(p, x):
+        return p.func(x, *p.args, **p.keywords) + len(p.keywords)
+
+    backend = CountingBackend()
+    compiled = pyframe.optimize(backend)(call)
+    x = torch.randn(3)
+    p = functools.partial(torch.mul, 3.0)
+    torch.testing.assert_close(compiled(p, x), call(p, x))
+    torch.testing.assert_close(compiled(functools.partial(torch.mul, 3.0), x), call(p, x))  # equal: a hit
+    assert len(backend.graphs) == 1
+    q = functools.partial(torch.mul, 3.0, out=None)  # keywords' keys differ: recompiles
+    torch.testing.assert_close(compiled(q, x), call(q, x))
+    assert len(backend.graphs) == 2

@@ -36,6 +36,8 @@ _DICT_ITEM = "an item of a dict subclass argument: Dynamo names it dict_getitem_
 _CELL = "a closure cell's contents: Dynamo reads the cell as the variable (L_scale_), realized earlier"
 _REALIZED = "an input Dynamo realizes before pyframe looks at it (a hook's arguments, a match pattern, dtype checks)"
 _STACK = "the stack slot numbering of a resume function (Dynamo counts the NULL slots)"
+_OUTER_FELL_BACK = "torch._dynamo runs the frame as Python; its one graph is an inlined function's, compiled alone"
+_PARAM_ORDER = "a Parameter made in the frame (the resume function's stack argument): Dynamo places it after L_x_"
 _GPT2_CONV1D = "GPT-2's Conv1D (addmm(bias, x, weight)): Dynamo realizes bias before weight; one input more in pyframe"
 SIGNATURE_DIFFERS: dict[str, str] = {
     "constants.numpy_scalar_constants": _NUMPY,
@@ -47,6 +49,8 @@ SIGNATURE_DIFFERS: dict[str, str] = {
     "model_zoo2.SNGANDiscriminatorTrain": _REALIZED,
     "model_zoo2.SNGANDiscriminatorEval": _REALIZED,
     "python_objects.ClosureCellWrittenByInlinedCall": _CELL,
+    "function_objects.closure_cells_of_a_nested_function": _OUTER_FELL_BACK,
+    "torch_python_objects.parameter_made_in_the_frame": _PARAM_ORDER,
     "dict_subclasses.model_output_argument": _DICT_ITEM,
     "dict_subclasses.dict_subclass_argument_mutated": _DICT_ITEM,
     "pattern_matching.class_pattern_positional_dataclass": _REALIZED,
@@ -104,6 +108,10 @@ CODE_DIFFERS: set[str] = {
     "dict_subclasses.model_output_from_a_dict",
     "elementwise.builtin_abs_and_neg",
     "elementwise.inplace_on_local",
+    "generator_objects.generator_passed_between_functions",
+    "function_objects.function_transform_of_a_nested_function",
+    "class_protocols.class_getitem_picks_a_dtype",
+    "class_protocols.del_attribute_of_plain_objects",
     "graph_breaks.assert_on_tensor",
     "graph_breaks.branch_inside_autocast_region",
     "graph_breaks.branch_per_row",

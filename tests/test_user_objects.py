@@ -352,3 +352,66 @@ def test_calling_an_object_inlines_its_class_call():
     torch.testing.assert_close(pyframe.optimize(backend)(model)(x[None]), eager_model(x[None]))
     torch.testing.assert_close(model[0].weight_u, eager_model[0].weight_u)  # the power iteration's update
     assert len(backend.graphs) == 1 and "linear" in backend.graphs[0].ops
+
+
+# -- class attributes written in the frame -------------------------------------------------------
+
+
+class _Counter:
+    calls = 0
+    step = 1
+
+
+class _SubCounter(_Counter):
+    pass
+
+
+def test_class_counter_is_replayed_and_its_guard_recompiles_as_dynamo() -> None:
+    """`Cls.calls += 1`: one graph, the store replayed after it; the trace read the old count
+    (guarded), so the next call, seeing the new one, compiles again, as torch._dynamo does."""
+    def fn(x, obj):
+        _Counter.calls += _Counter.step
+        return x * obj.calls, hasattr(obj, "calls")
+
+    results = []
+    for engine in ("eager", "pyframe", "dynamo"):
+        _Counter.calls = 0
+        backend = CountingBackend()
+        run = fn if engine == "eager" else (pyframe.optimize(backend) if engine == "pyframe"
+                                            else torch._dynamo.optimize(backend))(fn)
+        torch._dynamo.reset()
+        results.append(([run(torch.ones(2), _SubCounter())[0].tolist() for _ in range(3)], _Counter.calls,
+                        len(backend.graphs)))
+    eager, ours, dynamo = results
+    assert ours[:2] == eager[:2] == ([[1.0, 1.0], [2.0, 2.0], [3.0, 3.0]], 3)
+    assert ours[2] == dynamo[2] == 3
+
+
+def test_class_attribute_store_hits_the_cache_while_the_class_is_unchanged() -> None:
+    class Config:
+        scale = 1.0
+
+    def fn(x):
+        Config.scale = 2.0
+        return x * Config.scale
+
+    backend = CountingBackend()
+    compiled = pyframe.optimize(backend)(fn)
+    for _ in range(3):
+        torch.testing.assert_close(compiled(torch.ones(2)), torch.full((2,), 2.0))
+    assert len(backend.graphs) == 1 and Config.scale == 2.0
+    Config.scale = 5.0  # the trace never read it: nothing to guard, the store is replayed
+    torch.testing.assert_close(compiled(torch.ones(2)), torch.full((2,), 2.0))
+    assert len(backend.graphs) == 1 and Config.scale == 2.0
+
+
+def test_storing_a_function_into_a_class_is_left_to_python() -> None:
+    class Shape:
+        def area(self):
+            return 1.0
+
+    def fn(x, s):
+        Shape.area = lambda self: 2.0  # changes every instance's method lookup
+        return x * s.area()
+
+    torch.testing.assert_close(pyframe.optimize(CountingBackend())(fn)(torch.ones(2), Shape()), torch.full((2,), 2.0))

@@ -17,6 +17,7 @@ import torch.fx
 from bytecode import Bytecode, CellVar, FreeVar, Instr, Label, TryBegin, TryEnd
 
 from .. import _C
+from ..exc import Unsupported
 from ..rerun import Rerun, run_as_python
 from ..source import (
     AttrSource, BaseItemSource, BuiltinSource, CellContentsSource, ChildSource, ClosureSource, DictItemSource, DictKeySource,
@@ -33,6 +34,7 @@ class PyCodegen:
         self.instructions: list[Instr | Label] = []
         self.node_slots: dict[torch.fx.Node, str] = {}  # graph outputs, stored in temporaries
         self.rebuilt: dict[int, str] = {}  # mutable containers already built once, by tracker id
+        self.rebuilding: set[int] = set()  # containers being built now (one that holds itself)
         self.lineno = code.co_firstlineno
         # Sources loaded more than once by one call_graph (the modules on the path to each
         # parameter), and the temporaries they were kept in.
@@ -192,7 +194,11 @@ class PyCodegen:
         if slot is not None:
             self.load_local(slot)
             return
+        if id(tracker) in self.rebuilding:  # (`d = locals()` later held in d): built item by item
+            raise Unsupported("a container that holds itself (`d = locals()` kept in a local) cannot be rebuilt")
+        self.rebuilding.add(id(tracker))
         emit()
+        self.rebuilding.discard(id(tracker))
         slot = self.rebuilt[id(tracker)] = f"___rebuilt_{len(self.rebuilt)}"
         self.emit("COPY", 1)
         self.emit("STORE_FAST", slot)

@@ -114,6 +114,30 @@ def _mutates(node: torch.fx.Node) -> bool:
     return node.target in INPLACE_OPERATORS
 
 
+def drop_stores_to_dead_tensors(tx: InstructionTranslator, roots: list[VariableTracker]) -> None:
+    """Forget attributes the trace set on tensors the graph made (`y.tag = "a"`) that nothing the
+    transformed code hands back reaches (y rebound since): no Python code can see them, and
+    replaying them would keep the tensor alive as a graph output (torch._dynamo prunes them too).
+    A tensor is reached from `roots`, from the other replayed stores, or from the attributes of
+    a tensor reached."""
+    stores = tx.side_effects.stores
+    pending = {key for key, (obj, _) in stores.items() if obj.source is None and isinstance(obj, TensorVariable)}
+    if not pending:
+        return
+    reached_from = [*roots, *tx.side_effects.mutated.values(),
+                    *(value for _, names in tx.side_effects.global_stores.values() for value in names.values()),
+                    *(value for key, (_, attrs) in stores.items() if key not in pending for value in attrs.values())]
+    while pending:
+        reached = {id(vt.example) for vt in walk(reached_from) if isinstance(vt, TensorVariable)}
+        alive = pending & reached
+        if not alive:
+            break
+        pending -= alive
+        reached_from.extend(value for key in alive for value in stores[key][1].values())
+    for key in pending:
+        del stores[key]
+
+
 def tensors_in(values: list[VariableTracker]) -> list[TensorVariable]:
     """Every tensor the transformed code must hand back to Python, in order, once each."""
     found: dict[torch.fx.Node, TensorVariable] = {}

@@ -45,7 +45,9 @@ from ..source import FreeCellSource, GlobalSource, ItemSource, Source
 from .variables.base import VariableTracker
 from .variables.base import class_attribute
 from .variables.dict_subclass import DictSubclassMixin, refill
-from .variables.objects import UserObjectVariable
+from .variables.objects import PythonObjectVariable, UserObjectVariable
+from .variables.functions import UserFunctionVariable
+from .variables.tensor import TensorVariable
 from .variables.dicts import build_dict_items, made_keys
 
 if TYPE_CHECKING:
@@ -114,8 +116,24 @@ class SideEffects:
 
     def load_attr(self, obj: VariableTracker, name: str) -> VariableTracker | None:
         """The value the trace stored in `obj.name`, if it did."""
-        entry = self.stores.get(id(obj))
+        entry = self.stores.get(_store_key(obj))
         return entry[1].get(name) if entry is not None else None
+
+    def load_class_attr(self, cls: type, name: str) -> VariableTracker | None:
+        """What `cls.name` (and an instance's `obj.name` that reaches the class) finds of what the
+        trace stored in a class attribute (`Cls.count += 1` on cls or a base): the first class of
+        cls's MRO that was stored to or that really holds `name` decides, as the lookup does."""
+        for klass in cls.__mro__:
+            entry = self.stores.get(id(klass))
+            if entry is not None and name in entry[1]:
+                return entry[1][name]
+            if name in _type_dict(klass):
+                return None
+        return None
+
+    def stores_to(self, obj: VariableTracker) -> bool:
+        """The trace assigned some attribute of `obj`."""
+        return _store_key(obj) in self.stores
 
     def load_global(self, f_globals: dict, name: str) -> VariableTracker | None:
         """The value the trace assigned to the global `name` of `f_globals`, if it did."""
@@ -144,14 +162,17 @@ class SideEffects:
         self.mutated[id(container)] = container
 
     def store_attr(self, obj: VariableTracker, name: str, value: VariableTracker) -> None:
+        """`obj.name = value` on an object read from the frame, or on a tensor (a graph output
+        then, if the graph made it: the replay stores the attribute on the very tensor returned)."""
         self.effects += 1
-        if obj.source is None:
+        if obj.source is None and not isinstance(obj, (TensorVariable, UserFunctionVariable)) \
+                and not _is_class(obj):  # (a class found without a source is loaded as a constant)
             raise Unsupported(f"assignment to attribute {name!r} of {obj}, which has no source")
         module = self._modules_tracked.get(id(obj))
         if module is not None and len(self._sources_of[id(module)]) > 1:
             names = " and ".join(s.name() for s in self._sources_of[id(module)])
             raise Unsupported(f"assignment to an attribute of a module reachable as {names}")
-        self.stores.setdefault(id(obj), (obj, {}))[1][name] = value
+        self.stores.setdefault(_store_key(obj), (obj, {}))[1][name] = value
 
     def advanced_iterators(self) -> list[VariableTracker]:
         """Iterators read from the frame that the trace took items from (ListIteratorVariable)."""
@@ -160,7 +181,8 @@ class SideEffects:
 
     def changed_sources(self) -> set[Source]:
         """Where the objects the replay changes are read from."""
-        return {c.source for c in self.mutated.values()} | {obj.source for obj, _ in self.stores.values()} | \
+        return {c.source for c in self.mutated.values()} | \
+            {obj.source for obj, _ in self.stores.values() if obj.source is not None} | \
             {it.source for it in self.advanced_iterators()}
 
     def replaced_sources(self) -> set[Source]:
@@ -176,8 +198,10 @@ class SideEffects:
     def live_values(self) -> list[VariableTracker]:
         """What the replay reads: its tensors must come out of the graph."""
         values: list[VariableTracker] = [*self.mutated.values()]
-        for _, attrs in self.stores.values():
+        for obj, attrs in self.stores.values():
             values.extend(attrs.values())
+            if obj.source is None:  # a tensor the graph made: loaded from the graph's outputs
+                values.append(obj)
         for _, names in self.global_stores.values():
             values.extend(names.values())
         return [item for value in values for item in _contents(value)]
@@ -229,7 +253,7 @@ class SideEffects:
             elif isinstance(target, tuple):  # obj.name = temp
                 obj, name = target
                 cg.load_local(temp)
-                cg.load_source(obj.source)
+                obj.reconstruct(cg)  # (its source, or a tensor among the graph's outputs)
                 cg.emit("STORE_ATTR", name)
             elif isinstance(target, DictSubclassMixin):  # refill(target, temp), not its own methods
                 cg.push_null()
@@ -287,6 +311,24 @@ def _build_contents(cg: "PyCodegen", container: VariableTracker) -> None:
         for item in container.items:
             item.reconstruct(cg)
         cg.emit("BUILD_LIST", len(container.items))
+
+
+def _store_key(obj: VariableTracker) -> int:
+    """The key of `obj`'s attribute stores: one tracker per mutable object read from the frame
+    (SideEffects.track), but a tensor may have several (read through two sources, or given back
+    unchanged by an in-place op), all sharing its FakeTensor, and a function one per read."""
+    if isinstance(obj, TensorVariable):
+        return id(obj.example)
+    if _is_class(obj):  # one class, however it was reached (`C`, `type(obj)`, `obj.__class__`)
+        return id(obj.value)
+    return id(obj.fn) if isinstance(obj, UserFunctionVariable) else id(obj)
+
+
+def _is_class(obj: VariableTracker) -> bool:
+    return type(obj) is PythonObjectVariable and isinstance(obj.value, type)
+
+
+_type_dict = type.__dict__["__dict__"].__get__
 
 
 def _stored_raw(obj: VariableTracker) -> bool:

@@ -35,6 +35,11 @@ STRAIGHT_LINE = [
     "tests.cases.builtin_subclasses",
     "tests.cases.set_algebra",
     "tests.cases.stdlib_calls",
+    "tests.cases.function_objects",
+    "tests.cases.generator_objects",
+    "tests.cases.class_protocols",
+    "tests.cases.scopes",
+    "tests.cases.torch_python_objects",
 ]
 GRAPH_BREAKS = ["tests.cases.graph_breaks", "tests.cases.autograd_function_breaks"]
 # Code installed by pip, called as its users call it (no cases when the library is not installed).

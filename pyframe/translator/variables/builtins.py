@@ -79,6 +79,13 @@ class BuiltinVariable(VariableTracker):
         fn = self.fn
         if is_exception_class(fn):
             return ExceptionVariable.make(fn, list(args), kwargs)
+        if (fn is locals or fn is vars) and not args and not kwargs:
+            try:
+                return tx.locals_snapshot()
+            except Unsupported as cause:  # a local pyframe cannot hold: the whole frame runs as Python
+                e = Unsupported(f"{fn.__name__}() of a frame with a local pyframe cannot trace: {cause}")
+                e.whole_frame = tx.parent is None
+                raise e from cause
         if _reads_caller_frame(fn, args, kwargs):
             # In an inlined call, the break at the root's call runs that function for real.
             e = Unsupported(f"{fn.__name__}() reads the frame's local variables")
@@ -216,12 +223,12 @@ def _is_legacy_tensor_type(cls: Any) -> bool:
 
 
 def _reads_caller_frame(fn: Any, args: Sequence[VariableTracker], kwargs: dict) -> bool:
-    """locals(), vars() and dir() without an argument, eval() and exec() without namespaces:
+    """dir() without an argument, eval() and exec() without namespaces, breakpoint():
     they read the calling frame's variables, which the compiled frame keeps in the trace (its
     slots hold the entry values), so no graph break can run them right."""
-    if fn is locals or fn is breakpoint:
+    if fn is breakpoint:
         return True
-    if fn in (vars, dir):
+    if fn is dir:
         return not args and not kwargs
     return fn in (eval, exec) and len(args) < 2 and not {"globals", "locals"} & set(kwargs)
 
@@ -270,6 +277,8 @@ def _has_attr(tx, obj: VariableTracker, attr: str) -> bool | None:
         return None  # read (its absence guarded): `self.extra = ...` may come later
     if obj.is_python_constant():
         value = obj.as_python_constant()
+        if isinstance(value, type) and tx.side_effects.load_class_attr(value, attr) is not None:
+            return True  # a class attribute the trace assigned
         answer = hasattr(value, attr)
         if obj.source is not None and hasattr(value, "__dict__"):
             # a class, a module, a function read from the frame: it may gain or lose the attribute
@@ -343,11 +352,10 @@ def _id(tx, obj: VariableTracker) -> VariableTracker:
     return ConstantVariable(id(known))
 
 
-def _vars(tx, *obj: VariableTracker) -> VariableTracker:
-    """vars(obj) is the `__dict__` attribute, read as `obj.__dict__` is."""
-    if len(obj) != 1:
-        raise Unsupported("vars() without an argument (the frame's locals)")
-    return tx.load_attr(obj[0], "__dict__")
+def _vars(tx, obj: VariableTracker) -> VariableTracker:
+    """vars(obj) is the `__dict__` attribute, read as `obj.__dict__` is (`vars()` is locals(),
+    BuiltinVariable.call)."""
+    return tx.load_attr(obj, "__dict__")
 
 
 def _contains(tx, container: VariableTracker, item: VariableTracker) -> VariableTracker | None:

@@ -17,7 +17,7 @@ from ...exc import Unsupported
 from .base import VariableTracker
 from .constant import ConstantVariable
 from .dict_subclass import DictSubclassMixin
-from .exceptions import raise_symbolic
+from .exceptions import ExceptionVariable, RaisedException, raise_symbolic
 from .iterators import ListIteratorVariable, iterate
 from .lists import FrameListVariable, ListVariable, TupleVariable, sort_trackers
 from .special_methods import is_tensor, length, python_method
@@ -102,7 +102,8 @@ def _next(tx, obj: VariableTracker, *default: VariableTracker) -> VariableTracke
         return item
     if default:
         return default[0]
-    raise_symbolic(StopIteration)
+    value = obj.stop_value  # a generator's return value
+    raise RaisedException(ExceptionVariable(StopIteration, [] if value is None else [value]))
 
 
 def _itertools(fn: Callable) -> Callable:
@@ -174,7 +175,14 @@ def _sorted(tx, iterable: VariableTracker, *, key: VariableTracker | None = None
     keys known while tracing."""
     items = list(iterate(tx, iterable))
     if key is None and all(i.is_python_constant() for i in items):
-        return None  # folded like any pure builtin on constants
+        if iterable.is_python_constant():
+            return None  # folded like any pure builtin on constants
+        # (a dict's keys, whose values are tensors): sorted now, as the pure builtins are
+        descending = reverse.as_python_constant() if reverse is not None else False
+        try:
+            return tx.wrap_constant(sorted((i.as_python_constant() for i in items), reverse=descending))
+        except TypeError as e:  # Python raises it too when the frame runs
+            raise Unsupported(f"sorted() raises TypeError: {e}") from e
     return ListVariable(sort_trackers(tx, items, key, reverse))
 
 

@@ -26,15 +26,18 @@ from .base import (
     static_attribute,
 )
 from .iterators import iterate
-from .constant import ConstantVariable
 from .dicts import DictVariable
 from .lists import DequeVariable
 from .namedtuples import new_namedtuple
-from .exceptions import ExceptionVariable, RaisedException, is_exception_class, raise_symbolic
+from .exceptions import ExceptionVariable, is_exception_class, raise_symbolic
 from .functions import PartialVariable
 from .methods import InlinedMethodVariable
 from .nn_module import record_module_init
 from .descriptions import describe_value
+from .attribute_protocol import (
+    check_plain_store, descriptor_get, descriptor_set, getattr_protocol, is_slot, iterate_object, python_descriptor,
+    setattr_protocol, store_class_attribute,
+)
 from .static_lookup import (
     PLAIN_DESCRIPTORS, has_own_getattribute, has_static_attr, instance_dict_of, is_data_descriptor,
     plain_protocol, static_attr,
@@ -72,9 +75,18 @@ class PythonObjectVariable(VariableTracker):
         return self.value
 
     def var_getattr(self, tx, name: str) -> VariableTracker:
+        if isinstance(self.value, type):  # a class attribute the trace assigned
+            stored = tx.side_effects.load_class_attr(self.value, name)
+            if stored is not None:
+                return stored
         value = static_attr(self.value, name)
         source = AttrSource(self.source, name) if self.source is not None else None
         return tx.wrap(value, source, guard=self.source is not None)
+
+    def store_attr(self, tx, name: str, value: VariableTracker) -> None:
+        if not isinstance(self.value, type):
+            super().store_attr(tx, name, value)
+        store_class_attribute(tx, self, name, value)
 
     def call(self, tx, args, kwargs) -> VariableTracker:
         cls = self.value
@@ -200,6 +212,11 @@ class UserObjectVariable(VariableTracker):
         stored = tx.side_effects.load_attr(self, name)
         if stored is not None:
             return stored
+        descriptor = python_descriptor(type(self.value), name)
+        if descriptor is not None and (is_data_descriptor(descriptor) or name not in instance_dict_of(self.value)):
+            guard_class_attribute(tx, self, name)
+            cls = tx.wrap(type(self.value), AttrSource(self.source, "__class__") if self.source is not None else None)
+            return descriptor_get(tx, self, cls, name, descriptor)
         dict_var = self._dict_tracker(tx)
         if dict_var is not None and not is_data_descriptor(class_attribute(type(self.value), name, None)):
             if name in dict_var.items:  # what the trace did to `obj.__dict__` is what obj shows
@@ -207,6 +224,9 @@ class UserObjectVariable(VariableTracker):
             if name in instance_dict_of(self.value):
                 raise Unsupported(f"attribute {name!r} removed from a {type(self.value).__qualname__}'s __dict__")
         instance_dict = instance_dict_of(self.value)
+        stored = tx.side_effects.load_class_attr(type(self.value), name) if name not in instance_dict else None
+        if stored is not None:  # a class attribute the trace assigned (`Cls.count += 1`)
+            return stored
         static = class_attribute(type(self.value), name, None)
         if isinstance(static, property) and static.fget is not None and name not in instance_dict:
             guard_class_attribute(tx, self, name)
@@ -260,6 +280,12 @@ class UserObjectVariable(VariableTracker):
         return instance_dict
 
     def generic_setattr(self, tx, name: str, value: VariableTracker) -> None:
+        descriptor = python_descriptor(type(self.value), name, setter=True)
+        if descriptor is not None:
+            guard_class_attribute(tx, self, name)
+            cls = tx.wrap(type(self.value), AttrSource(self.source, "__class__") if self.source is not None else None)
+            descriptor_set(tx, self, cls, name, descriptor, value)
+            return
         check_plain_store(type(self.value), name, own_setattr_ran=True)
         self.record_store(tx, name, value)
 
@@ -268,7 +294,7 @@ class UserObjectVariable(VariableTracker):
         `obj.__dict__` too if the trace read it."""
         tx.side_effects.store_attr(self, name, value)
         dict_var = self._dict_tracker(tx)
-        if dict_var is not None:
+        if dict_var is not None and not is_slot(class_attribute(type(self.value), name, None)):
             dict_var.items[name] = value
 
     def _dict_tracker(self, tx) -> VariableTracker | None:
@@ -344,52 +370,6 @@ class UserObjectVariable(VariableTracker):
         setattr_protocol(tx, self, type(self.value), self._class_attr_source, name, value)
 
 
-def getattr_protocol(tx, obj: VariableTracker, cls: type, class_attr_source: Callable[[str], Source | None],
-                     name: str) -> VariableTracker:
-    """`obj.name` as CPython's slot for a Python class does it: the class's own `__getattribute__`
-    (inlined) or object's generic lookup (`obj.generic_getattr`); if that raises AttributeError
-    (in the trace), the class's `__getattr__`, inlined."""
-    getattribute = class_attribute(cls, "__getattribute__", None)
-    try:
-        if isinstance(getattribute, types.FunctionType):
-            return tx.inline_call(getattribute, [obj, ConstantVariable(name)], {},
-                                  fn_source=class_attr_source("__getattribute__"))
-        return obj.generic_getattr(tx, name)
-    except RaisedException as raised:
-        fallback = class_attribute(cls, "__getattr__", None)
-        if fallback is None or not issubclass(raised.value.exc_type, AttributeError):
-            raise
-        if not isinstance(fallback, types.FunctionType):
-            raise Unsupported(f"{cls.__qualname__}.__getattr__ is a {type(fallback).__name__}") from None
-        return tx.inline_call(fallback, [obj, ConstantVariable(name)], {}, fn_source=class_attr_source("__getattr__"))
-
-
-def setattr_protocol(tx, obj: VariableTracker, cls: type, class_attr_source: Callable[[str], Source | None],
-                     name: str, value: VariableTracker) -> None:
-    """`obj.name = value`: the class's own `__setattr__` (inlined; it ends in
-    `super().__setattr__`, object's store), or object's store itself."""
-    setattr_fn = class_attribute(cls, "__setattr__", None)
-    if isinstance(setattr_fn, types.FunctionType) and type(cls).__setattr__ is type.__setattr__:
-        tx.inline_call(setattr_fn, [obj, ConstantVariable(name), value], {}, fn_source=class_attr_source("__setattr__"))
-        return
-    check_plain_store(cls, name)
-    obj.generic_setattr(tx, name, value)
-
-
-def iterate_object(tx, obj: VariableTracker, cls: type,
-                   class_attr_source: Callable[[str], Source | None]) -> list[VariableTracker]:
-    """The items of `for v in obj`: the iterator the class's own `__iter__` returns (inlined; a
-    generator, `iter(a dict)`...), taken to its end."""
-    method = class_attribute(cls, "__iter__", None)
-    if not isinstance(method, types.FunctionType):
-        raise Unsupported(f"iteration over a {cls.__qualname__}"
-                          f"{'' if method is None else ', whose __iter__ is a ' + type(method).__name__}")
-    iterator = tx.inline_call(method, [obj], {}, fn_source=class_attr_source("__iter__"))
-    if iterator is obj:  # (an iterator class: its __next__ is not modelled)
-        raise Unsupported(f"iteration over a {cls.__qualname__}, its own iterator")
-    return list(iterate(tx, iterator))
-
-
 def object_has_attr(tx, obj: "UserObjectVariable | NewObjectVariable", name: str) -> bool | None:
     """hasattr(obj, name) for an instance of a user class, when it runs no user code: no
     `__getattr__`, no Python `__getattribute__`, and the attribute (if the class defines it) is
@@ -401,7 +381,7 @@ def object_has_attr(tx, obj: "UserObjectVariable | NewObjectVariable", name: str
         assigned = tx.side_effects.load_attr(obj, name) is not None
     else:
         assigned = name in obj.attrs
-    if assigned:  # earlier in this trace
+    if assigned or tx.side_effects.load_class_attr(obj.python_type(), name) is not None:  # earlier in this trace
         return True
     cls = obj.python_type()
     if not plain_getattr(cls):
@@ -421,16 +401,6 @@ def object_has_attr(tx, obj: "UserObjectVariable | NewObjectVariable", name: str
         if obj.source is not None:
             tx.output.guards.add(AttrSource(obj.source, name), GuardKind.HASATTR_MATCH, answer)
     return answer
-
-
-def check_plain_store(cls: type, name: str, own_setattr_ran: bool = False) -> None:
-    """Unsupported unless `obj.name = value` (or, `own_setattr_ran`, object.__setattr__ at the end
-    of the class's own __setattr__) only puts value in the instance's __dict__."""
-    if not own_setattr_ran and (type(cls).__setattr__ is not type.__setattr__ or cls.__setattr__ is not object.__setattr__):
-        raise Unsupported(f"assignment to attribute {name!r} of {cls.__qualname__}, which defines __setattr__")
-    static = class_attribute(cls, name, None)
-    if hasattr(type(static), "__set__") or hasattr(type(static), "__delete__"):
-        raise Unsupported(f"assignment to attribute {name!r} of {cls.__qualname__} through a descriptor")
 
 
 class NewObjectVariable(VariableTracker):
@@ -465,8 +435,15 @@ class NewObjectVariable(VariableTracker):
         if isinstance(static, property) and static.fget is not None:  # (a data descriptor: first)
             self._guard_class_member(tx, name, static)
             return tx.inline_call(static.fget, [self], {})
+        descriptor = python_descriptor(self.cls, name)
+        if descriptor is not None and (is_data_descriptor(descriptor) or name not in self.attrs):
+            # (pinned where the class's dict holds it: `C.name` would call its __get__)
+            return descriptor_get(tx, self, PythonObjectVariable(self.cls, self.cls_source), name, descriptor)
         if name in self.attrs:
             return self.attrs[name]
+        stored = tx.side_effects.load_class_attr(self.cls, name)
+        if stored is not None:  # a class attribute the trace assigned (`Cls.count += 1`)
+            return stored
         if name == "__class__":
             return PythonObjectVariable(self.cls, self.cls_source)
         if isinstance(static, types.FunctionType):
@@ -496,6 +473,10 @@ class NewObjectVariable(VariableTracker):
             tx.output.guards.add(AttrSource(self.cls_source, name), GuardKind.ID_MATCH, member)
 
     def generic_setattr(self, tx, name: str, value: VariableTracker) -> None:
+        descriptor = python_descriptor(self.cls, name, setter=True)
+        if descriptor is not None:
+            descriptor_set(tx, self, PythonObjectVariable(self.cls, self.cls_source), name, descriptor, value)
+            return
         check_plain_store(self.cls, name, own_setattr_ran=True)
         tx.side_effects.note()
         self.attrs[name] = value
@@ -588,10 +569,10 @@ class InstanceDictVariable(DictVariable):
 
 def is_plain_class(cls: type) -> bool:
     """A Python class whose instances object.__new__ makes and whose attributes live in __dict__
-    (a `__setattr__` of its own is inlined: it ends in object's)."""
+    or in the slots its `__slots__` makes (a `__setattr__` of its own is inlined: it ends in
+    object's)."""
     return (type(cls) in (type, abc.ABCMeta) and cls.__new__ is object.__new__
             and (cls.__setattr__ is object.__setattr__ or isinstance(class_attribute(cls, "__setattr__", None),
                                                                      types.FunctionType))
-            and "__slots__" not in cls.__dict__
             and all(base is object or base.__module__ != "builtins" for base in cls.__mro__)
             and not issubclass(cls, (torch.nn.Module, torch.Tensor)))

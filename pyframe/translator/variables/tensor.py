@@ -80,6 +80,9 @@ class TensorVariable(VariableTracker):
             return BoundMethodVariable(self, name)
         if name in ("T", "mT", "H", "mH", "real", "imag"):
             return wrap_node(tx, tx.output.create_node("call_function", getattr, (self.node, name), {}))
+        stored = tx.side_effects.load_attr(self, name)
+        if stored is not None:  # `x.tag = ...` earlier in the trace
+            return stored
         graph_input = tx.output.input_of(self.example)
         if graph_input is not None and not hasattr(self.class_type, name) \
                 and name in getattr(graph_input.example, "__dict__", {}):
@@ -87,12 +90,21 @@ class TensorVariable(VariableTracker):
             return tx.wrap(graph_input.example.__dict__[name], AttrSource(graph_input.source, name))
         raise Unsupported(f"tensor attribute {name!r}")
 
+    def store_attr(self, tx, name: str, value: VariableTracker) -> None:
+        """`x.tag = value`: a Python attribute of the tensor object, recorded and replayed after the
+        graph (on the input, or on the tensor the graph gives back). Tensor's own attributes
+        (`requires_grad`, `data`, `grad`...) have meanings of their own: not traced."""
+        if hasattr(self.class_type, name):
+            raise Unsupported(f"assignment to the tensor attribute {name!r}")
+        self.realize(tx)
+        tx.side_effects.store_attr(self, name, value)
+
     def has_attr(self, tx, name: str) -> bool:
         """hasattr(x, name): the class's attributes (its type is guarded by TENSOR_MATCH); a Python
         attribute of an input tensor, which may be set after compiling (`x.scale = 3.0`), is
         guarded either way; a tensor the graph makes has none. (Never the FakeTensor's: it has
         attributes of its own, and none of the real tensor's.)"""
-        if hasattr(self.class_type, name):
+        if hasattr(self.class_type, name) or tx.side_effects.load_attr(self, name) is not None:
             return True
         graph_input = tx.output.input_of(self.example)
         if graph_input is None:
