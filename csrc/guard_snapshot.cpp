@@ -152,7 +152,7 @@ bool record_class_attr(PyObject *v, PyObject *name, PyObject *value, bool generi
         PyErr_Clear();
         return false;
     }
-    s.tags.push_back(Tag{v, tp, tp->tp_version_tag, dict, slot, pf_dict_version(dict)});
+    s.tags.push_back(Tag::of_type_and_dict(v, dict, slot));
     return true;
 }
 
@@ -222,7 +222,7 @@ void GuardManager::record_facts(PyObject *v, Snapshot &s) const {
                 s.safe = false;
             }  // (else every attribute child is an anchor: nothing about v itself to record)
         } else {
-            s.tags.push_back(Tag{v, tp, tp->tp_version_tag, dict, slot, pf_dict_version(dict)});
+            s.tags.push_back(Tag::of_type_and_dict(v, dict, slot));
         }
     }
     if (has_item_children_) {
@@ -242,11 +242,11 @@ void GuardManager::collect_snapshots(py::list &out) const {
         size_t classes = 0, dicts = 0;
         py::list anchors;
         for (const Tag &t : snapshot_.tags) {
-            if (t.anchor != nullptr) {
+            if (t.kind == Tag::Kind::Anchor) {
                 anchors.append(t.anchor->source());
             }
-            classes += t.own_version;
-            dicts += t.dict != nullptr;
+            classes += t.kind == Tag::Kind::ClassVersion;
+            dicts += t.kind == Tag::Kind::Dict || t.kind == Tag::Kind::TypeAndDict;
         }
         const char *state = snapshot_valid_ ? "valid" : never_safe_ ? "never safe" : "none";
         out.append(py::make_tuple(source_, state, snapshot_.tags.size(), anchors, classes, dicts));

@@ -43,62 +43,91 @@ PyObject *pf_fetch_child(const GuardManager *child, PyObject *parent);
 // read: the root object by its ID_MATCH, an anchored value by the snapshot's own reference, every
 // other one because the dict holding it did not change.
 
+// One fact of a snapshot, of one of six kinds; `holds()` is a switch on the kind, each case a few
+// loads and compares (a snapshot of a library model has hundreds: one per module's dicts, most
+// of them dict versions). 64 bytes, one cache line.
 struct Tag {
+    enum class Kind : uint8_t {
+        Dict,         // the dict `dict` still has version `version`
+        TypeAndDict,  // obj's type is `type` with `type_version`, and obj keeps `dict` (at `slot`)
+                      // with version `version`: every attribute found through both is unchanged
+        Type,         // obj's type is `type` with `type_version` (its `__class__` unchanged)
+        ClassVersion, // the class obj's own version tag is still `type_version`
+        Field,        // the field `slot` of obj's struct still holds `dict` (pf_attr_field)
+        Anchor,       // `anchor` fetched from `anchor_parent` is still obj (kept alive)
+    };
+
+    Kind kind;
+    unsigned int type_version = 0;
     PyObject *obj;                    // borrowed (see above); for an anchor, the value it fetched
-    PyTypeObject *type;               // nullptr: the type is not part of this fact
-    unsigned int type_version;
-    PyObject *dict;                   // obj's instance dict, or obj itself; nullptr: none
-    PyObject **dict_slot;             // where obj keeps its instance dict; nullptr: dict is obj
-    unsigned long long dict_version;
-    const GuardManager *anchor = nullptr;  // an anchor: `anchor` fetched from `anchor_parent`
+    PyTypeObject *type = nullptr;
+    PyObject *dict = nullptr;         // Dict, TypeAndDict: the dict; Field: the value held
+    PyObject **slot = nullptr;        // TypeAndDict: where obj keeps its dict; Field: the field
+    unsigned long long version = 0;   // Dict, TypeAndDict: the dict's version
+    const GuardManager *anchor = nullptr;
     PyObject *anchor_parent = nullptr;
 
-    bool own_version = false;  // obj is a class whose own version tag is `type_version`
-    PyObject **field = nullptr;  // a field of obj's struct (pf_attr_field) that must still hold...
-    PyObject *field_value = nullptr;  // ...this pointer (borrowed: obj's field holds it)
-
-    static Tag anchored(const GuardManager *child, PyObject *parent, PyObject *value) {
-        return Tag{value, nullptr, 0, nullptr, nullptr, 0, child, parent};
+    static Tag of_dict(PyObject *d) {
+        Tag t{Kind::Dict, 0, d};
+        t.dict = d;
+        t.version = pf_dict_version(d);
+        return t;
     }
-    static Tag class_version(PyTypeObject *cls) {
-        return Tag{(PyObject *)cls, nullptr, cls->tp_version_tag, nullptr, nullptr, 0, nullptr, nullptr, true};
+    static Tag of_type_and_dict(PyObject *obj, PyObject *dict, PyObject **slot) {
+        Tag t = of_type(obj);
+        t.kind = Kind::TypeAndDict;
+        t.dict = dict;
+        t.slot = slot;
+        t.version = pf_dict_version(dict);
+        return t;
     }
-
+    static Tag of_type(PyObject *obj) {
+        PyTypeObject *tp = Py_TYPE(obj);
+        Tag t{Kind::Type, tp->tp_version_tag, obj};
+        t.type = tp;
+        return t;
+    }
+    static Tag class_version(PyTypeObject *cls) { return Tag{Kind::ClassVersion, cls->tp_version_tag, (PyObject *)cls}; }
     static Tag in_field(PyObject *obj, PyObject **field) {
-        Tag t{obj, nullptr, 0, nullptr, nullptr, 0};
-        t.field = field;
-        t.field_value = *field;
+        Tag t{Kind::Field, 0, obj};
+        t.slot = field;
+        t.dict = *field;
+        return t;
+    }
+    static Tag anchored(const GuardManager *child, PyObject *parent, PyObject *value) {
+        Tag t{Kind::Anchor, 0, value};
+        t.anchor = child;
+        t.anchor_parent = parent;
         return t;
     }
 
     bool holds() const {
-        if (field != nullptr) {
-            return *field == field_value;
-        }
-        if (own_version) {
-            return ((PyTypeObject *)obj)->tp_version_tag == type_version;
-        }
-        if (anchor != nullptr) {
-            PyObject *now = pf_fetch_child(anchor, anchor_parent);
-            if (now == nullptr) {
-                PyErr_Clear();
-                return false;
+        switch (kind) {
+            case Kind::Dict:
+                return pf_dict_version(dict) == version;
+            case Kind::TypeAndDict:  // (a new __dict__ assigned: the slot holds another dict)
+                return Py_TYPE(obj) == type && type->tp_version_tag == type_version && *slot == dict &&
+                       pf_dict_version(dict) == version;
+            case Kind::Type:
+                return Py_TYPE(obj) == type && type->tp_version_tag == type_version;
+            case Kind::ClassVersion:
+                return ((PyTypeObject *)obj)->tp_version_tag == type_version;
+            case Kind::Field:
+                return *slot == dict;
+            case Kind::Anchor: {
+                PyObject *now = pf_fetch_child(anchor, anchor_parent);
+                if (now == nullptr) {
+                    PyErr_Clear();
+                    return false;
+                }
+                Py_DECREF(now);
+                return now == obj;
             }
-            Py_DECREF(now);
-            return now == obj;
         }
-        if (type != nullptr && (Py_TYPE(obj) != type || type->tp_version_tag != type_version)) {
-            return false;
-        }
-        if (dict != nullptr) {
-            if (dict_slot != nullptr && *dict_slot != dict) {
-                return false;  // a new __dict__ was assigned
-            }
-            return pf_dict_version(dict) == dict_version;
-        }
-        return true;
+        return false;
     }
 };
+static_assert(sizeof(Tag) == 64, "a fact fills one cache line");
 
 struct Snapshot {
     std::vector<Tag> tags;  // parent first
@@ -123,11 +152,11 @@ struct Snapshot {
     // Keep the first of equal facts (a class, a module's globals... met on many paths): order
     // stays parent first, since a repeat's parents came before it and the first one's before it.
     void drop_repeats() {
-        std::set<std::tuple<PyObject *, PyTypeObject *, PyObject *, const GuardManager *, bool, PyObject **>> seen;
+        std::set<std::tuple<Tag::Kind, PyObject *, PyTypeObject *, PyObject *, PyObject **, const GuardManager *>> seen;
         std::vector<Tag> kept;
         kept.reserve(tags.size());
         for (const Tag &t : tags) {
-            if (seen.emplace(t.obj, t.type, t.dict, t.anchor, t.own_version, t.field).second) {
+            if (seen.emplace(t.kind, t.obj, t.type, t.dict, t.slot, t.anchor).second) {
                 kept.push_back(t);
             }
         }
@@ -153,7 +182,7 @@ struct Snapshot {
         if (!PyType_HasFeature(tp, Py_TPFLAGS_VALID_VERSION_TAG)) {
             return false;
         }
-        tags.push_back(Tag{obj, tp, tp->tp_version_tag, nullptr, nullptr, 0});
+        tags.push_back(Tag::of_type(obj));
         return true;
     }
     // The class `cls`'s own version: what a lookup through its MRO finds.
@@ -164,7 +193,7 @@ struct Snapshot {
         tags.push_back(Tag::class_version((PyTypeObject *)cls));
         return true;
     }
-    void dict(PyObject *d) { tags.push_back(Tag{d, nullptr, 0, d, nullptr, pf_dict_version(d)}); }
+    void dict(PyObject *d) { tags.push_back(Tag::of_dict(d)); }
 };
 
 // The rules a recorded fact rests on (guard_snapshot.cpp).
