@@ -14,7 +14,7 @@ from typing import Callable, Sequence
 from ...exc import Unsupported
 from ...guards import GuardKind
 from ...source import AttrSource, Source
-from .base import UNKNOWN_OBJECT, VariableTracker, class_attribute
+from .base import UNKNOWN_OBJECT, VariableTracker, class_attribute, guard_class_attribute
 from .constant import ConstantVariable
 from .dict_subclass import DictSubclassMixin
 from .dicts import DictVariable, DictViewVariable
@@ -61,6 +61,21 @@ def python_method(vt: VariableTracker, name: str) -> tuple[Callable, Source | No
     if not isinstance(method, types.FunctionType):
         return None
     return method, AttrSource(cls_source, name) if cls_source is not None else None
+
+
+def inline_special(tx, obj: VariableTracker, name: str, args: Sequence[VariableTracker]) -> VariableTracker | None:
+    """`obj[k] = v` (`__setitem__`), `del obj[k]` (`__delitem__`) on an instance of a user class
+    whose class defines that special method in Python: inlined, looked up on the type as CPython
+    does, and guarded to stay the class's (a class patched after compiling recompiles); None if
+    the class defines no Python function of that name."""
+    found = python_method(obj, name)
+    if found is None:
+        return None
+    if isinstance(obj, NewObjectVariable):
+        obj._guard_class_member(tx, name, found[0])
+    else:
+        guard_class_attribute(tx, obj, name, check_instance=False)
+    return tx.inline_call(found[0], [obj, *args], {}, fn_source=found[1])
 
 
 def user_operator(tx, fn: Callable, args: Sequence[VariableTracker]) -> VariableTracker | None:
