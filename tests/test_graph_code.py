@@ -71,7 +71,6 @@ CODE_DIFFERS: set[str] = {
     "builtin_subclasses.dict_subclass_setitem_override",
     "set_algebra.dict_views_set_algebra",
     "set_algebra.set_of_tensors",
-    "set_algebra.class_dict_reads",
     "set_algebra.pytree_flatten_unflatten",
     "set_algebra.pytree_map",
     "stdlib_calls.contextlib_suppress_and_nullcontext",
