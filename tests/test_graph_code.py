@@ -76,6 +76,7 @@ CODE_DIFFERS: set[str] = {
     "stdlib_calls.contextlib_suppress_and_nullcontext",
     "stdlib_calls.functools_reduce_over_tensors",
     "stdlib_calls.itertools_islice_with_steps",
+    "stdlib_calls.itertools_islice_of_a_generator",
     "model_zoo2.GPT2Train",
     "transformers_models.GPT2LMHeadModelEval",
     "transformers_models.GPT2LMHeadModelTrain",

@@ -85,6 +85,26 @@ def itertools_islice_with_steps(x):
     return x + sum(picked) + sum(tail), picked
 
 
+def _shifted(x, n):
+    for i in range(n):
+        yield x + i
+
+
+@case(inputs=lambda: torch.randn(5))
+def itertools_islice_of_a_generator(x):
+    every_other = list(itertools.islice(_shifted(x, 6), 1, None, 2))
+    first = list(itertools.islice(_shifted(x, 6), 3))  # the generator is run only as far as needed
+    return sum(every_other) + first[-1]
+
+
+@case(inputs=lambda: torch.randn(5))
+def itertools_groupby_and_running_totals_of_tensors(x):
+    words = ["aa", "ab", "b", "bc", "c"]
+    runs = [(k, len(list(g))) for k, g in itertools.groupby(words, key=lambda w: w[0])]
+    totals = list(itertools.accumulate([x, x * 2, x * 3], initial=x))
+    return totals[-1] * len(runs), runs, [(k, list(g)) for k, g in itertools.groupby([1, 1, 2, 3, 3])]
+
+
 @case(inputs=lambda: torch.randn(5))
 def functools_reduce_over_tensors(x):
     total = functools.reduce(operator.add, [x, x * 2, x * 3])
@@ -110,7 +130,8 @@ def operator_getters_and_methodcaller(x):
 @case(inputs=lambda: torch.randn(5))
 def collections_counter(x):
     c = collections.Counter(["a", "b", "a", "c", "a"])
-    return x * c["a"] + c["z"], len(c)
+    c.update("bd")
+    return x * c["a"] + c["z"] + c["b"], len(c)
 
 
 @case(inputs=lambda: torch.randn(5))
