@@ -73,7 +73,6 @@ CODE_DIFFERS: set[str] = {
     "set_algebra.set_of_tensors",
     "set_algebra.pytree_flatten_unflatten",
     "set_algebra.pytree_map",
-    "stdlib_calls.contextlib_suppress_and_nullcontext",
     "stdlib_calls.functools_reduce_over_tensors",
     "stdlib_calls.itertools_islice_with_steps",
     "stdlib_calls.itertools_islice_of_a_generator",
