@@ -508,14 +508,15 @@ class MethodCallerVariable(VariableTracker):
         return [*self.args, *self.kwargs.values()]
 
     def reconstruct(self, cg) -> None:
-        if self.kwargs:
-            raise Unsupported("rebuilding a methodcaller with keyword arguments")
+        """`operator.methodcaller(name, *args, **kwargs)` called again with the same arguments."""
         cg.push_null()
         cg.load_const(operator.methodcaller)
         cg.load_const(self.name)
-        for arg in self.args:
+        for arg in (*self.args, *self.kwargs.values()):
             arg.reconstruct(cg)
-        cg.call(1 + len(self.args))
+        if self.kwargs:
+            cg.emit("KW_NAMES", tuple(self.kwargs))  # (3.11: the names of the last arguments)
+        cg.call(1 + len(self.args) + len(self.kwargs))
 
 
 def _methodcaller(tx, name: VariableTracker, *args: VariableTracker, **kwargs: VariableTracker) -> VariableTracker:
