@@ -136,7 +136,7 @@ private:
     Py_ssize_t n_;
 };
 
-// A dict's keys, in order (`tuple(v.keys()) == (...)`), each a constant compared by exact type
+// A dict's keys (or a mappingproxy's: a class's __dict__), in order (`tuple(v.keys()) == (...)`), each a constant compared by exact type
 // and value; or (`keys_by_id(v) == [...]`) where some keys hash by identity (tensors, modules,
 // functions, classes), those compared by identity (a weak reference when the key supports them,
 // so the guard keeps no parameter alive and fails once the key died).
@@ -166,6 +166,9 @@ public:
     }
     bool check(PyObject *v) override {
         Py_ssize_t n = static_cast<Py_ssize_t>(raw_.size());
+        if (PyObject *mapping = pf_mappingproxy_mapping(v)) {
+            v = mapping;  // `Cls.__dict__`: the keys of the class's dict, which the proxy reads
+        }
         if (!PyDict_Check(v) || PyDict_GET_SIZE(v) != n) {
             return false;
         }

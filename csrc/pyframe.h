@@ -106,6 +106,9 @@ PyObject **pf_instance_dict_slot(PyObject *obj);
 /* Where `obj` keeps getattr(obj, name) in its own struct (a function's __code__, a cell's contents, a
    slot), or NULL: a later check compares one load with the value fetched. */
 PyObject **pf_attr_field(PyObject *obj, PyObject *name);
+/* The mapping a mappingproxy reads (borrowed: `Cls.__dict__`'s is the class's dict), or NULL (no
+   exception set) if `proxy` is not a mappingproxy. */
+PyObject *pf_mappingproxy_mapping(PyObject *proxy);
 /* The items a tuple iterator has still to give, as a new tuple (NULL with TypeError if `it` is
    not a tuple iterator). */
 PyObject *pf_tuple_iterator_rest(PyObject *it);

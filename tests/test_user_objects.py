@@ -415,3 +415,29 @@ def test_storing_a_function_into_a_class_is_left_to_python() -> None:
         return x * s.area()
 
     torch.testing.assert_close(pyframe.optimize(CountingBackend())(fn)(torch.ones(2), Shape()), torch.full((2,), 2.0))
+
+
+class _Table(collections.UserDict):
+    def __setitem__(self, key, value):
+        super().__setitem__(key, value * 2)
+
+
+def test_item_assignment_and_deletion_go_through_the_class_s_own_methods():
+    """`obj[k] = v` and `del obj[k]` on a user class (a collections.UserDict subclass, its
+    MutableMapping.update) inline the class's __setitem__/__delitem__, made in the frame or passed in."""
+    def fn(x, passed):
+        t = _Table()
+        t["a"] = x
+        t.update({"b": 1}, c=2)
+        del t["c"]
+        passed["q"] = 3
+        return t["a"] + t["b"], sorted(t), t, passed
+
+    x = torch.randn(3)
+    assert not pyframe.explain(fn)(x, _Table()).break_reasons
+    backend = CountingBackend()
+    passed = _Table()
+    out, keys, made, same = pyframe.optimize(backend)(fn)(x, passed)
+    torch.testing.assert_close(out, x * 2 + 2)
+    assert keys == ["a", "b"] and type(made) is _Table and made.data.keys() == {"a", "b"}
+    assert same is passed and passed.data == {"q": 6} and len(backend.graphs) == 1

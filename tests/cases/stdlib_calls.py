@@ -53,13 +53,45 @@ def testcase_assert_equal(x):
     return x + 1
 
 
-@case(inputs=lambda: torch.randn(5), difference="an exception raised by a builtin ([][1]) inside a with block is a graph break there, and a break inside a with block runs the frame as Python")
+@case(inputs=lambda: torch.randn(5))
 def contextlib_suppress_and_nullcontext(x):
     with contextlib.suppress(IndexError):
         [][1]
     with contextlib.nullcontext(x + 1) as y:
         z = y * 2
     return z
+
+
+@contextlib.contextmanager
+def _catching(log):
+    try:
+        yield len(log)
+    except IndexError:
+        log.append("caught")
+
+
+class _Watching:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        self.seen = exc_type
+        return False
+
+
+@case(inputs=lambda: torch.randn(5))
+def builtin_errors_inside_with_blocks(x):
+    log = []
+    with _catching(log):
+        y = x * 2
+        (1, 2)[5]
+    watch = _Watching()
+    try:
+        with watch:
+            {}["missing"]
+    except KeyError as e:
+        y = y + len(e.args)
+    return y, log, watch.seen is KeyError
 
 
 @case(inputs=lambda: torch.randn(5))
@@ -83,6 +115,26 @@ def itertools_islice_with_steps(x):
     picked = list(itertools.islice(range(20), 2, 12, 3))
     tail = list(itertools.islice([x, x + 1, x + 2, x + 3], 1, None, 2))
     return x + sum(picked) + sum(tail), picked
+
+
+def _shifted(x, n):
+    for i in range(n):
+        yield x + i
+
+
+@case(inputs=lambda: torch.randn(5))
+def itertools_islice_of_a_generator(x):
+    every_other = list(itertools.islice(_shifted(x, 6), 1, None, 2))
+    first = list(itertools.islice(_shifted(x, 6), 3))  # the generator is run only as far as needed
+    return sum(every_other) + first[-1]
+
+
+@case(inputs=lambda: torch.randn(5))
+def itertools_groupby_and_running_totals_of_tensors(x):
+    words = ["aa", "ab", "b", "bc", "c"]
+    runs = [(k, len(list(g))) for k, g in itertools.groupby(words, key=lambda w: w[0])]
+    totals = list(itertools.accumulate([x, x * 2, x * 3], initial=x))
+    return totals[-1] * len(runs), runs, [(k, list(g)) for k, g in itertools.groupby([1, 1, 2, 3, 3])]
 
 
 @case(inputs=lambda: torch.randn(5))
@@ -110,7 +162,8 @@ def operator_getters_and_methodcaller(x):
 @case(inputs=lambda: torch.randn(5))
 def collections_counter(x):
     c = collections.Counter(["a", "b", "a", "c", "a"])
-    return x * c["a"] + c["z"], len(c)
+    c.update("bd")
+    return x * c["a"] + c["z"] + c["b"], len(c)
 
 
 @case(inputs=lambda: torch.randn(5))

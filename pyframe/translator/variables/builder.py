@@ -39,6 +39,7 @@ from .functions import (
     CodeObjectVariable, InspectSignatureVariable, LruCacheWrapperVariable, PartialVariable, UserFunctionVariable,
 )
 from .contexts import GRAD_MODE_CLASSES, GradModeClassVariable
+from .mappingproxy import MappingProxyVariable, is_modelled_proxy
 from .methods import InlinedMethodVariable
 from .super_object import SuperVariable
 from .nn_module import NNModuleVariable
@@ -193,6 +194,18 @@ def _wrap_mapping(tx: Tracer, value: Any, source: Source | None, guard: bool,
             _WRAPPING.discard(id(value))
         return _mutable(tx, source, value, UserDictObjectVariable(value, items, source))
     return None
+
+
+def _wrap_mapping_proxy(tx: Tracer, value: Any, source: Source | None, guard: bool,
+                        guards: Any) -> VariableTracker | None:
+    """A mappingproxy (a class's `__dict__`) read from the frame: its keys in order, guarded
+    (DICT_KEYS_MATCH reads the dict behind the proxy); its values are wrapped when read."""
+    if source is None or not is_modelled_proxy(value):
+        return None
+    _add(guards, source, GuardKind.TYPE_MATCH, types.MappingProxyType)
+    tracker = MappingProxyVariable(value, source)
+    _add(guards, source, GuardKind.DICT_KEYS_MATCH, tracker.keys)
+    return tracker
 
 
 def _wrap_container_subclass(tx: Tracer, value: Any, source: Source | None, guard: bool,
@@ -403,7 +416,7 @@ def _wrap_user_object(tx: Tracer, value: Any, source: Source | None, guard: bool
 # Each kind of value, in the order they are tried: a value is the first kind whose function
 # returns a tracker (the order matters where kinds overlap: a named tuple is a tuple, a builtin
 # type or grad-mode class is a class).
-_KINDS = (_wrap_tensor, _wrap_constant, _wrap_sequence, _wrap_mapping, _wrap_container_subclass,
+_KINDS = (_wrap_tensor, _wrap_constant, _wrap_sequence, _wrap_mapping, _wrap_mapping_proxy, _wrap_container_subclass,
           _wrap_method_descriptor, _wrap_constant_collection, _wrap_marked_function, _wrap_module,
           _wrap_torch_or_builtin, _wrap_special_object, _wrap_callable, _wrap_class)
 

@@ -33,7 +33,7 @@ from .super_object import SuperVariable, zero_arg_super
 from .nn_module import NNModuleVariable
 from .objects import NewObjectVariable, UserObjectVariable, object_has_attr, register_constructor
 from .iteration_builtins import ITERATION_HANDLERS
-from .special_methods import DUNDERS, identity, is_tensor, length, python_method, user_operator
+from .special_methods import DUNDERS, contains, identity, is_tensor, length, python_method, user_operator
 from .tensor import TensorVariable, call_in_graph
 
 # Builtins with no side effects: calling them on constants while tracing is safe.
@@ -358,30 +358,6 @@ def _vars(tx, obj: VariableTracker) -> VariableTracker:
     return tx.load_attr(obj, "__dict__")
 
 
-def _contains(tx, container: VariableTracker, item: VariableTracker) -> VariableTracker | None:
-    if isinstance(container, DictSubclassMixin):  # its __contains__, inlined, or dict's
-        result = container.call_special(tx, "__contains__", [item])
-        return ConstantVariable(result.truth())  # `in` makes a bool of what __contains__ returns
-    found = python_method(container, "__contains__")
-    if found is not None:  # a user class's __contains__, inlined (`in` makes a bool of its result)
-        return ConstantVariable(tx.inline_call(found[0], [container, item], {}, fn_source=found[1]).truth())
-    if isinstance(container, DictVariable):
-        return container.call_method(tx, "__contains__", [item], {})
-    if isinstance(container, SetVariable):
-        return ConstantVariable(container.contains(tx, item))
-    if isinstance(container, DictViewVariable) and container.kind == "keys":
-        return container.call_method(tx, "__contains__", [item], {})
-    if isinstance(container, BaseListVariable) and item.is_python_constant():
-        return container.call_method(tx, "__contains__", [item], {})
-    known, members = item.real_object(), container.real_object()
-    if known is not UNKNOWN_OBJECT and type(members) is frozenset:  # a set of functions, classes...
-        for vt, obj in ((item, known), (container, members)):  # (immutable: its identity fixes it)
-            if vt.source is not None and not isinstance(vt, ConstantVariable):
-                tx.output.guards.add(vt.source, GuardKind.ID_MATCH, obj)
-        return ConstantVariable(known in members)
-    return None
-
-
 def _getitem(tx, obj: VariableTracker, key: VariableTracker) -> VariableTracker | None:
     if is_tensor(obj):
         return None
@@ -532,14 +508,15 @@ class MethodCallerVariable(VariableTracker):
         return [*self.args, *self.kwargs.values()]
 
     def reconstruct(self, cg) -> None:
-        if self.kwargs:
-            raise Unsupported("rebuilding a methodcaller with keyword arguments")
+        """`operator.methodcaller(name, *args, **kwargs)` called again with the same arguments."""
         cg.push_null()
         cg.load_const(operator.methodcaller)
         cg.load_const(self.name)
-        for arg in self.args:
+        for arg in (*self.args, *self.kwargs.values()):
             arg.reconstruct(cg)
-        cg.call(1 + len(self.args))
+        if self.kwargs:
+            cg.emit("KW_NAMES", tuple(self.kwargs))  # (3.11: the names of the last arguments)
+        cg.call(1 + len(self.args) + len(self.kwargs))
 
 
 def _methodcaller(tx, name: VariableTracker, *args: VariableTracker, **kwargs: VariableTracker) -> VariableTracker:
@@ -583,7 +560,7 @@ _HANDLERS: dict[Callable, Callable] = {
     len: length, callable: _callable, isinstance: _isinstance, getattr: _getattr, hasattr: _hasattr, setattr: _setattr, delattr: _delattr,
     type: _type,
     **ITERATION_HANDLERS, **_either(SET_HANDLERS, DICT_HANDLERS),
-    operator.is_: identity(False), operator.is_not: identity(True), operator.contains: _contains,
+    operator.is_: identity(False), operator.is_not: identity(True), operator.contains: contains,
     operator.getitem: _getitem, operator.not_: _not, super: _super, sum: _sum,
     set: _set(set), frozenset: _set(frozenset), dict: _dict, id: _id, vars: _vars,
     operator.methodcaller: _methodcaller, operator.itemgetter: _getter(operator.itemgetter), operator.attrgetter: _getter(operator.attrgetter),

@@ -1,5 +1,7 @@
 """Builtins that iterate: list(), tuple(), enumerate, zip, map, filter, reversed, iter, next, sorted,
-min, max, any, all, functools.reduce and itertools.
+min, max, any, all, functools.reduce and itertools; and the C functions that iterate whose Python
+versions (polyfills.py) are inlined instead: itertools.accumulate, groupby and islice, Counter's
+helper.
 
 Lazy ones (zip, map, filter) return iterators that produce their items as their consumer asks, so
 the calls traced for them interleave with the consumer's as in Python (variables/iterators.py).
@@ -7,6 +9,7 @@ builtins.py maps each builtin to its handler here.
 """
 from __future__ import annotations
 
+import collections
 import functools
 import itertools
 from typing import Callable, Iterator
@@ -14,6 +17,7 @@ from typing import Callable, Iterator
 import torch
 
 from ...exc import Unsupported
+from . import polyfills
 from .base import VariableTracker
 from .constant import ConstantVariable
 from .dict_subclass import DictSubclassMixin
@@ -110,7 +114,7 @@ def _itertools(fn: Callable) -> Callable:
     """itertools over iterables of known length: itertools itself arranges the symbolic items
     (it never looks at their values), and the result is the list of what it yields."""
     def handler(tx, *args: VariableTracker, **kwargs: VariableTracker) -> VariableTracker:
-        if fn in _ITERTOOLS_ONE_ITERABLE:  # islice(iterable, [start,] stop [, step]), combinations(iterable, r)...
+        if fn in _ITERTOOLS_ONE_ITERABLE:  # combinations(iterable, r), permutations(iterable, r)...
             iterables = [args[0].unpack(tx), *(a.as_python_constant() for a in args[1:])]
         elif fn == itertools.chain.from_iterable:
             iterables = [[item.unpack(tx) for item in args[0].unpack(tx)]]
@@ -198,7 +202,7 @@ def _repeat(tx, obj: VariableTracker, times: VariableTracker | None = None) -> V
     return ListIteratorVariable([obj] * times.as_python_constant(), itertools.repeat)
 
 
-_ITERTOOLS_ONE_ITERABLE = (itertools.islice, itertools.combinations, itertools.combinations_with_replacement,
+_ITERTOOLS_ONE_ITERABLE = (itertools.combinations, itertools.combinations_with_replacement,
                            itertools.permutations, itertools.pairwise)
 
 
@@ -206,10 +210,21 @@ _ITERTOOLS = (itertools.chain, itertools.chain.from_iterable, itertools.product,
               *_ITERTOOLS_ONE_ITERABLE)
 
 
+def _polyfill(fn: Callable) -> Callable:
+    """A C function replaced by its Python version, inlined: every step traced."""
+    def handler(tx, *args: VariableTracker, **kwargs: VariableTracker) -> VariableTracker:
+        return tx.inline_call(fn, list(args), kwargs)
+    return handler
+
+
+_POLYFILLS = {itertools.accumulate: polyfills.accumulate, itertools.groupby: polyfills.groupby,
+              itertools.islice: polyfills.islice, collections._count_elements: polyfills.count_elements}
+
+
 # The handler of each builtin here (builtins.py's table merges them into its own).
 ITERATION_HANDLERS: dict[Callable, Callable] = {
     list: _sequence(list), tuple: _sequence(tuple), enumerate: _enumerate, zip: _zip, reversed: _reversed,
     map: _map, filter: _filter, iter: _iter, next: _next, functools.reduce: _reduce, itertools.repeat: _repeat,
-    **{fn: _itertools(fn) for fn in _ITERTOOLS},
+    **{fn: _itertools(fn) for fn in _ITERTOOLS}, **{fn: _polyfill(py) for fn, py in _POLYFILLS.items()},
     sorted: _sorted, min: _minmax(min), max: _minmax(max), any: _any_all(any), all: _any_all(all),
 }
