@@ -398,3 +398,22 @@ def test_storing_a_function_into_a_class_is_left_to_python() -> None:
         return x * s.area()
 
     torch.testing.assert_close(pyframe.optimize(CountingBackend())(fn)(torch.ones(2), Shape()), torch.full((2,), 2.0))
+
+
+def test_class_attribute_read_through_an_instance_guards_the_instance_dict() -> None:
+    class Config:
+        scale = 1.0
+
+    def fn(x, cfg):
+        Config.scale = 2.0
+        return x * cfg.scale
+
+    backend = CountingBackend()
+    compiled = pyframe.optimize(backend)(fn)
+    plain, shadowing = Config(), Config()
+    shadowing.scale = 7.0
+    torch.testing.assert_close(compiled(torch.ones(2), plain), torch.full((2,), 2.0))
+    torch.testing.assert_close(compiled(torch.ones(2), Config()), torch.full((2,), 2.0))
+    assert len(backend.graphs) == 1
+    torch.testing.assert_close(compiled(torch.ones(2), shadowing), torch.full((2,), 7.0))  # its own
+    assert len(backend.graphs) == 2

@@ -200,6 +200,8 @@ class UserObjectVariable(VariableTracker):
         instance_dict = instance_dict_of(self.value)
         stored = tx.side_effects.load_class_attr(type(self.value), name) if name not in instance_dict else None
         if stored is not None:  # a class attribute the trace assigned (`Cls.count += 1`)
+            if self.source is not None and type(self.value).__dictoffset__:  # not shadowed by the instance
+                tx.output.guards.add(ItemSource(self._dict_source(), name), GuardKind.DICT_CONTAINS_MATCH, False)
             return stored
         static = class_attribute(type(self.value), name, None)
         if isinstance(static, property) and static.fget is not None and name not in instance_dict:
