@@ -101,7 +101,6 @@ CODE_DIFFERS: set[str] = {
     "generator_objects.generator_passed_between_functions",
     "function_objects.function_transform_of_a_nested_function",
     "class_protocols.class_getitem_picks_a_dtype",
-    "class_protocols.del_attribute_of_plain_objects",
     "graph_breaks.assert_on_tensor",
     "graph_breaks.branch_inside_autocast_region",
     "graph_breaks.branch_per_row",

@@ -153,8 +153,7 @@ class _Bag:
     pass
 
 
-@case(inputs=lambda: (torch.randn(4), _Bag()), difference=(
-    'not yet traced: `del` of an attribute of an object passed in breaks the graph in pyframe (one made in the frame does not); torch._dynamo captures it in one graph'))
+@case(inputs=lambda: (torch.randn(4), _Bag()))
 def del_attribute_of_plain_objects(x, bag):
     """`del obj.attr` on an object made in the frame and on one passed in."""
     local = _Bag()

@@ -22,7 +22,7 @@ from ...guards import GuardKind
 from ...source import AttrSource, GenericAttrSource, ItemSource, Source
 from .base import (
     BoundMethodVariable, VariableTracker, class_attribute, constant_args, guard_class_attribute, plain_getattr,
-    static_attribute,
+    mro_lookup, static_attribute,
 )
 from .iterators import iterate
 from .dicts import DictVariable
@@ -34,8 +34,8 @@ from .methods import InlinedMethodVariable
 from .nn_module import record_module_init
 from .descriptions import describe_value
 from .attribute_protocol import (
-    check_plain_store, descriptor_get, descriptor_set, getattr_protocol, is_slot, iterate_object, python_descriptor,
-    setattr_protocol, store_class_attribute,
+    check_plain_delete, check_plain_store, delattr_protocol, descriptor_get, descriptor_set, getattr_protocol, is_slot,
+    iterate_object, python_descriptor, setattr_protocol, store_class_attribute,
 )
 from .static_lookup import (
     PLAIN_DESCRIPTORS, has_own_getattribute, has_static_attr, instance_dict_of, is_data_descriptor,
@@ -186,6 +186,8 @@ class UserObjectVariable(VariableTracker):
         stored = tx.side_effects.load_attr(self, name)
         if stored is not None:
             return stored
+        if tx.side_effects.is_deleted(self, name):
+            return self._class_value_after_del(tx, name)
         descriptor = python_descriptor(type(self.value), name)
         if descriptor is not None and (is_data_descriptor(descriptor) or name not in instance_dict_of(self.value)):
             guard_class_attribute(tx, self, name)
@@ -230,6 +232,43 @@ class UserObjectVariable(VariableTracker):
         # its own __getattribute__, by object's lookup, without running that Python method.
         source_type = GenericAttrSource if own_getattribute else AttrSource
         return tx.wrap(value, source_type(self.source, name))
+
+    def _class_value_after_del(self, tx, name: str) -> VariableTracker:
+        """`obj.name` after the trace deleted the instance's own: the class's plain value (a
+        default the instance had shadowed), or AttributeError in the trace."""
+        cls = type(self.value)
+        stored = tx.side_effects.load_class_attr(cls, name)
+        if stored is not None:
+            return stored
+        static = mro_lookup(cls, name)
+        if static is None and not any(name in vars(klass) for klass in cls.__mro__):
+            tx.output.guards.add(self._class_attr_source(name), GuardKind.HASATTR_MATCH, False)
+            raise_symbolic(AttributeError, f"{cls.__name__!r} object has no attribute {name!r}")
+        if hasattr(type(static), "__get__"):
+            raise Unsupported(f"attribute {name!r} of a {cls.__qualname__}, read from its class after `del`")
+        return tx.wrap(static, self._class_attr_source(name))
+
+    def generic_delattr(self, tx, name: str) -> None:
+        """object.__delattr__(obj, name): out of its instance dict, replayed after the graph. Whether
+        the real object has it is guarded; if it has not (and the trace stored none), AttributeError
+        in the trace."""
+        cls = type(self.value)
+        check_plain_delete(cls, name)
+        if self.source is None or not cls.__dictoffset__:
+            raise Unsupported(f"deletion of attribute {name!r} of {self.describe()}")
+        in_real_object = name in self._guarded_instance_dict()
+        tx.output.guards.add(ItemSource(self._dict_source(), name), GuardKind.DICT_CONTAINS_MATCH, in_real_object)
+        side = tx.side_effects
+        present = side.load_attr(self, name) is not None or (in_real_object and not side.is_deleted(self, name))
+        if not present:
+            raise_symbolic(AttributeError, name)
+        side.delete_attr(self, name, in_real_object)
+        dict_var = self._dict_tracker(tx)
+        if dict_var is not None:
+            dict_var.items.pop(name, None)
+
+    def delete_attr(self, tx, name: str) -> None:
+        delattr_protocol(tx, self, type(self.value), self._class_attr_source, name)
 
     def _guard_missing(self, tx, name: str) -> None:
         """Guard that object's lookup of `name` keeps failing. Where that lookup is the whole of
@@ -294,6 +333,8 @@ class UserObjectVariable(VariableTracker):
         stores = tx.side_effects.stores.get(id(self))
         for name, value in (stores[1].items() if stores is not None else ()):
             dict_var.items[name] = value  # (replayed as attribute stores: not a mutation of the dict)
+        for name in tx.side_effects.deleted_names(self):
+            dict_var.items.pop(name, None)
         return dict_var
 
     def call_method(self, tx, name, args, kwargs) -> VariableTracker:
@@ -359,6 +400,8 @@ def object_has_attr(tx, obj: "UserObjectVariable | NewObjectVariable", name: str
         assigned = name in obj.attrs
     if assigned or tx.side_effects.load_class_attr(obj.python_type(), name) is not None:  # earlier in this trace
         return True
+    if isinstance(obj, UserObjectVariable) and tx.side_effects.is_deleted(obj, name):
+        return None  # (read: the class's, or AttributeError)
     cls = obj.python_type()
     if not plain_getattr(cls):
         return None
@@ -458,11 +501,12 @@ class NewObjectVariable(VariableTracker):
         self.attrs[name] = value
 
     def delete_attr(self, tx, name: str) -> None:
-        """`del obj.name` / delattr(): object's __delattr__ takes it out of the instance dict (an
-        AttributeError in the trace if it is not there)."""
-        if class_attribute(self.cls, "__delattr__", None) is not object.__delattr__ \
-                or is_data_descriptor(class_attribute(self.cls, name, None)):
-            raise Unsupported(f"deletion of attribute {name!r} of a {self.cls.__qualname__} (its own __delattr__ or a descriptor)")
+        delattr_protocol(tx, self, self.cls, self._class_attr_source, name)
+
+    def generic_delattr(self, tx, name: str) -> None:
+        """object.__delattr__(obj, name): out of the instance dict (an AttributeError in the trace
+        if it is not there)."""
+        check_plain_delete(self.cls, name)
         if name not in self.attrs:
             raise_symbolic(AttributeError, name)
         tx.side_effects.note()
