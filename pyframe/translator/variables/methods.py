@@ -56,6 +56,30 @@ class ObjectSlotMethodVariable(VariableTracker):
         return f"ObjectSlotMethodVariable(object.{self.name}{' of ' + repr(self.obj) if self.obj else ''})"
 
 
+class TypeCallVariable(VariableTracker):
+    """`type.__call__` bound to a class, reached through `super().__call__` in a metaclass's own
+    `__call__`: makes the instance as calling a plain class does (the tracker's `construct`)."""
+
+    def __init__(self, cls_var: VariableTracker):
+        super().__init__()
+        self.cls_var = cls_var
+
+    def call(self, tx, args, kwargs) -> VariableTracker:
+        return self.cls_var.construct(tx, args, kwargs)
+
+    def rebuilt_from(self) -> list[VariableTracker]:
+        return [self.cls_var]
+
+    def reconstruct(self, cg) -> None:
+        cg.load_const(type.__call__)  # the slot wrapper bound to the class
+        cg.emit("LOAD_METHOD", "__get__")
+        self.cls_var.reconstruct(cg)
+        cg.call(1)
+
+    def __repr__(self) -> str:
+        return f"TypeCallVariable({self.cls_var!r})"
+
+
 class ObjectInitVariable(VariableTracker):
     """object.__init__ bound to an instance, reached through super(): does nothing when called
     without arguments (with some, Python raises TypeError: left to it)."""

@@ -9,7 +9,6 @@ cannot inline (custom descriptors, `__getattr__`) are left to Python.
 """
 from __future__ import annotations
 
-import abc
 import collections
 import functools
 import types
@@ -21,8 +20,7 @@ from ...exc import Unsupported
 from ...guards import GuardKind
 from ...source import AttrSource, GenericAttrSource, ItemSource, Source
 from .base import (
-    BoundMethodVariable, VariableTracker, class_attribute, constant_args, guard_class_attribute, plain_getattr,
-    mro_lookup, static_attribute,
+    BoundMethodVariable, VariableTracker, class_attribute, constant_args, guard_class_attribute, mro_lookup,
 )
 from .iterators import iterate
 from .dicts import DictVariable
@@ -38,8 +36,7 @@ from .attribute_protocol import (
     iterate_object, python_descriptor, setattr_protocol, store_class_attribute,
 )
 from .static_lookup import (
-    PLAIN_DESCRIPTORS, has_own_getattribute, has_static_attr, instance_dict_of, is_data_descriptor,
-    plain_protocol, static_attr,
+    has_own_getattribute, has_static_attr, instance_dict_of, is_data_descriptor, plain_protocol, static_attr,
 )
 
 _MISSING = object()
@@ -88,9 +85,24 @@ class PythonObjectVariable(VariableTracker):
         store_class_attribute(tx, self, name, value)
 
     def call(self, tx, args, kwargs) -> VariableTracker:
+        """`cls(...)`: its metaclass's `__call__` if it is a Python function (inlined: it ends in
+        `super().__call__(...)`, type's, which is `construct`), else type's: `construct`."""
         cls = self.value
         if not isinstance(cls, type):
             raise Unsupported(f"call to {describe_value(cls)}")
+        meta_call = class_attribute(type(cls), "__call__", None)
+        if isinstance(meta_call, types.FunctionType):
+            source = AttrSource(AttrSource(self.source, "__class__"), "__call__") if self.source is not None else None
+            if source is not None:  # (the class is pinned by identity; its metaclass's method is not)
+                tx.output.guards.add(source, GuardKind.ID_MATCH, meta_call)
+            return tx.inline_call(meta_call, [self, *args], kwargs, fn_source=source)
+        if type(cls).__call__ is not type.__call__:
+            raise Unsupported(f"call to {describe_value(cls)}, whose metaclass's __call__ is not Python's")
+        return self.construct(tx, args, kwargs)
+
+    def construct(self, tx, args, kwargs) -> VariableTracker:
+        """`type.__call__(cls, ...)`: a new instance of the class, made as its kind is made."""
+        cls = self.value
         # Classes of values we can fold (torch.Size, torch.device, int, ...) are built while tracing.
         if getattr(cls, "__module__", "").split(".")[0] in ("torch", "builtins"):
             pargs, pkwargs = constant_args(args, kwargs, f"{cls.__name__}()")
@@ -387,41 +399,6 @@ class UserObjectVariable(VariableTracker):
         setattr_protocol(tx, self, type(self.value), self._class_attr_source, name, value)
 
 
-def object_has_attr(tx, obj: "UserObjectVariable | NewObjectVariable", name: str) -> bool | None:
-    """hasattr(obj, name) for an instance of a user class, when it runs no user code: no
-    `__getattr__`, no Python `__getattribute__`, and the attribute (if the class defines it) is
-    not a property or a descriptor written in Python. None when that cannot be decided.
-
-    An instance read from the frame gets a HASATTR guard: the answer holds while its class and
-    its instance dict do not gain or lose the attribute."""
-    if isinstance(obj, UserObjectVariable):
-        assigned = tx.side_effects.load_attr(obj, name) is not None
-    else:
-        assigned = name in obj.attrs
-    if assigned or tx.side_effects.load_class_attr(obj.python_type(), name) is not None:  # earlier in this trace
-        return True
-    if isinstance(obj, UserObjectVariable) and tx.side_effects.is_deleted(obj, name):
-        return None  # (read: the class's, or AttributeError)
-    cls = obj.python_type()
-    if not plain_getattr(cls):
-        return None
-    if isinstance(obj, NewObjectVariable):  # made in the trace: its attributes are all in `attrs`
-        static = next((vars(klass)[name] for klass in cls.__mro__ if name in vars(klass)), _MISSING)
-        if isinstance(static, types.MemberDescriptorType):
-            return None  # a base class's slot (not modelled: it may be unset)
-        answer = static is not _MISSING
-    else:
-        static = static_attribute(obj.value, name, _MISSING)
-        answer = None
-    if static is not _MISSING and hasattr(type(static), "__get__") and not isinstance(static, PLAIN_DESCRIPTORS):
-        return None  # a property or a descriptor may raise AttributeError
-    if answer is None:
-        answer = hasattr(obj.value, name)  # (a slot, or a builtin descriptor: C code only)
-        if obj.source is not None:
-            tx.output.guards.add(AttrSource(obj.source, name), GuardKind.HASATTR_MATCH, answer)
-    return answer
-
-
 class NewObjectVariable(VariableTracker):
     """An instance of a user class made while tracing: `object.__new__(cls)`, then its attributes."""
 
@@ -591,7 +568,7 @@ def is_plain_class(cls: type) -> bool:
     """A Python class whose instances object.__new__ makes and whose attributes live in __dict__
     or in the slots its `__slots__` makes (a `__setattr__` of its own is inlined: it ends in
     object's)."""
-    return (type(cls) in (type, abc.ABCMeta) and cls.__new__ is object.__new__
+    return (isinstance(cls, type) and cls.__new__ is object.__new__
             and (cls.__setattr__ is object.__setattr__ or isinstance(class_attribute(cls, "__setattr__", None),
                                                                      types.FunctionType))
             and all(base is object or base.__module__ != "builtins" for base in cls.__mro__)
