@@ -23,6 +23,7 @@ from .base import (
     BoundMethodVariable, VariableTracker, class_attribute, constant_args, guard_class_attribute, mro_lookup,
 )
 from .iterators import iterate
+from .tensor import TensorVariable
 from .dicts import DictVariable
 from .lists import DequeVariable
 from .namedtuples import new_namedtuple
@@ -319,6 +320,7 @@ class UserObjectVariable(VariableTracker):
     def record_store(self, tx, name: str, value: VariableTracker) -> None:
         """An attribute stored into the instance dict (replayed after the graph), seen through
         `obj.__dict__` too if the trace read it."""
+        realize_stored(tx, value)
         tx.side_effects.store_attr(self, name, value)
         dict_var = self._dict_tracker(tx)
         if dict_var is not None and not is_slot(class_attribute(type(self.value), name, None)):
@@ -475,6 +477,7 @@ class NewObjectVariable(VariableTracker):
             return
         check_plain_store(self.cls, name, own_setattr_ran=True)
         tx.side_effects.note()
+        realize_stored(tx, value)
         self.attrs[name] = value
 
     def delete_attr(self, tx, name: str) -> None:
@@ -562,6 +565,14 @@ class InstanceDictVariable(DictVariable):
 
     def __repr__(self) -> str:
         return f"InstanceDictVariable(of {self.owner!r})"
+
+
+def realize_stored(tx, value: VariableTracker) -> None:
+    """A graph input stored as an attribute of an object is realized there by torch._dynamo (its
+    placeholder made then: see OutputGraph._order_inputs_as_dynamo), unlike one put in a list or
+    passed to a function."""
+    if isinstance(value, TensorVariable):
+        value.realize(tx)
 
 
 def is_plain_class(cls: type) -> bool:
