@@ -36,6 +36,7 @@ they are built with their final contents if they outlive the trace.
 """
 from __future__ import annotations
 
+import sys
 import types
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -171,6 +172,11 @@ class SideEffects:
         self.effects += 1
         if container.source is None:
             return  # built in the frame: rebuilt with its final items if it outlives the trace
+        real = self._values.get(id(container))
+        if _is_module_globals(real):
+            # (`globals()[name] = v` reaching the trace as a dict): a later LOAD_GLOBAL of name
+            # reads the module, not this tracker, so the store is left to Python
+            raise Unsupported(f"a store into the globals of module {real['__name__']}")
         self.mutated[id(container)] = container
 
     def store_attr(self, obj: VariableTracker, name: str, value: VariableTracker) -> None:
@@ -359,6 +365,13 @@ def _store_key(obj: VariableTracker) -> int:
     if _is_class(obj):  # one class, however it was reached (`C`, `type(obj)`, `obj.__class__`)
         return id(obj.value)
     return id(obj.fn) if isinstance(obj, UserFunctionVariable) else id(obj)
+
+
+def _is_module_globals(value: Any) -> bool:
+    """A module's globals dict (`globals()`, `mod.__dict__`, `fn.__globals__`)."""
+    if type(value) is not dict or not isinstance(value.get("__name__"), str):
+        return False
+    return getattr(sys.modules.get(value["__name__"]), "__dict__", None) is value
 
 
 def _is_class(obj: VariableTracker) -> bool:
