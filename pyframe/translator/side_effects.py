@@ -66,6 +66,7 @@ class SideEffects:
         self.mutated: dict[int, VariableTracker] = {}   # containers whose items changed, by tracker id
         self.stores: dict[int, tuple[VariableTracker, dict[str, VariableTracker]]] = {}  # attributes set
         self.deletions: dict[int, tuple[VariableTracker, set[str]]] = {}  # attributes deleted (same keys)
+        self.hooks: list[tuple[VariableTracker, VariableTracker]] = []  # (input tensor, fn) registered
         self._cells: dict[int, VariableTracker] = {}    # id of a closure cell -> its one tracker
         # globals assigned, per globals dict: (where the transformed code finds the dict, None for
         # the frame's own, which STORE_GLOBAL writes; {name: value})
@@ -195,6 +196,12 @@ class SideEffects:
         if deleted is not None:  # (deleted, then stored again: the store is the whole effect)
             deleted[1].discard(name)
 
+    def register_hook(self, tensor: VariableTracker, fn: VariableTracker) -> None:
+        """`x.register_hook(fn)` on a tensor passed in: replayed after the graph (backward, where
+        the hook fires, runs after the frame)."""
+        self.effects += 1
+        self.hooks.append((tensor, fn))
+
     def delete_attr(self, obj: VariableTracker, name: str, in_real_object: bool) -> None:
         """`del obj.name` on an object read from the frame: replayed as object.__delattr__ if the
         real object has the attribute (`in_real_object`, guarded by the caller); an attribute the
@@ -239,6 +246,7 @@ class SideEffects:
                 values.append(obj)
         for _, names in self.global_stores.values():
             values.extend(names.values())
+        values.extend(fn for _, fn in self.hooks)
         return [item for value in values for item in _contents(value)]
 
     def codegen(self, cg: "PyCodegen") -> None:
@@ -258,6 +266,12 @@ class SideEffects:
                 effects.append((cg.new_temp("___effect"), _GlobalTarget(dict_source, name)))
                 value.reconstruct(cg)
                 cg.store_local(effects[-1][0])
+        for tensor, fn in self.hooks:  # x.register_hook(fn)
+            cg.load_source(tensor.source)
+            cg.emit("LOAD_METHOD", "register_hook")
+            fn.reconstruct(cg)
+            cg.call(1)
+            cg.emit("POP_TOP")
         for obj, names in self.deletions.values():  # object.__delattr__(obj, name)
             for name in sorted(names):
                 cg.push_null()
