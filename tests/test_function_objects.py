@@ -341,3 +341,37 @@ def test_partial_keywords_read_and_rebound_recompiles():
     q = functools.partial(torch.mul, 3.0, out=None)  # keywords' keys differ: recompiles
     torch.testing.assert_close(compiled(q, x), call(q, x))
     assert len(backend.graphs) == 2
+
+
+def test_hook_registered_on_an_input_fires_in_backward_at_every_call() -> None:
+    """`x.register_hook(fn)` of a closure made in the frame: one graph (torch._dynamo's too); the
+    hook is registered after it on each call's own input, and scales its gradient in backward."""
+    def fn(x, k):
+        def hook(grad):
+            return grad * k
+
+        handle_unused = x.register_hook(hook)  # noqa: F841 (its handle is never used)
+        return (x * x).sum()
+
+    for backend_of in (pyframe.optimize, torch._dynamo.optimize):
+        backend = CountingBackend()
+        compiled = backend_of(backend)(fn)
+        for k in (2.0, 2.0):
+            x = torch.ones(3, requires_grad=True)
+            compiled(x, k).backward()
+            torch.testing.assert_close(x.grad, torch.full((3,), 2.0 * k))
+        assert len(backend.graphs) == 1, backend_of
+        torch._dynamo.reset()
+
+
+def test_a_used_hook_handle_breaks_at_the_registration() -> None:
+    def fn(x):
+        handle = x.register_hook(lambda grad: grad * 5)
+        handle.remove()
+        return (x * 3).sum()
+
+    backend = CountingBackend()
+    x = torch.ones(3, requires_grad=True)
+    pyframe.optimize(backend)(fn)(x).backward()
+    torch.testing.assert_close(x.grad, torch.full((3,), 3.0))
+    assert [g.ops for g in backend.graphs] == [("mul", "sum")]

@@ -71,3 +71,24 @@ def test_a_locals_dict_holding_itself_at_a_break_runs_as_python() -> None:
 
     x = torch.randn(3)
     torch.testing.assert_close(pyframe.optimize(CountingBackend())(fn)(x), fn(x))
+
+
+SCALE = 2.0
+
+
+def test_a_store_through_globals_is_seen_by_a_later_global_read() -> None:
+    """globals() breaks the graph (as in torch._dynamo); the dict then reaches the resume function
+    as a value, and a store into it is left to Python, so that the read of the global after it
+    sees the new value (a store into the tracker would not reach LOAD_GLOBAL)."""
+    global SCALE
+
+    def fn(x):
+        globals()["SCALE"] = 3.0
+        return x * SCALE
+
+    try:
+        torch.testing.assert_close(pyframe.optimize(CountingBackend())(fn)(torch.ones(2)), torch.full((2,), 3.0))
+        SCALE = 2.0
+        torch.testing.assert_close(pyframe.optimize(CountingBackend())(fn)(torch.ones(2)), torch.full((2,), 3.0))
+    finally:
+        SCALE = 2.0

@@ -441,3 +441,67 @@ def test_item_assignment_and_deletion_go_through_the_class_s_own_methods():
     torch.testing.assert_close(out, x * 2 + 2)
     assert keys == ["a", "b"] and type(made) is _Table and made.data.keys() == {"a", "b"}
     assert same is passed and passed.data == {"q": 6} and len(backend.graphs) == 1
+
+
+def test_class_attribute_read_through_an_instance_guards_the_instance_dict() -> None:
+    class Config:
+        scale = 1.0
+
+    def fn(x, cfg):
+        Config.scale = 2.0
+        return x * cfg.scale
+
+    backend = CountingBackend()
+    compiled = pyframe.optimize(backend)(fn)
+    plain, shadowing = Config(), Config()
+    shadowing.scale = 7.0
+    torch.testing.assert_close(compiled(torch.ones(2), plain), torch.full((2,), 2.0))
+    torch.testing.assert_close(compiled(torch.ones(2), Config()), torch.full((2,), 2.0))
+    assert len(backend.graphs) == 1
+    torch.testing.assert_close(compiled(torch.ones(2), shadowing), torch.full((2,), 7.0))  # its own
+    assert len(backend.graphs) == 2
+
+
+# -- metaclasses -----------------------------------------------------------------------------------
+
+
+class _Tagging(type):
+    def __call__(cls, *args, **kwargs):
+        obj = super().__call__(*args, **kwargs)  # type.__call__: __init__ runs
+        obj.tagged = True
+        return obj
+
+
+class _Tagged(metaclass=_Tagging):
+    def __init__(self, w):
+        self.w = w
+
+
+def test_metaclass_call_through_super_is_inlined_and_guarded() -> None:
+    """A metaclass's own __call__ ending in type's (torch._dynamo runs this frame as Python):
+    one graph, the instance returned built for real; replacing the metaclass's __call__ recompiles."""
+    def fn(x):
+        obj = _Tagged(x * 2)
+        return obj.w + obj.tagged, obj
+
+    backend = CountingBackend()
+    compiled = pyframe.optimize(backend)(fn)
+    for _ in range(2):
+        result, obj = compiled(torch.ones(2))
+        torch.testing.assert_close(result, torch.full((2,), 3.0))
+        assert type(obj) is _Tagged and obj.tagged is True
+    assert len(backend.graphs) == 1
+    original = _Tagging.__call__
+
+    def untagged(cls, *args):
+        obj = type.__call__(cls, *args)
+        obj.tagged = False
+        return obj
+
+    _Tagging.__call__ = untagged
+    try:
+        result, obj = compiled(torch.ones(2))
+    finally:
+        _Tagging.__call__ = original
+    torch.testing.assert_close(result, torch.full((2,), 2.0))
+    assert obj.tagged is False and len(backend.graphs) > 1  # (type.__call__ called directly: a break)

@@ -107,7 +107,7 @@ class LoadStoreOps:
         try:
             self.push(self.load_attr(obj, inst.arg))
         except Unsupported as e:
-            if self.parent is None:
+            if self.parent is None and e.break_index is None:  # (else: it knows where to break)
                 e.deferred_method_at = index  # trace again, deferring it (see translate_frame)
             raise
 
@@ -141,7 +141,12 @@ class LoadStoreOps:
         if isinstance(var, FreeVar):
             self.store_free_var(var.name, self.pop())
             return
-        self.bind_local(var.name, self.pop())
+        value = self.pop()
+        if isinstance(value, TensorVariable) and self.parent is None:
+            # a cell of the compiled frame is one of its locals to torch._dynamo, named as
+            # STORE_FAST names it (an inlined function's cell is not)
+            value.set_name_hint(var.name)
+        self.bind_local(var.name, value)
 
     def LOAD_CLOSURE(self, inst: Instr) -> None:
         self.push(self.cell_reference(inst.arg.name, free=isinstance(inst.arg, FreeVar)))

@@ -153,8 +153,7 @@ class _Bag:
     pass
 
 
-@case(inputs=lambda: (torch.randn(4), _Bag()), difference=(
-    'not yet traced: `del` of an attribute of an object passed in breaks the graph in pyframe (one made in the frame does not); torch._dynamo captures it in one graph'))
+@case(inputs=lambda: (torch.randn(4), _Bag()))
 def del_attribute_of_plain_objects(x, bag):
     """`del obj.attr` on an object made in the frame and on one passed in."""
     local = _Bag()
@@ -228,3 +227,34 @@ def class_attribute_written_seen_through_instances(x, units):
     _Units.unit_name = "m"
     local = _MetricUnits()
     return x * units.scale + local.offset + _MetricUnits.scale + hasattr(units, "unit_name")
+
+
+class _Building(type):
+    """A metaclass whose __call__ makes the instance itself: __new__, then __init__."""
+
+    def __call__(cls, *args):
+        obj = cls.__new__(cls)
+        obj.__init__(*args)
+        return obj
+
+
+class _Built(metaclass=_Building):
+    def __init__(self, w):
+        self.w = w
+
+
+class _Marker(type):
+    """A metaclass without a __call__ of its own: instances are made as for any class."""
+
+
+class _Marked(metaclass=_Marker):
+    def __init__(self, w, scale=2.0):
+        self.w, self.scale = w, scale
+
+
+@case(inputs=lambda: torch.randn(4))
+def metaclass_call_makes_the_instance(x):
+    """Classes whose metaclass defines __call__ (inlined) or does not (type's)."""
+    built = _Built(x + 1)
+    marked = _Marked(x, scale=3.0)
+    return built.w * marked.scale + marked.w

@@ -141,7 +141,7 @@ def functions_kept_in_a_dict_and_called_by_name(x):
 
 
 @case(inputs=lambda: torch.randn(3), difference=(
-    "not yet traced: torch._dynamo captures torch.func.grad as a higher-order op; pyframe runs the frame as Python (the function's frame, called by functorch on wrapped tensors, fails to compile)"))
+    "not yet traced: torch._dynamo captures torch.func.grad as a higher-order op; pyframe runs the frame as Python (the function's frame, called by functorch on its wrapped tensors, runs as Python too)"))
 def function_transform_of_a_nested_function(x):
     """torch.func.grad of a function made in the frame."""
 
@@ -149,3 +149,15 @@ def function_transform_of_a_nested_function(x):
         return (a.sin() * 2).sum()
 
     return torch.func.grad(loss)(x)
+
+
+@case(inputs=lambda: torch.randn(3, requires_grad=True))
+def hook_of_a_nested_function_on_an_input(x):
+    """x.register_hook(fn) with a closure made in the frame: registered after the graph."""
+    scale = x.detach().abs() + 1
+
+    def hook(grad):
+        return grad * scale
+
+    x.register_hook(hook)
+    return (x * 3).sum()

@@ -55,6 +55,28 @@ def setattr_protocol(tx, obj: VariableTracker, cls: type, class_attr_source: Cal
     obj.generic_setattr(tx, name, value)
 
 
+def delattr_protocol(tx, obj: VariableTracker, cls: type, class_attr_source: Callable[[str], Source | None],
+                     name: str) -> None:
+    """`del obj.name`: the class's own `__delattr__` (inlined; it ends in
+    `object.__delattr__(self, name)`), or object's deletion itself (`obj.generic_delattr`)."""
+    delattr_fn = class_attribute(cls, "__delattr__", None)
+    if isinstance(delattr_fn, types.FunctionType) and type(cls).__delattr__ is type.__delattr__:
+        tx.inline_call(delattr_fn, [obj, ConstantVariable(name)], {}, fn_source=class_attr_source("__delattr__"))
+        return
+    if delattr_fn is not object.__delattr__:
+        raise Unsupported(f"deletion of attribute {name!r} of a {cls.__qualname__}, whose __delattr__ is a "
+                          f"{type(delattr_fn).__name__}")
+    obj.generic_delattr(tx, name)
+
+
+def check_plain_delete(cls: type, name: str) -> None:
+    """Unsupported unless object's `del obj.name` only takes name out of the instance's __dict__
+    (a descriptor of the class, a `__slots__` member included, would run instead)."""
+    static = class_attribute(cls, name, None)
+    if hasattr(type(static), "__set__") or hasattr(type(static), "__delete__"):
+        raise Unsupported(f"deletion of attribute {name!r} of a {cls.__qualname__} through a descriptor")
+
+
 def python_descriptor(cls: type, name: str, setter: bool = False) -> Any:
     """The class attribute `name` of cls if it is a descriptor whose `__get__` (`setter`: whose
     `__set__`) is a Python function, as a descriptor class the user wrote; None otherwise

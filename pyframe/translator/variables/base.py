@@ -118,6 +118,10 @@ class VariableTracker:
         """`object.__setattr__(self, name, value)`: the store a class's own `__setattr__` ends in."""
         raise Unsupported(f"object.__setattr__ of {self.describe()}")
 
+    def generic_delattr(self, tx: Tracer, name: str) -> None:
+        """`object.__delattr__(self, name)`: the deletion a class's own `__delattr__` ends in."""
+        raise Unsupported(f"object.__delattr__ of {self.describe()}")
+
     def call(self, tx: Tracer, args: Sequence["VariableTracker"],
              kwargs: dict[str, "VariableTracker"]) -> "VariableTracker":
         raise Unsupported(f"calling {self.describe()}, which pyframe cannot trace")

@@ -103,6 +103,10 @@ def _wrap_tensor(tx: Tracer, value: Any, source: Source | None, guard: bool,
     if isinstance(value, torch.Tensor):
         if torch.nn.parameter.is_lazy(value):  # a lazy module's parameter before its first call
             raise Unsupported("an uninitialized (lazy) parameter or buffer")
+        if torch._C._functorch.is_functorch_wrapped_tensor(value):
+            # (the function a torch.func.grad / vmap runs, called with its wrapped tensors: they
+            # have no storage for a FakeTensor to copy, and pyframe does not trace the transforms)
+            raise Unsupported("a tensor wrapped by a torch.func transform (grad, vmap) is not traced")
         if source is None:
             raise Unsupported("a tensor that is not an input of the frame (a global tensor made in C?)")
         tx.output.guards.add_tensor(source, value)  # always: it is an input

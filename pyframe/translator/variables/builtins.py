@@ -31,7 +31,8 @@ from .exceptions import ExceptionVariable, RaisedException, is_exception_class
 from .functions import PartialVariable, UserFunctionVariable
 from .super_object import SuperVariable, zero_arg_super
 from .nn_module import NNModuleVariable
-from .objects import NewObjectVariable, UserObjectVariable, object_has_attr, register_constructor
+from .objects import NewObjectVariable, PythonObjectVariable, UserObjectVariable, is_plain_class, register_constructor
+from .object_hasattr import object_has_attr
 from .iteration_builtins import ITERATION_HANDLERS
 from .special_methods import DUNDERS, contains, identity, is_tensor, length, python_method, user_operator
 from .tensor import TensorVariable, call_in_graph
@@ -529,6 +530,14 @@ def _getter(kind: type) -> Callable:
     return handler
 
 
+def _object_new(tx, cls: VariableTracker, *args: VariableTracker) -> VariableTracker | None:
+    """`object.__new__(cls)` (`cls.__new__(cls)` in a metaclass's `__call__`): a new instance of a
+    plain class, its `__init__` not run."""
+    if args or not isinstance(cls, PythonObjectVariable) or not is_plain_class(cls.value):
+        raise Unsupported(f"object.__new__ of {cls.describe()}")
+    return NewObjectVariable(cls.value, cls.source)
+
+
 def _not(tx, obj: VariableTracker) -> VariableTracker:
     return ConstantVariable(not obj.truth())
 
@@ -565,12 +574,12 @@ _HANDLERS: dict[Callable, Callable] = {
     set: _set(set), frozenset: _set(frozenset), dict: _dict, id: _id, vars: _vars,
     operator.methodcaller: _methodcaller, operator.itemgetter: _getter(operator.itemgetter), operator.attrgetter: _getter(operator.attrgetter),
     functools.partial: _partial, **{t.fromkeys: _fromkeys(t) for t in _DICT_TYPES},
-    bool: lambda tx, obj: ConstantVariable(obj.truth()),
+    bool: lambda tx, obj: ConstantVariable(obj.truth()), object.__new__: _object_new,
     **{fn: _binary(fn) for fn in (operator.add, operator.iadd, operator.mul, operator.imul)},
 }
 
 BUILTIN_FUNCTIONS = {v for v in vars(builtins).values() if callable(v)} | {t.fromkeys for t in _DICT_TYPES} | {
-    functools.partial, *ITERATION_HANDLERS}
+    functools.partial, object.__new__, *ITERATION_HANDLERS}
 
 # `OrderedDict(...)` and `defaultdict(...)` are classes, called as such (objects.py asks): made as dict() is.
 register_constructor(lambda cls: cls in (collections.OrderedDict, collections.defaultdict),

@@ -9,7 +9,6 @@ cannot inline (custom descriptors, `__getattr__`) are left to Python.
 """
 from __future__ import annotations
 
-import abc
 import collections
 import enum
 import functools
@@ -22,10 +21,10 @@ from ...exc import Unsupported
 from ...guards import GuardKind
 from ...source import AttrSource, GenericAttrSource, ItemSource, Source
 from .base import (
-    BoundMethodVariable, VariableTracker, class_attribute, constant_args, guard_class_attribute, plain_getattr,
-    static_attribute,
+    BoundMethodVariable, VariableTracker, class_attribute, constant_args, guard_class_attribute, mro_lookup,
 )
 from .iterators import iterate
+from .tensor import TensorVariable
 from .dicts import DictVariable
 from .lists import DequeVariable
 from .namedtuples import new_namedtuple
@@ -35,12 +34,11 @@ from .methods import InlinedMethodVariable
 from .nn_module import record_module_init
 from .descriptions import describe_value
 from .attribute_protocol import (
-    check_plain_store, descriptor_get, descriptor_set, getattr_protocol, is_slot, iterate_object, python_descriptor,
-    setattr_protocol, store_class_attribute,
+    check_plain_delete, check_plain_store, delattr_protocol, descriptor_get, descriptor_set, getattr_protocol, is_slot,
+    iterate_object, python_descriptor, setattr_protocol, store_class_attribute,
 )
 from .static_lookup import (
-    PLAIN_DESCRIPTORS, has_own_getattribute, has_static_attr, instance_dict_of, is_data_descriptor,
-    plain_protocol, static_attr,
+    has_own_getattribute, has_static_attr, instance_dict_of, is_data_descriptor, plain_protocol, static_attr,
 )
 
 _MISSING = object()
@@ -89,9 +87,24 @@ class PythonObjectVariable(VariableTracker):
         store_class_attribute(tx, self, name, value)
 
     def call(self, tx, args, kwargs) -> VariableTracker:
+        """`cls(...)`: its metaclass's `__call__` if it is a Python function (inlined: it ends in
+        `super().__call__(...)`, type's, which is `construct`), else type's: `construct`."""
         cls = self.value
         if not isinstance(cls, type):
             raise Unsupported(f"call to {describe_value(cls)}")
+        meta_call = class_attribute(type(cls), "__call__", None)
+        if isinstance(meta_call, types.FunctionType):
+            source = AttrSource(AttrSource(self.source, "__class__"), "__call__") if self.source is not None else None
+            if source is not None:  # (the class is pinned by identity; its metaclass's method is not)
+                tx.output.guards.add(source, GuardKind.ID_MATCH, meta_call)
+            return tx.inline_call(meta_call, [self, *args], kwargs, fn_source=source)
+        if type(cls).__call__ is not type.__call__:
+            raise Unsupported(f"call to {describe_value(cls)}, whose metaclass's __call__ is not Python's")
+        return self.construct(tx, args, kwargs)
+
+    def construct(self, tx, args, kwargs) -> VariableTracker:
+        """`type.__call__(cls, ...)`: a new instance of the class, made as its kind is made."""
+        cls = self.value
         # Classes of values we can fold (torch.Size, torch.device, int, ...) are built while tracing.
         if getattr(cls, "__module__", "").split(".")[0] in ("torch", "builtins"):
             pargs, pkwargs = constant_args(args, kwargs, f"{cls.__name__}()")
@@ -212,6 +225,8 @@ class UserObjectVariable(VariableTracker):
         stored = tx.side_effects.load_attr(self, name)
         if stored is not None:
             return stored
+        if tx.side_effects.is_deleted(self, name):
+            return self._class_value_after_del(tx, name)
         descriptor = python_descriptor(type(self.value), name)
         if descriptor is not None and (is_data_descriptor(descriptor) or name not in instance_dict_of(self.value)):
             guard_class_attribute(tx, self, name)
@@ -226,6 +241,8 @@ class UserObjectVariable(VariableTracker):
         instance_dict = instance_dict_of(self.value)
         stored = tx.side_effects.load_class_attr(type(self.value), name) if name not in instance_dict else None
         if stored is not None:  # a class attribute the trace assigned (`Cls.count += 1`)
+            if self.source is not None and type(self.value).__dictoffset__:  # not shadowed by the instance
+                tx.output.guards.add(ItemSource(self._dict_source(), name), GuardKind.DICT_CONTAINS_MATCH, False)
             return stored
         static = class_attribute(type(self.value), name, None)
         if isinstance(static, property) and static.fget is not None and name not in instance_dict:
@@ -254,6 +271,43 @@ class UserObjectVariable(VariableTracker):
         # its own __getattribute__, by object's lookup, without running that Python method.
         source_type = GenericAttrSource if own_getattribute else AttrSource
         return tx.wrap(value, source_type(self.source, name))
+
+    def _class_value_after_del(self, tx, name: str) -> VariableTracker:
+        """`obj.name` after the trace deleted the instance's own: the class's plain value (a
+        default the instance had shadowed), or AttributeError in the trace."""
+        cls = type(self.value)
+        stored = tx.side_effects.load_class_attr(cls, name)
+        if stored is not None:
+            return stored
+        static = mro_lookup(cls, name)
+        if static is None and not any(name in vars(klass) for klass in cls.__mro__):
+            tx.output.guards.add(self._class_attr_source(name), GuardKind.HASATTR_MATCH, False)
+            raise_symbolic(AttributeError, f"{cls.__name__!r} object has no attribute {name!r}")
+        if hasattr(type(static), "__get__"):
+            raise Unsupported(f"attribute {name!r} of a {cls.__qualname__}, read from its class after `del`")
+        return tx.wrap(static, self._class_attr_source(name))
+
+    def generic_delattr(self, tx, name: str) -> None:
+        """object.__delattr__(obj, name): out of its instance dict, replayed after the graph. Whether
+        the real object has it is guarded; if it has not (and the trace stored none), AttributeError
+        in the trace."""
+        cls = type(self.value)
+        check_plain_delete(cls, name)
+        if self.source is None or not cls.__dictoffset__:
+            raise Unsupported(f"deletion of attribute {name!r} of {self.describe()}")
+        in_real_object = name in self._guarded_instance_dict()
+        tx.output.guards.add(ItemSource(self._dict_source(), name), GuardKind.DICT_CONTAINS_MATCH, in_real_object)
+        side = tx.side_effects
+        present = side.load_attr(self, name) is not None or (in_real_object and not side.is_deleted(self, name))
+        if not present:
+            raise_symbolic(AttributeError, name)
+        side.delete_attr(self, name, in_real_object)
+        dict_var = self._dict_tracker(tx)
+        if dict_var is not None:
+            dict_var.items.pop(name, None)
+
+    def delete_attr(self, tx, name: str) -> None:
+        delattr_protocol(tx, self, type(self.value), self._class_attr_source, name)
 
     def _guard_missing(self, tx, name: str) -> None:
         """Guard that object's lookup of `name` keeps failing. Where that lookup is the whole of
@@ -292,6 +346,7 @@ class UserObjectVariable(VariableTracker):
     def record_store(self, tx, name: str, value: VariableTracker) -> None:
         """An attribute stored into the instance dict (replayed after the graph), seen through
         `obj.__dict__` too if the trace read it."""
+        realize_stored(tx, value)
         tx.side_effects.store_attr(self, name, value)
         dict_var = self._dict_tracker(tx)
         if dict_var is not None and not is_slot(class_attribute(type(self.value), name, None)):
@@ -318,6 +373,8 @@ class UserObjectVariable(VariableTracker):
         stores = tx.side_effects.stores.get(id(self))
         for name, value in (stores[1].items() if stores is not None else ()):
             dict_var.items[name] = value  # (replayed as attribute stores: not a mutation of the dict)
+        for name in tx.side_effects.deleted_names(self):
+            dict_var.items.pop(name, None)
         return dict_var
 
     def call_method(self, tx, name, args, kwargs) -> VariableTracker:
@@ -368,39 +425,6 @@ class UserObjectVariable(VariableTracker):
 
     def store_attr(self, tx, name: str, value: VariableTracker) -> None:
         setattr_protocol(tx, self, type(self.value), self._class_attr_source, name, value)
-
-
-def object_has_attr(tx, obj: "UserObjectVariable | NewObjectVariable", name: str) -> bool | None:
-    """hasattr(obj, name) for an instance of a user class, when it runs no user code: no
-    `__getattr__`, no Python `__getattribute__`, and the attribute (if the class defines it) is
-    not a property or a descriptor written in Python. None when that cannot be decided.
-
-    An instance read from the frame gets a HASATTR guard: the answer holds while its class and
-    its instance dict do not gain or lose the attribute."""
-    if isinstance(obj, UserObjectVariable):
-        assigned = tx.side_effects.load_attr(obj, name) is not None
-    else:
-        assigned = name in obj.attrs
-    if assigned or tx.side_effects.load_class_attr(obj.python_type(), name) is not None:  # earlier in this trace
-        return True
-    cls = obj.python_type()
-    if not plain_getattr(cls):
-        return None
-    if isinstance(obj, NewObjectVariable):  # made in the trace: its attributes are all in `attrs`
-        static = next((vars(klass)[name] for klass in cls.__mro__ if name in vars(klass)), _MISSING)
-        if isinstance(static, types.MemberDescriptorType):
-            return None  # a base class's slot (not modelled: it may be unset)
-        answer = static is not _MISSING
-    else:
-        static = static_attribute(obj.value, name, _MISSING)
-        answer = None
-    if static is not _MISSING and hasattr(type(static), "__get__") and not isinstance(static, PLAIN_DESCRIPTORS):
-        return None  # a property or a descriptor may raise AttributeError
-    if answer is None:
-        answer = hasattr(obj.value, name)  # (a slot, or a builtin descriptor: C code only)
-        if obj.source is not None:
-            tx.output.guards.add(AttrSource(obj.source, name), GuardKind.HASATTR_MATCH, answer)
-    return answer
 
 
 class NewObjectVariable(VariableTracker):
@@ -479,14 +503,16 @@ class NewObjectVariable(VariableTracker):
             return
         check_plain_store(self.cls, name, own_setattr_ran=True)
         tx.side_effects.note()
+        realize_stored(tx, value)
         self.attrs[name] = value
 
     def delete_attr(self, tx, name: str) -> None:
-        """`del obj.name` / delattr(): object's __delattr__ takes it out of the instance dict (an
-        AttributeError in the trace if it is not there)."""
-        if class_attribute(self.cls, "__delattr__", None) is not object.__delattr__ \
-                or is_data_descriptor(class_attribute(self.cls, name, None)):
-            raise Unsupported(f"deletion of attribute {name!r} of a {self.cls.__qualname__} (its own __delattr__ or a descriptor)")
+        delattr_protocol(tx, self, self.cls, self._class_attr_source, name)
+
+    def generic_delattr(self, tx, name: str) -> None:
+        """object.__delattr__(obj, name): out of the instance dict (an AttributeError in the trace
+        if it is not there)."""
+        check_plain_delete(self.cls, name)
         if name not in self.attrs:
             raise_symbolic(AttributeError, name)
         tx.side_effects.note()
@@ -567,11 +593,19 @@ class InstanceDictVariable(DictVariable):
         return f"InstanceDictVariable(of {self.owner!r})"
 
 
+def realize_stored(tx, value: VariableTracker) -> None:
+    """A graph input stored as an attribute of an object is realized there by torch._dynamo (its
+    placeholder made then: see OutputGraph._order_inputs_as_dynamo), unlike one put in a list or
+    passed to a function."""
+    if isinstance(value, TensorVariable):
+        value.realize(tx)
+
+
 def is_plain_class(cls: type) -> bool:
     """A Python class whose instances object.__new__ makes and whose attributes live in __dict__
     or in the slots its `__slots__` makes (a `__setattr__` of its own is inlined: it ends in
     object's)."""
-    return (type(cls) in (type, abc.ABCMeta) and cls.__new__ is object.__new__
+    return (isinstance(cls, type) and cls.__new__ is object.__new__
             and (cls.__setattr__ is object.__setattr__ or isinstance(class_attribute(cls, "__setattr__", None),
                                                                      types.FunctionType))
             and all(base is object or base.__module__ != "builtins" for base in cls.__mro__)
