@@ -18,6 +18,7 @@ from .constant import ConstantVariable
 from .exceptions import RaisedException
 from .iterators import iterate
 from .static_lookup import PLAIN_DESCRIPTORS
+from .tensor import TensorVariable
 
 
 def getattr_protocol(tx, obj: VariableTracker, cls: type, class_attr_source: Callable[[str], Source | None],
@@ -175,3 +176,11 @@ def store_class_attribute(tx, cls_var: VariableTracker, name: str, value: Variab
 def is_slot(static: Any) -> bool:
     """A member descriptor made by a class's `__slots__` (setting it runs no Python code)."""
     return isinstance(static, types.MemberDescriptorType)
+
+
+def realize_stored(tx, value: VariableTracker) -> None:
+    """A graph input stored as an attribute of an object is realized there by torch._dynamo (its
+    placeholder made then: see OutputGraph._order_inputs_as_dynamo), unlike one put in a list or
+    passed to a function."""
+    if isinstance(value, TensorVariable):
+        value.realize(tx)

@@ -31,10 +31,11 @@ from .exceptions import ExceptionVariable, RaisedException, is_exception_class
 from .functions import PartialVariable, UserFunctionVariable
 from .super_object import SuperVariable, zero_arg_super
 from .nn_module import NNModuleVariable
-from .objects import NewObjectVariable, PythonObjectVariable, UserObjectVariable, is_plain_class, register_constructor
+from .objects import NewObjectVariable, PythonObjectVariable, UserObjectVariable, register_constructor
 from .object_hasattr import object_has_attr
 from .iteration_builtins import ITERATION_HANDLERS
 from .special_methods import DUNDERS, contains, identity, is_tensor, length, python_method, user_operator
+from .static_lookup import is_plain_class
 from .tensor import TensorVariable, call_in_graph
 
 # Builtins with no side effects: calling them on constants while tracing is safe.

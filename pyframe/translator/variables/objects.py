@@ -35,10 +35,11 @@ from .nn_module import record_module_init
 from .descriptions import describe_value
 from .attribute_protocol import (
     check_plain_delete, check_plain_store, delattr_protocol, descriptor_get, descriptor_set, getattr_protocol, is_slot,
-    iterate_object, python_descriptor, setattr_protocol, store_class_attribute,
+    iterate_object, python_descriptor, realize_stored, setattr_protocol, store_class_attribute,
 )
 from .static_lookup import (
-    has_own_getattribute, has_static_attr, instance_dict_of, is_data_descriptor, plain_protocol, static_attr,
+    has_own_getattribute, has_static_attr, instance_dict_of, is_data_descriptor, is_plain_class, plain_protocol,
+    static_attr,
 )
 
 _MISSING = object()
@@ -591,22 +592,3 @@ class InstanceDictVariable(DictVariable):
 
     def __repr__(self) -> str:
         return f"InstanceDictVariable(of {self.owner!r})"
-
-
-def realize_stored(tx, value: VariableTracker) -> None:
-    """A graph input stored as an attribute of an object is realized there by torch._dynamo (its
-    placeholder made then: see OutputGraph._order_inputs_as_dynamo), unlike one put in a list or
-    passed to a function."""
-    if isinstance(value, TensorVariable):
-        value.realize(tx)
-
-
-def is_plain_class(cls: type) -> bool:
-    """A Python class whose instances object.__new__ makes and whose attributes live in __dict__
-    or in the slots its `__slots__` makes (a `__setattr__` of its own is inlined: it ends in
-    object's)."""
-    return (isinstance(cls, type) and cls.__new__ is object.__new__
-            and (cls.__setattr__ is object.__setattr__ or isinstance(class_attribute(cls, "__setattr__", None),
-                                                                     types.FunctionType))
-            and all(base is object or base.__module__ != "builtins" for base in cls.__mro__)
-            and not issubclass(cls, (torch.nn.Module, torch.Tensor)))

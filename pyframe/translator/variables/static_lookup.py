@@ -10,6 +10,8 @@ from __future__ import annotations
 import types
 from typing import Any
 
+import torch
+
 from ...exc import Unsupported
 from .base import class_attribute, static_attribute
 from .descriptions import describe_value
@@ -63,3 +65,14 @@ def static_attr(obj: Any, name: str, generic: bool = False) -> Any:
         kind = "property" if isinstance(static, property) else f"descriptor {type(static).__name__}"
         raise Unsupported(f"{kind} {name!r} of {describe_value(obj)}")
     return object.__getattribute__(obj, name) if generic else getattr(obj, name)
+
+
+def is_plain_class(cls: type) -> bool:
+    """A Python class whose instances object.__new__ makes and whose attributes live in __dict__
+    or in the slots its `__slots__` makes (a `__setattr__` of its own is inlined: it ends in
+    object's)."""
+    return (isinstance(cls, type) and cls.__new__ is object.__new__
+            and (cls.__setattr__ is object.__setattr__ or isinstance(class_attribute(cls, "__setattr__", None),
+                                                                     types.FunctionType))
+            and all(base is object or base.__module__ != "builtins" for base in cls.__mro__)
+            and not issubclass(cls, (torch.nn.Module, torch.Tensor)))
