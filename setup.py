@@ -3,7 +3,7 @@
 The extension mixes C and C++ (see csrc/pyframe.h):
   * C   (eval_frame.c, cpython_defs.c) compiled as C11; they define Py_BUILD_CORE themselves,
     around CPython's internal headers only.
-  * C++ (cache.cpp, guards.cpp, leaves.cpp, torch_leaves.cpp, module.cpp) compiled as C++20
+  * C++ (cache.cpp, guard_*.cpp, leaves.cpp, torch_leaves.cpp, module.cpp) compiled as C++20
     against pybind11 (the pip package: its headers come before the copy torch ships).
 torch_leaves.cpp reads tensor metadata and torch's global state through torch's C++ headers, so
 the build needs torch (pyproject.toml lists it) and _C links libc10, libtorch_cpu (autocast) and
@@ -22,10 +22,11 @@ from torch.utils import cpp_extension
 
 C_SOURCES = ["csrc/eval_frame.c", "csrc/cpython_defs.c", "csrc/module_call.c"]
 CXX_SOURCES = [
-    "csrc/cache.cpp", "csrc/guards.cpp", "csrc/leaves.cpp", "csrc/torch_leaves.cpp", "csrc/module.cpp"
+    "csrc/cache.cpp", "csrc/guard_check.cpp", "csrc/guard_build.cpp", "csrc/guard_snapshot.cpp",
+    "csrc/guard_bindings.cpp", "csrc/leaves.cpp", "csrc/torch_leaves.cpp", "csrc/module.cpp",
 ]
 COMMON_FLAGS = ["-O2", "-fvisibility=hidden", "-Wall"]
-# C++ must agree with libtorch on the std::string ABI (torch_leaves.cpp passes strings to guards.cpp).
+# C++ must agree with libtorch on the std::string ABI (torch_leaves.cpp passes strings to guard_build.cpp).
 CXX_FLAGS = ["-std=c++20", f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}"]
 
 
@@ -62,7 +63,8 @@ setup(
         Extension(
             "pyframe._C",
             sources=C_SOURCES + CXX_SOURCES,
-            depends=["csrc/pyframe.h", "csrc/guards.h"],
+            depends=["csrc/pyframe.h", "csrc/guards.h", "csrc/guard_tree.h", "csrc/guard_snapshot.h",
+                     "csrc/guard_aliasing.h"],
             include_dirs=["csrc", pybind11.get_include(), *cpp_extension.include_paths()],
             library_dirs=cpp_extension.library_paths(),
             libraries=["c10", "torch_cpu", "torch_python"],

@@ -426,6 +426,23 @@ PyObject **pf_attr_field(PyObject *obj, PyObject *name)
     return NULL;
 }
 
+/* ---- the mapping behind a mappingproxy (guards on a class's __dict__) --------------------------- */
+
+/* 3.11 Objects/descrobject.c: mappingproxyobject, a struct no header exports (`Cls.__dict__` is a
+   new proxy at each read, over the class's one dict). */
+typedef struct {
+    PyObject_HEAD
+    PyObject *mapping;
+} pf_mappingproxyobject;
+
+PyObject *pf_mappingproxy_mapping(PyObject *proxy)
+{
+    if (!Py_IS_TYPE(proxy, &PyDictProxy_Type)) {
+        return NULL;
+    }
+    return ((pf_mappingproxyobject *)proxy)->mapping;
+}
+
 /* ---- the rest of a tuple iterator (guards on a loop's iterator passed to a resume function) -- */
 
 /* 3.11 Objects/tupleobject.c: tupleiterobject, a struct no header exports. it_seq is NULL once

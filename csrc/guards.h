@@ -3,7 +3,8 @@
 //   leaves.cpp        the leaf checks (TYPE_MATCH, ID_MATCH, ...), behind factories
 //   torch_leaves.cpp  TENSOR_MATCH and the torch global-state leaves (the one file that
 //                     includes torch's headers)
-//   guards.cpp        the tree (GuardManager, RootGuardManager), its bindings and the C entry points
+//   guard_tree.h      the tree (GuardManager, RootGuardManager), defined in guard_check.cpp (the
+//                     hot path), guard_build.cpp, guard_snapshot.cpp and guard_bindings.cpp
 #ifndef PYFRAME_GUARDS_H
 #define PYFRAME_GUARDS_H
 
@@ -21,7 +22,7 @@ namespace pyframe {
 namespace py = pybind11;
 
 // What a leaf looks at, which decides whether a subtree may be skipped while nothing in it
-// changed (guards.cpp, "Unchanged subtrees"):
+// changed (guard_snapshot.h, "Unchanged subtrees"):
 //   Identity  the object's identity (ID_MATCH)
 //   Type      its type (TYPE_MATCH)
 //   Tensor    a tensor's metadata (TENSOR_MATCH)

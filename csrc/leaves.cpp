@@ -136,49 +136,13 @@ private:
     Py_ssize_t n_;
 };
 
+// A dict's keys (or a mappingproxy's: a class's __dict__), in order (`tuple(v.keys()) == (...)`), each a constant compared by exact type
+// and value; or (`keys_by_id(v) == [...]`) where some keys hash by identity (tensors, modules,
+// functions, classes), those compared by identity (a weak reference when the key supports them,
+// so the guard keeps no parameter alive and fails once the key died).
 class DictKeysMatch final : public Leaf {
 public:
-    DictKeysMatch(py::tuple keys, std::string text)
-        : Leaf(std::move(text)), keys_(std::move(keys)) {}
-    bool check(PyObject *v) override {
-        Py_ssize_t n = PyTuple_GET_SIZE(keys_.ptr());
-        if (!PyDict_Check(v) || PyDict_GET_SIZE(v) != n) {
-            return false;
-        }
-        DictKeyWalker walk(v);
-        for (Py_ssize_t i = 0; i < n; i++) {
-            PyObject *key = walk.next();  // (held by the walker: a Python __eq__ may mutate the dict)
-            if (key == nullptr) {
-                return false;
-            }
-            PyObject *expected = PyTuple_GET_ITEM(keys_.ptr(), i);
-            if (key == expected) {
-                continue;
-            }
-            if (Py_TYPE(key) != Py_TYPE(expected)) {
-                return false;  // 1 and True are one key, but iterating the dict tells them apart
-            }
-            int eq = PyObject_RichCompareBool(key, expected, Py_EQ);
-            if (eq != 1 || PyDict_GET_SIZE(v) != n) {
-                return false;
-            }
-        }
-        return true;
-    }
-
-    LeafKind kind() const override { return LeafKind::Keys; }
-
-private:
-    py::tuple keys_;
-};
-
-// keys_by_id(v) == [...]: a dict's keys, in order, where some keys hash by identity (tensors,
-// modules, functions, classes): those are compared by identity (a weak reference when the key
-// supports them, so the guard keeps no parameter alive and fails once the key died), the
-// others (constants) by exact type and value.
-class DictKeysIdMatch final : public Leaf {
-public:
-    DictKeysIdMatch(py::tuple keys, std::vector<bool> by_id, std::string text)
+    DictKeysMatch(py::tuple keys, std::vector<bool> by_id, std::string text)
         : Leaf(std::move(text)), by_id_(std::move(by_id)) {
         Py_ssize_t n = PyTuple_GET_SIZE(keys.ptr());
         if (static_cast<Py_ssize_t>(by_id_.size()) != n) {
@@ -202,6 +166,9 @@ public:
     }
     bool check(PyObject *v) override {
         Py_ssize_t n = static_cast<Py_ssize_t>(raw_.size());
+        if (PyObject *mapping = pf_mappingproxy_mapping(v)) {
+            v = mapping;  // `Cls.__dict__`: the keys of the class's dict, which the proxy reads
+        }
         if (!PyDict_Check(v) || PyDict_GET_SIZE(v) != n) {
             return false;
         }
@@ -363,10 +330,11 @@ LeafPtr make_len_match(Py_ssize_t n, std::string text) {
     return std::make_unique<LenMatch>(n, std::move(text));
 }
 LeafPtr make_dict_keys_match(py::tuple keys, std::string text) {
-    return std::make_unique<DictKeysMatch>(std::move(keys), std::move(text));
+    std::vector<bool> by_value(PyTuple_GET_SIZE(keys.ptr()), false);
+    return std::make_unique<DictKeysMatch>(std::move(keys), std::move(by_value), std::move(text));
 }
 LeafPtr make_dict_keys_id_match(py::tuple keys, std::vector<bool> by_id, std::string text) {
-    return std::make_unique<DictKeysIdMatch>(std::move(keys), std::move(by_id), std::move(text));
+    return std::make_unique<DictKeysMatch>(std::move(keys), std::move(by_id), std::move(text));
 }
 LeafPtr make_hasattr_match(py::str name, bool expected, std::string text) {
     return std::make_unique<HasAttrMatch>(std::move(name), expected, std::move(text));

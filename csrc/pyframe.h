@@ -3,7 +3,7 @@
  *
  *   C   (eval_frame.c, cpython_defs.c): the PEP 523 hook, shadow frames, and our copies of the
  *        CPython 3.11 frame internals. Only these files see CPython's internal headers.
- *   C++ (cache.cpp, guards.cpp + leaves.cpp + torch_leaves.cpp, module.cpp): the per-code
+ *   C++ (cache.cpp, guard_*.cpp + leaves.cpp + torch_leaves.cpp, module.cpp): the per-code
  *        cache, the guard trees, and the pybind11 module. They know Python objects, never frames.
  *
  * The hot path (a cache hit) crosses this header as plain C calls on raw pointers: the hook hands
@@ -106,6 +106,9 @@ PyObject **pf_instance_dict_slot(PyObject *obj);
 /* Where `obj` keeps getattr(obj, name) in its own struct (a function's __code__, a cell's contents, a
    slot), or NULL: a later check compares one load with the value fetched. */
 PyObject **pf_attr_field(PyObject *obj, PyObject *name);
+/* The mapping a mappingproxy reads (borrowed: `Cls.__dict__`'s is the class's dict), or NULL (no
+   exception set) if `proxy` is not a mappingproxy. */
+PyObject *pf_mappingproxy_mapping(PyObject *proxy);
 /* The items a tuple iterator has still to give, as a new tuple (NULL with TypeError if `it` is
    not a tuple iterator). */
 PyObject *pf_tuple_iterator_rest(PyObject *it);
@@ -146,7 +149,7 @@ int pf_cache_check_entry(PfExtraState *state, PfEntry *e, PyObject *const *fast,
 PfEntry *pf_cache_add(PfExtraState *state, PyCodeObject *orig, PyObject *code,
                       PyObject *guards, PyObject *info, PyObject *owner);
 
-/* ---- guards.cpp ----------------------------------------------------------------------------- */
+/* ---- guard trees (guard_bindings.cpp, guard_check.cpp) ------------------------------------------ */
 
 /* The C++ RootGuardManager held by a _C.RootGuardManager object, or NULL with TypeError. */
 void *pf_guards_root_of(PyObject *obj);

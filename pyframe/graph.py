@@ -272,21 +272,26 @@ class OutputGraph:
         (the op or call that takes it). So `F.linear(x, self.weight, self.bias)` gives `weight, bias,
         x`. Here: a module's tensor stands where it was read (after the call recorded before it),
         another where the trace first looks at it (`x.shape`, `x.size()`) or else just before its
-        first user, after the module tensors read before that user."""
+        first user, after the module tensors read before that user; inputs first used by one call
+        are realized in the order of its arguments (`x * p`: x, then p), whichever was read first."""
         def at(moment: tuple[torch.fx.Node | None, int]) -> tuple[int, float]:
             after, event = moment
             return (recorded_at[after] if after is not None else -1, event)
 
-        def realized(item: tuple[int, GraphInput]) -> tuple[int, float, int]:
+        def realized(item: tuple[int, GraphInput]) -> tuple[int, float, int, int]:
             read_order, inp = item
             read = at(self._made_after[inp.node])
             if _is_module_state(inp.source):
-                return (*read, read_order)
-            first_use = min((recorded_at.get(user, len(recorded_at)) for user in inp.node.users), default=None)
-            # used by a call: realized just before it, after every read since the call before it
+                return (*read, 0, read_order)
+            users = sorted(inp.node.users, key=lambda user: recorded_at.get(user, len(recorded_at)))
+            first_use = recorded_at.get(users[0], len(recorded_at)) if users else None
+            # used by a call: realized just before it, after every read since the call before it,
+            # in the order of that call's arguments
             used = (first_use - 1, float("inf")) if first_use is not None else (len(recorded_at), 0)
             looked_at = self._realized.get(inp.node)
-            return (*max(read, min(used, at(looked_at) if looked_at is not None else used)), read_order)
+            moment = max(read, min(used, at(looked_at) if looked_at is not None else used))
+            position = users[0].all_input_nodes.index(inp.node) if moment == used and users else 0
+            return (*moment, position, read_order)
 
         ordered = [inp for _, inp in sorted(enumerate(self.inputs.values()), key=realized)]
         if ordered == list(self.inputs.values()):

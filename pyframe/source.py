@@ -155,7 +155,19 @@ class ItemSource(ChildSource):
 @dataclass(frozen=True)
 class DictItemSource(ItemSource):
     """`dict.__getitem__(base, key)`: an item of a dict subclass read from its storage, without
-    calling the subclass's own __getitem__ (guards read dicts so already: see guards.cpp)."""
+    calling the subclass's own __getitem__ (guards read dicts so already: see csrc/guard_check.cpp)."""
+
+
+@dataclass(frozen=True)
+class BaseItemSource(ItemSource):
+    """`list.__getitem__(base, key)` (or tuple's): an item of a list or tuple subclass, read by the
+    base's own indexing (the subclass keeps it: builder.py checks), named as torch._dynamo names it."""
+
+    owner: type = list
+
+    @functools.cached_property
+    def _name(self) -> str:
+        return f"{self.owner.__name__}.__getitem__({self.base.name()}, {self.key!r})"
 
 
 @dataclass(frozen=True)

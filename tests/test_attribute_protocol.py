@@ -389,3 +389,76 @@ def test_deepcopy_of_a_user_object_and_delattr_of_the_copy():
     assert settings.names == ["a", "b"] and hasattr(settings, "nested")
     assert len(ours.graphs) == 1
     assert not pyframe.explain(fn)(x, Settings()).break_reasons
+
+
+class _Shadowing:
+    default = 5.0
+
+
+class _Logged:
+    def __init__(self):
+        object.__setattr__(self, "log", [])
+
+    def __delattr__(self, name):
+        self.log.append("-" + name)
+        object.__delattr__(self, name)
+
+
+def _shadowing():
+    obj = _Shadowing()
+    obj.default, obj.w = 1.0, 3
+    return obj
+
+
+def test_del_of_an_attribute_of_an_object_passed_in_is_replayed_after_the_graph() -> None:
+    """`del obj.attr` on an argument: one graph; later reads find the class's
+    value or raise AttributeError in the trace; the deletion happens for real after the graph."""
+    def fn(x, obj):
+        del obj.default
+        value = obj.default  # the class's, shadowed until now
+        obj.tmp = x
+        del obj.tmp          # stored, then deleted: nothing left to replay
+        try:
+            del obj.tmp
+        except AttributeError:
+            value = value + 1
+        return x * value + hasattr(obj, "tmp") + len(vars(obj))
+
+    objects, results, backend = [], [], CountingBackend()
+    for run in (fn, pyframe.optimize(backend)(fn)):  # (torch._dynamo runs this one as Python)
+        objects.append(_shadowing())
+        results.append(run(torch.ones(2), objects[-1]))
+    torch.testing.assert_close(results[1], results[0])
+    assert vars(objects[0]) == vars(objects[1]) == {"w": 3}
+    assert len(backend.graphs) == 1
+
+
+def test_del_through_the_class_own_delattr_and_its_guard() -> None:
+    def fn(x, obj):
+        obj.a = x
+        del obj.a
+        return x + len(obj.log)
+
+    objects, results, backend = [], [], CountingBackend()
+    for run in (fn, pyframe.optimize(backend)(fn)):  # (torch._dynamo runs this one as Python)
+        objects.append(_Logged())
+        results.append(run(torch.ones(2), objects[-1]))
+    torch.testing.assert_close(results[1], results[0])
+    assert objects[0].log == objects[1].log == ["-a"] and not hasattr(objects[1], "a")
+    assert len(backend.graphs) == 1
+
+    def drop(x, obj):
+        del obj.w
+        return x + 1
+
+    backend = CountingBackend()
+    compiled = pyframe.optimize(backend)(drop)
+    compiled(torch.ones(2), _shadowing())
+    compiled(torch.ones(2), _shadowing())
+    assert len(backend.graphs) == 1  # a hit: the guard holds
+    try:  # one without `w` fails the guard, and raises as Python does
+        compiled(torch.ones(2), _Shadowing())
+    except AttributeError:
+        pass
+    else:
+        raise AssertionError("del of a missing attribute did not raise")

@@ -2,6 +2,7 @@
 fetch-once semantics, texts, and the same trees checked by the hook through fast-local slots."""
 import collections
 import gc
+import types
 import weakref
 
 import pytest
@@ -84,6 +85,20 @@ def test_dict_keys_match_in_order():
     assert check(root, {"x": {"a": 1, "b": 2}})
     assert not check(root, {"x": {"b": 2, "a": 1}})
     assert not check(root, {"x": {"a": 1}}) and not check(root, {"x": [("a", 1), ("b", 2)]})
+
+
+def test_dict_keys_match_reads_the_dict_behind_a_mappingproxy():
+    class Cls:
+        a = 1
+
+    keys = tuple(vars(Cls))
+    root = one_leaf("x", lambda n: n.add_dict_keys_match(keys))
+    assert check(root, {"x": Cls.__dict__}) and check(root, {"x": types.MappingProxyType(dict(vars(Cls)))})
+    Cls.b = 2  # the proxy is a live view of the class's dict
+    assert not check(root, {"x": Cls.__dict__})
+    del Cls.b
+    assert check(root, {"x": Cls.__dict__})
+    assert not check(root, {"x": types.MappingProxyType(collections.UserDict(vars(Cls)))})  # not a dict behind
 
 
 def test_hasattr_match_present_and_absent():

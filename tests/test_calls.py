@@ -292,3 +292,15 @@ def test_torch_jit_script_functions_are_inlined_like_torch_dynamo():
     result, expected, ours, theirs = _ops_under_both(fn, torch.randn(2, 4), torch.randn(4))
     torch.testing.assert_close(result, expected)
     assert ours == theirs and len(ours) == 1 and "tanh" in ours[0]
+
+
+def test_a_methodcaller_with_keyword_arguments_outlives_the_frame():
+    def fn(x, sep):
+        caller = operator.methodcaller("split", sep, maxsplit=1)
+        return x + 1, caller, caller("a,b,c")
+
+    assert not pyframe.explain(fn)(torch.randn(3), ",").break_reasons
+    backend = CountingBackend()
+    _, caller, parts = pyframe.optimize(backend)(fn)(torch.randn(3), ",")
+    assert parts == ["a", "b,c"] and caller("x,y,z") == ["x", "y,z"] and len(backend.graphs) == 1
+    assert repr(caller) == "operator.methodcaller('split', ',', maxsplit=1)"

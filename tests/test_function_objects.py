@@ -294,3 +294,84 @@ def test_signature_of_a_function_with_a_tensor_keyword_default_is_left_to_python
 
     x = torch.randn(3)
     torch.testing.assert_close(pyframe.optimize(CountingBackend())(fn)(x), fn(x))
+
+
+# -- attributes set on functions and tensors: recorded while tracing, replayed after the graph ---------
+
+
+def _tagged_global(a):
+    return a + 1
+
+
+def set_attributes_on_a_global_function_and_tensors(x):
+    _tagged_global.last_scale = 3
+    y = x * 2
+    y.tag = "scaled"
+    x.seen = True
+    dead = x + 1
+    dead.note = "dropped"  # nothing hands `dead` back: no replay, no graph output
+    return y * _tagged_global.last_scale, y
+
+
+def test_attribute_stores_on_functions_and_tensors_are_replayed():
+    backend = CountingBackend()
+    compiled = pyframe.optimize(backend)(set_attributes_on_a_global_function_and_tensors)
+    for _ in range(2):  # the first call compiles, the second hits the cache
+        x = torch.randn(4)
+        vars(_tagged_global).pop("last_scale", None)
+        out, y = compiled(x)
+        torch.testing.assert_close(out, x * 6)
+        assert y.tag == "scaled" and x.seen is True and _tagged_global.last_scale == 3
+    assert len(backend.graphs) == 1
+    returned = backend.graphs[0].code.strip().splitlines()[-1]
+    assert "dead" not in returned, returned  # nothing hands `dead` back: not a graph output
+
+
+def test_partial_keywords_read_and_rebound_recompiles():
+    def call(p, x):
+        return p.func(x, *p.args, **p.keywords) + len(p.keywords)
+
+    backend = CountingBackend()
+    compiled = pyframe.optimize(backend)(call)
+    x = torch.randn(3)
+    p = functools.partial(torch.mul, 3.0)
+    torch.testing.assert_close(compiled(p, x), call(p, x))
+    torch.testing.assert_close(compiled(functools.partial(torch.mul, 3.0), x), call(p, x))  # equal: a hit
+    assert len(backend.graphs) == 1
+    q = functools.partial(torch.mul, 3.0, out=None)  # keywords' keys differ: recompiles
+    torch.testing.assert_close(compiled(q, x), call(q, x))
+    assert len(backend.graphs) == 2
+
+
+def test_hook_registered_on_an_input_fires_in_backward_at_every_call() -> None:
+    """`x.register_hook(fn)` of a closure made in the frame: one graph (torch._dynamo's too); the
+    hook is registered after it on each call's own input, and scales its gradient in backward."""
+    def fn(x, k):
+        def hook(grad):
+            return grad * k
+
+        handle_unused = x.register_hook(hook)  # noqa: F841 (its handle is never used)
+        return (x * x).sum()
+
+    for backend_of in (pyframe.optimize, torch._dynamo.optimize):
+        backend = CountingBackend()
+        compiled = backend_of(backend)(fn)
+        for k in (2.0, 2.0):
+            x = torch.ones(3, requires_grad=True)
+            compiled(x, k).backward()
+            torch.testing.assert_close(x.grad, torch.full((3,), 2.0 * k))
+        assert len(backend.graphs) == 1, backend_of
+        torch._dynamo.reset()
+
+
+def test_a_used_hook_handle_breaks_at_the_registration() -> None:
+    def fn(x):
+        handle = x.register_hook(lambda grad: grad * 5)
+        handle.remove()
+        return (x * 3).sum()
+
+    backend = CountingBackend()
+    x = torch.ones(3, requires_grad=True)
+    pyframe.optimize(backend)(fn)(x).backward()
+    torch.testing.assert_close(x.grad, torch.full((3,), 3.0))
+    assert [g.ops for g in backend.graphs] == [("mul", "sum")]

@@ -638,7 +638,7 @@ def test_parameters_are_left_out_of_the_aliasing_guard():
 
 @pytest.mark.parametrize("count", [3, 16, 17, 40])
 def test_aliasing_among_many_inputs_is_seen_wherever_it_is(count):
-    """The no-aliasing check compares a few inputs pairwise and many by sorting (csrc/guards.cpp,
+    """The no-aliasing check compares a few inputs pairwise and many by sorting (csrc/guard_aliasing.h,
     AliasingMatch): on either side of that line, two inputs made one object recompile."""
     def total(*xs):
         xs[0].add_(1)  # in place: aliasing changes the result

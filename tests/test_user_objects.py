@@ -237,17 +237,28 @@ def test_hasattr_on_namedtuples_and_what_cannot_be_decided():
 
 
 def test_class_attribute_is_getattr_static_of_a_class():
-    """variables.base.class_attribute reads the MRO's dicts directly for classes whose metaclass is
-    `type`; for every class and name it must give what inspect.getattr_static gives."""
+    """variables.base.class_attribute and static_attribute read the MRO's dicts directly for classes
+    whose metaclasses keep type's `__dict__` (type, ABCMeta, EnumType); for every class, instance
+    and name they must give what inspect.getattr_static gives, a metaclass that shadows `__dict__`
+    included."""
     import abc
     import collections
     import enum
     import inspect
 
-    from pyframe.translator.variables.base import class_attribute
+    from pyframe.translator.variables.base import class_attribute, static_attribute
 
-    class Base(abc.ABC):  # a metaclass of its own: getattr_static's path
+    class Base(abc.ABC):  # a metaclass of its own, which keeps type's __dict__
         x = 1
+
+    class Derived(Base):
+        z = property(lambda self: 3)
+
+    class Shadowing(type):
+        __dict__ = {"x": "not the class's"}
+
+    class Odd(metaclass=Shadowing):  # getattr_static's own path
+        x = 4
 
     class Plain:
         __slots__ = ("a",)
@@ -259,13 +270,19 @@ def test_class_attribute_is_getattr_static_of_a_class():
     missing = object()
     classes = [torch.nn.Linear, torch.nn.Sequential, torch.nn.TransformerEncoderLayer, dict,
                collections.OrderedDict, int, type, Base, Plain, Color, torch.Tensor, torch.nn.Parameter,
-               collections.namedtuple("Pair", "a b"), object]
+               collections.namedtuple("Pair", "a b"), object, Derived, Odd, Shadowing, abc.ABCMeta]
     names = ["forward", "weight", "training", "__call__", "__dict__", "__class__", "__name__", "mro",
              "__init__", "items", "T", "_modules", "__getattr__", "a", "y", "x", "RED", "__mro__",
              "__doc__", "__module__", "__qualname__", "__slots__", "__getitem__", "absent"]
     for cls in classes:
         for name in names:
             assert class_attribute(cls, name, missing) is inspect.getattr_static(cls, name, missing), (cls, name)
+    derived = Derived()
+    derived.x = 5
+    derived.__dict__["z"] = 6  # shadowed by the property, a data descriptor
+    for obj in [derived, Odd(), Color.RED, torch.nn.Linear(2, 2), Plain()]:
+        for name in [*names, "z", "value", "name", "_value_"]:
+            assert static_attribute(obj, name, missing) is inspect.getattr_static(obj, name, missing), (obj, name)
 
 
 class Registry:
@@ -335,3 +352,156 @@ def test_calling_an_object_inlines_its_class_call():
     torch.testing.assert_close(pyframe.optimize(backend)(model)(x[None]), eager_model(x[None]))
     torch.testing.assert_close(model[0].weight_u, eager_model[0].weight_u)  # the power iteration's update
     assert len(backend.graphs) == 1 and "linear" in backend.graphs[0].ops
+
+
+# -- class attributes written in the frame -------------------------------------------------------
+
+
+class _Counter:
+    calls = 0
+    step = 1
+
+
+class _SubCounter(_Counter):
+    pass
+
+
+def test_class_counter_is_replayed_and_its_guard_recompiles_as_dynamo() -> None:
+    """`Cls.calls += 1`: one graph, the store replayed after it; the trace read the old count
+    (guarded), so the next call, seeing the new one, compiles again, as torch._dynamo does."""
+    def fn(x, obj):
+        _Counter.calls += _Counter.step
+        return x * obj.calls, hasattr(obj, "calls")
+
+    results = []
+    for engine in ("eager", "pyframe", "dynamo"):
+        _Counter.calls = 0
+        backend = CountingBackend()
+        run = fn if engine == "eager" else (pyframe.optimize(backend) if engine == "pyframe"
+                                            else torch._dynamo.optimize(backend))(fn)
+        torch._dynamo.reset()
+        results.append(([run(torch.ones(2), _SubCounter())[0].tolist() for _ in range(3)], _Counter.calls,
+                        len(backend.graphs)))
+    eager, ours, dynamo = results
+    assert ours[:2] == eager[:2] == ([[1.0, 1.0], [2.0, 2.0], [3.0, 3.0]], 3)
+    assert ours[2] == dynamo[2] == 3
+
+
+def test_class_attribute_store_hits_the_cache_while_the_class_is_unchanged() -> None:
+    class Config:
+        scale = 1.0
+
+    def fn(x):
+        Config.scale = 2.0
+        return x * Config.scale
+
+    backend = CountingBackend()
+    compiled = pyframe.optimize(backend)(fn)
+    for _ in range(3):
+        torch.testing.assert_close(compiled(torch.ones(2)), torch.full((2,), 2.0))
+    assert len(backend.graphs) == 1 and Config.scale == 2.0
+    Config.scale = 5.0  # the trace never read it: nothing to guard, the store is replayed
+    torch.testing.assert_close(compiled(torch.ones(2)), torch.full((2,), 2.0))
+    assert len(backend.graphs) == 1 and Config.scale == 2.0
+
+
+def test_storing_a_function_into_a_class_is_left_to_python() -> None:
+    class Shape:
+        def area(self):
+            return 1.0
+
+    def fn(x, s):
+        Shape.area = lambda self: 2.0  # changes every instance's method lookup
+        return x * s.area()
+
+    torch.testing.assert_close(pyframe.optimize(CountingBackend())(fn)(torch.ones(2), Shape()), torch.full((2,), 2.0))
+
+
+class _Table(collections.UserDict):
+    def __setitem__(self, key, value):
+        super().__setitem__(key, value * 2)
+
+
+def test_item_assignment_and_deletion_go_through_the_class_s_own_methods():
+    """`obj[k] = v` and `del obj[k]` on a user class (a collections.UserDict subclass, its
+    MutableMapping.update) inline the class's __setitem__/__delitem__, made in the frame or passed in."""
+    def fn(x, passed):
+        t = _Table()
+        t["a"] = x
+        t.update({"b": 1}, c=2)
+        del t["c"]
+        passed["q"] = 3
+        return t["a"] + t["b"], sorted(t), t, passed
+
+    x = torch.randn(3)
+    assert not pyframe.explain(fn)(x, _Table()).break_reasons
+    backend = CountingBackend()
+    passed = _Table()
+    out, keys, made, same = pyframe.optimize(backend)(fn)(x, passed)
+    torch.testing.assert_close(out, x * 2 + 2)
+    assert keys == ["a", "b"] and type(made) is _Table and made.data.keys() == {"a", "b"}
+    assert same is passed and passed.data == {"q": 6} and len(backend.graphs) == 1
+
+
+def test_class_attribute_read_through_an_instance_guards_the_instance_dict() -> None:
+    class Config:
+        scale = 1.0
+
+    def fn(x, cfg):
+        Config.scale = 2.0
+        return x * cfg.scale
+
+    backend = CountingBackend()
+    compiled = pyframe.optimize(backend)(fn)
+    plain, shadowing = Config(), Config()
+    shadowing.scale = 7.0
+    torch.testing.assert_close(compiled(torch.ones(2), plain), torch.full((2,), 2.0))
+    torch.testing.assert_close(compiled(torch.ones(2), Config()), torch.full((2,), 2.0))
+    assert len(backend.graphs) == 1
+    torch.testing.assert_close(compiled(torch.ones(2), shadowing), torch.full((2,), 7.0))  # its own
+    assert len(backend.graphs) == 2
+
+
+# -- metaclasses -----------------------------------------------------------------------------------
+
+
+class _Tagging(type):
+    def __call__(cls, *args, **kwargs):
+        obj = super().__call__(*args, **kwargs)  # type.__call__: __init__ runs
+        obj.tagged = True
+        return obj
+
+
+class _Tagged(metaclass=_Tagging):
+    def __init__(self, w):
+        self.w = w
+
+
+def test_metaclass_call_through_super_is_inlined_and_guarded() -> None:
+    """A metaclass's own __call__ ending in type's (torch._dynamo runs this frame as Python):
+    one graph, the instance returned built for real; replacing the metaclass's __call__ recompiles."""
+    def fn(x):
+        obj = _Tagged(x * 2)
+        return obj.w + obj.tagged, obj
+
+    backend = CountingBackend()
+    compiled = pyframe.optimize(backend)(fn)
+    for _ in range(2):
+        result, obj = compiled(torch.ones(2))
+        torch.testing.assert_close(result, torch.full((2,), 3.0))
+        assert type(obj) is _Tagged and obj.tagged is True
+    assert len(backend.graphs) == 1
+    original = _Tagging.__call__
+
+    def untagged(cls, *args):
+        obj = type.__call__(cls, *args)
+        obj.tagged = False
+        return obj
+
+    _Tagging.__call__ = untagged
+    try:
+        result, obj = compiled(torch.ones(2))
+    finally:
+        _Tagging.__call__ = original
+    torch.testing.assert_close(result, torch.full((2,), 2.0))
+    assert obj.tagged is False and len(backend.graphs) > 1  # (type.__call__ called directly: a break)

@@ -17,9 +17,10 @@ import torch.fx
 from bytecode import Bytecode, CellVar, FreeVar, Instr, Label, TryBegin, TryEnd
 
 from .. import _C
+from ..exc import Unsupported
 from ..rerun import Rerun, run_as_python
 from ..source import (
-    AttrSource, BuiltinSource, CellContentsSource, ChildSource, ClosureSource, DictItemSource, DictKeySource,
+    AttrSource, BaseItemSource, BuiltinSource, CellContentsSource, ChildSource, ClosureSource, DictItemSource, DictKeySource,
     DictValueSource, FreeCellSource, GenericAttrSource, GlobalSource, ItemSource, LocalSource, Source,
     TupleIteratorRestSource,
 )
@@ -33,6 +34,7 @@ class PyCodegen:
         self.instructions: list[Instr | Label] = []
         self.node_slots: dict[torch.fx.Node, str] = {}  # graph outputs, stored in temporaries
         self.rebuilt: dict[int, str] = {}  # mutable containers already built once, by tracker id
+        self.rebuilding: set[int] = set()  # containers being built now (one that holds itself)
         self.lineno = code.co_firstlineno
         # Sources loaded more than once by one call_graph (the modules on the path to each
         # parameter), and the temporaries they were kept in.
@@ -151,6 +153,8 @@ class PyCodegen:
             self.emit("LOAD_ATTR", source.attr)
         elif isinstance(source, DictItemSource):
             self._lookup_by(dict.__getitem__, source.base, source.key)
+        elif isinstance(source, BaseItemSource):
+            self._lookup_by(source.owner.__getitem__, source.base, source.key)
         elif isinstance(source, ItemSource):
             self.load_source(source.base)
             self.load_const(source.key)
@@ -190,7 +194,11 @@ class PyCodegen:
         if slot is not None:
             self.load_local(slot)
             return
+        if id(tracker) in self.rebuilding:  # (`d = locals()` later held in d): built item by item
+            raise Unsupported("a container that holds itself (`d = locals()` kept in a local) cannot be rebuilt")
+        self.rebuilding.add(id(tracker))
         emit()
+        self.rebuilding.discard(id(tracker))
         slot = self.rebuilt[id(tracker)] = f"___rebuilt_{len(self.rebuilt)}"
         self.emit("COPY", 1)
         self.emit("STORE_FAST", slot)

@@ -41,10 +41,11 @@ from ..source import GlobalsDictSource, Source
 from .analysis import enclosing_entries, enclosing_handlers, live_locals
 from .instructions import InstructionTranslator
 from .live_values import (
-    changed_cells, check_escaping_iterators, escaping_cells, graph_outputs, pin_before_instruction,
-    pin_changed_sources, realize_lazy_iterators,
+    changed_cells, check_escaping_iterators, drop_stores_to_dead_tensors, escaping_cells, graph_outputs,
+    pin_before_instruction, pin_changed_sources, realize_lazy_iterators, tensors_in,
 )
 from .variables import NullVariable, VariableTracker
+from .variables.iterators import ListIteratorVariable
 from .variables.contexts import AutocastExitVariable, GradModeExitVariable
 
 
@@ -87,6 +88,7 @@ def finish_return(tx: InstructionTranslator, value: VariableTracker,
     cg = PyCodegen(tx.code)
     cg.exportable = tx.output.guards.fetched_sources()
     cells = escaping_cells(tx, [value, *tx.side_effects.live_values()])
+    drop_stores_to_dead_tensors(tx, [value, *cells.values()])
     live = [value, *cells.values(), *tx.side_effects.live_values()]
     check_escaping_iterators(live)
     realize_lazy_iterators(tx, live)
@@ -240,10 +242,15 @@ def _emit_state_before(tx: InstructionTranslator, cg: PyCodegen, plan: BreakPlan
                        wrap_compiled: Callable[[Any], Any]) -> list[CompiledGraph]:
     """The graph of everything before the break, the side effects replayed, the changed cells
     stored back, and the sources the instruction could change read first."""
+    drop_stores_to_dead_tensors(tx, [*plan.lower, *plan.operands, *plan.live_values, *changed_cells(tx).values()])
     effects = tx.side_effects.live_values()
     live = [*plan.lower, *plan.operands, *plan.live_values, *effects]
-    # (a local is seen by the code after the break; the stack's is a loop's own hidden iterator)
-    check_escaping_iterators([*plan.live_values, *effects])
+    # (a local is seen by the code after the break, and so is what the instruction is given: a
+    # generator's `send` it calls, a map it is passed; an iterator alone in the stack below is a
+    # loop's own hidden one, which only FOR_ITER sees, but one held by a value there is not)
+    held_below = [child for vt in plan.lower for child in
+                  (vt.rebuilt_from() if isinstance(vt, ListIteratorVariable) else [vt])]
+    check_escaping_iterators([*plan.live_values, *effects, *plan.operands, *held_below])
     realize_lazy_iterators(tx, live)
     # (a local still holding what the frame's slot holds is read from the slot, never handed on)
     changed = [v for n, v in zip(_symbolic_locals_order(tx, set().union(*plan.lives)), plan.live_values)

@@ -49,7 +49,7 @@ from .variables import VariableTracker, wrap
 from .variables.builder import is_immutable_tracker
 from .variables.constant import ConstantVariable
 from .variables.dicts import DictVariable
-from .variables.iterators import GeneratorVariable
+from .variables.generators import GeneratorVariable
 from .variables.lists import TupleVariable
 from .variables.exceptions import ExceptionVariable, RaisedException
 from .variables.functions import CellReference, NestedFunctionVariable
@@ -96,6 +96,7 @@ class InstructionTranslator(LoadStoreOps, CellOps, CallOps, StackOps, OperatorOp
         self.is_generator = False  # an inlined generator function (see run_call)
         self.suspended = False     # stopped at a yield, whose value is `yielded_value`
         self.yielded_value: VariableTracker | None = None
+        self.thrown: ExceptionVariable | None = None  # generator.throw(): raised at the paused yield
         self.closure_refs: dict[str, Any] = {}  # free variables of a function made while tracing
         self.cell_references: dict[tuple[str, bool], CellReference] = {}  # what LOAD_CLOSURE pushed
         self.exception_stack: list[VariableTracker] = []  # exceptions being handled (PUSH_EXC_INFO)
@@ -103,6 +104,7 @@ class InstructionTranslator(LoadStoreOps, CellOps, CallOps, StackOps, OperatorOp
         # Cell variables whose MAKE_CELL the prologue skips: resume functions receive the cell.
         self.passed_cells = set(code.co_cellvars) - self._made_cells() if code.co_cellvars else set()
         self.cell_objects: dict[str, Any] = {}  # passed cells already read, by local name
+        self.locals_dict: DictVariable | None = None  # what locals() returned (one dict per frame)
         # Mutations of objects that outlive the frame: one record for the whole trace.
         self.side_effects = parent.side_effects if parent is not None else SideEffects()
         self.root: InstructionTranslator = self if parent is None else parent.root  # the compiled frame's
@@ -235,6 +237,27 @@ class InstructionTranslator(LoadStoreOps, CellOps, CallOps, StackOps, OperatorOp
             self.unchanged_locals.add(name)
         return value
 
+    def locals_snapshot(self) -> DictVariable:
+        """`locals()` (and `vars()`): CPython 3.11 returns the frame's one f_locals dict, refreshed
+        at each call (PyFrame_FastToLocals): every bound local, cell and free variable with its
+        value now, in the frame's slot order (co_varnames, the other cell variables, the free
+        variables); an unbound one's key removed; keys the code added itself kept. Writes made
+        after the call are not in it until the next call, as in Python."""
+        code = self.code
+        names = [*code.co_varnames, *(n for n in code.co_cellvars if n not in code.co_varnames),
+                 *code.co_freevars]
+        if self.locals_dict is None:
+            self.locals_dict = DictVariable({})
+        items = self.locals_dict.items
+        for name in names:
+            if name in code.co_freevars:
+                items[name] = self.read_free_var(name)
+            elif name in self.locals or name in self.frame_values:
+                items[name] = self.read_local(name)
+            else:
+                items.pop(name, None)
+        return self.locals_dict
+
     def bind_local(self, name: str, value: VariableTracker) -> None:
         """A store to local `name` (STORE_FAST, STORE_DEREF, a closure's `nonlocal` write). The
         frame's entry value is forgotten, except a cell a resume function received: closures made
@@ -350,12 +373,6 @@ class InstructionTranslator(LoadStoreOps, CellOps, CallOps, StackOps, OperatorOp
             self.is_generator = True
             return GeneratorVariable(self)
         return self.run()
-
-    def resume_generator(self) -> VariableTracker | None:
-        """Run an inlined generator to its next yield: the value yielded, or None once it returns."""
-        self.suspended = False
-        self.run()
-        return self.yielded_value if self.suspended else None
 
     def bind_arguments(self, fn: types.FunctionType, args: list[VariableTracker],
                        kwargs: dict[str, VariableTracker], fn_source: Source | None = None) -> dict[str, VariableTracker]:

@@ -18,6 +18,7 @@ from ..source import CellContentsSource, LocalSource, Source
 from .instructions import InstructionTranslator
 from .variables import BoundMethodVariable, VariableTracker
 from .variables.builtins import INPLACE_OPERATORS
+from .variables.container_subclass import ContainerSubclassMixin
 from .variables.dict_subclass import DictSubclassMixin
 from .variables.dicts import DictVariable, ObjectKey, made_keys
 from .variables.exceptions import ExceptionVariable
@@ -25,6 +26,7 @@ from .variables.functions import NestedFunctionVariable, PartialVariable
 from .variables.iterators import ListIteratorVariable
 from .variables.lists import BaseListVariable
 from .variables.objects import NewObjectVariable
+from .variables.sets import SetVariable
 from .variables.tensor import TensorVariable, is_inplace_method
 
 
@@ -39,6 +41,10 @@ def _held(vt: VariableTracker) -> list[VariableTracker]:
         return list(vt.items)
     if isinstance(vt, DictVariable):  # its values, and the keys that are values of the trace
         return [*made_keys(vt.items), *vt.items.values()]
+    if isinstance(vt, SetVariable):
+        return vt.held()
+    if isinstance(vt, ContainerSubclassMixin):  # its items, and (made here) its attributes
+        return [*vt.held(), *getattr(vt, "attrs", {}).values()]
     if isinstance(vt, BoundMethodVariable):
         return [vt.obj]
     if isinstance(vt, DictSubclassMixin):  # its items, and (made here) its attributes
@@ -106,6 +112,30 @@ def _mutates(node: torch.fx.Node) -> bool:
     if node.op == "call_method":
         return is_inplace_method(node.target)
     return node.target in INPLACE_OPERATORS
+
+
+def drop_stores_to_dead_tensors(tx: InstructionTranslator, roots: list[VariableTracker]) -> None:
+    """Forget attributes the trace set on tensors the graph made (`y.tag = "a"`) that nothing the
+    transformed code hands back reaches (y rebound since): no Python code can see them, and
+    replaying them would keep the tensor alive as a graph output (torch._dynamo prunes them too).
+    A tensor is reached from `roots`, from the other replayed stores, or from the attributes of
+    a tensor reached."""
+    stores = tx.side_effects.stores
+    pending = {key for key, (obj, _) in stores.items() if obj.source is None and isinstance(obj, TensorVariable)}
+    if not pending:
+        return
+    reached_from = [*roots, *tx.side_effects.mutated.values(),
+                    *(value for _, names in tx.side_effects.global_stores.values() for value in names.values()),
+                    *(value for key, (_, attrs) in stores.items() if key not in pending for value in attrs.values())]
+    while pending:
+        reached = {id(vt.example) for vt in walk(reached_from) if isinstance(vt, TensorVariable)}
+        alive = pending & reached
+        if not alive:
+            break
+        pending -= alive
+        reached_from.extend(value for key in alive for value in stores[key][1].values())
+    for key in pending:
+        del stores[key]
 
 
 def tensors_in(values: list[VariableTracker]) -> list[TensorVariable]:

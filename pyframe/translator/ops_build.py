@@ -22,7 +22,7 @@ class BuildOps:
         self.push(ListVariable(self.popn(inst.arg)))
 
     def BUILD_SET(self, inst: Instr) -> None:
-        self.push(SetVariable.of(self.popn(inst.arg)))
+        self.push(SetVariable.of(self, self.popn(inst.arg)))
 
     def SET_ADD(self, inst: Instr) -> None:
         value = self.pop()

@@ -107,7 +107,7 @@ class LoadStoreOps:
         try:
             self.push(self.load_attr(obj, inst.arg))
         except Unsupported as e:
-            if self.parent is None:
+            if self.parent is None and e.break_index is None:  # (else: it knows where to break)
                 e.deferred_method_at = index  # trace again, deferring it (see translate_frame)
             raise
 

@@ -14,6 +14,7 @@ from ..exc import Unsupported
 from .variables import BuiltinVariable, ConstantVariable, DictVariable, ListVariable, TensorVariable
 from .variables.dict_subclass import DictSubclassMixin
 from .variables.lists import FrameListVariable
+from .variables.special_methods import inline_special
 from .variables.tensor import call_in_graph
 
 _BINARY_OPS = {
@@ -87,7 +88,7 @@ class OperatorOps:
             index = key.as_python_constant()
             self.side_effects.mutate(obj)
             obj.store_item(index, value.unpack(self) if isinstance(index, slice) else value)
-        else:
+        elif inline_special(self, obj, "__setitem__", [key, value]) is None:  # a user class's, inlined
             raise Unsupported(f"item assignment on {obj}")
 
     def DELETE_SUBSCR(self, inst: Instr) -> None:
@@ -96,6 +97,8 @@ class OperatorOps:
         key, obj = self.pop(), self.pop()
         if isinstance(obj, DictSubclassMixin):
             obj.call_special(self, "__delitem__", [key])
+            return
+        if inline_special(self, obj, "__delitem__", [key]) is not None:  # a user class's, inlined
             return
         if not (isinstance(obj, DictVariable) or type(obj) in (ListVariable, FrameListVariable)):
             raise Unsupported(f"item deletion on {obj}")

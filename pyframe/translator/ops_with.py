@@ -1,7 +1,11 @@
-"""Opcode handlers: entering a `with` block (BEFORE_WITH).
+"""Opcode handlers: entering a `with` block (BEFORE_WITH), and leaving it by an exception
+(WITH_EXCEPT_START).
 
 Grad mode, autocast and `@contextmanager` generators are modelled (variables/contexts.py); any other
 manager has its `__enter__` inlined and its bound `__exit__` left on the stack for the block's exit.
+An exception raised in the block (by the traced code, or by a builtin such as `[][1]`) reaches the
+block's handler through the exception table; the handler calls that `__exit__` (inlined), whose
+answer decides whether the exception is swallowed (`contextlib.suppress`) or re-raised.
 """
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ import contextlib
 import torch
 from bytecode import Instr
 
+from .variables.constant import ConstantVariable
 from .variables.contexts import AutocastVariable, GeneratorContextVariable, GradModeVariable
 from .variables.objects import NewObjectVariable
 
@@ -35,3 +40,11 @@ class WithOps:
         exit_method = context.var_getattr(self, "__exit__")
         self.push(exit_method)
         self.push(context.var_getattr(self, "__enter__").call(self, [], {}))
+
+    def WITH_EXCEPT_START(self, inst: Instr) -> None:
+        """3.11: the stack ends with __exit__, the offset of the raising instruction, the
+        exception handled before, and the exception: push `__exit__(type(exc), exc, tb)`. The
+        traceback is not modelled: __exit__ is given None for it (as torch._dynamo gives)."""
+        exc, exit_method = self.stack[-1], self.stack[-4]
+        exc_type = self.wrap(exc.python_type(), None)
+        self.push(exit_method.call(self, [exc_type, exc, ConstantVariable(None)], {}))

@@ -9,6 +9,8 @@ performs all of them for real, after the graph call, in one go:
     <graph call>
     ___effect_0 = [<new items>]; ...           every new value is built first (an item may be read
                                                from another mutated object: it must be the old one)
+    object.__delattr__(obj, "tmp")             an attribute deleted (`del obj.tmp`; never one the
+                                               replay also stores)
     results[:] = ___effect_0                   a list keeps its identity, its items are replaced
     cache.clear(); cache.update(___effect_1)   so does a dict (a dict subclass's instance: through
                                                its base's own methods, dict_subclass.refill)
@@ -34,6 +36,7 @@ they are built with their final contents if they outlive the trace.
 """
 from __future__ import annotations
 
+import sys
 import types
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -45,7 +48,9 @@ from ..source import FreeCellSource, GlobalSource, ItemSource, Source
 from .variables.base import VariableTracker
 from .variables.base import class_attribute
 from .variables.dict_subclass import DictSubclassMixin, refill
-from .variables.objects import UserObjectVariable
+from .variables.objects import PythonObjectVariable, UserObjectVariable
+from .variables.functions import UserFunctionVariable
+from .variables.tensor import TensorVariable
 from .variables.dicts import build_dict_items, made_keys
 
 if TYPE_CHECKING:
@@ -60,6 +65,8 @@ class SideEffects:
         self._values: dict[int, Any] = {}                # id of a tracker -> the object it stands for
         self.mutated: dict[int, VariableTracker] = {}   # containers whose items changed, by tracker id
         self.stores: dict[int, tuple[VariableTracker, dict[str, VariableTracker]]] = {}  # attributes set
+        self.deletions: dict[int, tuple[VariableTracker, set[str]]] = {}  # attributes deleted (same keys)
+        self.hooks: list[tuple[VariableTracker, VariableTracker]] = []  # (input tensor, fn) registered
         self._cells: dict[int, VariableTracker] = {}    # id of a closure cell -> its one tracker
         # globals assigned, per globals dict: (where the transformed code finds the dict, None for
         # the frame's own, which STORE_GLOBAL writes; {name: value})
@@ -114,8 +121,33 @@ class SideEffects:
 
     def load_attr(self, obj: VariableTracker, name: str) -> VariableTracker | None:
         """The value the trace stored in `obj.name`, if it did."""
-        entry = self.stores.get(id(obj))
+        entry = self.stores.get(_store_key(obj))
         return entry[1].get(name) if entry is not None else None
+
+    def load_class_attr(self, cls: type, name: str) -> VariableTracker | None:
+        """What `cls.name` (and an instance's `obj.name` that reaches the class) finds of what the
+        trace stored in a class attribute (`Cls.count += 1` on cls or a base): the first class of
+        cls's MRO that was stored to or that really holds `name` decides, as the lookup does."""
+        for klass in cls.__mro__:
+            entry = self.stores.get(id(klass))
+            if entry is not None and name in entry[1]:
+                return entry[1][name]
+            if name in _type_dict(klass):
+                return None
+        return None
+
+    def is_deleted(self, obj: VariableTracker, name: str) -> bool:
+        """The trace deleted `obj.name` (`del obj.name`) and has not stored it again."""
+        entry = self.deletions.get(_store_key(obj))
+        return entry is not None and name in entry[1]
+
+    def deleted_names(self, obj: VariableTracker) -> set[str]:
+        entry = self.deletions.get(_store_key(obj))
+        return set(entry[1]) if entry is not None else set()
+
+    def stores_to(self, obj: VariableTracker) -> bool:
+        """The trace assigned some attribute of `obj`."""
+        return _store_key(obj) in self.stores
 
     def load_global(self, f_globals: dict, name: str) -> VariableTracker | None:
         """The value the trace assigned to the global `name` of `f_globals`, if it did."""
@@ -141,17 +173,47 @@ class SideEffects:
         self.effects += 1
         if container.source is None:
             return  # built in the frame: rebuilt with its final items if it outlives the trace
+        real = self._values.get(id(container))
+        if _is_module_globals(real):
+            # (`globals()[name] = v` reaching the trace as a dict): a later LOAD_GLOBAL of name
+            # reads the module, not this tracker, so the store is left to Python
+            raise Unsupported(f"a store into the globals of module {real['__name__']}")
         self.mutated[id(container)] = container
 
     def store_attr(self, obj: VariableTracker, name: str, value: VariableTracker) -> None:
+        """`obj.name = value` on an object read from the frame, or on a tensor (a graph output
+        then, if the graph made it: the replay stores the attribute on the very tensor returned)."""
         self.effects += 1
-        if obj.source is None:
+        if obj.source is None and not isinstance(obj, (TensorVariable, UserFunctionVariable)) \
+                and not _is_class(obj):  # (a class found without a source is loaded as a constant)
             raise Unsupported(f"assignment to attribute {name!r} of {obj}, which has no source")
         module = self._modules_tracked.get(id(obj))
         if module is not None and len(self._sources_of[id(module)]) > 1:
             names = " and ".join(s.name() for s in self._sources_of[id(module)])
             raise Unsupported(f"assignment to an attribute of a module reachable as {names}")
-        self.stores.setdefault(id(obj), (obj, {}))[1][name] = value
+        self.stores.setdefault(_store_key(obj), (obj, {}))[1][name] = value
+        deleted = self.deletions.get(_store_key(obj))
+        if deleted is not None:  # (deleted, then stored again: the store is the whole effect)
+            deleted[1].discard(name)
+
+    def register_hook(self, tensor: VariableTracker, fn: VariableTracker) -> None:
+        """`x.register_hook(fn)` on a tensor passed in: replayed after the graph (backward, where
+        the hook fires, runs after the frame)."""
+        self.effects += 1
+        self.hooks.append((tensor, fn))
+
+    def delete_attr(self, obj: VariableTracker, name: str, in_real_object: bool) -> None:
+        """`del obj.name` on an object read from the frame: replayed as object.__delattr__ if the
+        real object has the attribute (`in_real_object`, guarded by the caller); an attribute the
+        trace stored first and then deleted leaves nothing to replay."""
+        self.effects += 1
+        if obj.source is None:
+            raise Unsupported(f"deletion of attribute {name!r} of {obj}, which has no source")
+        entry = self.stores.get(_store_key(obj))
+        if entry is not None:
+            entry[1].pop(name, None)
+        if in_real_object:
+            self.deletions.setdefault(_store_key(obj), (obj, set()))[1].add(name)
 
     def advanced_iterators(self) -> list[VariableTracker]:
         """Iterators read from the frame that the trace took items from (ListIteratorVariable)."""
@@ -160,7 +222,9 @@ class SideEffects:
 
     def changed_sources(self) -> set[Source]:
         """Where the objects the replay changes are read from."""
-        return {c.source for c in self.mutated.values()} | {obj.source for obj, _ in self.stores.values()} | \
+        return {c.source for c in self.mutated.values()} | \
+            {obj.source for obj, _ in self.stores.values() if obj.source is not None} | \
+            {obj.source for obj, _ in self.deletions.values()} | \
             {it.source for it in self.advanced_iterators()}
 
     def replaced_sources(self) -> set[Source]:
@@ -180,10 +244,13 @@ class SideEffects:
     def live_values(self) -> list[VariableTracker]:
         """What the replay reads: its tensors must come out of the graph."""
         values: list[VariableTracker] = [*self.mutated.values()]
-        for _, attrs in self.stores.values():
+        for obj, attrs in self.stores.values():
             values.extend(attrs.values())
+            if obj.source is None:  # a tensor the graph made: loaded from the graph's outputs
+                values.append(obj)
         for _, names in self.global_stores.values():
             values.extend(names.values())
+        values.extend(fn for _, fn in self.hooks)
         return [item for value in values for item in _contents(value)]
 
     def codegen(self, cg: "PyCodegen") -> None:
@@ -203,6 +270,20 @@ class SideEffects:
                 effects.append((cg.new_temp("___effect"), _GlobalTarget(dict_source, name)))
                 value.reconstruct(cg)
                 cg.store_local(effects[-1][0])
+        for tensor, fn in self.hooks:  # x.register_hook(fn)
+            cg.load_source(tensor.source)
+            cg.emit("LOAD_METHOD", "register_hook")
+            fn.reconstruct(cg)
+            cg.call(1)
+            cg.emit("POP_TOP")
+        for obj, names in self.deletions.values():  # object.__delattr__(obj, name)
+            for name in sorted(names):
+                cg.push_null()
+                cg.load_const(object.__delattr__)
+                cg.load_source(obj.source)
+                cg.load_const(name)
+                cg.call(2)
+                cg.emit("POP_TOP")
         for iterator in self.advanced_iterators():  # it.__setstate__(its position + items taken)
             cg.push_null()
             cg.load_const(advance_tuple_iterator)
@@ -233,7 +314,7 @@ class SideEffects:
             elif isinstance(target, tuple):  # obj.name = temp
                 obj, name = target
                 cg.load_local(temp)
-                cg.load_source(obj.source)
+                obj.reconstruct(cg)  # (its source, or a tensor among the graph's outputs)
                 cg.emit("STORE_ATTR", name)
             elif isinstance(target, DictSubclassMixin):  # refill(target, temp), not its own methods
                 cg.push_null()
@@ -295,6 +376,31 @@ def _build_contents(cg: "PyCodegen", container: VariableTracker) -> None:
         for item in container.items:
             item.reconstruct(cg)
         cg.emit("BUILD_LIST", len(container.items))
+
+
+def _store_key(obj: VariableTracker) -> int:
+    """The key of `obj`'s attribute stores: one tracker per mutable object read from the frame
+    (SideEffects.track), but a tensor may have several (read through two sources, or given back
+    unchanged by an in-place op), all sharing its FakeTensor, and a function one per read."""
+    if isinstance(obj, TensorVariable):
+        return id(obj.example)
+    if _is_class(obj):  # one class, however it was reached (`C`, `type(obj)`, `obj.__class__`)
+        return id(obj.value)
+    return id(obj.fn) if isinstance(obj, UserFunctionVariable) else id(obj)
+
+
+def _is_module_globals(value: Any) -> bool:
+    """A module's globals dict (`globals()`, `mod.__dict__`, `fn.__globals__`)."""
+    if type(value) is not dict or not isinstance(value.get("__name__"), str):
+        return False
+    return getattr(sys.modules.get(value["__name__"]), "__dict__", None) is value
+
+
+def _is_class(obj: VariableTracker) -> bool:
+    return type(obj) is PythonObjectVariable and isinstance(obj.value, type)
+
+
+_type_dict = type.__dict__["__dict__"].__get__
 
 
 def _stored_raw(obj: VariableTracker) -> bool:

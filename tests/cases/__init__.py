@@ -20,8 +20,11 @@ STRAIGHT_LINE = [
     "tests.cases.constants",
     "tests.cases.modules",
     "tests.cases.models",
-    "tests.cases.model_zoo",
-    "tests.cases.model_zoo2",
+    "tests.cases.convnets",
+    "tests.cases.vision_transformers",
+    "tests.cases.language_models",
+    "tests.cases.sequence_encoders",
+    "tests.cases.audio_and_recommendation",
     "tests.cases.inlining",
     "tests.cases.containers",
     "tests.cases.control_flow",
@@ -32,6 +35,14 @@ STRAIGHT_LINE = [
     "tests.cases.dict_subclasses",
     "tests.cases.pattern_matching",
     "tests.cases.autograd_functions",
+    "tests.cases.builtin_subclasses",
+    "tests.cases.set_algebra",
+    "tests.cases.stdlib_calls",
+    "tests.cases.function_objects",
+    "tests.cases.generator_objects",
+    "tests.cases.class_protocols",
+    "tests.cases.scopes",
+    "tests.cases.torch_python_objects",
 ]
 GRAPH_BREAKS = ["tests.cases.graph_breaks", "tests.cases.autograd_function_breaks"]
 # Code installed by pip, called as its users call it (no cases when the library is not installed).

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import inspect
 import types
+import weakref
 from typing import Any, Protocol, Sequence
 
 from ...exc import Unsupported
@@ -38,6 +39,7 @@ class Tracer(Protocol):
                     kwargs: dict[str, "VariableTracker"], **options: Any) -> "VariableTracker": ...
     def load_attr(self, obj: "VariableTracker", name: str) -> "VariableTracker": ...
     def read_local(self, name: str) -> "VariableTracker": ...
+    def locals_snapshot(self) -> "VariableTracker": ...
     def install_global(self, value: Any) -> Source: ...
 
 
@@ -119,6 +121,10 @@ class VariableTracker:
     def generic_setattr(self, tx: Tracer, name: str, value: "VariableTracker") -> None:
         """`object.__setattr__(self, name, value)`: the store a class's own `__setattr__` ends in."""
         raise Unsupported(f"object.__setattr__ of {self.describe()}")
+
+    def generic_delattr(self, tx: Tracer, name: str) -> None:
+        """`object.__delattr__(self, name)`: the deletion a class's own `__delattr__` ends in."""
+        raise Unsupported(f"object.__delattr__ of {self.describe()}")
 
     def call(self, tx: Tracer, args: Sequence["VariableTracker"],
              kwargs: dict[str, "VariableTracker"]) -> "VariableTracker":
@@ -270,13 +276,36 @@ _generic_getattr = object.__getattribute__
 _getset_descriptor = type(type.__dict__["__dict__"])
 
 
+_plain_metaclasses: "weakref.WeakKeyDictionary[type, bool]" = weakref.WeakKeyDictionary()
+
+
+def _is_plain_metaclass(meta: type) -> bool:
+    """`type`, or a metaclass none of whose classes puts its own `__dict__` in place of type's
+    (ABCMeta, EnumType...): the classes it makes keep their attributes in their own dicts, which
+    getattr_static then reads as they are. Decided once per metaclass."""
+    if meta is type:
+        return True
+    plain = _plain_metaclasses.get(meta)
+    if plain is None:
+        plain = _plain_metaclasses[meta] = all(
+            type(d) is _getset_descriptor and d.__objclass__ is entry
+            for entry in meta.__mro__ if "__dict__" in (d_map := _type_dict(entry)) for d in (d_map["__dict__"],))
+    return plain
+
+
+def _has_plain_metaclasses(cls: type) -> bool:
+    """Every class on cls's MRO made by a plain metaclass (_is_plain_metaclass)."""
+    return all(type(entry) is type or _is_plain_metaclass(type(entry)) for entry in cls.__mro__)
+
+
 def static_attribute(obj: Any, name: str, default: Any = _STATIC_MISSING) -> Any:
     """`inspect.getattr_static(obj, name[, default])`, with the common case read directly: an
-    instance (not a class) of a class whose metaclass is `type` and whose `__dict__` is the usual
-    one. Its instance dict's entry, unless the class's is a data descriptor; else the class's
-    (class_attribute). Raises AttributeError when missing and no default is given."""
+    instance (not a class) of a class whose MRO's metaclasses are plain (`type`, ABCMeta...) and
+    whose `__dict__` is the usual one. Its instance dict's entry, unless the class's is a data
+    descriptor; else the class's (class_attribute). Raises AttributeError when missing and no
+    default is given."""
     cls = type(obj)
-    if isinstance(obj, type) or type(cls) is not type or any(type(base) is not type for base in cls.__mro__) or \
+    if isinstance(obj, type) or not _has_plain_metaclasses(cls) or \
             type(_mro_attribute(cls, "__dict__")) is not _getset_descriptor:
         return _getattr_static(obj, name) if default is _STATIC_MISSING else _getattr_static(obj, name, default)
     found = _mro_attribute(cls, name)
@@ -310,17 +339,19 @@ def _mro_attribute(cls: type, name: str) -> Any:
 def class_attribute(cls: type, name: str, default: Any) -> Any:
     """`inspect.getattr_static(cls, name, default)` for a class: what its MRO's dicts hold, then its
     metaclass's. Module attribute reads ask this of their class on every access; getattr_static
-    re-checks every metaclass of the MRO for a `__dict__` that shadows the real one, which no class
-    whose metaclass is `type` has, so for those the dicts are read directly (a seventh of the time)."""
-    if type(cls) is not type:
+    re-checks every metaclass of the MRO for a `__dict__` that shadows the real one, which no plain
+    metaclass (`type`, ABCMeta...: _is_plain_metaclass) has, so for those the dicts are read directly
+    (a seventh of the time)."""
+    meta = type(cls)
+    if not _is_plain_metaclass(meta):
         return _getattr_static(cls, name, default)
     for entry in cls.__mro__:
-        if type(entry) is not type:  # (a base with a metaclass of its own)
+        if type(entry) is not type and not _is_plain_metaclass(type(entry)):
             return _getattr_static(cls, name, default)
         entry_dict = _type_dict(entry)
         if name in entry_dict:
             return entry_dict[name]
-    for entry in (type, object):  # the metaclass's own attributes, as getattr_static reads them
+    for entry in meta.__mro__:  # the metaclass's own attributes, as getattr_static reads them
         entry_dict = _type_dict(entry)
         if name in entry_dict:
             return entry_dict[name]

@@ -20,11 +20,11 @@ from ...exc import Unsupported
 from ...resume import STACK_ARG_PREFIX
 from ...guards import GuardKind, KeysById
 from ...source import (
-    AttrSource, DictItemSource, DictKeySource, DictValueSource, ItemSource, LocalSource, Source,
+    AttrSource, BaseItemSource, DictItemSource, DictKeySource, DictValueSource, ItemSource, LocalSource, Source,
     TupleIteratorRestSource,
 )
 from .autograd_function import AutogradFunctionVariable, is_autograd_function, is_bound_apply
-from .base import Tracer, VariableTracker
+from .base import Tracer, VariableTracker, class_attribute
 from .builtins import BUILTIN_FUNCTIONS, PURE_FUNCTIONS, BuiltinVariable
 from .constant import ConstantVariable, is_constant_value, is_numpy_scalar
 from .copying import DeepcopyFunctionVariable, is_deepcopy
@@ -32,12 +32,14 @@ from .dicts import DictVariable, ObjectKey, hashes_by_identity, is_constant_key
 from .iterators import ListIteratorVariable
 from .lists import FrameListVariable, ListVariable, SizeVariable, TupleVariable
 from .namedtuples import NamedTupleVariable
+from .container_subclass import UserContainerObjectVariable, container_base, make_instance
 from .sets import SetVariable
 from .dict_subclass import BuiltinMethodOfVariable, UserDictObjectVariable, builtin_method_descriptor, dict_base
 from .functions import (
     CodeObjectVariable, InspectSignatureVariable, LruCacheWrapperVariable, PartialVariable, UserFunctionVariable,
 )
 from .contexts import GRAD_MODE_CLASSES, GradModeClassVariable
+from .mappingproxy import MappingProxyVariable, is_modelled_proxy
 from .methods import InlinedMethodVariable
 from .super_object import SuperVariable
 from .nn_module import NNModuleVariable
@@ -101,6 +103,10 @@ def _wrap_tensor(tx: Tracer, value: Any, source: Source | None, guard: bool,
     if isinstance(value, torch.Tensor):
         if torch.nn.parameter.is_lazy(value):  # a lazy module's parameter before its first call
             raise Unsupported("an uninitialized (lazy) parameter or buffer")
+        if torch._C._functorch.is_functorch_wrapped_tensor(value):
+            # (the function a torch.func.grad / vmap runs, called with its wrapped tensors: they
+            # have no storage for a FakeTensor to copy, and pyframe does not trace the transforms)
+            raise Unsupported("a tensor wrapped by a torch.func transform (grad, vmap) is not traced")
         if source is None:
             raise Unsupported("a tensor that is not an input of the frame (a global tensor made in C?)")
         tx.output.guards.add_tensor(source, value)  # always: it is an input
@@ -194,6 +200,43 @@ def _wrap_mapping(tx: Tracer, value: Any, source: Source | None, guard: bool,
     return None
 
 
+def _wrap_mapping_proxy(tx: Tracer, value: Any, source: Source | None, guard: bool,
+                        guards: Any) -> VariableTracker | None:
+    """A mappingproxy (a class's `__dict__`) read from the frame: its keys in order, guarded
+    (DICT_KEYS_MATCH reads the dict behind the proxy); its values are wrapped when read."""
+    if source is None or not is_modelled_proxy(value):
+        return None
+    _add(guards, source, GuardKind.TYPE_MATCH, types.MappingProxyType)
+    tracker = MappingProxyVariable(value, source)
+    _add(guards, source, GuardKind.DICT_KEYS_MATCH, tracker.keys)
+    return tracker
+
+
+def _wrap_container_subclass(tx: Tracer, value: Any, source: Source | None, guard: bool,
+                              guards: Any) -> VariableTracker | None:
+    """An instance of a list, tuple, set or frozenset subclass: a user object with a container
+    inside, guarded by its type and its length (items read by the base's own indexing, on sources of
+    their own) or, for a set, its value. A class that indexes or compares in Python (its guards
+    would run it) stays a plain user object."""
+    base = container_base(type(value))
+    if base is None or source is None:
+        return None
+    cls = type(value)
+    if base in (list, tuple):
+        if class_attribute(cls, "__getitem__", None) is not base.__getitem__ or \
+                class_attribute(cls, "__len__", None) is not base.__len__:
+            return None
+        _add(guards, source, GuardKind.TYPE_MATCH, cls)
+        _add(guards, source, GuardKind.LEN_MATCH, len(value))
+        items = [wrap(tx, v, BaseItemSource(source, i, base), guard) for i, v in enumerate(value)]
+        return _mutable(tx, source, value, UserContainerObjectVariable(value, items, source))
+    if class_attribute(cls, "__eq__", None) is not base.__eq__ or not is_constant_key(frozenset(value)):
+        return None
+    _add(guards, source, GuardKind.TYPE_MATCH, cls)
+    _add(guards, source, GuardKind.EQUALS_MATCH, make_instance(cls, tuple(value), {}))  # (of the same type)
+    return _mutable(tx, source, value, UserContainerObjectVariable(value, list(value), source))
+
+
 def _wrap_method_descriptor(tx: Tracer, value: Any, source: Source | None, guard: bool,
                             guards: Any) -> VariableTracker | None:
     """A method read from dict's or object's class (`dict.__setitem__`), guarded by identity."""
@@ -206,9 +249,10 @@ def _wrap_method_descriptor(tx: Tracer, value: Any, source: Source | None, guard
 def _wrap_constant_collection(tx: Tracer, value: Any, source: Source | None, guard: bool,
                               guards: Any) -> VariableTracker | None:
     """A set, slice, range or frozenset of constants, guarded by its value."""
-    if type(value) is set and is_constant_value(frozenset(value)):
-        if source is None:
-            return SetVariable(set(value))  # computed while tracing: `{1, 2} | {3}`
+    if type(value) in (set, frozenset) and source is None and is_constant_key(frozenset(value)):
+        # computed while tracing (`{1, 2} | {3}`, a set of enum members): rebuilt item by item
+        return SetVariable(set(value), None, type(value))
+    if type(value) is set and is_constant_key(frozenset(value)):
         _add(guards, source, GuardKind.EQUALS_MATCH, set(value))  # read from the frame: its contents, guarded
         return SetVariable(set(value), source)
     if isinstance(value, (slice, range, frozenset)) and is_constant_value(value):
@@ -343,7 +387,7 @@ def _wrap_callable(tx: Tracer, value: Any, source: Source | None, guard: bool,
                 for i, a in enumerate(value.args)]
         keywords = {k: wrap(tx, v, ItemSource(at("keywords"), k) if source is not None else None, guard)
                     for k, v in value.keywords.items()}
-        return PartialVariable(func, args, keywords, source)
+        return PartialVariable(func, args, keywords, source, value.keywords)
     return None
 
 
@@ -376,7 +420,7 @@ def _wrap_user_object(tx: Tracer, value: Any, source: Source | None, guard: bool
 # Each kind of value, in the order they are tried: a value is the first kind whose function
 # returns a tracker (the order matters where kinds overlap: a named tuple is a tuple, a builtin
 # type or grad-mode class is a class).
-_KINDS = (_wrap_tensor, _wrap_constant, _wrap_sequence, _wrap_mapping,
+_KINDS = (_wrap_tensor, _wrap_constant, _wrap_sequence, _wrap_mapping, _wrap_mapping_proxy, _wrap_container_subclass,
           _wrap_method_descriptor, _wrap_constant_collection, _wrap_marked_function, _wrap_module,
           _wrap_torch_or_builtin, _wrap_special_object, _wrap_callable, _wrap_class)
 

@@ -5,34 +5,34 @@ so the rules for what an operator does with tensors, containers and constants li
 """
 from __future__ import annotations
 
-import abc
 import builtins
 import collections
 import functools
 import math
 import operator
 import types
-from typing import Any, Callable, Iterator, Sequence
-
-import torch
+from typing import Any, Callable, Sequence
 
 from ...exc import Unsupported
 from ...guards import GuardKind
 from ...source import AttrSource
 from .base import UNKNOWN_OBJECT, VariableTracker, class_attribute, constant_args, plain_getattr
 from .constant import ConstantVariable, python_scalar
+from .container_subclass import ContainerSubclassMixin, as_base_value
 from .dict_subclass import DictSubclassMixin, builtin_method_descriptor
-from .dicts import DictVariable, DictViewVariable, name_as_constructed
+from .dicts import DICT_HANDLERS, DictVariable, DictViewVariable, name_as_constructed
 from .iterators import iterate
 from .lists import BaseListVariable, ListVariable, TupleVariable
-from .sets import SetVariable
+from .sets import SET_HANDLERS, SetVariable, build_set
 from .exceptions import ExceptionVariable, RaisedException, is_exception_class
 from .functions import PartialVariable, UserFunctionVariable
 from .super_object import SuperVariable, zero_arg_super
 from .nn_module import NNModuleVariable
-from .objects import NewObjectVariable, UserObjectVariable, object_has_attr, register_constructor
+from .objects import NewObjectVariable, PythonObjectVariable, UserObjectVariable, register_constructor
+from .object_hasattr import object_has_attr
 from .iteration_builtins import ITERATION_HANDLERS, reduce_items
-from .special_methods import DUNDERS, identity, is_tensor, length, python_method, user_operator
+from .special_methods import DUNDERS, contains, identity, is_tensor, length, python_method, user_operator
+from .static_lookup import checks_by_type, flatten_classinfo, is_legacy_tensor_type, is_plain_class
 from .tensor import TensorVariable, call_in_graph
 
 # Builtins with no side effects: calling them on constants while tracing is safe.
@@ -80,6 +80,13 @@ class BuiltinVariable(VariableTracker):
         fn = self.fn
         if is_exception_class(fn):
             return ExceptionVariable.make(fn, list(args), kwargs)
+        if (fn is locals or fn is vars) and not args and not kwargs:
+            try:
+                return tx.locals_snapshot()
+            except Unsupported as cause:  # a local pyframe cannot hold: the whole frame runs as Python
+                e = Unsupported(f"{fn.__name__}() of a frame with a local pyframe cannot trace: {cause}")
+                e.whole_frame = tx.parent is None
+                raise e from cause
         if _reads_caller_frame(fn, args, kwargs):
             # In an inlined call, the break at the root's call runs that function for real.
             e = Unsupported(f"{fn.__name__}() reads the frame's local variables")
@@ -103,6 +110,8 @@ class BuiltinVariable(VariableTracker):
             result = user_operator(tx, fn, args)
             if result is not None:
                 return result
+        if not plain_operands and fn not in _OWN_OBJECT and any(isinstance(a, ContainerSubclassMixin) for a in args):
+            return _on_base_values(tx, self, args, kwargs)
         if fn in _TENSOR_OPERATORS and any(is_tensor(a) for a in args) and not kwargs:
             if fn in _INPLACE_TO_BINARY and not is_tensor(args[0]):
                 # `s = 0.9; s += t`: a number has no __iadd__, so Python computes `s + t` (a new
@@ -153,6 +162,22 @@ class BuiltinVariable(VariableTracker):
 
 
 
+# Builtins that look at the object itself (its type, identity, attributes), not at its items.
+_OWN_OBJECT = {type, isinstance, issubclass, id, operator.is_, operator.is_not, getattr, hasattr, setattr,
+               delattr, vars, callable, super, repr, str, hash}
+
+
+def _on_base_values(tx, builtin: BuiltinVariable, args: Sequence[VariableTracker], kwargs) -> VariableTracker:
+    """A builtin operation on an instance of a list, tuple, set or frozenset subclass that its class
+    does not define in Python (`len(obj)`, `obj | other`, `x in obj`): the base's, on its items. An
+    in-place operator that changes the items keeps the object (`obj += [...]` on a list subclass)."""
+    fn, first = builtin.fn, args[0]
+    if fn in _INPLACE_TO_BINARY and isinstance(first, ContainerSubclassMixin) and first.base in (list, set):
+        first.check_mutable(tx)
+    result = builtin.call(tx, [as_base_value(a) for a in args], kwargs)
+    return first if isinstance(first, ContainerSubclassMixin) and result is first.base_var else result
+
+
 # -- handlers: return a VariableTracker, or None to fall through to the generic rules -----------
 
 
@@ -165,11 +190,11 @@ def _callable(tx, obj: VariableTracker) -> VariableTracker:
 def _isinstance(tx, obj: VariableTracker, classinfo: VariableTracker) -> VariableTracker:
     cls = classinfo.as_python_constant()
     kinds = cls if isinstance(cls, tuple) else (cls,)
-    if isinstance(obj, TensorVariable) and any(_is_legacy_tensor_type(k) for k in kinds):
+    if isinstance(obj, TensorVariable) and any(is_legacy_tensor_type(k) for k in kinds):
         # torch.FloatTensor and the like match a tensor by its dtype and device (static here)
-        return ConstantVariable(any(isinstance(obj.example, k) if _is_legacy_tensor_type(k)
+        return ConstantVariable(any(isinstance(obj.example, k) if is_legacy_tensor_type(k)
                                     else issubclass(obj.python_type(), k) for k in kinds))
-    if not all(_checks_by_type(k) for k in _flatten_classinfo(kinds)):
+    if not all(checks_by_type(k) for k in flatten_classinfo(kinds)):
         # A metaclass's own __instancecheck__ (torch's legacy storages, a user's) may look at the
         # object itself: asked of the real object, which the guards keep the same one.
         known = obj.real_object()
@@ -181,36 +206,13 @@ def _isinstance(tx, obj: VariableTracker, classinfo: VariableTracker) -> Variabl
     return ConstantVariable(issubclass(obj.python_type(), cls))
 
 
-# Metaclass instance checks that decide by the object's type alone, as issubclass(type(obj), cls)
-# does (nn.Parameter's also accepts a tensor marked `_is_param`: what pyframe's tensors carry as
-# their class).
-_TYPE_BASED_INSTANCECHECKS = (type.__instancecheck__, abc.ABCMeta.__instancecheck__,
-                              torch.nn.parameter._ParameterMeta.__instancecheck__)
-
-
-def _checks_by_type(cls: Any) -> bool:
-    return getattr(type(cls), "__instancecheck__", None) in _TYPE_BASED_INSTANCECHECKS
-
-
-def _flatten_classinfo(kinds: tuple) -> Iterator[Any]:
-    for k in kinds:
-        if isinstance(k, tuple):
-            yield from _flatten_classinfo(k)
-        else:
-            yield k
-
-
-def _is_legacy_tensor_type(cls: Any) -> bool:
-    return type(cls).__name__ == "tensortype" and type(cls).__module__ == "torch"
-
-
 def _reads_caller_frame(fn: Any, args: Sequence[VariableTracker], kwargs: dict) -> bool:
-    """locals(), vars() and dir() without an argument, eval() and exec() without namespaces:
+    """dir() without an argument, eval() and exec() without namespaces, breakpoint():
     they read the calling frame's variables, which the compiled frame keeps in the trace (its
     slots hold the entry values), so no graph break can run them right."""
-    if fn is locals or fn is breakpoint:
+    if fn is breakpoint:
         return True
-    if fn in (vars, dir):
+    if fn is dir:
         return not args and not kwargs
     return fn in (eval, exec) and len(args) < 2 and not {"globals", "locals"} & set(kwargs)
 
@@ -259,6 +261,8 @@ def _has_attr(tx, obj: VariableTracker, attr: str) -> bool | None:
         return None  # read (its absence guarded): `self.extra = ...` may come later
     if obj.is_python_constant():
         value = obj.as_python_constant()
+        if isinstance(value, type) and tx.side_effects.load_class_attr(value, attr) is not None:
+            return True  # a class attribute the trace assigned
         answer = hasattr(value, attr)
         if obj.source is not None and hasattr(value, "__dict__"):
             # a class, a module, a function read from the frame: it may gain or lose the attribute
@@ -332,35 +336,10 @@ def _id(tx, obj: VariableTracker) -> VariableTracker:
     return ConstantVariable(id(known))
 
 
-def _vars(tx, *obj: VariableTracker) -> VariableTracker:
-    """vars(obj) is the `__dict__` attribute, read as `obj.__dict__` is."""
-    if len(obj) != 1:
-        raise Unsupported("vars() without an argument (the frame's locals)")
-    return tx.load_attr(obj[0], "__dict__")
-
-
-def _contains(tx, container: VariableTracker, item: VariableTracker) -> VariableTracker | None:
-    if isinstance(container, DictSubclassMixin):  # its __contains__, inlined, or dict's
-        result = container.call_special(tx, "__contains__", [item])
-        return ConstantVariable(result.truth())  # `in` makes a bool of what __contains__ returns
-    found = python_method(container, "__contains__")
-    if found is not None:  # a user class's __contains__, inlined (`in` makes a bool of its result)
-        return ConstantVariable(tx.inline_call(found[0], [container, item], {}, fn_source=found[1]).truth())
-    if isinstance(container, DictVariable):
-        return container.call_method(tx, "__contains__", [item], {})
-    if isinstance(container, SetVariable):
-        return ConstantVariable(item.as_python_constant() in container.values)
-    if isinstance(container, DictViewVariable) and container.kind == "keys":
-        return container.call_method(tx, "__contains__", [item], {})
-    if isinstance(container, BaseListVariable) and item.is_python_constant():
-        return container.call_method(tx, "__contains__", [item], {})
-    known, members = item.real_object(), container.real_object()
-    if known is not UNKNOWN_OBJECT and type(members) is frozenset:  # a set of functions, classes...
-        for vt, obj in ((item, known), (container, members)):  # (immutable: its identity fixes it)
-            if vt.source is not None and not isinstance(vt, ConstantVariable):
-                tx.output.guards.add(vt.source, GuardKind.ID_MATCH, obj)
-        return ConstantVariable(known in members)
-    return None
+def _vars(tx, obj: VariableTracker) -> VariableTracker:
+    """vars(obj) is the `__dict__` attribute, read as `obj.__dict__` is (`vars()` is locals(),
+    BuiltinVariable.call)."""
+    return tx.load_attr(obj, "__dict__")
 
 
 def _getitem(tx, obj: VariableTracker, key: VariableTracker) -> VariableTracker | None:
@@ -441,8 +420,12 @@ def _fromkeys(dict_type: type) -> Callable:
 _DICT_TYPES = (dict, collections.OrderedDict, collections.defaultdict)
 
 
-def _set(tx, obj: VariableTracker | None = None) -> VariableTracker:
-    return SetVariable.of(obj.unpack(tx) if obj is not None else [])
+def _set(set_type: type) -> Callable:
+    def handler(tx, obj: VariableTracker | None = None) -> VariableTracker | None:
+        if obj is not None and obj.is_python_constant() and set_type is frozenset:
+            return None  # frozenset((1, 2)): folded to a constant
+        return build_set(tx, set_type, obj)
+    return handler
 
 
 def _super(tx, *args: VariableTracker) -> VariableTracker:
@@ -496,31 +479,97 @@ def _partial(tx, fn: VariableTracker, *args: VariableTracker, **kwargs: Variable
     return PartialVariable(fn, list(args), kwargs)
 
 
+class MethodCallerVariable(VariableTracker):
+    """operator.methodcaller(name, *args, **kwargs) made while tracing: a call is
+    `obj.name(*args, **kwargs)`, traced as the method call it is."""
+
+    def __init__(self, name: str, args: list[VariableTracker], kwargs: dict[str, VariableTracker]):
+        super().__init__()
+        self.name, self.args, self.kwargs = name, args, kwargs
+
+    def python_type(self) -> type:
+        return operator.methodcaller
+
+    def call(self, tx, args, kwargs) -> VariableTracker:
+        if len(args) != 1 or kwargs:
+            raise Unsupported(f"methodcaller object called with {len(args)} arguments")
+        return tx.load_attr(args[0], self.name).call(tx, list(self.args), dict(self.kwargs))
+
+    def rebuilt_from(self) -> list[VariableTracker]:
+        return [*self.args, *self.kwargs.values()]
+
+    def reconstruct(self, cg) -> None:
+        """`operator.methodcaller(name, *args, **kwargs)` called again with the same arguments."""
+        cg.push_null()
+        cg.load_const(operator.methodcaller)
+        cg.load_const(self.name)
+        for arg in (*self.args, *self.kwargs.values()):
+            arg.reconstruct(cg)
+        if self.kwargs:
+            cg.emit("KW_NAMES", tuple(self.kwargs))  # (3.11: the names of the last arguments)
+        cg.call(1 + len(self.args) + len(self.kwargs))
+
+
+def _methodcaller(tx, name: VariableTracker, *args: VariableTracker, **kwargs: VariableTracker) -> VariableTracker:
+    return MethodCallerVariable(name.as_python_constant(), list(args), kwargs)
+
+
 def _getter(kind: type) -> Callable:
     def handler(tx, *keys: VariableTracker) -> VariableTracker:
         return OperatorGetterVariable(kind, tuple(k.as_python_constant() for k in keys))
     return handler
 
 
+def _object_new(tx, cls: VariableTracker, *args: VariableTracker) -> VariableTracker | None:
+    """`object.__new__(cls)` (`cls.__new__(cls)` in a metaclass's `__call__`): a new instance of a
+    plain class, its `__init__` not run."""
+    if args or not isinstance(cls, PythonObjectVariable) or not is_plain_class(cls.value):
+        raise Unsupported(f"object.__new__ of {cls.describe()}")
+    return NewObjectVariable(cls.value, cls.source)
+
+
 def _not(tx, obj: VariableTracker) -> VariableTracker:
     return ConstantVariable(not obj.truth())
+
+
+def _either(*tables: dict[Callable, Callable]) -> dict[Callable, Callable]:
+    """The handlers of several tables, one per function: those of one function tried in turn (`|`
+    is a union of sets or a merge of dicts), the first that does not fall through answering."""
+    merged: dict[Callable, list[Callable]] = {}
+    for table in tables:
+        for fn, handler in table.items():
+            merged.setdefault(fn, []).append(handler)
+
+    def chain(handlers: list[Callable]) -> Callable:
+        if len(handlers) == 1:
+            return handlers[0]
+
+        def handler(tx, *args, **kwargs):
+            for h in handlers:
+                result = h(tx, *args, **kwargs)
+                if result is not None:
+                    return result
+            return None
+        return handler
+
+    return {fn: chain(handlers) for fn, handlers in merged.items()}
 
 
 _HANDLERS: dict[Callable, Callable] = {
     len: length, callable: _callable, isinstance: _isinstance, getattr: _getattr, hasattr: _hasattr, setattr: _setattr, delattr: _delattr,
     type: _type,
-    **ITERATION_HANDLERS,
-    operator.is_: identity(False), operator.is_not: identity(True), operator.contains: _contains,
+    **ITERATION_HANDLERS, **_either(SET_HANDLERS, DICT_HANDLERS),
+    operator.is_: identity(False), operator.is_not: identity(True), operator.contains: contains,
     operator.getitem: _getitem, operator.not_: _not, super: _super, sum: _sum,
-    set: _set, dict: _dict, id: _id, vars: _vars,
-    operator.itemgetter: _getter(operator.itemgetter), operator.attrgetter: _getter(operator.attrgetter),
+    set: _set(set), frozenset: _set(frozenset), dict: _dict, id: _id, vars: _vars,
+    operator.methodcaller: _methodcaller, operator.itemgetter: _getter(operator.itemgetter), operator.attrgetter: _getter(operator.attrgetter),
     functools.partial: _partial, **{t.fromkeys: _fromkeys(t) for t in _DICT_TYPES},
-    bool: lambda tx, obj: ConstantVariable(obj.truth()),
+    bool: lambda tx, obj: ConstantVariable(obj.truth()), object.__new__: _object_new,
     **{fn: _binary(fn) for fn in (operator.add, operator.iadd, operator.mul, operator.imul)},
 }
 
 BUILTIN_FUNCTIONS = {v for v in vars(builtins).values() if callable(v)} | {t.fromkeys for t in _DICT_TYPES} | {
-    functools.partial, *ITERATION_HANDLERS}
+    functools.partial, object.__new__, *ITERATION_HANDLERS}
 
 # `OrderedDict(...)` and `defaultdict(...)` are classes, called as such (objects.py asks): made as dict() is.
 register_constructor(lambda cls: cls in (collections.OrderedDict, collections.defaultdict),

@@ -16,6 +16,7 @@ from ...exc import Unsupported
 from ...resume import Reentry
 from .base import VariableTracker
 from .constant import ConstantVariable
+from .exceptions import ExceptionVariable, RaisedException
 
 GRAD_MODE_CLASSES = (torch.no_grad, torch.enable_grad, torch.set_grad_enabled)
 
@@ -102,9 +103,26 @@ class _GeneratorContextExit(VariableTracker):
         self.generator = generator
 
     def call(self, tx, args, kwargs) -> VariableTracker:
-        if self.generator.next() is not None:
-            raise Unsupported("a @contextmanager generator that yields twice")
-        return ConstantVariable(False)
+        """contextlib's `_GeneratorContextManager.__exit__(type, value, tb)`: without an
+        exception, the generator runs on to its end; with one, the exception is thrown in at the
+        yield: the generator finishing swallows it (True), the same exception coming out lets it
+        go on (False), another one replaces it."""
+        exc = args[1] if len(args) == 3 else None
+        if exc is None or exc.is_python_constant() and exc.as_python_constant() is None:
+            if self.generator.next() is not None:
+                raise Unsupported("a @contextmanager generator that yields twice")
+            return ConstantVariable(False)
+        if not isinstance(exc, ExceptionVariable):
+            raise Unsupported(f"a @contextmanager's exit with {exc.describe()}")
+        try:
+            self.generator.call_method(tx, "throw", [exc], {})
+        except RaisedException as raised:
+            if raised.value is exc or raised.value.cause is exc:  # (PEP 479 wraps a StopIteration)
+                return ConstantVariable(False)
+            if issubclass(raised.value.exc_type, StopIteration):
+                return ConstantVariable(True)
+            raise
+        raise Unsupported("a @contextmanager generator that yields again after throw() (RuntimeError)")
 
 
 class AutocastVariable(VariableTracker):

@@ -23,7 +23,8 @@ from .constant import ConstantVariable
 from .dicts import DictVariable
 from .lists import FrameListVariable, ListVariable, TupleVariable
 from .functions import UserFunctionVariable
-from .objects import NewObjectVariable, UserObjectVariable, is_plain_class
+from .objects import NewObjectVariable, UserObjectVariable
+from .static_lookup import is_plain_class
 
 
 class DeepcopyFunctionVariable(UserFunctionVariable):

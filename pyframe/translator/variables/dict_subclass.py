@@ -344,20 +344,29 @@ class NewDictObjectVariable(DictSubclassMixin, NewObjectVariable):
         if self._building:
             raise Unsupported(f"a {self.cls.__qualname__} made while tracing refers to itself")
 
-        def build() -> None:  # make_instance(cls, {items}, {attributes})
+        def build() -> None:
+            # dict.__new__(cls), then the base's own __setitem__ for each item and object's
+            # __setattr__ for each attribute, the object kept on the stack: nothing of the
+            # subclass's (`__init__`, `__setitem__`, `__setattr__`) runs again.
             self._building = True
+            base = dict_base(self.cls)
+            setitem = collections.OrderedDict.__setitem__ if base is collections.OrderedDict else dict.__setitem__
             cg.push_null()
-            cg.load_const(make_ordered_instance if dict_base(self.cls) is collections.OrderedDict else make_instance)
+            cg.load_const(dict.__new__)
             if self.cls_source is not None:
                 cg.load_source(self.cls_source)
             else:
                 cg.load_const(self.cls)
-            for mapping in (self.dict_var.items, self.attrs):
+            cg.call(1)
+            for store, mapping in ((setitem, self.dict_var.items), (object.__setattr__, self.attrs)):
                 for key, value in mapping.items():
+                    cg.push_null()
+                    cg.load_const(store)
+                    cg.emit("COPY", 3)  # the object, below the NULL and the method
                     cg.load_const(key)
                     value.reconstruct(cg)
-                cg.emit("BUILD_MAP", len(mapping))
-            cg.call(3)
+                    cg.call(3)
+                    cg.emit("POP_TOP")
             self._building = False
 
         cg.rebuild_once(self, build)
@@ -436,27 +445,6 @@ def mapping_or_pairs(tx, other: VariableTracker, dict_merge: bool) -> list[tuple
 
 
 # -- what the transformed code calls ----------------------------------------------------------------
-
-def make_instance(cls: type, items: dict, attrs: dict) -> Any:
-    """An instance of a dict subclass (whose base is dict) made while tracing, with the items and
-    attributes the trace gave it: nothing of the subclass's own (`__init__`, `__setitem__`,
-    `__setattr__`) runs again. (dict.update stores into the instance's storage directly.)"""
-    obj = dict.__new__(cls)
-    dict.update(obj, items)
-    for name, value in attrs.items():
-        object.__setattr__(obj, name, value)
-    return obj
-
-
-def make_ordered_instance(cls: type, items: dict, attrs: dict) -> Any:
-    """make_instance for a subclass of OrderedDict (whose own __setitem__ keeps the order)."""
-    obj = dict.__new__(cls)
-    for key, value in items.items():
-        collections.OrderedDict.__setitem__(obj, key, value)
-    for name, value in attrs.items():
-        object.__setattr__(obj, name, value)
-    return obj
-
 
 def refill(target: Any, items: dict) -> None:
     """The replay of a traced mutation of a dict-subclass instance's items: the base's own clear and

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import collections
 import enum
+import operator
 import types
 from typing import Any, Callable
 
@@ -444,3 +445,25 @@ class DictViewVariable(VariableTracker):
 
     def __repr__(self) -> str:
         return f"DictViewVariable({self.dict_var!r}.{self.kind}())"
+
+
+# -- dict | dict and dict |= ... (PEP 584) ------------------------------------------------------------
+
+def _merge(tx, a: VariableTracker, b: VariableTracker) -> VariableTracker | None:
+    """`a | b` of two plain dicts (dict, OrderedDict, defaultdict; not a subclass of theirs, whose
+    class may define its own): a copy of `a` (its type, its default_factory) updated from `b`."""
+    if type(a) is not DictVariable or type(b) is not DictVariable:
+        return None
+    merged = DictVariable(a.items, None, a.dict_type, a.default_factory)
+    merged.update(tx, b)
+    return merged
+
+
+def _merge_in_place(tx, a: VariableTracker, b: VariableTracker) -> VariableTracker | None:
+    """`a |= b`: `a.update(b)` (b a mapping or an iterable of pairs), the same dict after."""
+    if type(a) is not DictVariable:
+        return None
+    a.call_method(tx, "update", [b], {})
+    return a
+
+DICT_HANDLERS: dict[Callable, Callable] = {operator.or_: _merge, operator.ior: _merge_in_place}

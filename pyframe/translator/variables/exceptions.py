@@ -45,6 +45,8 @@ class ExceptionVariable(VariableTracker):
     def var_getattr(self, tx, name: str) -> VariableTracker:
         if name == "args":
             return tx.make_tuple(list(self.args))  # (lists.py raises these exceptions: it sits above)
+        if name == "value" and issubclass(self.exc_type, StopIteration):  # a generator's return value
+            return self.args[0] if self.args else ConstantVariable(None)
         if name == "__cause__":
             return self.cause if self.cause is not None else ConstantVariable(None)
         if name == "__class__":

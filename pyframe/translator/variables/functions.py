@@ -46,9 +46,15 @@ class UserFunctionVariable(VariableTracker):
         them); anything else it holds (`__code__`, `__defaults__`, `__wrapped__`, a decorator's
         marker) read through its source and guarded, so that rebinding it recompiles; a missing
         attribute is an AttributeError in the traced program, its absence guarded."""
+        stored = tx.side_effects.load_attr(self, name)
+        if stored is not None:  # `fn.calls = 0` earlier in the trace
+            return stored
         if name in _FUNCTION_NAME_ATTRS and is_constant_value(getattr(self.fn, name)):
             return ConstantVariable(getattr(self.fn, name))
         source = self.python_function(tx)[1]
+        if name == "__dict__" and tx.side_effects.stores_to(self):
+            raise Unsupported(f"the __dict__ of function {self.fn.__qualname__} after the trace assigned "
+                              f"its attributes")
         if name == "__closure__":  # (its length is its code's: guarded)
             if self.fn.__closure__ is None:
                 return ConstantVariable(None)
@@ -61,6 +67,13 @@ class UserFunctionVariable(VariableTracker):
             tx.output.guards.add(AttrSource(source, name), GuardKind.HASATTR_MATCH, False)
             raise_symbolic(AttributeError, f"'function' object has no attribute '{name}'")
         return super().var_getattr(tx, name)
+
+    def store_attr(self, tx, name: str, value: VariableTracker) -> None:
+        """`fn.calls = 0`: an attribute of its own, in its __dict__, recorded and replayed after the
+        graph. What makes the function what it is (`__code__`, `__defaults__`...) is not traced."""
+        if hasattr(types.FunctionType, name) or name in _GUARDED_FUNCTION_ATTRS:
+            raise Unsupported(f"assignment to attribute {name!r} of function {self.fn.__qualname__}")
+        tx.side_effects.store_attr(self, name, value)
 
     def python_function(self, tx) -> tuple[types.FunctionType, Source, bool]:
         """Its attributes are read through its source; a function reached without one (returned by
@@ -129,6 +142,24 @@ class CellReference(VariableTracker):
 
     def load(self) -> VariableTracker:
         return self.owner.read_free_var(self.name) if self.free else self.owner.read_local(self.name)
+
+    def python_type(self) -> type:
+        return types.CellType
+
+    def var_getattr(self, tx, name: str) -> VariableTracker:
+        """A cell of `fn.__closure__` (for a function made in the frame): `cell_contents` is the
+        variable's current value."""
+        if name == "cell_contents":
+            return self.load()
+        return super().var_getattr(tx, name)
+
+    def store_attr(self, tx, name: str, value: VariableTracker) -> None:
+        if name != "cell_contents":
+            raise Unsupported(f"assignment to attribute {name!r} of a cell")
+        self.store(value)
+
+    def describe(self) -> str:
+        return f"the cell of variable {self.name!r}"
 
     def store(self, value: VariableTracker) -> None:
         self.owner.side_effects.note()  # a nonlocal write
@@ -212,11 +243,21 @@ class NestedFunctionVariable(VariableTracker):
                  closure: list[CellReference], fn_source: Source | None):
         super().__init__()
         self.code, self.f_globals = code, f_globals
-        self.defaults, self.kwdefaults, self.closure = defaults, kwdefaults, closure
+        self.defaults, self._kwdefaults, self.closure = defaults, kwdefaults, closure
+        self.kwdefaults_var: DictVariable | None = None  # `__kwdefaults__`, once read (stores into it count)
         self.fn_source = fn_source  # the enclosing function's: globals are read through it
         self.names: dict[str, VariableTracker] = {}  # `inner.__name__ = ...` (functools.wraps too)
         self.annotated = False  # made with annotations (not modelled: MAKE_FUNCTION drops them)
         self.dict_var: DictVariable | None = None  # its __dict__ (`__wrapped__`, a marker), once given one
+
+    @property
+    def kwdefaults(self) -> dict:
+        """The keyword-only defaults: `__kwdefaults__`'s items once the trace has read that dict."""
+        if self.kwdefaults_var is None:
+            return self._kwdefaults
+        if not all(type(k) is str for k in self.kwdefaults_var.items):
+            raise Unsupported(f"the __kwdefaults__ of {self.code.co_name} were given a key that is not a string")
+        return dict(self.kwdefaults_var.items)
 
     def python_type(self) -> type:
         return types.FunctionType
@@ -235,6 +276,19 @@ class NestedFunctionVariable(VariableTracker):
             return ConstantVariable(self.f_globals.get("__name__"))
         if name == "__code__":
             return CodeObjectVariable(self.code)
+        if name == "__doc__":  # 3.11: the first constant is the docstring, or None (a lambda's too)
+            doc = self.code.co_consts[0] if self.code.co_consts else None
+            return ConstantVariable(doc if isinstance(doc, str) else None)
+        if name == "__defaults__":  # (a tuple: immutable, rebound only by assignment)
+            return TupleVariable(list(self.defaults)) if self.defaults else ConstantVariable(None)
+        if name == "__kwdefaults__":
+            if not self.kwdefaults:
+                return ConstantVariable(None)
+            if self.kwdefaults_var is None:  # the dict calls read their defaults from from now on
+                self.kwdefaults_var = DictVariable(dict(self.kwdefaults))
+            return self.kwdefaults_var
+        if name == "__closure__":  # its cells, in co_freevars order; each reads the variable itself
+            return TupleVariable(list(self.closure)) if self.closure else ConstantVariable(None)
         if name == "__annotations__" and not self.annotated:
             value = self.names[name] = DictVariable({})  # (Python makes it on first read, too)
             return value
@@ -361,9 +415,23 @@ class PartialVariable(VariableTracker):
     the stored arguments first, as partial does."""
 
     def __init__(self, func: VariableTracker, args: list[VariableTracker],
-                 keywords: dict[str, VariableTracker], source: Source | None = None):
+                 keywords: dict[str, VariableTracker], source: Source | None = None,
+                 real_keywords: dict | None = None):
         super().__init__(source)
-        self.func, self.args, self.keywords = func, args, keywords
+        self.func, self.args = func, args
+        self._keywords = keywords
+        self.real_keywords = real_keywords  # the real `keywords` dict of a partial read from the frame
+        self.keywords_var: VariableTracker | None = None  # `p.keywords`, once read: the dict calls use
+
+    @property
+    def keywords(self) -> dict[str, VariableTracker]:
+        """The stored keyword arguments: `p.keywords`'s items once the trace has read that dict (a
+        store into it changes what a later call passes, as in Python)."""
+        if self.keywords_var is None:
+            return self._keywords
+        if not all(type(k) is str for k in self.keywords_var.items):
+            raise Unsupported("a functools.partial whose keywords dict was given a key that is not a string")
+        return dict(self.keywords_var.items)
 
     def python_type(self) -> type:
         return functools.partial
@@ -371,17 +439,36 @@ class PartialVariable(VariableTracker):
     def call(self, tx, args, kwargs) -> VariableTracker:
         return self.func.call(tx, [*self.args, *args], {**self.keywords, **kwargs})
 
+    def var_getattr(self, tx, name: str) -> VariableTracker:
+        """`.func`, `.args` and `.keywords`: what the partial was made with (read from the frame, each
+        was wrapped and guarded through the partial's source when the partial was)."""
+        if name == "func":
+            return self.func
+        if name == "args":
+            return TupleVariable(list(self.args))
+        if name == "keywords":
+            if self.keywords_var is None:
+                keywords = self._keywords
+                # (one read from the frame: the real dict, so a store into it is replayed)
+                self.keywords_var = tx.wrap(self.real_keywords, AttrSource(self.source, "keywords")) \
+                    if self.source is not None else DictVariable(dict(keywords))
+            return self.keywords_var
+        if not hasattr(functools.partial, name):
+            raise_symbolic(AttributeError, f"'functools.partial' object has no attribute '{name}'")
+        return super().var_getattr(tx, name)
+
     def reconstruct(self, cg) -> None:
         if self.source is not None:
             cg.load_source(self.source)
             return
+        keywords = self.keywords
         cg.push_null()
         cg.load_const(functools.partial)
-        for value in (self.func, *self.args, *self.keywords.values()):
+        for value in (self.func, *self.args, *keywords.values()):
             value.reconstruct(cg)
-        if self.keywords:
-            cg.emit("KW_NAMES", tuple(self.keywords))
-        cg.call(1 + len(self.args) + len(self.keywords))
+        if keywords:
+            cg.emit("KW_NAMES", tuple(keywords))
+        cg.call(1 + len(self.args) + len(keywords))
 
     def __repr__(self) -> str:
         return f"PartialVariable({self.func!r})"

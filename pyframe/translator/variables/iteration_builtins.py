@@ -1,5 +1,7 @@
 """Builtins that iterate: list(), tuple(), enumerate, zip, map, filter, reversed, iter, next, sorted,
-min, max, any, all, functools.reduce and itertools.
+min, max, any, all, functools.reduce and itertools; and the C functions that iterate whose Python
+versions (polyfills.py) are inlined instead: itertools.accumulate, groupby and islice, Counter's
+helper.
 
 Lazy ones (zip, map, filter) return iterators that produce their items as their consumer asks, so
 the calls traced for them interleave with the consumer's as in Python (variables/iterators.py).
@@ -7,6 +9,7 @@ builtins.py maps each builtin to its handler here.
 """
 from __future__ import annotations
 
+import collections
 import functools
 import itertools
 from typing import Callable, Iterator
@@ -14,10 +17,11 @@ from typing import Callable, Iterator
 import torch
 
 from ...exc import Unsupported
+from . import polyfills
 from .base import VariableTracker
 from .constant import ConstantVariable
 from .dict_subclass import DictSubclassMixin
-from .exceptions import raise_symbolic
+from .exceptions import ExceptionVariable, RaisedException, raise_symbolic
 from .iterators import ListIteratorVariable, iterate
 from .lists import FrameListVariable, ListVariable, TupleVariable, sort_trackers
 from .special_methods import is_tensor, length, python_method
@@ -113,14 +117,15 @@ def _next(tx, obj: VariableTracker, *default: VariableTracker) -> VariableTracke
         return item
     if default:
         return default[0]
-    raise_symbolic(StopIteration)
+    value = obj.stop_value  # a generator's return value
+    raise RaisedException(ExceptionVariable(StopIteration, [] if value is None else [value]))
 
 
 def _itertools(fn: Callable) -> Callable:
     """itertools over iterables of known length: itertools itself arranges the symbolic items
     (it never looks at their values), and the result is the list of what it yields."""
     def handler(tx, *args: VariableTracker, **kwargs: VariableTracker) -> VariableTracker:
-        if fn in _ITERTOOLS_ONE_ITERABLE:  # combinations(iterable, r)...
+        if fn in _ITERTOOLS_ONE_ITERABLE:  # combinations(iterable, r), permutations(iterable, r)...
             iterables = [args[0].unpack(tx), *(a.as_python_constant() for a in args[1:])]
         elif fn == itertools.chain.from_iterable:
             iterables = [[item.unpack(tx) for item in args[0].unpack(tx)]]
@@ -189,7 +194,14 @@ def _sorted(tx, iterable: VariableTracker, *, key: VariableTracker | None = None
     keys known while tracing."""
     items = list(iterate(tx, iterable))
     if key is None and all(i.is_python_constant() for i in items):
-        return None  # folded like any pure builtin on constants
+        if iterable.is_python_constant():
+            return None  # folded like any pure builtin on constants
+        # (a dict's keys, whose values are tensors): sorted now, as the pure builtins are
+        descending = reverse.as_python_constant() if reverse is not None else False
+        try:
+            return tx.wrap_constant(sorted((i.as_python_constant() for i in items), reverse=descending))
+        except TypeError as e:  # Python raises it too when the frame runs
+            raise Unsupported(f"sorted() raises TypeError: {e}") from e
     return ListVariable(sort_trackers(tx, items, key, reverse))
 
 
@@ -234,10 +246,21 @@ _ITERTOOLS = (itertools.chain, itertools.chain.from_iterable, itertools.product,
               *_ITERTOOLS_ONE_ITERABLE)
 
 
+def _polyfill(fn: Callable) -> Callable:
+    """A C function replaced by its Python version, inlined: every step traced."""
+    def handler(tx, *args: VariableTracker, **kwargs: VariableTracker) -> VariableTracker:
+        return tx.inline_call(fn, list(args), kwargs)
+    return handler
+
+
+_POLYFILLS = {itertools.accumulate: polyfills.accumulate, itertools.groupby: polyfills.groupby,
+              itertools.islice: polyfills.islice, collections._count_elements: polyfills.count_elements}
+
+
 # The handler of each builtin here (builtins.py's table merges them into its own).
 ITERATION_HANDLERS: dict[Callable, Callable] = {
     list: _sequence(list), tuple: _sequence(tuple), enumerate: _enumerate, zip: _zip, reversed: _reversed,
     map: _map, filter: _filter, iter: _iter, next: _next, functools.reduce: reduce_items, itertools.repeat: _repeat,
-    **{fn: _itertools(fn) for fn in _ITERTOOLS}, itertools.islice: _islice,
+    **{fn: _itertools(fn) for fn in _ITERTOOLS}, **{fn: _polyfill(py) for fn, py in _POLYFILLS.items()},
     sorted: _sorted, min: _minmax(min), max: _minmax(max), any: _any_all(any), all: _any_all(all),
 }

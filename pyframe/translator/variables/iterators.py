@@ -100,25 +100,3 @@ class ListIteratorVariable(VariableTracker):
         list iterator, or the frame's own); a map, zip, generator... is rebuilt as a tuple
         iterator, which only a loop's hidden iterator may be."""
         return self.source is not None or self.kind in (_TUPLE_ITERATOR, _LIST_ITERATOR)
-
-
-class GeneratorVariable(ListIteratorVariable):
-    """The generator an inlined generator function returns. Its body runs lazily, to the next
-    `yield` each time the consumer asks for an item, so the graph interleaves producer and consumer
-    as Python (and torch._dynamo) runs them: `sum(x * i for i in range(3))` records mul, add, mul,
-    add..."""
-
-    def __init__(self, translator: Any):
-        # the generator function's own InstructionTranslator: each resumption runs to the next yield
-        super().__init__([], types.GeneratorType, iter(translator.resume_generator, None))
-        self.translator = translator
-        self.finished = False
-
-    def next(self) -> VariableTracker | None:
-        item = super().next()
-        if item is None:
-            # The first next() to find it done gets its return value (items produced ahead, for a
-            # break, do not move that), as CPython raises StopIteration(value) once; later ones None.
-            self.stop_value = None if self.finished else self.translator.return_value
-            self.finished = True
-        return item

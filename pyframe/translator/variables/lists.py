@@ -49,10 +49,12 @@ class BaseListVariable(VariableTracker):
         index = _index(key)
         if isinstance(index, slice):
             return self.sliced(self.items[index])
-        try:
-            return self.items[index]
-        except (IndexError, TypeError) as e:
-            raise Unsupported(f"{self.container_type.__name__} index {index!r}: {e}") from e
+        if type(index) is not int and not hasattr(type(index), "__index__"):
+            raise Unsupported(f"{self.container_type.__name__} index {index!r}")
+        if not -len(self.items) <= index < len(self.items):
+            # raised in the traced program, as CPython words it: a try or with block may catch it
+            raise_symbolic(IndexError, f"{'list' if issubclass(self.container_type, list) else 'tuple'} index out of range")
+        return self.items[index]
 
     def sliced(self, items: list[VariableTracker]) -> VariableTracker:
         """`self[a:b]` made of `items`: a new plain list or tuple, as CPython makes it for every

@@ -13,11 +13,11 @@ from .constant import ConstantVariable
 
 
 class ObjectSlotMethodVariable(VariableTracker):
-    """`object.__getattribute__` / `object.__setattr__` bound to an instance (reached through
-    super(), or called on the class with the instance first): the plain attribute lookup or store,
-    where a class's own `__getattribute__` / `__setattr__` ends."""
+    """`object.__getattribute__` / `__setattr__` / `__delattr__` bound to an instance (reached
+    through super(), or called on the class with the instance first): the plain attribute lookup,
+    store or deletion, where a class's own `__getattribute__` / `__setattr__` / `__delattr__` ends."""
 
-    NAMES = ("__getattribute__", "__setattr__")
+    NAMES = ("__getattribute__", "__setattr__", "__delattr__")
 
     def __init__(self, name: str, obj: VariableTracker | None = None, source=None):
         super().__init__(source)
@@ -28,12 +28,15 @@ class ObjectSlotMethodVariable(VariableTracker):
 
     def call(self, tx, args, kwargs) -> VariableTracker:
         obj, args = (self.obj, list(args)) if self.obj is not None else (args[0] if args else None, list(args[1:]))
-        expected = 1 if self.name == "__getattribute__" else 2
+        expected = 2 if self.name == "__setattr__" else 1
         if obj is None or kwargs or len(args) != expected or not args[0].is_python_constant() \
                 or type(args[0].as_python_constant()) is not str:
             raise Unsupported(f"object.{self.name}() with these arguments")
         if self.name == "__getattribute__":
             return obj.generic_getattr(tx, args[0].as_python_constant())
+        if self.name == "__delattr__":
+            obj.generic_delattr(tx, args[0].as_python_constant())
+            return ConstantVariable(None)
         obj.generic_setattr(tx, args[0].as_python_constant(), args[1])
         return ConstantVariable(None)
 
@@ -51,6 +54,30 @@ class ObjectSlotMethodVariable(VariableTracker):
 
     def __repr__(self) -> str:
         return f"ObjectSlotMethodVariable(object.{self.name}{' of ' + repr(self.obj) if self.obj else ''})"
+
+
+class TypeCallVariable(VariableTracker):
+    """`type.__call__` bound to a class, reached through `super().__call__` in a metaclass's own
+    `__call__`: makes the instance as calling a plain class does (the tracker's `construct`)."""
+
+    def __init__(self, cls_var: VariableTracker):
+        super().__init__()
+        self.cls_var = cls_var
+
+    def call(self, tx, args, kwargs) -> VariableTracker:
+        return self.cls_var.construct(tx, args, kwargs)
+
+    def rebuilt_from(self) -> list[VariableTracker]:
+        return [self.cls_var]
+
+    def reconstruct(self, cg) -> None:
+        cg.load_const(type.__call__)  # the slot wrapper bound to the class
+        cg.emit("LOAD_METHOD", "__get__")
+        self.cls_var.reconstruct(cg)
+        cg.call(1)
+
+    def __repr__(self) -> str:
+        return f"TypeCallVariable({self.cls_var!r})"
 
 
 class ObjectInitVariable(VariableTracker):

@@ -9,10 +9,9 @@ cannot inline (custom descriptors, `__getattr__`) are left to Python.
 """
 from __future__ import annotations
 
-import abc
 import collections
+import enum
 import functools
-import inspect
 import itertools
 import types
 from typing import Any, Callable
@@ -23,22 +22,25 @@ from ...exc import Unsupported
 from ...guards import GuardKind
 from ...source import AttrSource, GenericAttrSource, ItemSource, Source
 from .base import (
-    BoundMethodVariable, VariableTracker, class_attribute, constant_args, guard_class_attribute, plain_getattr,
-    static_attribute,
+    BoundMethodVariable, VariableTracker, class_attribute, constant_args, guard_class_attribute, mro_lookup,
 )
 from .iterators import iterate
 from .constant import ConstantVariable
 from .dicts import DictVariable
 from .lists import DequeVariable
 from .namedtuples import new_namedtuple
-from .exceptions import ExceptionVariable, RaisedException, is_exception_class, raise_symbolic
+from .exceptions import ExceptionVariable, is_exception_class, raise_symbolic
 from .functions import PartialVariable
 from .methods import InlinedMethodVariable
 from .nn_module import MadeCrossEntropyLossVariable, record_module_init
 from .descriptions import describe_value
+from .attribute_protocol import (
+    check_plain_delete, check_plain_store, delattr_protocol, descriptor_get, descriptor_set, getattr_protocol, is_slot,
+    iterate_object, python_descriptor, realize_stored, setattr_protocol, store_class_attribute,
+)
 from .static_lookup import (
-    PLAIN_DESCRIPTORS, has_own_getattribute, has_static_attr, instance_dict_of, is_data_descriptor,
-    plain_protocol, static_attr,
+    bound_init_arguments, has_own_getattribute, has_static_attr, instance_dict_of, is_data_descriptor, is_enum_lookup,
+    is_plain_class, plain_protocol, static_attr,
 )
 
 _MISSING = object()
@@ -73,14 +75,38 @@ class PythonObjectVariable(VariableTracker):
         return self.value
 
     def var_getattr(self, tx, name: str) -> VariableTracker:
+        if isinstance(self.value, type):  # a class attribute the trace assigned
+            stored = tx.side_effects.load_class_attr(self.value, name)
+            if stored is not None:
+                return stored
         value = static_attr(self.value, name)
         source = AttrSource(self.source, name) if self.source is not None else None
         return tx.wrap(value, source, guard=self.source is not None)
 
+    def store_attr(self, tx, name: str, value: VariableTracker) -> None:
+        if not isinstance(self.value, type):
+            super().store_attr(tx, name, value)
+        store_class_attribute(tx, self, name, value)
+
     def call(self, tx, args, kwargs) -> VariableTracker:
+        """`cls(...)`: its metaclass's `__call__` if it is a Python function (inlined: it ends in
+        `super().__call__(...)`, type's, which is `construct`), else type's: `construct`."""
         cls = self.value
         if not isinstance(cls, type):
             raise Unsupported(f"call to {describe_value(cls)}")
+        meta_call = class_attribute(type(cls), "__call__", None)
+        if isinstance(meta_call, types.FunctionType):
+            source = AttrSource(AttrSource(self.source, "__class__"), "__call__") if self.source is not None else None
+            if source is not None:  # (the class is pinned by identity; its metaclass's method is not)
+                tx.output.guards.add(source, GuardKind.ID_MATCH, meta_call)
+            return tx.inline_call(meta_call, [self, *args], kwargs, fn_source=source)
+        if type(cls).__call__ is not type.__call__:
+            raise Unsupported(f"call to {describe_value(cls)}, whose metaclass's __call__ is not Python's")
+        return self.construct(tx, args, kwargs)
+
+    def construct(self, tx, args, kwargs) -> VariableTracker:
+        """`type.__call__(cls, ...)`: a new instance of the class, made as its kind is made."""
+        cls = self.value
         # Classes of values we can fold (torch.Size, torch.device, int, ...) are built while tracing.
         if getattr(cls, "__module__", "").split(".")[0] in ("torch", "builtins"):
             pargs, pkwargs = constant_args(args, kwargs, f"{cls.__name__}()")
@@ -101,13 +127,18 @@ class PythonObjectVariable(VariableTracker):
                     record_module_init(tx)
             tracker = tx.wrap_constant(value)
             if cls is torch.nn.CrossEntropyLoss:  # called as F.cross_entropy, as torch._dynamo calls it
-                tracker = MadeCrossEntropyLossVariable(value, [ConstantVariable(v) for v in _bound_arguments(
+                tracker = MadeCrossEntropyLossVariable(value, [ConstantVariable(v) for v in bound_init_arguments(
                     cls, pargs, pkwargs)])
             if cls is torch.autocast:  # its graph node takes the arguments as given (contexts.AutocastVariable)
-                tracker.autocast_args = _bound_arguments(cls, pargs, pkwargs)
+                tracker.autocast_args = bound_init_arguments(cls, pargs, pkwargs)
             return tracker
         if is_exception_class(cls):
             return ExceptionVariable.make(cls, list(args), kwargs)
+        if is_enum_lookup(cls, args, kwargs):  # `Color(2)`: the member of that value
+            try:
+                return tx.wrap_constant(cls(args[0].as_python_constant()))
+            except ValueError as e:
+                raise_symbolic(ValueError, str(e))
         if cls is collections.deque and len(args) <= 2 and set(kwargs) <= {"iterable", "maxlen"}:
             iterable = args[0] if args else kwargs.get("iterable")
             maxlen = args[1] if len(args) == 2 else kwargs.get("maxlen")
@@ -130,6 +161,12 @@ class PythonObjectVariable(VariableTracker):
             return obj
         raise Unsupported(f"call to {describe_value(cls)}")
 
+    def unpack(self, tx) -> list[VariableTracker]:
+        if isinstance(self.value, enum.EnumMeta) and type(self.value).__iter__ is enum.EnumMeta.__iter__:
+            # an enum class's members, in definition order: fixed when the class statement ran
+            return [tx.wrap_constant(member) for member in self.value]
+        return super().unpack(tx)
+
     def reconstruct(self, cg) -> None:
         if self.source is not None:
             cg.load_source(self.source)
@@ -143,6 +180,8 @@ class PythonObjectVariable(VariableTracker):
         return f"PythonObjectVariable({describe_value(self.value)})"
 
 
+# The lookups of a value that isn't a member enum's own classes do (Flag's makes the combination):
+# deterministic, so `Color(2)` can be asked of the real class while tracing.
 class DisabledFunctionVariable(PythonObjectVariable):
     """A function wrapped by pyframe.disable(): calling it breaks the graph, and it runs as plain
     Python with pyframe off."""
@@ -183,6 +222,13 @@ class UserObjectVariable(VariableTracker):
         stored = tx.side_effects.load_attr(self, name)
         if stored is not None:
             return stored
+        if tx.side_effects.is_deleted(self, name):
+            return self._class_value_after_del(tx, name)
+        descriptor = python_descriptor(type(self.value), name)
+        if descriptor is not None and (is_data_descriptor(descriptor) or name not in instance_dict_of(self.value)):
+            guard_class_attribute(tx, self, name)
+            cls = tx.wrap(type(self.value), AttrSource(self.source, "__class__") if self.source is not None else None)
+            return descriptor_get(tx, self, cls, name, descriptor)
         dict_var = self._dict_tracker(tx)
         if dict_var is not None and not is_data_descriptor(class_attribute(type(self.value), name, None)):
             if name in dict_var.items:  # what the trace did to `obj.__dict__` is what obj shows
@@ -190,6 +236,11 @@ class UserObjectVariable(VariableTracker):
             if name in instance_dict_of(self.value):
                 raise Unsupported(f"attribute {name!r} removed from a {type(self.value).__qualname__}'s __dict__")
         instance_dict = instance_dict_of(self.value)
+        stored = tx.side_effects.load_class_attr(type(self.value), name) if name not in instance_dict else None
+        if stored is not None:  # a class attribute the trace assigned (`Cls.count += 1`)
+            if self.source is not None and type(self.value).__dictoffset__:  # not shadowed by the instance
+                tx.output.guards.add(ItemSource(self._dict_source(), name), GuardKind.DICT_CONTAINS_MATCH, False)
+            return stored
         static = class_attribute(type(self.value), name, None)
         if isinstance(static, property) and static.fget is not None and name not in instance_dict:
             guard_class_attribute(tx, self, name)
@@ -218,6 +269,43 @@ class UserObjectVariable(VariableTracker):
         source_type = GenericAttrSource if own_getattribute else AttrSource
         return tx.wrap(value, source_type(self.source, name))
 
+    def _class_value_after_del(self, tx, name: str) -> VariableTracker:
+        """`obj.name` after the trace deleted the instance's own: the class's plain value (a
+        default the instance had shadowed), or AttributeError in the trace."""
+        cls = type(self.value)
+        stored = tx.side_effects.load_class_attr(cls, name)
+        if stored is not None:
+            return stored
+        static = mro_lookup(cls, name)
+        if static is None and not any(name in vars(klass) for klass in cls.__mro__):
+            tx.output.guards.add(self._class_attr_source(name), GuardKind.HASATTR_MATCH, False)
+            raise_symbolic(AttributeError, f"{cls.__name__!r} object has no attribute {name!r}")
+        if hasattr(type(static), "__get__"):
+            raise Unsupported(f"attribute {name!r} of a {cls.__qualname__}, read from its class after `del`")
+        return tx.wrap(static, self._class_attr_source(name))
+
+    def generic_delattr(self, tx, name: str) -> None:
+        """object.__delattr__(obj, name): out of its instance dict, replayed after the graph. Whether
+        the real object has it is guarded; if it has not (and the trace stored none), AttributeError
+        in the trace."""
+        cls = type(self.value)
+        check_plain_delete(cls, name)
+        if self.source is None or not cls.__dictoffset__:
+            raise Unsupported(f"deletion of attribute {name!r} of {self.describe()}")
+        in_real_object = name in self._guarded_instance_dict()
+        tx.output.guards.add(ItemSource(self._dict_source(), name), GuardKind.DICT_CONTAINS_MATCH, in_real_object)
+        side = tx.side_effects
+        present = side.load_attr(self, name) is not None or (in_real_object and not side.is_deleted(self, name))
+        if not present:
+            raise_symbolic(AttributeError, name)
+        side.delete_attr(self, name, in_real_object)
+        dict_var = self._dict_tracker(tx)
+        if dict_var is not None:
+            dict_var.items.pop(name, None)
+
+    def delete_attr(self, tx, name: str) -> None:
+        delattr_protocol(tx, self, type(self.value), self._class_attr_source, name)
+
     def _guard_missing(self, tx, name: str) -> None:
         """Guard that object's lookup of `name` keeps failing. Where that lookup is the whole of
         `obj.name` (no __getattribute__ or __getattr__ of the class's own), `hasattr(obj, name)`
@@ -243,15 +331,22 @@ class UserObjectVariable(VariableTracker):
         return instance_dict
 
     def generic_setattr(self, tx, name: str, value: VariableTracker) -> None:
+        descriptor = python_descriptor(type(self.value), name, setter=True)
+        if descriptor is not None:
+            guard_class_attribute(tx, self, name)
+            cls = tx.wrap(type(self.value), AttrSource(self.source, "__class__") if self.source is not None else None)
+            descriptor_set(tx, self, cls, name, descriptor, value)
+            return
         check_plain_store(type(self.value), name, own_setattr_ran=True)
         self.record_store(tx, name, value)
 
     def record_store(self, tx, name: str, value: VariableTracker) -> None:
         """An attribute stored into the instance dict (replayed after the graph), seen through
         `obj.__dict__` too if the trace read it."""
+        realize_stored(tx, value)
         tx.side_effects.store_attr(self, name, value)
         dict_var = self._dict_tracker(tx)
-        if dict_var is not None:
+        if dict_var is not None and not is_slot(class_attribute(type(self.value), name, None)):
             dict_var.items[name] = value
 
     def _dict_tracker(self, tx) -> VariableTracker | None:
@@ -275,6 +370,8 @@ class UserObjectVariable(VariableTracker):
         stores = tx.side_effects.stores.get(id(self))
         for name, value in (stores[1].items() if stores is not None else ()):
             dict_var.items[name] = value  # (replayed as attribute stores: not a mutation of the dict)
+        for name in tx.side_effects.deleted_names(self):
+            dict_var.items.pop(name, None)
         return dict_var
 
     def call_method(self, tx, name, args, kwargs) -> VariableTracker:
@@ -327,103 +424,6 @@ class UserObjectVariable(VariableTracker):
         setattr_protocol(tx, self, type(self.value), self._class_attr_source, name, value)
 
 
-def getattr_protocol(tx, obj: VariableTracker, cls: type, class_attr_source: Callable[[str], Source | None],
-                     name: str) -> VariableTracker:
-    """`obj.name` as CPython's slot for a Python class does it: the class's own `__getattribute__`
-    (inlined) or object's generic lookup (`obj.generic_getattr`); if that raises AttributeError
-    (in the trace), the class's `__getattr__`, inlined."""
-    getattribute = class_attribute(cls, "__getattribute__", None)
-    try:
-        if isinstance(getattribute, types.FunctionType):
-            return tx.inline_call(getattribute, [obj, ConstantVariable(name)], {},
-                                  fn_source=class_attr_source("__getattribute__"))
-        return obj.generic_getattr(tx, name)
-    except RaisedException as raised:
-        fallback = class_attribute(cls, "__getattr__", None)
-        if fallback is None or not issubclass(raised.value.exc_type, AttributeError):
-            raise
-        if not isinstance(fallback, types.FunctionType):
-            raise Unsupported(f"{cls.__qualname__}.__getattr__ is a {type(fallback).__name__}") from None
-        return tx.inline_call(fallback, [obj, ConstantVariable(name)], {}, fn_source=class_attr_source("__getattr__"))
-
-
-def setattr_protocol(tx, obj: VariableTracker, cls: type, class_attr_source: Callable[[str], Source | None],
-                     name: str, value: VariableTracker) -> None:
-    """`obj.name = value`: the class's own `__setattr__` (inlined; it ends in
-    `super().__setattr__`, object's store), or object's store itself."""
-    setattr_fn = class_attribute(cls, "__setattr__", None)
-    if isinstance(setattr_fn, types.FunctionType) and type(cls).__setattr__ is type.__setattr__:
-        tx.inline_call(setattr_fn, [obj, ConstantVariable(name), value], {}, fn_source=class_attr_source("__setattr__"))
-        return
-    check_plain_store(cls, name)
-    obj.generic_setattr(tx, name, value)
-
-
-def iterate_object(tx, obj: VariableTracker, cls: type,
-                   class_attr_source: Callable[[str], Source | None]) -> list[VariableTracker]:
-    """The items of `for v in obj`: the iterator the class's own `__iter__` returns (inlined; a
-    generator, `iter(a dict)`...), taken to its end."""
-    method = class_attribute(cls, "__iter__", None)
-    if not isinstance(method, types.FunctionType):
-        raise Unsupported(f"iteration over a {cls.__qualname__}"
-                          f"{'' if method is None else ', whose __iter__ is a ' + type(method).__name__}")
-    iterator = tx.inline_call(method, [obj], {}, fn_source=class_attr_source("__iter__"))
-    if iterator is obj:  # (an iterator class: its __next__ is not modelled)
-        raise Unsupported(f"iteration over a {cls.__qualname__}, its own iterator")
-    return list(iterate(tx, iterator))
-
-
-def object_has_attr(tx, obj: "UserObjectVariable | NewObjectVariable", name: str) -> bool | None:
-    """hasattr(obj, name) for an instance of a user class, when it runs no user code: no
-    `__getattr__`, no Python `__getattribute__`, and the attribute (if the class defines it) is
-    not a property or a descriptor written in Python. None when that cannot be decided.
-
-    An instance read from the frame gets a HASATTR guard: the answer holds while its class and
-    its instance dict do not gain or lose the attribute."""
-    if isinstance(obj, UserObjectVariable):
-        assigned = tx.side_effects.load_attr(obj, name) is not None
-    else:
-        assigned = name in obj.attrs
-    if assigned:  # earlier in this trace
-        return True
-    cls = obj.python_type()
-    if not plain_getattr(cls):
-        return None
-    if isinstance(obj, NewObjectVariable):  # made in the trace: its attributes are all in `attrs`
-        static = next((vars(klass)[name] for klass in cls.__mro__ if name in vars(klass)), _MISSING)
-        if isinstance(static, types.MemberDescriptorType):
-            return None  # a base class's slot (not modelled: it may be unset)
-        answer = static is not _MISSING
-    else:
-        static = static_attribute(obj.value, name, _MISSING)
-        answer = None
-    if static is not _MISSING and hasattr(type(static), "__get__") and not isinstance(static, PLAIN_DESCRIPTORS):
-        return None  # a property or a descriptor may raise AttributeError
-    if answer is None:
-        answer = hasattr(obj.value, name)  # (a slot, or a builtin descriptor: C code only)
-        if obj.source is not None:
-            tx.output.guards.add(AttrSource(obj.source, name), GuardKind.HASATTR_MATCH, answer)
-    return answer
-
-
-def _bound_arguments(cls: type, args: tuple, kwargs: dict) -> tuple:
-    """The arguments of `cls(*args, **kwargs)` as its __init__ takes them, in order, defaults
-    filled in (`self` left out)."""
-    bound = inspect.signature(cls.__init__).bind(None, *args, **kwargs)
-    bound.apply_defaults()
-    return tuple(bound.arguments.values())[1:]
-
-
-def check_plain_store(cls: type, name: str, own_setattr_ran: bool = False) -> None:
-    """Unsupported unless `obj.name = value` (or, `own_setattr_ran`, object.__setattr__ at the end
-    of the class's own __setattr__) only puts value in the instance's __dict__."""
-    if not own_setattr_ran and (type(cls).__setattr__ is not type.__setattr__ or cls.__setattr__ is not object.__setattr__):
-        raise Unsupported(f"assignment to attribute {name!r} of {cls.__qualname__}, which defines __setattr__")
-    static = class_attribute(cls, name, None)
-    if hasattr(type(static), "__set__") or hasattr(type(static), "__delete__"):
-        raise Unsupported(f"assignment to attribute {name!r} of {cls.__qualname__} through a descriptor")
-
-
 _MADE = itertools.count()
 
 
@@ -461,8 +461,15 @@ class NewObjectVariable(VariableTracker):
         if isinstance(static, property) and static.fget is not None:  # (a data descriptor: first)
             self._guard_class_member(tx, name, static)
             return tx.inline_call(static.fget, [self], {})
+        descriptor = python_descriptor(self.cls, name)
+        if descriptor is not None and (is_data_descriptor(descriptor) or name not in self.attrs):
+            # (pinned where the class's dict holds it: `C.name` would call its __get__)
+            return descriptor_get(tx, self, PythonObjectVariable(self.cls, self.cls_source), name, descriptor)
         if name in self.attrs:
             return self.attrs[name]
+        stored = tx.side_effects.load_class_attr(self.cls, name)
+        if stored is not None:  # a class attribute the trace assigned (`Cls.count += 1`)
+            return stored
         if name == "__class__":
             return PythonObjectVariable(self.cls, self.cls_source)
         if isinstance(static, types.FunctionType):
@@ -492,16 +499,22 @@ class NewObjectVariable(VariableTracker):
             tx.output.guards.add(AttrSource(self.cls_source, name), GuardKind.ID_MATCH, member)
 
     def generic_setattr(self, tx, name: str, value: VariableTracker) -> None:
+        descriptor = python_descriptor(self.cls, name, setter=True)
+        if descriptor is not None:
+            descriptor_set(tx, self, PythonObjectVariable(self.cls, self.cls_source), name, descriptor, value)
+            return
         check_plain_store(self.cls, name, own_setattr_ran=True)
         tx.side_effects.note()
+        realize_stored(tx, value)
         self.attrs[name] = value
 
     def delete_attr(self, tx, name: str) -> None:
-        """`del obj.name` / delattr(): object's __delattr__ takes it out of the instance dict (an
-        AttributeError in the trace if it is not there)."""
-        if class_attribute(self.cls, "__delattr__", None) is not object.__delattr__ \
-                or is_data_descriptor(class_attribute(self.cls, name, None)):
-            raise Unsupported(f"deletion of attribute {name!r} of a {self.cls.__qualname__} (its own __delattr__ or a descriptor)")
+        delattr_protocol(tx, self, self.cls, self._class_attr_source, name)
+
+    def generic_delattr(self, tx, name: str) -> None:
+        """object.__delattr__(obj, name): out of the instance dict (an AttributeError in the trace
+        if it is not there)."""
+        check_plain_delete(self.cls, name)
         if name not in self.attrs:
             raise_symbolic(AttributeError, name)
         tx.side_effects.note()
@@ -580,14 +593,3 @@ class InstanceDictVariable(DictVariable):
 
     def __repr__(self) -> str:
         return f"InstanceDictVariable(of {self.owner!r})"
-
-
-def is_plain_class(cls: type) -> bool:
-    """A Python class whose instances object.__new__ makes and whose attributes live in __dict__
-    (a `__setattr__` of its own is inlined: it ends in object's)."""
-    return (type(cls) in (type, abc.ABCMeta) and cls.__new__ is object.__new__
-            and (cls.__setattr__ is object.__setattr__ or isinstance(class_attribute(cls, "__setattr__", None),
-                                                                     types.FunctionType))
-            and "__slots__" not in cls.__dict__
-            and all(base is object or base.__module__ != "builtins" for base in cls.__mro__)
-            and not issubclass(cls, (torch.nn.Module, torch.Tensor)))

@@ -14,11 +14,12 @@ from typing import Callable, Sequence
 from ...exc import Unsupported
 from ...guards import GuardKind
 from ...source import AttrSource, Source
-from .base import UNKNOWN_OBJECT, VariableTracker, class_attribute
+from .base import UNKNOWN_OBJECT, VariableTracker, class_attribute, guard_class_attribute
 from .constant import ConstantVariable
 from .dict_subclass import DictSubclassMixin
 from .dicts import DictVariable, DictViewVariable
 from .lists import BaseListVariable, TupleVariable
+from .mappingproxy import MappingProxyVariable
 from .objects import NewObjectVariable, UserObjectVariable
 from .sets import SetVariable
 from .tensor import TensorVariable
@@ -61,6 +62,21 @@ def python_method(vt: VariableTracker, name: str) -> tuple[Callable, Source | No
     if not isinstance(method, types.FunctionType):
         return None
     return method, AttrSource(cls_source, name) if cls_source is not None else None
+
+
+def inline_special(tx, obj: VariableTracker, name: str, args: Sequence[VariableTracker]) -> VariableTracker | None:
+    """`obj[k] = v` (`__setitem__`), `del obj[k]` (`__delitem__`) on an instance of a user class
+    whose class defines that special method in Python: inlined, looked up on the type as CPython
+    does, and guarded to stay the class's (a class patched after compiling recompiles); None if
+    the class defines no Python function of that name."""
+    found = python_method(obj, name)
+    if found is None:
+        return None
+    if isinstance(obj, NewObjectVariable):
+        obj._guard_class_member(tx, name, found[0])
+    else:
+        guard_class_attribute(tx, obj, name, check_instance=False)
+    return tx.inline_call(found[0], [obj, *args], {}, fn_source=found[1])
 
 
 def user_operator(tx, fn: Callable, args: Sequence[VariableTracker]) -> VariableTracker | None:
@@ -153,6 +169,8 @@ def length(tx, obj: VariableTracker) -> VariableTracker | None:
         return obj.call_method(tx, "__len__", [], {})
     if isinstance(obj, (BaseListVariable, DictVariable, SetVariable, DictViewVariable)):
         return ConstantVariable(len(obj.items))
+    if isinstance(obj, MappingProxyVariable):
+        return obj.call_method(tx, "__len__", [], {})
     found = python_method(obj, "__len__")
     if found is not None:  # a user class's __len__, inlined; len() insists on an int >= 0
         result = tx.inline_call(found[0], [obj], {}, fn_source=found[1])
@@ -162,4 +180,29 @@ def length(tx, obj: VariableTracker) -> VariableTracker | None:
         return ConstantVariable(value)
     if isinstance(obj, DictSubclassMixin):  # a dict subclass keeping dict's __len__
         return obj.call_special(tx, "__len__", [])
+    return None
+
+
+def contains(tx, container: VariableTracker, item: VariableTracker) -> VariableTracker | None:
+    """`item in container`: a user class's __contains__ inlined, or the container's own test."""
+    if isinstance(container, DictSubclassMixin):  # its __contains__, inlined, or dict's
+        result = container.call_special(tx, "__contains__", [item])
+        return ConstantVariable(result.truth())  # `in` makes a bool of what __contains__ returns
+    found = python_method(container, "__contains__")
+    if found is not None:  # a user class's __contains__, inlined (`in` makes a bool of its result)
+        return ConstantVariable(tx.inline_call(found[0], [container, item], {}, fn_source=found[1]).truth())
+    if isinstance(container, (DictVariable, MappingProxyVariable)):
+        return container.call_method(tx, "__contains__", [item], {})
+    if isinstance(container, SetVariable):
+        return ConstantVariable(container.contains(tx, item))
+    if isinstance(container, DictViewVariable) and container.kind == "keys":
+        return container.call_method(tx, "__contains__", [item], {})
+    if isinstance(container, BaseListVariable) and item.is_python_constant():
+        return container.call_method(tx, "__contains__", [item], {})
+    known, members = item.real_object(), container.real_object()
+    if known is not UNKNOWN_OBJECT and type(members) is frozenset:  # a set of functions, classes...
+        for vt, obj in ((item, known), (container, members)):  # (immutable: its identity fixes it)
+            if vt.source is not None and not isinstance(vt, ConstantVariable):
+                tx.output.guards.add(vt.source, GuardKind.ID_MATCH, obj)
+        return ConstantVariable(known in members)
     return None

@@ -10,8 +10,9 @@ import types
 
 from ...exc import Unsupported
 from .base import VariableTracker
+from .container_subclass import BaseMethodVariable, ContainerSubclassMixin
 from .dict_subclass import BuiltinMethodOfVariable, DictSubclassMixin
-from .methods import InlinedMethodVariable, ObjectInitVariable, ObjectSlotMethodVariable
+from .methods import InlinedMethodVariable, ObjectInitVariable, ObjectSlotMethodVariable, TypeCallVariable
 
 
 class SuperVariable(VariableTracker):
@@ -23,7 +24,8 @@ class SuperVariable(VariableTracker):
 
     def var_getattr(self, tx, name: str) -> VariableTracker:
         # super() in a classmethod has the class as its second argument: its own MRO is searched
-        of_class = issubclass(self.obj.python_type(), type)
+        # (in a metaclass's method, the class is the instance: its metaclass's MRO is)
+        of_class = issubclass(self.obj.python_type(), type) and issubclass(self.obj.as_python_constant(), self.cls)
         owner = self.obj.as_python_constant() if of_class else self.obj.python_type()
         mro = owner.__mro__
         if self.cls not in mro:
@@ -49,8 +51,14 @@ class SuperVariable(VariableTracker):
                                                                                  types.WrapperDescriptorType)):
                     # `super().__setitem__(k, v)` in a dict subclass: dict's (or object's) own method
                     return BuiltinMethodOfVariable(klass, name, self.obj)
+                if isinstance(self.obj, ContainerSubclassMixin) and klass is self.obj.base \
+                        and isinstance(attr, (types.MethodDescriptorType, types.WrapperDescriptorType)):
+                    return BaseMethodVariable(self.obj, name)  # `super().append(x)` in a list subclass
                 if attr is object.__init__ and not of_class:  # `super().__init__()` at the top
                     return ObjectInitVariable()
+                if attr is type.__dict__["__call__"] and not of_class and hasattr(self.obj, "construct"):
+                    return TypeCallVariable(self.obj)  # `super().__call__(...)` in a metaclass's
+
                 raise Unsupported(f"super().{name} is a {type(attr).__name__}")
         raise Unsupported(f"super() has no attribute {name!r}")
 

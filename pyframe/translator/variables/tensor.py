@@ -9,6 +9,7 @@ graph break.
 from __future__ import annotations
 
 import operator
+import types
 from typing import Any, Sequence
 
 import torch
@@ -34,6 +35,40 @@ _METADATA_METHODS = {"dim", "ndimension", "numel", "nelement", "is_contiguous", 
 _DATA_METHODS = {"item", "tolist", "numpy", "__bool__", "__int__", "__float__", "__index__", "data_ptr"}
 # Autograd's own machinery runs outside the graph (torch._dynamo breaks on these too).
 _AUTOGRAD_METHODS = {"backward", "register_hook", "retain_grad", "register_post_accumulate_grad_hook"}
+
+
+def _is_python_function(vt: VariableTracker) -> bool:
+    try:
+        return vt.python_type() is types.FunctionType
+    except Unsupported:
+        return False
+
+
+class HookHandleVariable(VariableTracker):
+    """What `x.register_hook(fn)` returns in the trace (the hook itself is registered after the
+    graph, side_effects.py): the real handle exists only then, so a use of it (`h.remove()`, the
+    handle kept or returned) traces the frame again, breaking at the registration instead."""
+
+    def __init__(self, made_at: int):
+        super().__init__()
+        self.made_at = made_at  # the compiled frame's instruction that registered it
+
+    def _used(self) -> Unsupported:
+        e = Unsupported("the handle of a hook registered on a tensor passed in is used")
+        e.break_index = self.made_at
+        return e
+
+    def var_getattr(self, tx, name: str) -> VariableTracker:
+        raise self._used()
+
+    def call_method(self, tx, name, args, kwargs) -> VariableTracker:
+        raise self._used()
+
+    def reconstruct(self, cg) -> None:
+        raise self._used()
+
+    def describe(self) -> str:
+        return "the handle of a hook registered in the trace"
 
 
 class TensorVariable(VariableTracker):
@@ -85,6 +120,9 @@ class TensorVariable(VariableTracker):
                 # way after the graph (`x.mT` read again), not handed out of the graph.
                 result.source = AttrSource(self.source, name)
             return result
+        stored = tx.side_effects.load_attr(self, name)
+        if stored is not None:  # `x.tag = ...` earlier in the trace
+            return stored
         graph_input = tx.output.input_of(self.example)
         if graph_input is not None and not hasattr(self.class_type, name) \
                 and name in getattr(graph_input.example, "__dict__", {}):
@@ -92,12 +130,21 @@ class TensorVariable(VariableTracker):
             return tx.wrap(graph_input.example.__dict__[name], AttrSource(graph_input.source, name))
         raise Unsupported(f"tensor attribute {name!r}")
 
+    def store_attr(self, tx, name: str, value: VariableTracker) -> None:
+        """`x.tag = value`: a Python attribute of the tensor object, recorded and replayed after the
+        graph (on the input, or on the tensor the graph gives back). Tensor's own attributes
+        (`requires_grad`, `data`, `grad`...) have meanings of their own: not traced."""
+        if hasattr(self.class_type, name):
+            raise Unsupported(f"assignment to the tensor attribute {name!r}")
+        self.realize(tx)
+        tx.side_effects.store_attr(self, name, value)
+
     def has_attr(self, tx, name: str) -> bool:
         """hasattr(x, name): the class's attributes (its type is guarded by TENSOR_MATCH); a Python
         attribute of an input tensor, which may be set after compiling (`x.scale = 3.0`), is
         guarded either way; a tensor the graph makes has none. (Never the FakeTensor's: it has
         attributes of its own, and none of the real tensor's.)"""
-        if hasattr(self.class_type, name):
+        if hasattr(self.class_type, name) or tx.side_effects.load_attr(self, name) is not None:
             return True
         graph_input = tx.output.input_of(self.example)
         if graph_input is None:
@@ -111,6 +158,12 @@ class TensorVariable(VariableTracker):
         self.realize(tx)
         if name in _DATA_METHODS:  # as torch._dynamo by default (no capture_scalar_outputs here)
             raise Unsupported(f"Tensor.{name}() reads tensor data into Python")
+        if name == "register_hook" and len(args) == 1 and not kwargs and self.node.op == "placeholder" \
+                and _is_python_function(args[0]):
+            # on a tensor passed in: registered after the graph, as torch._dynamo does (the hook
+            # fires in backward, which runs after the frame); its handle is not modelled
+            tx.side_effects.register_hook(self, args[0])
+            return HookHandleVariable(tx.root.ip - 1)
         if name in _AUTOGRAD_METHODS:
             raise Unsupported(f"Tensor.{name}() runs autograd outside the graph")
         if name in ("size", "stride") or name in _METADATA_METHODS:

@@ -76,7 +76,7 @@ def is_torch_op(value: Any) -> bool:
         return True
     if not isinstance(value, (types.BuiltinFunctionType, types.FunctionType, types.MethodDescriptorType)):
         return False  # (and set lookups below only ever see hashable functions)
-    if value in _TORCH_FUNCTION_QUERIES or value in _TRACING_QUERIES:
+    if value in _TORCH_FUNCTION_QUERIES or value in _TRACING_QUERIES or value is torch._C._set_grad_enabled:
         return True
     if _is_compiling_query(value):
         return True
@@ -103,6 +103,18 @@ def _is_functional_helper(value: Any) -> bool:
 # the graph, they would not reach the ops traced after them nor the guard on the default dtype, so
 # each is a graph break (it runs as Python; the code after it is traced under the new default).
 _DEFAULT_SETTERS = {torch.set_default_dtype, torch.set_default_tensor_type, torch.set_default_device}
+
+
+def _set_grad_enabled(tx, enabled: VariableTracker) -> VariableTracker:
+    """`torch._C._set_grad_enabled(b)` (what torch.no_grad's __enter__ calls): recorded in the
+    graph at every call, as torch._dynamo records it, and the ops after it are traced in that mode
+    (a grad-mode context manager records only the changes it makes, contexts.py)."""
+    value = enabled.as_python_constant()
+    if type(value) is not bool:  # (torch raises TypeError: left to Python)
+        raise Unsupported(f"torch._C._set_grad_enabled({value!r}) takes a bool")
+    tx.output.record_effect(torch._C._set_grad_enabled, (value,))
+    tx.output.grad_enabled = value
+    return ConstantVariable(None)
 
 
 def _allowed_in_graph(fn: Any) -> bool:
@@ -183,6 +195,8 @@ class TorchFunctionVariable(VariableTracker):
             for region_device, _, enabled, _ in reversed(tx.output.autocast_stack):  # for that device
                 if region_device == device:
                     return ConstantVariable(bool(enabled))
+        if self.fn is torch._C._set_grad_enabled and len(args) == 1 and not kwargs:
+            return _set_grad_enabled(tx, args[0])
         if self.fn in _DEFAULT_SETTERS:
             raise Unsupported(f"torch.{self.fn.__name__}() changes what the ops after it make")
         if self.fn in _FOLDABLE:

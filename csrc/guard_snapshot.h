@@ -1,0 +1,206 @@
+// guard_snapshot.h - the facts that let a pinned node skip its subtree while nothing it read
+// changed (docs/c_layer.md, "Unchanged subtrees"). Checking a snapshot is on the hot path
+// (inline here); recording one is not (guard_snapshot.cpp).
+#ifndef PYFRAME_GUARD_SNAPSHOT_H
+#define PYFRAME_GUARD_SNAPSHOT_H
+
+#include "guards.h"
+
+#include <set>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+namespace pyframe {
+
+class GuardManager;
+// `child`'s value fetched from `parent` (guard_check.cpp): new reference or NULL.
+PyObject *pf_fetch_child(const GuardManager *child, PyObject *parent);
+
+// ---- unchanged subtrees ------------------------------------------------------------------------
+//
+// A node whose value is pinned by an ID_MATCH (a module, say) may skip its whole subtree on later
+// checks while nothing the subtree read has changed. The first check that runs the subtree in full
+// and passes also records a Snapshot: for every object whose attributes it read, the object's
+// type (and the type's version tag) and its instance dict's version; for every dict whose items
+// it read or whose value it checked, that dict's version. CPython changes a dict's version on
+// every change of its contents and a type's version tag on every change of the type or its
+// bases, so while the snapshot holds, every value the subtree would fetch is the same object as
+// last time, and every check on it gives the same answer, provided that:
+//   * each attribute came from the instance dict (no property or other data descriptor, no
+//     Python __getattribute__), each item from an exact dict, an OrderedDict or a tuple;
+//   * each value checked by its value (==, len, is None) is immutable, or a dict or OrderedDict
+//     (versioned);
+//   * tensors are not changed in place in ways a TENSOR_MATCH sees (`p.data = other`,
+//     `p.requires_grad_()` on a parameter): the one assumption, the same one torch._dynamo makes
+//     by default (skip_tensor_guards_with_matching_dict_tags).
+// An attribute that does not come from an instance dict (a class's attribute, a function's
+// `__globals__` or `__closure__`, a cell's contents, one found by a Python __getattribute__) is an
+// *anchor*: the snapshot holds a reference to the value it fetched, and on later checks fetches it
+// again and compares identities; the same object means the facts recorded beneath it still stand.
+// A subtree that breaks one of the other rules records an unsafe snapshot and is always checked
+// in full. The facts are checked parent first, so each object a fact names is alive when it is
+// read: the root object by its ID_MATCH, an anchored value by the snapshot's own reference, every
+// other one because the dict holding it did not change.
+
+// One fact of a snapshot, of one of six kinds; `holds()` is a switch on the kind, each case a few
+// loads and compares (a snapshot of a library model has hundreds: one per module's dicts, most
+// of them dict versions). 64 bytes, one cache line.
+struct Tag {
+    enum class Kind : uint8_t {
+        Dict,         // the dict `dict` still has version `version`
+        TypeAndDict,  // obj's type is `type` with `type_version`, and obj keeps `dict` (at `slot`)
+                      // with version `version`: every attribute found through both is unchanged
+        Type,         // obj's type is `type` with `type_version` (its `__class__` unchanged)
+        ClassVersion, // the class obj's own version tag is still `type_version`
+        Field,        // the field `slot` of obj's struct still holds `dict` (pf_attr_field)
+        Anchor,       // `anchor` fetched from `anchor_parent` is still obj (kept alive)
+    };
+
+    Kind kind;
+    unsigned int type_version = 0;
+    PyObject *obj;                    // borrowed (see above); for an anchor, the value it fetched
+    PyTypeObject *type = nullptr;
+    PyObject *dict = nullptr;         // Dict, TypeAndDict: the dict; Field: the value held
+    PyObject **slot = nullptr;        // TypeAndDict: where obj keeps its dict; Field: the field
+    unsigned long long version = 0;   // Dict, TypeAndDict: the dict's version
+    const GuardManager *anchor = nullptr;
+    PyObject *anchor_parent = nullptr;
+
+    static Tag of_dict(PyObject *d) {
+        Tag t{Kind::Dict, 0, d};
+        t.dict = d;
+        t.version = pf_dict_version(d);
+        return t;
+    }
+    static Tag of_type_and_dict(PyObject *obj, PyObject *dict, PyObject **slot) {
+        Tag t = of_type(obj);
+        t.kind = Kind::TypeAndDict;
+        t.dict = dict;
+        t.slot = slot;
+        t.version = pf_dict_version(dict);
+        return t;
+    }
+    static Tag of_type(PyObject *obj) {
+        PyTypeObject *tp = Py_TYPE(obj);
+        Tag t{Kind::Type, tp->tp_version_tag, obj};
+        t.type = tp;
+        return t;
+    }
+    static Tag class_version(PyTypeObject *cls) { return Tag{Kind::ClassVersion, cls->tp_version_tag, (PyObject *)cls}; }
+    static Tag in_field(PyObject *obj, PyObject **field) {
+        Tag t{Kind::Field, 0, obj};
+        t.slot = field;
+        t.dict = *field;
+        return t;
+    }
+    static Tag anchored(const GuardManager *child, PyObject *parent, PyObject *value) {
+        Tag t{Kind::Anchor, 0, value};
+        t.anchor = child;
+        t.anchor_parent = parent;
+        return t;
+    }
+
+    bool holds() const {
+        switch (kind) {
+            case Kind::Dict:
+                return pf_dict_version(dict) == version;
+            case Kind::TypeAndDict:  // (a new __dict__ assigned: the slot holds another dict)
+                return Py_TYPE(obj) == type && type->tp_version_tag == type_version && *slot == dict &&
+                       pf_dict_version(dict) == version;
+            case Kind::Type:
+                return Py_TYPE(obj) == type && type->tp_version_tag == type_version;
+            case Kind::ClassVersion:
+                return ((PyTypeObject *)obj)->tp_version_tag == type_version;
+            case Kind::Field:
+                return *slot == dict;
+            case Kind::Anchor: {
+                PyObject *now = pf_fetch_child(anchor, anchor_parent);
+                if (now == nullptr) {
+                    PyErr_Clear();
+                    return false;
+                }
+                Py_DECREF(now);
+                return now == obj;
+            }
+        }
+        return false;
+    }
+};
+static_assert(sizeof(Tag) == 64, "a fact fills one cache line");
+
+struct Snapshot {
+    std::vector<Tag> tags;  // parent first
+    std::vector<std::pair<int, PyObject *>> exports;  // (export index, borrowed value) below
+    std::vector<std::pair<int, PyObject *>> identities;  // (identity slot, borrowed value) below
+    std::vector<py::object> anchored;  // the values anchors fetched, kept alive (no reuse of an id)
+    bool safe = true;
+
+    void anchor(const GuardManager *child, PyObject *parent, PyObject *value) {
+        tags.push_back(Tag::anchored(child, parent, value));
+        anchored.push_back(py::reinterpret_borrow<py::object>(value));
+    }
+
+    void append(const Snapshot &inner) {
+        safe = safe && inner.safe;
+        tags.insert(tags.end(), inner.tags.begin(), inner.tags.end());
+        anchored.insert(anchored.end(), inner.anchored.begin(), inner.anchored.end());
+        exports.insert(exports.end(), inner.exports.begin(), inner.exports.end());
+        identities.insert(identities.end(), inner.identities.begin(), inner.identities.end());
+    }
+
+    // Keep the first of equal facts (a class, a module's globals... met on many paths): order
+    // stays parent first, since a repeat's parents came before it and the first one's before it.
+    void drop_repeats() {
+        std::set<std::tuple<Tag::Kind, PyObject *, PyTypeObject *, PyObject *, PyObject **, const GuardManager *>> seen;
+        std::vector<Tag> kept;
+        kept.reserve(tags.size());
+        for (const Tag &t : tags) {
+            if (seen.emplace(t.kind, t.obj, t.type, t.dict, t.slot, t.anchor).second) {
+                kept.push_back(t);
+            }
+        }
+        tags = std::move(kept);
+    }
+
+    bool holds() const {
+        for (const Tag &t : tags) {
+            if (!t.holds()) {
+                return false;
+            }
+        }
+        return true;
+    }
+    void type_of(PyObject *obj) {
+        if (!try_type_of(obj)) {
+            safe = false;
+        }
+    }
+    // type(obj) and its version (everything found through its MRO), if it has a valid one.
+    bool try_type_of(PyObject *obj) {
+        PyTypeObject *tp = Py_TYPE(obj);
+        if (!PyType_HasFeature(tp, Py_TPFLAGS_VALID_VERSION_TAG)) {
+            return false;
+        }
+        tags.push_back(Tag::of_type(obj));
+        return true;
+    }
+    // The class `cls`'s own version: what a lookup through its MRO finds.
+    bool try_class_version(PyObject *cls) {
+        if (!PyType_HasFeature((PyTypeObject *)cls, Py_TPFLAGS_VALID_VERSION_TAG)) {
+            return false;
+        }
+        tags.push_back(Tag::class_version((PyTypeObject *)cls));
+        return true;
+    }
+    void dict(PyObject *d) { tags.push_back(Tag::of_dict(d)); }
+};
+
+// The rules a recorded fact rests on (guard_snapshot.cpp).
+bool is_versioned_dict(PyObject *v);
+bool order_is_versioned(PyObject *v);
+bool is_immutable(PyObject *v);
+
+}  // namespace pyframe
+
+#endif  // PYFRAME_GUARD_SNAPSHOT_H

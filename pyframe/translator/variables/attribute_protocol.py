@@ -1,0 +1,186 @@
+"""Object's attribute protocol for instances of user classes, as CPython's slots for a Python class
+run it: the class's own `__getattribute__`, `__getattr__` and `__setattr__` inlined, descriptors
+written in Python (`__get__`/`__set__`) inlined, `__slots__` members stored plainly, and `for v in
+obj` through the class's `__iter__`. objects.py's trackers (an instance read from the frame, one
+made in the trace) call these; each takes the instance's tracker and its class.
+"""
+from __future__ import annotations
+
+import functools
+import types
+from typing import Any, Callable
+
+from ...exc import Unsupported
+from ...guards import GuardKind
+from ...source import AttrSource, ItemSource, Source
+from .base import VariableTracker, class_attribute
+from .constant import ConstantVariable
+from .exceptions import RaisedException
+from .iterators import iterate
+from .static_lookup import PLAIN_DESCRIPTORS
+from .tensor import TensorVariable
+
+
+def getattr_protocol(tx, obj: VariableTracker, cls: type, class_attr_source: Callable[[str], Source | None],
+                     name: str) -> VariableTracker:
+    """`obj.name` as CPython's slot for a Python class does it: the class's own `__getattribute__`
+    (inlined) or object's generic lookup (`obj.generic_getattr`); if that raises AttributeError
+    (in the trace), the class's `__getattr__`, inlined."""
+    getattribute = class_attribute(cls, "__getattribute__", None)
+    try:
+        if isinstance(getattribute, types.FunctionType):
+            return tx.inline_call(getattribute, [obj, ConstantVariable(name)], {},
+                                  fn_source=class_attr_source("__getattribute__"))
+        return obj.generic_getattr(tx, name)
+    except RaisedException as raised:
+        fallback = class_attribute(cls, "__getattr__", None)
+        if fallback is None or not issubclass(raised.value.exc_type, AttributeError):
+            raise
+        if not isinstance(fallback, types.FunctionType):
+            raise Unsupported(f"{cls.__qualname__}.__getattr__ is a {type(fallback).__name__}") from None
+        return tx.inline_call(fallback, [obj, ConstantVariable(name)], {}, fn_source=class_attr_source("__getattr__"))
+
+
+def setattr_protocol(tx, obj: VariableTracker, cls: type, class_attr_source: Callable[[str], Source | None],
+                     name: str, value: VariableTracker) -> None:
+    """`obj.name = value`: the class's own `__setattr__` (inlined; it ends in
+    `super().__setattr__`, object's store), or object's store itself."""
+    setattr_fn = class_attribute(cls, "__setattr__", None)
+    if isinstance(setattr_fn, types.FunctionType) and type(cls).__setattr__ is type.__setattr__:
+        tx.inline_call(setattr_fn, [obj, ConstantVariable(name), value], {}, fn_source=class_attr_source("__setattr__"))
+        return
+    if python_descriptor(cls, name, setter=True) is None:
+        check_plain_store(cls, name)
+    elif type(cls).__setattr__ is not type.__setattr__ or cls.__setattr__ is not object.__setattr__:
+        raise Unsupported(f"assignment to attribute {name!r} of {cls.__qualname__}, which defines __setattr__")
+    obj.generic_setattr(tx, name, value)
+
+
+def delattr_protocol(tx, obj: VariableTracker, cls: type, class_attr_source: Callable[[str], Source | None],
+                     name: str) -> None:
+    """`del obj.name`: the class's own `__delattr__` (inlined; it ends in
+    `object.__delattr__(self, name)`), or object's deletion itself (`obj.generic_delattr`)."""
+    delattr_fn = class_attribute(cls, "__delattr__", None)
+    if isinstance(delattr_fn, types.FunctionType) and type(cls).__delattr__ is type.__delattr__:
+        tx.inline_call(delattr_fn, [obj, ConstantVariable(name)], {}, fn_source=class_attr_source("__delattr__"))
+        return
+    if delattr_fn is not object.__delattr__:
+        raise Unsupported(f"deletion of attribute {name!r} of a {cls.__qualname__}, whose __delattr__ is a "
+                          f"{type(delattr_fn).__name__}")
+    obj.generic_delattr(tx, name)
+
+
+def check_plain_delete(cls: type, name: str) -> None:
+    """Unsupported unless object's `del obj.name` only takes name out of the instance's __dict__
+    (a descriptor of the class, a `__slots__` member included, would run instead)."""
+    static = class_attribute(cls, name, None)
+    if hasattr(type(static), "__set__") or hasattr(type(static), "__delete__"):
+        raise Unsupported(f"deletion of attribute {name!r} of a {cls.__qualname__} through a descriptor")
+
+
+def python_descriptor(cls: type, name: str, setter: bool = False) -> Any:
+    """The class attribute `name` of cls if it is a descriptor whose `__get__` (`setter`: whose
+    `__set__`) is a Python function, as a descriptor class the user wrote; None otherwise
+    (properties and partialmethods are modelled apart, functions and builtin descriptors read
+    plainly)."""
+    static = class_attribute(cls, name, None)
+    if static is None or isinstance(static, (property, functools.partialmethod, *PLAIN_DESCRIPTORS)):
+        return None
+    method = class_attribute(type(static), "__set__" if setter else "__get__", None)
+    return static if isinstance(method, types.FunctionType) else None
+
+
+def _descriptor_tracker(tx, cls: type, cls_source: Source | None, name: str, descriptor: Any) -> VariableTracker:
+    """The descriptor object, read from the dict of the class on cls's MRO that holds it (reading
+    `cls.name` would call its __get__); guarded like any object read from the frame."""
+    if cls_source is None:
+        return tx.wrap(descriptor, None)
+    index = next(i for i, klass in enumerate(cls.__mro__) if name in vars(klass))
+    source = ItemSource(AttrSource(ItemSource(AttrSource(cls_source, "__mro__"), index), "__dict__"), name)
+    tx.output.guards.add(source, GuardKind.ID_MATCH, descriptor)  # the class still holds this one
+    return tx.wrap(descriptor, source)
+
+
+def descriptor_get(tx, obj: VariableTracker, cls: VariableTracker, name: str, descriptor: Any) -> VariableTracker:
+    """`obj.name` through a descriptor of the class: `type(d).__get__(d, obj, cls)`, inlined."""
+    d = _descriptor_tracker(tx, cls.as_python_constant(), cls.source, name, descriptor)
+    return tx.inline_call(class_attribute(type(descriptor), "__get__", None), [d, obj, cls], {})
+
+
+def descriptor_set(tx, obj: VariableTracker, cls: VariableTracker, name: str, descriptor: Any,
+                   value: VariableTracker) -> None:
+    """`obj.name = value` through a data descriptor: `type(d).__set__(d, obj, value)`, inlined."""
+    d = _descriptor_tracker(tx, cls.as_python_constant(), cls.source, name, descriptor)
+    tx.inline_call(class_attribute(type(descriptor), "__set__", None), [d, obj, value], {})
+
+
+def iterate_object(tx, obj: VariableTracker, cls: type,
+                   class_attr_source: Callable[[str], Source | None]) -> list[VariableTracker]:
+    """The items of `for v in obj`: the iterator the class's own `__iter__` returns (inlined; a
+    generator, `iter(a dict)`...), taken to its end."""
+    method = class_attribute(cls, "__iter__", None)
+    if not isinstance(method, types.FunctionType):
+        raise Unsupported(f"iteration over a {cls.__qualname__}"
+                          f"{'' if method is None else ', whose __iter__ is a ' + type(method).__name__}")
+    iterator = tx.inline_call(method, [obj], {}, fn_source=class_attr_source("__iter__"))
+    if iterator is obj:  # (an iterator class: its __next__ is not modelled)
+        raise Unsupported(f"iteration over a {cls.__qualname__}, its own iterator")
+    return list(iterate(tx, iterator))
+
+
+def check_plain_store(cls: type, name: str, own_setattr_ran: bool = False) -> None:
+    """Unsupported unless `obj.name = value` (or, `own_setattr_ran`, object.__setattr__ at the end
+    of the class's own __setattr__) only puts value in the instance's __dict__."""
+    if not own_setattr_ran and (type(cls).__setattr__ is not type.__setattr__ or cls.__setattr__ is not object.__setattr__):
+        raise Unsupported(f"assignment to attribute {name!r} of {cls.__qualname__}, which defines __setattr__")
+    static = class_attribute(cls, name, None)
+    if is_slot(static):  # a `__slots__` member: stored in the instance's slot, as plainly
+        return
+    if hasattr(type(static), "__set__") or hasattr(type(static), "__delete__"):
+        raise Unsupported(f"assignment to attribute {name!r} of {cls.__qualname__} through a descriptor")
+
+
+_HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class made by a class statement (not a builtin's)
+
+
+def store_class_attribute(tx, cls_var: VariableTracker, name: str, value: VariableTracker) -> None:
+    """`Cls.name = value` (`Cls.count += 1`, a class attribute written in the frame): replayed
+    after the graph as a store on the class (side_effects.py), and seen by every later read in the
+    trace of `Cls.name`, of a subclass's and of an instance's that reaches the class
+    (SideEffects.load_class_attr). A plain value over a plain value: a store that would change
+    how instances behave (a special method, a function, a descriptor, through the metaclass's
+    __setattr__ or a data descriptor of the metaclass) is Unsupported, since those lookups read
+    the real class while tracing."""
+    cls = cls_var.as_python_constant()
+    where = f"assignment to attribute {name!r} of class {cls.__qualname__}"
+    if not cls.__flags__ & _HEAPTYPE:
+        raise Unsupported(f"{where} (a builtin class)")
+    if type(cls).__setattr__ is not type.__setattr__:
+        raise Unsupported(f"{where}, whose metaclass defines __setattr__")
+    if name.startswith("__") and name.endswith("__"):
+        raise Unsupported(f"{where} (a special attribute: it changes how the class works)")
+    for meta in type(cls).__mro__:
+        found = vars(meta).get(name)
+        if found is not None and hasattr(type(found), "__set__"):
+            raise Unsupported(f"{where} through a data descriptor of its metaclass")
+    old = class_attribute(cls, name, None)
+    try:
+        new_type = value.python_type()
+    except Unsupported:
+        new_type = None
+    if hasattr(type(old), "__get__") or new_type is None or hasattr(new_type, "__get__"):
+        raise Unsupported(f"{where} (a method or descriptor, old or new)")
+    tx.side_effects.store_attr(cls_var, name, value)
+
+
+def is_slot(static: Any) -> bool:
+    """A member descriptor made by a class's `__slots__` (setting it runs no Python code)."""
+    return isinstance(static, types.MemberDescriptorType)
+
+
+def realize_stored(tx, value: VariableTracker) -> None:
+    """A graph input stored as an attribute of an object is realized there by torch._dynamo (its
+    placeholder made then: see OutputGraph._order_inputs_as_dynamo), unlike one put in a list or
+    passed to a function."""
+    if isinstance(value, TensorVariable):
+        value.realize(tx)

@@ -1,0 +1,323 @@
+"""Instances of list, tuple, set and frozenset subclasses: user objects with a container inside.
+
+`class Stack(list)` with a `push` method, `class Tags(set)` overriding `add`, `class Point(tuple)`
+with a property: each instance is a user object (attributes, Python methods, operators the class
+defines, all inlined as for any user object: UserObjectVariable and NewObjectVariable, which the
+classes here extend) and a container of its base type, whose tracker (`base_var`: a ListVariable,
+TupleVariable or SetVariable) holds its items.
+
+What the class does not define in Python is the base's: `obj.append(x)`, `obj[i]`, `len(obj)`,
+`x in obj`, `obj | other`, iteration, `super().append(x)` and `list.append(obj, x)` are done on
+`base_var`, with CPython's semantics (the base's binary operators make a plain list, tuple or set;
+`obj += [...]` on a list subclass extends it and keeps the object). dict subclasses have their own
+module (dict_subclass.py): their base methods call each other through the subclass.
+
+An instance made while tracing is built for real only if it outlives the trace, by the base's
+`__new__` and its own `extend`/`update` (the subclass's overrides already ran in the trace). One
+read from the frame is guarded by type and length (a list or tuple, items read by the base's own
+indexing) or by type and value (a set of constants); the trace does not mutate it.
+"""
+from __future__ import annotations
+
+import abc
+import types
+from typing import Any, Sequence
+
+from ...exc import Unsupported
+from ...source import AttrSource, Source
+from .base import BoundMethodVariable, VariableTracker, class_attribute
+from .constant import ConstantVariable
+from .dicts import ObjectKey
+from .iterators import ListIteratorVariable, iterate
+from .lists import ListVariable, TupleVariable
+from .objects import NewObjectVariable, UserObjectVariable, register_constructor
+from .sets import SetVariable, build_set
+
+_BASES = (list, tuple, set, frozenset)
+_HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class made by a class statement
+_METHOD_DESCRIPTORS = (types.MethodDescriptorType, types.WrapperDescriptorType)
+
+
+def container_base(cls: Any) -> type | None:
+    """list, tuple, set or frozenset: the builtin class whose storage and methods instances of
+    `cls` use; None unless `cls` is a Python subclass of exactly one of them (a plain metaclass, no
+    other class written in C on its MRO; a named tuple is a kind of its own)."""
+    if not isinstance(cls, type) or type(cls) not in (type, abc.ABCMeta) or cls in _BASES:
+        return None
+    bases = [b for b in _BASES if issubclass(cls, b)]
+    if len(bases) != 1 or hasattr(cls, "_fields"):
+        return None
+    if any(not k.__flags__ & _HEAPTYPE and k not in (bases[0], object) for k in cls.__mro__):
+        return None
+    return bases[0]
+
+
+def _lookup(cls: type, name: str) -> tuple[type | None, Any]:
+    """(the class on cls's MRO that defines `name`, what it defines), or (None, None)."""
+    for klass in cls.__mro__:
+        if name in vars(klass):
+            return klass, vars(klass)[name]
+    return None, None
+
+
+class ContainerSubclassMixin:
+    """What instances of list, tuple, set and frozenset subclasses add to user objects."""
+
+    base: type
+    base_var: VariableTracker
+
+    def _init_base_var(self, items: Any) -> None:
+        self.base = container_base(self.python_type())
+        if self.base is list:
+            self.base_var = ListVariable(list(items))
+        elif self.base is tuple:
+            self.base_var = TupleVariable(list(items))
+        else:
+            self.base_var = SetVariable(set(items), None, self.base)
+
+    def _class_source(self) -> Source | None:
+        raise NotImplementedError
+
+    def _in_instance_dict(self, tx, name: str) -> bool:
+        raise NotImplementedError
+
+    def check_mutable(self, tx) -> None:
+        """Before the trace changes the items (an instance read from the frame may not)."""
+
+    # -- where a name leads --------------------------------------------------------------------------
+    def _builtin_method(self, tx, name: str) -> bool:
+        """`obj.name` is a method of the base class (not one the subclass defines, nor an
+        attribute of the instance)."""
+        owner, attr = _lookup(self.python_type(), name)
+        return owner is self.base and isinstance(attr, _METHOD_DESCRIPTORS) and not self._in_instance_dict(tx, name)
+
+    def generic_getattr(self, tx, name: str) -> VariableTracker:
+        if self._builtin_method(tx, name):
+            return BoundMethodVariable(self, name)
+        return super().generic_getattr(tx, name)
+
+    def call_method(self, tx, name, args, kwargs) -> VariableTracker:
+        if self._builtin_method(tx, name):
+            return self.call_builtin(tx, name, list(args), kwargs)
+        return super().call_method(tx, name, args, kwargs)
+
+    def call_special(self, tx, name: str, args: Sequence[VariableTracker]) -> VariableTracker:
+        """`type(obj).name(obj, *args)`, as the interpreter calls special methods: the class's
+        Python method inlined, or the base's."""
+        owner, attr = _lookup(self.python_type(), name)
+        if isinstance(attr, types.FunctionType):
+            source = self._class_source()
+            return tx.inline_call(attr, [self, *args], {},
+                                  fn_source=AttrSource(source, name) if source is not None else None)
+        if owner is self.base:
+            return self.call_builtin(tx, name, list(args), {})
+        raise Unsupported(f"{name} of a {self.python_type().__qualname__} is a {type(attr).__name__}")
+
+    def defines(self, name: str) -> bool:
+        """The class (or a Python base) defines the special method `name` itself."""
+        return isinstance(_lookup(self.python_type(), name)[1], types.FunctionType)
+
+    # -- the protocols -----------------------------------------------------------------------------
+    def getitem(self, tx, key: VariableTracker) -> VariableTracker:
+        return self.call_special(tx, "__getitem__", [key])
+
+    def truth(self) -> bool:
+        for special in ("__bool__", "__len__"):  # a Python one of those would have to be inlined
+            if self.defines(special):
+                raise Unsupported(f"truth of a {self.python_type().__qualname__}, which defines {special}")
+        return self.base_var.truth()
+
+    def unpack(self, tx) -> list[VariableTracker]:
+        if self.defines("__iter__"):
+            return list(iterate(tx, self.call_special(tx, "__iter__", [])))
+        return self.base_var.unpack(tx)
+
+    # -- the base's own methods ------------------------------------------------------------------
+    def call_builtin(self, tx, name: str, args: list[VariableTracker], kwargs: dict[str, VariableTracker]) -> VariableTracker:
+        """`base.name(self, *args, **kwargs)`, on the items."""
+        what = f"{self.base.__name__}.{name}() on a {self.python_type().__qualname__}"
+        if name == "__init__":
+            if self.base in (tuple, frozenset):  # (their __new__ took the items)
+                return ConstantVariable(None)
+            if kwargs or len(args) > 1:
+                raise Unsupported(what)
+            self.check_mutable(tx)
+            self._fill(tx, args[0] if args else None)
+            return ConstantVariable(None)
+        if name == "__iter__" and not args and not kwargs:
+            return ListIteratorVariable(list(self.base_var.unpack(tx)), type(iter(self.base())))
+        if name == "__len__" and not args:
+            return ConstantVariable(len(self.base_var.items))
+        if name == "__getitem__" and len(args) == 1:
+            return self.base_var.getitem(tx, args[0]) if hasattr(self.base_var, "getitem") else \
+                self.base_var.call_method(tx, name, args, kwargs)
+        if self.base in (list, set) and name not in _READS:
+            self.check_mutable(tx)
+            tx.side_effects.note()
+        if name in ("__iadd__", "__ior__", "__iand__", "__isub__", "__ixor__") and len(args) == 1:
+            from_base = {"__iadd__": "extend", "__ior__": "update", "__iand__": "intersection_update",
+                         "__isub__": "difference_update", "__ixor__": "symmetric_difference_update"}[name]
+            self.base_var.call_method(tx, from_base, args, {})
+            return self
+        return self.base_var.call_method(tx, name, args, kwargs)
+
+    def _fill(self, tx, iterable: VariableTracker | None) -> None:
+        """list.__init__ / set.__init__: the items of `iterable` (a list's cleared first)."""
+        if self.base is list:
+            self.base_var.items[:] = list(iterate(tx, iterable)) if iterable is not None else []
+        else:
+            self.base_var.values = build_set(tx, set, iterable).values
+
+    def held(self) -> list[VariableTracker]:
+        """The items (values of the trace, rebuilt with the instance)."""
+        if isinstance(self.base_var, SetVariable):
+            return self.base_var.held()
+        return list(self.base_var.items)
+
+
+# Methods of the bases that only read.
+_READS = {"__getitem__", "__len__", "__contains__", "__iter__", "count", "index", "copy", "union",
+          "intersection", "difference", "symmetric_difference", "issubset", "issuperset", "isdisjoint",
+          "__add__", "__mul__", "__or__", "__and__", "__sub__", "__xor__", "__eq__", "__ne__", "__lt__",
+          "__le__", "__gt__", "__ge__"}
+
+
+class UserContainerObjectVariable(ContainerSubclassMixin, UserObjectVariable):
+    """An instance of a list, tuple, set or frozenset subclass read from the frame."""
+
+    def __init__(self, value: Any, items: list[Any], source: Source | None = None):
+        super().__init__(value, source)
+        self._init_base_var(items)
+
+    def _class_source(self) -> Source | None:
+        return AttrSource(self.source, "__class__") if self.source is not None else None
+
+    def _in_instance_dict(self, tx, name: str) -> bool:
+        return tx.side_effects.load_attr(self, name) is not None or name in getattr(self.value, "__dict__", {})
+
+    def check_mutable(self, tx) -> None:
+        raise Unsupported(f"mutation of the items of a {type(self.value).__qualname__} that outlives the frame")
+
+    def __repr__(self) -> str:
+        where = f" from {self.source.name()}" if self.source is not None else ""
+        return f"UserContainerObjectVariable({type(self.value).__qualname__}{where})"
+
+
+class NewContainerObjectVariable(ContainerSubclassMixin, NewObjectVariable):
+    """An instance of a list, tuple, set or frozenset subclass made while tracing."""
+
+    def __init__(self, cls: type, cls_source: Source | None, items: list[Any]):
+        super().__init__(cls, cls_source)
+        self._init_base_var(items)
+
+    @classmethod
+    def make(cls, tx, klass: type, klass_source: Source | None, args, kwargs) -> "NewContainerObjectVariable":
+        """`klass(*args, **kwargs)`: the base's __new__ (a tuple's and a frozenset's take the
+        items), then __init__ (the class's, inlined, or the base's)."""
+        base = container_base(klass)
+        items: list[Any] = []
+        if base in (tuple, frozenset):
+            if len(args) > 1 or kwargs:
+                raise Unsupported(f"{klass.__qualname__}() with {len(args)} positional arguments")
+            if args and base is tuple:
+                items = list(iterate(tx, args[0]))
+            elif args:
+                items = list(build_set(tx, frozenset, args[0]).values)
+        obj = cls(klass, klass_source, items)
+        init = class_attribute(klass, "__init__", None)
+        if isinstance(init, types.FunctionType):
+            fn_source = AttrSource(klass_source, "__init__") if klass_source is not None else None
+            tx.inline_call(init, [obj, *args], kwargs, fn_source=fn_source)
+        else:
+            obj.call_builtin(tx, "__init__", list(args), kwargs)
+        return obj
+
+    def _class_source(self) -> Source | None:
+        return self.cls_source
+
+    def _in_instance_dict(self, tx, name: str) -> bool:
+        return name in self.attrs
+
+    def reconstruct(self, cg) -> None:
+        if self._building:
+            raise Unsupported(f"a {self.cls.__qualname__} made while tracing refers to itself")
+
+        def build() -> None:  # make_instance(cls, (items...), {attributes})
+            self._building = True
+            cg.push_null()
+            cg.load_const(make_instance)
+            if self.cls_source is not None:
+                cg.load_source(self.cls_source)
+            else:
+                cg.load_const(self.cls)
+            if isinstance(self.base_var, SetVariable):
+                for key in self.base_var.values:
+                    key.reconstruct(cg) if isinstance(key, ObjectKey) else cg.load_const(key)
+                cg.emit("BUILD_TUPLE", len(self.base_var.values))
+            else:
+                for item in self.base_var.items:
+                    item.reconstruct(cg)
+                cg.emit("BUILD_TUPLE", len(self.base_var.items))
+            for key, value in self.attrs.items():
+                cg.load_const(key)
+                value.reconstruct(cg)
+            cg.emit("BUILD_MAP", len(self.attrs))
+            cg.call(3)
+            self._building = False
+
+        cg.rebuild_once(self, build)
+
+    def __repr__(self) -> str:
+        return f"NewContainerObjectVariable({self.cls.__qualname__})"
+
+
+class BaseMethodVariable(VariableTracker):
+    """A method of the base class bound to an instance of a subclass, reached past the subclass's
+    own lookup (`super().append`): calling it is the base's method, whatever the subclass overrides."""
+
+    def __init__(self, obj: ContainerSubclassMixin, name: str):
+        super().__init__()
+        self.obj, self.name = obj, name
+
+    def call(self, tx, args, kwargs) -> VariableTracker:
+        return self.obj.call_builtin(tx, self.name, list(args), kwargs)
+
+    def rebuilt_from(self) -> list[VariableTracker]:
+        return [self.obj]
+
+    def reconstruct(self, cg) -> None:  # base.name.__get__(obj)
+        cg.load_const(vars(self.obj.base)[self.name])
+        cg.emit("LOAD_METHOD", "__get__")
+        self.obj.reconstruct(cg)
+        cg.call(1)
+
+
+def as_base_value(vt: VariableTracker) -> VariableTracker:
+    """An operand of a builtin operation the subclass does not define: its items as the base's."""
+    return vt.base_var if isinstance(vt, ContainerSubclassMixin) else vt
+
+
+def is_constructible(cls: type) -> bool:
+    """`cls(...)` can be traced: a container subclass whose instances the base's __new__ makes."""
+    base = container_base(cls)
+    return base is not None and cls.__new__ is base.__new__
+
+
+# -- what the transformed code calls ----------------------------------------------------------------
+
+def make_instance(cls: type, items: tuple, attrs: dict) -> Any:
+    """An instance of a container subclass made while tracing, with the items and attributes the
+    trace gave it: nothing of the subclass's own (`__init__`, `append`, `__setattr__`) runs again."""
+    base = container_base(cls)
+    if base in (tuple, frozenset):
+        obj = base.__new__(cls, items)
+    else:
+        obj = base.__new__(cls)
+        (list.extend if base is list else set.update)(obj, items)
+    for name, value in attrs.items():
+        object.__setattr__(obj, name, value)
+    return obj
+
+
+# `class Stack(list)` called in the trace (objects.py asks).
+register_constructor(is_constructible, NewContainerObjectVariable.make)

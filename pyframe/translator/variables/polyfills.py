@@ -1,0 +1,95 @@
+"""Python versions of standard-library functions written in C, inlined in their place.
+
+A C function of the standard library cannot be traced: its body is not bytecode. For a few that
+user code calls with symbolic values (tensors, items of lists the trace holds), the translator
+inlines one of these functions instead, which computes the same result the same way, step by step
+in Python, so every step is traced like the user's own code (`accumulate(xs)` adds in the graph,
+`Counter.update` counts through the dict the trace holds). iteration_builtins.py and builtins.py
+map each C function to its polyfill here.
+
+Generators are lazy as their C originals are: `accumulate` computes each running total when its
+consumer asks for it. Each is a plain Python function of the standard library's semantics; none of
+them imports pyframe.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable, Iterator
+
+
+def accumulate(iterable: Iterable, func: Callable | None = None, *, initial: Any = None) -> Iterator:
+    """itertools.accumulate: running totals (`func(total, item)`, `+` by default)."""
+    iterator = iter(iterable)  # (as the C version, iter() at the call, before the first next())
+    return _accumulate(iterator, func, initial)
+
+
+def _accumulate(iterator: Iterator, func: Callable | None, total: Any) -> Iterator:
+    if total is None:
+        for total in iterator:  # the first item starts the total
+            break
+        else:
+            return
+    yield total
+    for element in iterator:
+        total = total + element if func is None else func(total, element)
+        yield total
+
+
+def islice(iterable: Iterable, *args: Any) -> Iterator:
+    """itertools.islice(iterable, [start,] stop [, step]): lazy, consuming the iterable as the C
+    version does (up to each item it gives, and on to `stop` when asked past the last one)."""
+    bounds = slice(*args)
+    start = 0 if bounds.start is None else bounds.start
+    step = 1 if bounds.step is None else bounds.step
+    stop = bounds.stop
+    if stop is not None and (type(stop) is not int or stop < 0):
+        raise ValueError("Stop argument for islice() must be None or an integer: 0 <= x <= sys.maxsize.")
+    if type(start) is not int or start < 0 or type(step) is not int or step < 1:
+        raise ValueError("Indices for islice() must be None or an integer: 0 <= x <= sys.maxsize.")
+    return _islice(iter(iterable), start, stop, step)
+
+
+def _islice(iterator: Iterator, next_index: int, stop: int | None, step: int) -> Iterator:
+    count = 0
+    while True:
+        while count < next_index:  # skip to the next item given
+            for _ in iterator:
+                break
+            else:
+                return
+            count += 1
+        if stop is not None and count >= stop:
+            return
+        for item in iterator:
+            break
+        else:
+            return
+        count += 1
+        next_index += step
+        if stop is not None and next_index > stop:
+            next_index = stop
+        yield item
+
+
+def groupby(iterable: Iterable, key: Callable | None = None) -> Iterator:
+    """itertools.groupby: (key, iterator over the group) for each run of items with equal keys.
+    A group is read to its end before it is given (the C version reads it as its consumer asks;
+    the items and their order are the same)."""
+    current_key = group = None
+    for element in iterable:
+        k = element if key is None else key(element)
+        if group is not None and k == current_key:
+            group.append(element)
+            continue
+        if group is not None:
+            yield current_key, iter(group)
+        current_key, group = k, [element]
+    if group is not None:
+        yield current_key, iter(group)
+
+
+def count_elements(mapping: Any, iterable: Iterable) -> None:
+    """collections._count_elements (Counter.update's C helper): `mapping[e] = mapping.get(e, 0) + 1`
+    for each item, through the mapping's own get and __setitem__."""
+    get = mapping.get
+    for element in iterable:
+        mapping[element] = get(element, 0) + 1

@@ -1,0 +1,134 @@
+"""Corpus: user classes deriving from set, frozenset, list, tuple, dict and collections.UserDict.
+
+Each instance is made in the frame or passed in; the programs use the base type's methods and
+operators, methods the subclass overrides (inlined), `isinstance`, and `super()` calls into the base.
+All of them are one graph in torch._dynamo.
+"""
+
+import collections
+
+import torch
+
+from pyframe.debug.cases import case
+
+
+class _TagSet(set):
+    """A set that counts how many tags were added through `tag`."""
+
+    def tag(self, *names):
+        for name in names:
+            self.add(name)
+        return len(self)
+
+
+class _Frozen(frozenset):
+    def weight(self):
+        return len(self) * 2
+
+
+class _Stack(list):
+    def push(self, item):
+        self.append(item)
+        return self
+
+    def top(self):
+        return self[-1]
+
+
+class _Logged(list):
+    def append(self, item):
+        super().append(item * 2)
+
+
+class _Coords(tuple):
+    def norm1(self):
+        return sum(abs(v) for v in self)
+
+
+class _Defaulting(dict):
+    def __missing__(self, key):
+        return key * 10
+
+
+class _Registry(dict):
+    def __setitem__(self, key, value):
+        super().__setitem__(key.lower(), value)
+
+    def total(self):
+        return sum(self.values())
+
+
+class _Store(collections.UserDict):
+    def __setitem__(self, key, value):
+        super().__setitem__(key, value + 1)
+
+
+@case(inputs=lambda: torch.randn(5))
+def set_subclass_made_in_frame(x):
+    s = _TagSet(["a"])
+    n = s.tag("b", "c", "a")
+    both = s | {"d"}
+    return x * n + len(both), isinstance(s, set), "b" in s, sorted(s & {"a", "c", "z"})
+
+
+@case(inputs=lambda: torch.randn(5))
+def frozenset_subclass_method_and_algebra(x):
+    f = _Frozen({1, 2, 3})
+    g = f - {2}
+    return x + f.weight() + len(g) + (3 in f), isinstance(f, frozenset), f >= {1}
+
+
+@case(inputs=lambda: torch.randn(5))
+def list_subclass_methods_and_indexing(x):
+    st = _Stack()
+    st.push(x).push(x + 1).push(x * 2)
+    st.extend([x - 1])
+    first = st.pop(0)
+    return st.top() + first + st[1] + len(st), isinstance(st, list)
+
+
+@case(inputs=lambda: torch.randn(5))
+def list_subclass_override_calls_super(x):
+    items = _Logged()
+    items.append(x)
+    items.append(x + 1)
+    return sum(items), len(items)
+
+
+@case(inputs=lambda: (_Stack([torch.randn(5), torch.randn(5)]),))
+def list_subclass_passed_in(st):
+    return st.top() * 2 + st[0], len(st), type(st).__name__
+
+
+@case(inputs=lambda: torch.randn(5))
+def tuple_subclass_made_in_frame(x):
+    c = _Coords((1, -2, 3))
+    return x * c.norm1() + c[0] + len(c), isinstance(c, tuple), c + (4,)
+
+
+@case(inputs=lambda: torch.randn(5))
+def dict_subclass_missing(x):
+    d = _Defaulting(a=1)
+    return x + d["a"] + d[3], "b" in d, len(d)
+
+
+@case(inputs=lambda: torch.randn(5))
+def dict_subclass_setitem_override(x):
+    r = _Registry()
+    r["A"] = x
+    r["b"] = x * 2
+    return r.total() + r["a"], sorted(r.keys()), isinstance(r, dict)
+
+
+@case(inputs=lambda: torch.randn(5))
+def userdict_subclass(x):
+    store = _Store()
+    store["k"] = 1
+    store.update({"j": 2})
+    return x * store["k"] + store["j"], len(store), "k" in store, sorted(store)
+
+
+@case(inputs=lambda: (torch.randn(5), _TagSet({"x", "y"})))
+def set_subclass_passed_in(x, tags):
+    extra = tags | {"z"}
+    return x + len(extra) + ("x" in tags), tags.issubset({"x", "y", "q"})

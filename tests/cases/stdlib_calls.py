@@ -1,0 +1,200 @@
+"""Corpus: standard-library code called by user code.
+
+unittest's assertEqual, contextlib's context managers, itertools, functools, operator, collections'
+Counter and ChainMap, copy, dataclasses and enum, each called as a user's program calls it. The
+library's own globals and free variables are reached through the function that uses them. All of
+them are one graph in torch._dynamo.
+"""
+
+import collections
+import contextlib
+import copy
+import dataclasses
+import enum
+import functools
+import itertools
+import operator
+import unittest
+
+import torch
+
+from pyframe.debug.cases import case
+
+_CHECKER = unittest.TestCase()
+
+
+@dataclasses.dataclass
+class _Settings:
+    scale: float
+    shift: int = 0
+    tags: tuple = ()
+
+
+class _Mode(enum.Enum):
+    TRAIN = "train"
+    EVAL = "eval"
+
+
+class _Flag(enum.IntFlag):
+    A = 1
+    B = 2
+
+
+@functools.lru_cache(maxsize=None)
+def _table(n):
+    return tuple(range(n))
+
+
+@case(inputs=lambda: torch.randn(5))
+def testcase_assert_equal(x):
+    _CHECKER.assertEqual(x.shape, (5,))
+    _CHECKER.assertTrue(x.dim() == 1)
+    _CHECKER.assertIn(2, [1, 2])
+    return x + 1
+
+
+@case(inputs=lambda: torch.randn(5))
+def contextlib_suppress_and_nullcontext(x):
+    with contextlib.suppress(IndexError):
+        [][1]
+    with contextlib.nullcontext(x + 1) as y:
+        z = y * 2
+    return z
+
+
+@contextlib.contextmanager
+def _catching(log):
+    try:
+        yield len(log)
+    except IndexError:
+        log.append("caught")
+
+
+class _Watching:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        self.seen = exc_type
+        return False
+
+
+@case(inputs=lambda: torch.randn(5))
+def builtin_errors_inside_with_blocks(x):
+    log = []
+    with _catching(log):
+        y = x * 2
+        (1, 2)[5]
+    watch = _Watching()
+    try:
+        with watch:
+            {}["missing"]
+    except KeyError as e:
+        y = y + len(e.args)
+    return y, log, watch.seen is KeyError
+
+
+@case(inputs=lambda: torch.randn(5))
+def contextlib_exit_stack(x):
+    with contextlib.ExitStack() as stack:
+        stack.callback(lambda: None)
+        b = x + 1
+    return b
+
+
+@case(inputs=lambda: torch.randn(5))
+def itertools_accumulate_and_product(x):
+    sums = list(itertools.accumulate([1, 2, 3, 4]))
+    prods = list(itertools.accumulate([1, 2, 3], operator.mul))
+    pairs = list(itertools.product([1, 2], "ab"))
+    return x * sums[-1] + prods[-1] + len(pairs)
+
+
+@case(inputs=lambda: torch.randn(5))
+def itertools_islice_with_steps(x):
+    picked = list(itertools.islice(range(20), 2, 12, 3))
+    tail = list(itertools.islice([x, x + 1, x + 2, x + 3], 1, None, 2))
+    return x + sum(picked) + sum(tail), picked
+
+
+def _shifted(x, n):
+    for i in range(n):
+        yield x + i
+
+
+@case(inputs=lambda: torch.randn(5))
+def itertools_islice_of_a_generator(x):
+    every_other = list(itertools.islice(_shifted(x, 6), 1, None, 2))
+    first = list(itertools.islice(_shifted(x, 6), 3))  # the generator is run only as far as needed
+    return sum(every_other) + first[-1]
+
+
+@case(inputs=lambda: torch.randn(5))
+def itertools_groupby_and_running_totals_of_tensors(x):
+    words = ["aa", "ab", "b", "bc", "c"]
+    runs = [(k, len(list(g))) for k, g in itertools.groupby(words, key=lambda w: w[0])]
+    totals = list(itertools.accumulate([x, x * 2, x * 3], initial=x))
+    return totals[-1] * len(runs), runs, [(k, list(g)) for k, g in itertools.groupby([1, 1, 2, 3, 3])]
+
+
+@case(inputs=lambda: torch.randn(5))
+def functools_reduce_over_tensors(x):
+    total = functools.reduce(operator.add, [x, x * 2, x * 3])
+    prod = functools.reduce(lambda a, b: a * b, [1, 2, 3], 10)
+    return total + prod
+
+
+@case(inputs=lambda: torch.randn(5))
+def functools_lru_cache_function(x):
+    return x * len(_table(4)) + _table(3)[-1]
+
+
+@case(inputs=lambda: torch.randn(5))
+def operator_getters_and_methodcaller(x):
+    s = _Settings(2.0, 1)
+    get_scale = operator.attrgetter("scale")
+    second = operator.itemgetter(1)
+    pick = operator.itemgetter(0, 2)
+    upper = operator.methodcaller("upper")
+    return x * get_scale(s) + second([x, x + 1]), pick("abc"), upper("q")
+
+
+@case(inputs=lambda: torch.randn(5))
+def collections_counter(x):
+    c = collections.Counter(["a", "b", "a", "c", "a"])
+    c.update("bd")
+    return x * c["a"] + c["z"] + c["b"], len(c)
+
+
+@case(inputs=lambda: torch.randn(5))
+def collections_chain_map(x):
+    defaults = {"scale": 1, "shift": 0}
+    user = {"scale": 3}
+    cm = collections.ChainMap(user, defaults)
+    return x * cm["scale"] + cm["shift"], len(cm), "shift" in cm
+
+
+@case(inputs=lambda: torch.randn(5))
+def copy_of_containers(x):
+    cfg = {"a": [1, 2], "b": (3, 4)}
+    deep = copy.deepcopy(cfg)
+    deep["a"].append(9)
+    return x + len(cfg["a"]) + deep["a"][-1], deep
+
+
+@case(inputs=lambda: torch.randn(5))
+def dataclasses_replace_and_asdict(x):
+    s = _Settings(2.0, 1, ("a",))
+    t = dataclasses.replace(s, shift=4)
+    fields = dataclasses.asdict(t)
+    return x * t.scale + fields["shift"], sorted(fields), dataclasses.astuple(s)
+
+
+@case(inputs=lambda: torch.randn(5))
+def enum_features(x):
+    mode = _Mode("eval")
+    both = _Flag.A | _Flag.B
+    names = [m.name for m in _Mode]
+    return x * (mode is _Mode.EVAL) + int(both) + len(_Mode), names, mode.value, _Flag.B in both
+
+

@@ -1,0 +1,64 @@
+"""Corpus: torch objects in Python positions. A Parameter made in the frame, grad mode switched with
+torch._C._set_grad_enabled, dtypes compared and passed around, and tensor methods that return
+Python values (dim(), is_contiguous(), dtype, layout) deciding branches."""
+
+import torch
+
+from pyframe.debug.cases import case
+
+
+@case(inputs=lambda: torch.randn(4))
+def parameter_made_in_the_frame(x):
+    """nn.Parameter(t) made while tracing: a leaf that requires grad, used in ops."""
+    p = torch.nn.Parameter(torch.ones(4) * 2)
+    y = x * p
+    return y.sum() if p.requires_grad else y
+
+
+@case(inputs=lambda: torch.randn(4, requires_grad=True))
+def set_grad_enabled_through_torch_c(x):
+    """torch._C._set_grad_enabled toggles grad mode between ops and restores it."""
+    prev = torch.is_grad_enabled()
+    torch._C._set_grad_enabled(False)
+    y = x * 2
+    torch._C._set_grad_enabled(prev)
+    return y + x, y.requires_grad
+
+
+def _cast(t, dtype):
+    return t.to(dtype) if t.dtype != dtype else t
+
+
+@case(inputs=lambda: (torch.randn(4), torch.arange(4)))
+def dtypes_compared_and_passed(x, idx):
+    """dtypes compared with == and `is`, kept in a list, passed to a helper, read as attributes."""
+    target = x.dtype
+    kinds = [idx.dtype, torch.float16]
+    y = _cast(idx, target)
+    if kinds[0] is torch.int64 and target.is_floating_point and not kinds[0].is_floating_point:
+        y = y + x.to(kinds[1]).to(target)
+    return y * target.itemsize
+
+
+@case(inputs=lambda: (torch.randn(2, 3), torch.randn(3, 2).t()))
+def tensor_methods_deciding_branches(a, b):
+    """dim(), ndim, is_contiguous(), layout, is_floating_point(), element_size(), device.type."""
+    y = a
+    if a.dim() == 2 and b.ndim == 2:
+        y = y + b.contiguous() if not b.is_contiguous() else y + b
+    if a.layout == torch.strided and a.is_floating_point():
+        y = y * a.element_size()
+    if a.device.type == "cpu" and a.dtype == torch.float32:
+        y = y - 1
+    return y
+
+
+@case(inputs=lambda: torch.randn(4))
+def dtype_table_lookup(x):
+    """A dtype as a dict key and as a default argument."""
+    eps = {torch.float32: 1e-6, torch.float64: 1e-12}
+
+    def stable_log(t, dtype=torch.float64):
+        return (t.to(dtype).abs() + eps[dtype]).log()
+
+    return stable_log(x) + stable_log(x, x.dtype)
