@@ -42,7 +42,7 @@ from .analysis import enclosing_entries, enclosing_handlers, live_locals
 from .instructions import InstructionTranslator
 from .live_values import (
     changed_cells, check_escaping_iterators, drop_stores_to_dead_tensors, escaping_cells, graph_outputs,
-    pin_before_instruction, pin_changed_sources, realize_lazy_iterators, tensors_in,
+    pin_before_instruction, pin_changed_sources, realize_lazy_iterators,
 )
 from .variables import NullVariable, VariableTracker
 from .variables.iterators import ListIteratorVariable
