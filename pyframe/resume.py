@@ -89,15 +89,26 @@ def offset_of(code: types.CodeType, instructions: list, index: int) -> int:
 STACK_ARG_PREFIX = "___stack"  # torch._dynamo's names: ___stack0, ___stack1 (placeholders L_stack0_, ...)
 
 
+def _slot_numbers(stack: tuple[Slot, ...]) -> list[int]:
+    """Each slot's number in the names of the stack arguments: torch._dynamo numbers the slots that
+    are not NULL, in order (its resume functions take a with block's context in its slot too, so
+    a Reentry slot has a number, though pyframe passes nothing there)."""
+    numbers, n = [], 0
+    for slot in stack:
+        numbers.append(n)
+        n += slot is not True
+    return numbers
+
+
 def stack_arg_names(stack: tuple[Slot, ...]) -> list[str]:
-    return [f"{STACK_ARG_PREFIX}{i}" for i, slot in enumerate(stack) if slot is False]
+    return [f"{STACK_ARG_PREFIX}{n}" for n, slot in zip(_slot_numbers(stack), stack) if slot is False]
 
 
-def _slot_instructions(i: int, slot: Slot) -> list[Instr]:
+def _slot_instructions(n: int, slot: Slot) -> list[Instr]:
     if slot is True:
         return [Instr("PUSH_NULL")]
     if slot is False:
-        return [Instr("LOAD_FAST", f"{STACK_ARG_PREFIX}{i}")]
+        return [Instr("LOAD_FAST", f"{STACK_ARG_PREFIX}{n}")]
     return slot.instructions()
 
 
@@ -128,8 +139,8 @@ def resume_code(code: types.CodeType, target: int, stack: tuple[Slot, ...], live
             body.append(inst)
             if inst.name == "RESUME":
                 in_prologue = False
-                for i, slot in enumerate(stack):
-                    rebuild = _slot_instructions(i, slot)
+                for n, slot in zip(_slot_numbers(stack), stack):
+                    rebuild = _slot_instructions(n, slot)
                     body.extend(rebuild)
                     added += len(rebuild)
                 body.append(Instr("JUMP_FORWARD", label))

@@ -47,6 +47,11 @@ class CellContentsSource(Source):
     def name(self) -> str:
         return f"L[{self.local_name!r}].cell_contents"
 
+    def placeholder_name(self) -> str:
+        """`L_scale_`: torch._dynamo hands a resume function the caller's cells as its closure and
+        names their contents as the variables themselves (`L['scale']`)."""
+        return LocalSource(self.local_name).placeholder_name()
+
 
 @dataclass(frozen=True)
 class GlobalSource(Source):

@@ -22,6 +22,7 @@ The values rebuilt are found by live_values.py; the instructions that do not dep
 """
 from __future__ import annotations
 
+import inspect
 import types
 import weakref
 from dataclasses import dataclass, field
@@ -40,8 +41,8 @@ from ..source import GlobalsDictSource, Source
 from .analysis import enclosing_entries, enclosing_handlers, live_locals
 from .instructions import InstructionTranslator
 from .live_values import (
-    changed_cells, check_escaping_iterators, drop_stores_to_dead_tensors, pin_before_instruction,
-    pin_changed_sources, realize_lazy_iterators, tensors_in,
+    changed_cells, check_escaping_iterators, drop_stores_to_dead_tensors, escaping_cells, graph_outputs,
+    pin_before_instruction, pin_changed_sources, realize_lazy_iterators,
 )
 from .variables import NullVariable, VariableTracker
 from .variables.iterators import ListIteratorVariable
@@ -58,10 +59,14 @@ class TranslationResult:
 
 
 def emit_graph_call(tx: InstructionTranslator, cg: PyCodegen, live: list[VariableTracker],
-                    wrap_compiled: Callable[[Any], Any]) -> list[CompiledGraph]:
-    """Compile the graph (if it does anything) and emit its call; `live` are the values needed after it."""
+                    wrap_compiled: Callable[[Any], Any],
+                    cells: dict[str, VariableTracker], handed_on: list[VariableTracker] | None = None,
+                    ) -> list[CompiledGraph]:
+    """Compile the graph (if it does anything) and emit its call; `live` are the values needed after
+    it, of which `handed_on` are those the frame returns or passes to its resume functions, and
+    `cells` the values its cells are given back."""
     output = tx.output
-    outputs = [t.node for t in tensors_in(live) if t.node.op != "placeholder"]
+    outputs = graph_outputs(tx, live, cells, handed_on)
     compiled = output.compile(outputs)
     if compiled is None:
         return []
@@ -82,12 +87,12 @@ def finish_return(tx: InstructionTranslator, value: VariableTracker,
     """The transformed code of a frame traced all the way to its return."""
     cg = PyCodegen(tx.code)
     cg.exportable = tx.output.guards.fetched_sources()
-    cells = changed_cells(tx)
+    cells = escaping_cells(tx, [value, *tx.side_effects.live_values()])
     drop_stores_to_dead_tensors(tx, [value, *cells.values()])
     live = [value, *cells.values(), *tx.side_effects.live_values()]
     check_escaping_iterators(live)
     realize_lazy_iterators(tx, live)
-    graphs = emit_graph_call(tx, cg, live, wrap_compiled)
+    graphs = emit_graph_call(tx, cg, live, wrap_compiled, cells, handed_on=[value])
     pin_changed_sources(tx, cg, [value, *cells.values()])
     tx.side_effects.codegen(cg)
     store_locals(cg, cells)  # closures made here may outlive the frame
@@ -210,7 +215,7 @@ def plan_break(tx: InstructionTranslator, index: int, reason: Unsupported) -> Br
     lives = [_live_at(tx, original, instrs, target) for original, instrs, target in targets]
     # Plain locals are passed to the resume function rebuilt from their traced values (their slots
     # keep the entry values every Source reads). Cells are synced first: closures see them.
-    live_values = [tx.locals[n] for n in sorted(set().union(*lives)) if n in tx.locals]
+    live_values = [tx.locals[n] for n in _symbolic_locals_order(tx, set().union(*lives))]
     return BreakPlan(inst, lower, operands, blocks, exits, targets, lives, live_values)
 
 
@@ -247,7 +252,11 @@ def _emit_state_before(tx: InstructionTranslator, cg: PyCodegen, plan: BreakPlan
                   (vt.rebuilt_from() if isinstance(vt, ListIteratorVariable) else [vt])]
     check_escaping_iterators([*plan.live_values, *effects, *plan.operands, *held_below])
     realize_lazy_iterators(tx, live)
-    graphs = emit_graph_call(tx, cg, live, wrap_compiled)
+    # (a local still holding what the frame's slot holds is read from the slot, never handed on)
+    changed = [v for n, v in zip(_symbolic_locals_order(tx, set().union(*plan.lives)), plan.live_values)
+               if n not in tx.code.co_cellvars and n not in tx.unchanged_locals]
+    graphs = emit_graph_call(tx, cg, live, wrap_compiled, changed_cells(tx),
+                             handed_on=[*plan.lower, *plan.operands, *changed])
     pin_changed_sources(tx, cg, [*plan.lower, *plan.operands, *plan.live_values, *changed_cells(tx).values()])
     tx.side_effects.codegen(cg)  # before the unsupported step: it may read what the trace mutated
     store_locals(cg, changed_cells(tx))
@@ -301,6 +310,17 @@ def _slot(value: VariableTracker) -> Slot:
     if isinstance(value, _BLOCK_EXITS):
         return value.reentry()
     return isinstance(value, NullVariable)
+
+
+def _symbolic_locals_order(tx: InstructionTranslator, names: set[str]) -> list[str]:
+    """The traced locals among `names` in the order torch._dynamo keeps its symbolic locals (the
+    order the graph's outputs follow): the arguments first, as the frame lists them, then the
+    other locals in the order they were first assigned."""
+    code = tx.code
+    nargs = code.co_argcount + code.co_kwonlyargcount + bool(code.co_flags & inspect.CO_VARARGS) \
+        + bool(code.co_flags & inspect.CO_VARKEYWORDS)
+    args = code.co_varnames[:nargs]
+    return [n for n in (*args, *(n for n in tx.locals if n not in args)) if n in names and n in tx.locals]
 
 
 def _implicit(code: types.CodeType, bound: set[str]) -> set[str]:

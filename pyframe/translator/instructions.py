@@ -84,6 +84,7 @@ class InstructionTranslator(LoadStoreOps, CellOps, CallOps, StackOps, OperatorOp
         self.stack: list[VariableTracker] = []
         self.locals: dict[str, VariableTracker] = {}
         self.frame_values = frame_values or {}  # real argument values, wrapped on first read
+        self.unchanged_locals: set[str] = set()  # locals read from their slot and never rebound
         self.kw_names: tuple[str, ...] = ()
         self.current_inst: Instr | None = None
         self.return_value: VariableTracker | None = None
@@ -233,6 +234,7 @@ class InstructionTranslator(LoadStoreOps, CellOps, CallOps, StackOps, OperatorOp
             else:
                 value = self.wrap(raw, LocalSource(name))
             self.locals[name] = value
+            self.unchanged_locals.add(name)
         return value
 
     def locals_snapshot(self) -> DictVariable:
@@ -261,6 +263,7 @@ class InstructionTranslator(LoadStoreOps, CellOps, CallOps, StackOps, OperatorOp
         frame's entry value is forgotten, except a cell a resume function received: closures made
         before the break hold that very cell, and passed_cell_name must still know it."""
         self.locals[name] = value
+        self.unchanged_locals.discard(name)
         raw = self.frame_values.pop(name, None)
         if raw is not None and name in self.passed_cells:
             self.cell_objects.setdefault(name, raw)

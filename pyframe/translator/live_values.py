@@ -3,7 +3,7 @@
 Finishing a trace (finish.py) walks every value the transformed code rebuilds: the return value,
 or the stack and live locals at a graph break, with the objects the side-effect replay stores.
 Here: the walk itself (`walk`: a container's items, a method's object...), the tensors among them
-(the graph's outputs), lazy iterators made concrete or refused, and the sources that must be read
+(the graph's outputs, in the order torch._dynamo's codegen gives them), lazy iterators made concrete or refused, and the sources that must be read
 before the replay or the breaking instruction can change what they read.
 """
 from __future__ import annotations
@@ -147,6 +147,84 @@ def tensors_in(values: list[VariableTracker]) -> list[TensorVariable]:
     return list(found.values())
 
 
+def graph_outputs(tx: InstructionTranslator, live: list[VariableTracker], cells: dict[str, VariableTracker],
+                  handed_on: list[VariableTracker] | None = None) -> list[torch.fx.Node]:
+    """The nodes the graph returns: the tensors among `live` (the values needed after it) that are
+    not its inputs; of them, `handed_on` are those the frame returns or passes to its resume
+    functions, and `cells` the cells stored back, which order them as torch._dynamo does."""
+    outputs = _tensors_handed_on(tx, handed_on, cells)
+    if outputs is None:
+        # (a tensor with a source, a graph input or a view read of one, is loaded from there)
+        outputs = [t.node for t in tensors_in(live) if t.node.op != "placeholder" and t.source is None]
+        if handed_on is not None:
+            outputs = _in_dynamo_order(tx, handed_on, live, cells, outputs)
+    return outputs
+
+
+def _tensors_handed_on(tx: InstructionTranslator, values: list[VariableTracker] | None,
+                       cells: dict[str, VariableTracker]) -> list[torch.fx.Node] | None:
+    """torch._dynamo's short way out of a graph (OutputGraph.compile_subgraph): when everything the
+    frame hands on is a tensor, each its own tracker, and nothing is to be replayed, the graph
+    returns exactly those, in order. Dynamo counts every tensor the graph makes that is still live
+    as something to replay (it tracks new tensors for attribute stores), so this applies when they
+    are all graph inputs: `x.sub_(1); return x` returns `l_x_` from the graph. None otherwise: the
+    graph returns the tensors the rebuild of the values needs that are not its inputs."""
+    if not values or not tx.side_effects.is_empty() or cells \
+            or not all(isinstance(v, TensorVariable) and v.node.op == "placeholder" for v in values) \
+            or len({id(v) for v in values}) < len(values):
+        return None
+    return [v.node for v in values]
+
+
+def _in_dynamo_order(tx: InstructionTranslator, handed_on: list[VariableTracker], live: list[VariableTracker],
+                     cells: dict[str, VariableTracker], outputs: list[torch.fx.Node]) -> list[torch.fx.Node]:
+    """The graph's outputs in the order torch._dynamo's codegen first loads them (codegen.py,
+    side_effects.py): the arguments objects made in the frame were made with (`P(a, b)` is rebuilt
+    as `P.__new__(P, a, b)`, in the order they were made); the values handed on, a value with a
+    source or made here not looked into (it is loaded, or rebuilt below); then the replay: the
+    changes to the frame's objects, and each made object's items and attributes, its attributes
+    last set first. (The set of outputs is `outputs`; this only orders them.)"""
+    made = sorted((vt for vt in walk(live) if isinstance(vt, NewObjectVariable)), key=lambda vt: vt.made)
+    first_seen: dict[torch.fx.Node, None] = {}
+    cell_contents: list[VariableTracker] = []  # of cells made for closures: filled in the replay
+    seen: set[int] = set()
+
+    def visit(values: list[VariableTracker]) -> None:
+        for vt in values:
+            if isinstance(vt, TensorVariable):
+                first_seen.setdefault(vt.node, None)
+            elif id(vt) in seen:  # (a list holding itself, a recursive closure)
+                continue
+            elif isinstance(vt, NestedFunctionVariable):
+                seen.add(id(vt))
+                visit([*(vt.defaults or ()), *(vt.kwdefaults or {}).values()])
+                cell_contents.extend(vt.escaping_values())
+            elif not isinstance(vt, NewObjectVariable) and vt.source is None:
+                seen.add(id(vt))
+                visit(_in_codegen_order(vt))
+
+    for obj in made:
+        visit(obj.init_args)
+    visit(handed_on)
+    visit([*tx.side_effects.live_values(), *cells.values()])
+    while cell_contents:
+        pending, cell_contents[:] = list(cell_contents), []
+        visit(pending)
+    for obj in made:
+        if isinstance(obj, DictSubclassMixin):
+            visit([v for k, value in obj.dict_var.items.items() for v in (*made_keys({k: None}), value)])
+        visit(list(reversed(obj.attrs.values())))
+    wanted = set(outputs)
+    return [n for n in first_seen if n in wanted] + [n for n in outputs if n not in first_seen]
+
+
+def _in_codegen_order(vt: VariableTracker) -> list[VariableTracker]:
+    """What rebuilding `vt` loads, in order: a dict's items key then value."""
+    if isinstance(vt, DictVariable):
+        return [v for k, value in vt.items.items() for v in (*made_keys({k: None}), value)]
+    return _children(vt)
+
+
 def pin_changed_sources(tx: InstructionTranslator, cg: PyCodegen, values: list[VariableTracker]) -> None:
     """Values read through an object the side-effect replay is about to change (`x = lst.pop()`
     makes x the frame's `lst[1]`; `t = obj.t; obj.t = None`) are loaded before the replay, into
@@ -197,3 +275,26 @@ def changed_cells(tx: InstructionTranslator) -> dict[str, VariableTracker]:
     """Cell variables whose traced value is not what their cell holds (assigned while tracing)."""
     return {n: v for n, v in tx.locals.items()
             if n in tx.code.co_cellvars and v.source not in (LocalSource(n), CellContentsSource(n))}
+
+
+def escaping_cells(tx: InstructionTranslator, values: list[VariableTracker]) -> dict[str, VariableTracker]:
+    """The changed cells (changed_cells) someone may still read once the frame has returned
+    `values`: those a function among them (or inside them, or in a cell so found) closes over, and
+    those the frame received from the code before a graph break (a closure made there holds them).
+    Like torch._dynamo, which drops a cell made in the frame that nothing live reaches, the others
+    are not stored back (`[cols[i] for i in order]` makes `cols` a cell only its listcomp reads)."""
+    cells = changed_cells(tx)
+    escaping = {n for n in cells if n in tx.passed_cells}
+    pending = list(values) + [cells[n] for n in escaping]
+    while pending:
+        found = set()
+        for vt in walk(pending):
+            if isinstance(vt, NestedFunctionVariable):
+                for ref in vt.closure:
+                    target = ref.target()
+                    if target.owner is tx and not target.free and target.name in cells:
+                        found.add(target.name)
+        found -= escaping
+        escaping |= found
+        pending = [cells[n] for n in found]
+    return {n: v for n, v in cells.items() if n in escaping}

@@ -113,6 +113,10 @@ class LoadStoreOps:
 
     def STORE_ATTR(self, inst: Instr) -> None:
         obj, value = self.pop(), self.pop()
+        if isinstance(value, TensorVariable):
+            # torch._dynamo's setattr looks at the value it stores, realizing a lazy graph input
+            # there (`self.val = val` in an inlined __init__): its placeholder comes this early
+            value.realize(self)
         obj.store_attr(self, inst.arg, value)
 
     def DELETE_ATTR(self, inst: Instr) -> None:
@@ -138,15 +142,31 @@ class LoadStoreOps:
 
     def STORE_DEREF(self, inst: Instr) -> None:
         var = inst.arg
-        if isinstance(var, FreeVar):
-            self.store_free_var(var.name, self.pop())
-            return
         value = self.pop()
-        if isinstance(value, TensorVariable) and self.parent is None:
-            # a cell of the compiled frame is one of its locals to torch._dynamo, named as
-            # STORE_FAST names it (an inlined function's cell is not)
-            value.set_name_hint(var.name)
+        name = self.frame_cell_name(var.name, isinstance(var, FreeVar))
+        if name is not None:  # as torch._dynamo names it: after the compiled frame's cell it lands in
+            value.set_name_hint(name)
+        if isinstance(var, FreeVar):
+            self.store_free_var(var.name, value)
+            return
         self.bind_local(var.name, value)
+
+    def frame_cell_name(self, name: str, free: bool) -> str | None:
+        """The compiled frame's own name for the cell this function's variable `name` lives in,
+        when it is one of that frame's cell or free variables (an inlined call's cell has none)."""
+        root = self.root
+        if self is root:
+            return name
+        if not free:
+            return None
+        if name in self.closure_refs:  # a function made while tracing: whose variable it is
+            ref = self.closure_refs[name].target()
+            return ref.name if ref.owner is root else None
+        cell = self.closure[self.code.co_freevars.index(name)]
+        for root_name, root_cell in zip(root.code.co_freevars, root.closure):
+            if root_cell is cell:
+                return root_name
+        return root.passed_cell_name(cell)
 
     def LOAD_CLOSURE(self, inst: Instr) -> None:
         self.push(self.cell_reference(inst.arg.name, free=isinstance(inst.arg, FreeVar)))

@@ -27,7 +27,7 @@ class WithOps:
         of the block calls that __exit__ with three Nones; a break inside the block is refused."""
         context = self.pop()
         if isinstance(context.real_object(), torch.autocast):
-            context = AutocastVariable(context.real_object())
+            context = AutocastVariable(context.real_object(), getattr(context, "autocast_args", None))
         if isinstance(context, (GradModeVariable, GeneratorContextVariable, AutocastVariable)):
             self.push(context.exit_callable())
             self.push(context.enter(self))

@@ -237,6 +237,10 @@ class SideEffects:
                         for dict_source, names in self.global_stores.values() for name in names}
 
     # -- replaying ----------------------------------------------------------------------------------
+    def is_empty(self) -> bool:
+        """Nothing to replay after the graph."""
+        return not (self.mutated or self.stores or self.global_stores or self.advanced_iterators())
+
     def live_values(self) -> list[VariableTracker]:
         """What the replay reads: its tensors must come out of the graph."""
         values: list[VariableTracker] = [*self.mutated.values()]
@@ -351,6 +355,10 @@ class _GlobalTarget(NamedTuple):
 
 
 def _contents(value: VariableTracker) -> list[VariableTracker]:
+    """What the replay of a change to `value` reads, in the order it reads it (_build_contents)."""
+    if isinstance(value, DictSubclassMixin):  # its items, then (made here) its attributes
+        items = value.dict_var.items
+        return [*made_keys(items), *items.values(), *getattr(value, "attrs", {}).values()]
     items = getattr(value, "items", None)
     if isinstance(items, dict):  # a dict: its values, and the keys that are values of the trace
         return [*made_keys(items), *items.values()]

@@ -205,6 +205,10 @@ def trace_apply(tx, fn_var: AutogradFunctionVariable, args: list[VariableTracker
     with_setup_context = fn_cls.setup_context is not torch.autograd.function._SingleLevelFunction.setup_context
     forward = _method(tx, fn_var, "forward")
     inputs = _resolve_inputs(tx, forward, args, kwargs, with_setup_context)
+    for vt in (inputs if with_setup_context else args):
+        # Function.apply's `unwrap_dead_wrappers(args)`, `tuple(... for arg in args)`, which
+        # torch._dynamo traces: its store names a tensor made for the call `arg`
+        vt.set_name_hint("arg")
     ctx = AutogradContextVariable(fn_cls, tuple(isinstance(v, TensorVariable) and v.example.requires_grad
                                                 for v in inputs))
     needs_graphs = tx.output.grad_enabled and any(_requires_grad(v) for v in inputs)
@@ -357,7 +361,12 @@ class _HigherOrderApply:
         node = main.create_node("call_function", autograd_function_apply,
                                 (fwd_attr, bwd_attr, *fwd.lifted), kwargs)
         results = iter(wrap_node(tx, node).unpack(tx))
+        # (the op's outputs keep their `getitem` names, as torch._dynamo leaves them: a store of
+        # them to a local does not rename them)
         items = [next(results) if isinstance(vt, TensorVariable) else vt for vt in out_items]
+        for item in items:
+            if isinstance(item, TensorVariable):
+                item.name_hint_set = True
         if dirty:
             # A dirty output is the input itself (eager returns that very object, its history
             # rebased): the input's tracker now stands for the op's output, so `y is x` holds and

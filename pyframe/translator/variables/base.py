@@ -86,6 +86,10 @@ class VariableTracker:
         """bool(value), when it is known while tracing (a branch on it needs no graph break)."""
         return bool(self.as_python_constant())
 
+    def set_name_hint(self, name: str) -> None:
+        """The value is stored to a local called `name` (STORE_FAST, STORE_DEREF): a tensor's
+        node takes that name if it has none yet (tensor.py); anything else ignores it."""
+
     def real_object(self) -> Any:
         """The very object this tracker stands for, when it holds it (`a is b` compares these);
         UNKNOWN_OBJECT otherwise."""

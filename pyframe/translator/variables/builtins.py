@@ -5,16 +5,13 @@ so the rules for what an operator does with tensors, containers and constants li
 """
 from __future__ import annotations
 
-import abc
 import builtins
 import collections
 import functools
 import math
 import operator
 import types
-from typing import Any, Callable, Iterator, Sequence
-
-import torch
+from typing import Any, Callable, Sequence
 
 from ...exc import Unsupported
 from ...guards import GuardKind
@@ -23,7 +20,7 @@ from .base import UNKNOWN_OBJECT, VariableTracker, class_attribute, constant_arg
 from .constant import ConstantVariable, python_scalar
 from .container_subclass import ContainerSubclassMixin, as_base_value
 from .dict_subclass import DictSubclassMixin, builtin_method_descriptor
-from .dicts import DICT_HANDLERS, DictVariable, DictViewVariable
+from .dicts import DICT_HANDLERS, DictVariable, DictViewVariable, name_as_constructed
 from .iterators import iterate
 from .lists import BaseListVariable, ListVariable, TupleVariable
 from .sets import SET_HANDLERS, SetVariable, build_set
@@ -33,9 +30,9 @@ from .super_object import SuperVariable, zero_arg_super
 from .nn_module import NNModuleVariable
 from .objects import NewObjectVariable, PythonObjectVariable, UserObjectVariable, register_constructor
 from .object_hasattr import object_has_attr
-from .iteration_builtins import ITERATION_HANDLERS
+from .iteration_builtins import ITERATION_HANDLERS, reduce_items
 from .special_methods import DUNDERS, contains, identity, is_tensor, length, python_method, user_operator
-from .static_lookup import is_plain_class
+from .static_lookup import checks_by_type, flatten_classinfo, is_legacy_tensor_type, is_plain_class
 from .tensor import TensorVariable, call_in_graph
 
 # Builtins with no side effects: calling them on constants while tracing is safe.
@@ -61,6 +58,8 @@ _INPLACE_TO_BINARY = {operator.iadd: operator.add, operator.isub: operator.sub, 
 
 
 INPLACE_OPERATORS = {*_INPLACE_TO_BINARY, operator.setitem}
+_REFLECTED_COMPARISONS = {operator.lt: operator.gt, operator.gt: operator.lt, operator.le: operator.ge,
+                          operator.ge: operator.le, operator.eq: operator.eq, operator.ne: operator.ne}
 
 
 class BuiltinVariable(VariableTracker):
@@ -118,10 +117,16 @@ class BuiltinVariable(VariableTracker):
                 # `s = 0.9; s += t`: a number has no __iadd__, so Python computes `s + t` (a new
                 # tensor bound to s), and the graph records `add`, as torch._dynamo's does.
                 fn = _INPLACE_TO_BINARY[fn]
+            if fn is abs:  # recorded as the operator it calls, as torch._dynamo records it
+                fn = operator.abs
+            if fn in _REFLECTED_COMPARISONS and not is_tensor(args[0]):
+                # `0 < t`: the number cannot compare itself with a tensor, so Python asks the tensor
+                # (`t > 0`), and that is what the graph records, as torch._dynamo's does
+                fn, args = _REFLECTED_COMPARISONS[fn], [args[1], args[0]]
             # (`x + np.int64(8)`: the NumPy number is an operand as a Python number would be)
             result = call_in_graph(tx, "call_function", fn, [python_scalar(a) for a in args], {})
-            if fn in _INPLACE_TO_BINARY and is_tensor(args[0]):
-                return args[0]  # `x += y` on a tensor mutates x and leaves the same object
+            if fn in _INPLACE_TO_BINARY and isinstance(args[0], TensorVariable):
+                return args[0].inplace_result(result)  # `x += y` on a tensor mutates x: the same object
             return result
         if fn in PURE_FUNCTIONS:
             pargs, pkwargs = constant_args(args, kwargs, f"{getattr(fn, '__name__', fn)}()")
@@ -185,11 +190,11 @@ def _callable(tx, obj: VariableTracker) -> VariableTracker:
 def _isinstance(tx, obj: VariableTracker, classinfo: VariableTracker) -> VariableTracker:
     cls = classinfo.as_python_constant()
     kinds = cls if isinstance(cls, tuple) else (cls,)
-    if isinstance(obj, TensorVariable) and any(_is_legacy_tensor_type(k) for k in kinds):
+    if isinstance(obj, TensorVariable) and any(is_legacy_tensor_type(k) for k in kinds):
         # torch.FloatTensor and the like match a tensor by its dtype and device (static here)
-        return ConstantVariable(any(isinstance(obj.example, k) if _is_legacy_tensor_type(k)
+        return ConstantVariable(any(isinstance(obj.example, k) if is_legacy_tensor_type(k)
                                     else issubclass(obj.python_type(), k) for k in kinds))
-    if not all(_checks_by_type(k) for k in _flatten_classinfo(kinds)):
+    if not all(checks_by_type(k) for k in flatten_classinfo(kinds)):
         # A metaclass's own __instancecheck__ (torch's legacy storages, a user's) may look at the
         # object itself: asked of the real object, which the guards keep the same one.
         known = obj.real_object()
@@ -199,29 +204,6 @@ def _isinstance(tx, obj: VariableTracker, classinfo: VariableTracker) -> Variabl
             tx.output.guards.add(obj.source, GuardKind.ID_MATCH, known)
         return ConstantVariable(isinstance(known, cls))
     return ConstantVariable(issubclass(obj.python_type(), cls))
-
-
-# Metaclass instance checks that decide by the object's type alone, as issubclass(type(obj), cls)
-# does (nn.Parameter's also accepts a tensor marked `_is_param`: what pyframe's tensors carry as
-# their class).
-_TYPE_BASED_INSTANCECHECKS = (type.__instancecheck__, abc.ABCMeta.__instancecheck__,
-                              torch.nn.parameter._ParameterMeta.__instancecheck__)
-
-
-def _checks_by_type(cls: Any) -> bool:
-    return getattr(type(cls), "__instancecheck__", None) in _TYPE_BASED_INSTANCECHECKS
-
-
-def _flatten_classinfo(kinds: tuple) -> Iterator[Any]:
-    for k in kinds:
-        if isinstance(k, tuple):
-            yield from _flatten_classinfo(k)
-        else:
-            yield k
-
-
-def _is_legacy_tensor_type(cls: Any) -> bool:
-    return type(cls).__name__ == "tensortype" and type(cls).__module__ == "torch"
 
 
 def _reads_caller_frame(fn: Any, args: Sequence[VariableTracker], kwargs: dict) -> bool:
@@ -391,20 +373,30 @@ def build_dict(tx, dict_type: type, args: Sequence[VariableTracker], kwargs: dic
     if args:
         source = args[0]
         if isinstance(source, DictVariable):
+            for key, value in source.items.items():
+                name_as_constructed(key, value)
             built.update(tx, source)
         elif isinstance(source, DictSubclassMixin):
             # dict() and defaultdict() merge as dict.update does; OrderedDict() as MutableMapping's
-            built.items.update(source.mapping_pairs(tx, dict_merge=dict_type is not collections.OrderedDict))
+            pairs = source.mapping_pairs(tx, dict_merge=dict_type is not collections.OrderedDict)
+            for key, value in pairs:
+                name_as_constructed(key, value)
+            built.items.update(pairs)
         elif python_method(source, "keys") is not None:  # a user mapping: keys(), then obj[key]
             for key in list(iterate(tx, source.call_method(tx, "keys", [], {}))):
-                built.store(tx, key, BuiltinVariable(operator.getitem).call(tx, [source, key], {}))
+                value = BuiltinVariable(operator.getitem).call(tx, [source, key], {})
+                name_as_constructed(key, value)
+                built.store(tx, key, value)
         else:
             if python_method(source, "__iter__") is not None and \
                     class_attribute(source.python_type(), "keys", None) is not None:
                 raise Unsupported(f"{dict_type.__name__}() of a {source.python_type().__qualname__} whose keys is not a method")
             for pair in iterate(tx, source):
                 key, value = pair.unpack(tx)
+                name_as_constructed(key, value)
                 built.store(tx, key, value)
+    for key, value in kwargs.items():
+        name_as_constructed(key, value)
     built.items.update(kwargs)
     return built
 
@@ -445,12 +437,9 @@ def _super(tx, *args: VariableTracker) -> VariableTracker:
 
 
 def _sum(tx, iterable: VariableTracker, start: VariableTracker | None = None) -> VariableTracker:
-    """sum() as Python computes it: start + item0 + item1 ... (tensors are added in the graph)."""
-    total = start if start is not None else ConstantVariable(0)
-    add = BuiltinVariable(operator.add)
-    for item in iterate(tx, iterable):
-        total = add.call(tx, [total, item], {})
-    return total
+    """sum() as Python computes it: start + item0 + item1 ... (tensors are added in the graph).
+    torch._dynamo's polyfill is `functools.reduce(operator.add, iterable, start)`, named as such."""
+    return reduce_items(tx, BuiltinVariable(operator.add), iterable, start if start is not None else ConstantVariable(0))
 
 
 class OperatorGetterVariable(VariableTracker):

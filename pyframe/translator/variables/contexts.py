@@ -128,9 +128,13 @@ class _GeneratorContextExit(VariableTracker):
 class AutocastVariable(VariableTracker):
     """A torch.autocast (or torch.cpu.amp.autocast) made while tracing, about to be entered."""
 
-    def __init__(self, manager: torch.autocast):
+    def __init__(self, manager: torch.autocast, args: tuple | None = None):
         super().__init__()
         self.state = (manager.device, manager.fast_dtype, manager._enabled, manager._cache_enabled)
+        # what the graph's `_enter_autocast` node takes: torch.autocast's arguments as the call gave
+        # them, its defaults included (`dtype=None` is the device's autocast dtype), as
+        # torch._dynamo records them; the state they resolve to when made outside the frame
+        self.args = args if args is not None else self.state
 
     def enter(self, tx) -> VariableTracker:
         device = self.state[0]
@@ -141,7 +145,7 @@ class AutocastVariable(VariableTracker):
         else:  # or the state the call was made in (guarded: the autocast state of each device)
             self.previous = (device, torch.is_autocast_enabled(device), torch.get_autocast_dtype(device),
                              torch.is_autocast_cache_enabled())
-        self.node = tx.output.record_effect(torch.amp._enter_autocast, self.state)
+        self.node = tx.output.record_effect(torch.amp._enter_autocast, self.args)
         tx.output.autocast_stack.append(self.state)
         return ConstantVariable(None)
 
@@ -168,7 +172,7 @@ class AutocastExitVariable(VariableTracker):
 
     def reentry(self) -> Reentry:
         """How the code after a graph break in the region enters it again: a new torch.autocast."""
-        return Reentry(torch.autocast, self.context.state)
+        return Reentry(torch.autocast, self.context.args)
 
 
 class _AutocastRestore:

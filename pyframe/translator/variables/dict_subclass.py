@@ -34,7 +34,7 @@ from ...exc import Unsupported
 from ...source import AttrSource, Source
 from .base import BoundMethodVariable, VariableTracker, class_attribute
 from .constant import ConstantVariable
-from .dicts import DictVariable, DictViewVariable, positional_args
+from .dicts import DictVariable, DictViewVariable, name_as_constructed, positional_args
 from .iterators import ListIteratorVariable, iterate
 from .lists import BaseListVariable
 from .exceptions import raise_symbolic
@@ -203,7 +203,8 @@ class DictSubclassMixin:
                 return self.call_special(tx, "__missing__", args)
             raise_symbolic(KeyError, key)
         if name in ("__init__", "update") and len(args) <= 1:
-            self._update(tx, args, kwargs, through_setitem=owner is collections.OrderedDict)
+            self._update(tx, args, kwargs, through_setitem=owner is collections.OrderedDict,
+                         constructing=name == "__init__")
             return ConstantVariable(None)
         args, kwargs = positional_args(owner, name, args, kwargs)  # (OrderedDict's take keywords)
         if name in ("keys", "values", "items") and not args:
@@ -235,12 +236,14 @@ class DictSubclassMixin:
         raise Unsupported(what)
 
     def _update(self, tx, args: list[VariableTracker], kwargs: dict[str, VariableTracker],
-                through_setitem: bool) -> None:
+                through_setitem: bool, constructing: bool = False) -> None:
         """dict.update / dict.__init__ (items stored directly), or OrderedDict's (each one through
         `self[key] = value`, the subclass's __setitem__ if it has one)."""
         pairs = mapping_or_pairs(tx, args[0], dict_merge=not through_setitem) if args else []
         pairs += list(kwargs.items())
         for key, value in pairs:
+            if constructing:
+                name_as_constructed(key, value)
             if through_setitem:
                 self.call_special(tx, "__setitem__", [ConstantVariable(key), value])
             else:

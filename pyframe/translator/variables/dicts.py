@@ -164,6 +164,18 @@ def made_keys(items: dict[Any, VariableTracker]) -> list[VariableTracker]:
     return [k.made_var for k in items if isinstance(k, ObjectKey) and k.made_var is not None]
 
 
+def name_as_constructed(key: Any, value: VariableTracker) -> None:
+    """An item a dict is made with (`dict(...)`, `OrderedDict(...)`, a dict subclass's
+    `dict.__init__`) names its values as torch._dynamo's polyfill of that construction does: its
+    `for key, value in data.items(): self[key] = value` (or over pairs, or over the keywords)
+    stores each to the locals `key` and `value`, which name a tensor not named yet."""
+    if isinstance(key, VariableTracker):
+        key.set_name_hint("key")
+    elif isinstance(key, ObjectKey) and key.made_var is not None:
+        key.made_var.set_name_hint("key")
+    value.set_name_hint("value")
+
+
 def key_var(key: Any) -> VariableTracker:
     """A key of a DictVariable's items, as a value."""
     return key.var if isinstance(key, ObjectKey) else ConstantVariable(key)

@@ -35,9 +35,20 @@ def _sequence(kind: type) -> Callable:
     return build
 
 
+# torch._dynamo runs sum, functools.reduce, enumerate and itertools.islice as Python functions of its
+# own (torch/_dynamo/polyfills), and the STORE_FAST of each item they take names that item's node
+# (`for element in it: value = function(value, element)`). pyframe computes them directly and gives
+# the items the names those stores give them, at the moment they give them, so its graphs read as
+# torch._dynamo's (`value_1 = value + element_1`).
+def _named(vt: VariableTracker, name: str) -> VariableTracker:
+    vt.set_name_hint(name)
+    return vt
+
+
 def _enumerate(tx, obj: VariableTracker, start: VariableTracker | None = None) -> VariableTracker:
     first = start.as_python_constant() if start is not None else 0
-    pairs = (TupleVariable([ConstantVariable(i), v]) for i, v in enumerate(iterate(tx, obj), first))
+    # (the polyfill's `for x in iterable: yield start, x`)
+    pairs = (TupleVariable([ConstantVariable(i), _named(v, "x")]) for i, v in enumerate(iterate(tx, obj), first))
     return ListIteratorVariable([], enumerate, pairs)
 
 
@@ -128,13 +139,17 @@ def _itertools(fn: Callable) -> Callable:
     return handler
 
 
-def _reduce(tx, fn: VariableTracker, iterable: VariableTracker, *initial: VariableTracker) -> VariableTracker:
-    """functools.reduce: fn called item by item (each call traced like any other)."""
-    total = initial[0] if initial else None
-    for item in iterate(tx, iterable):
-        total = item if total is None else fn.call(tx, [total, item], {})
+def reduce_items(tx, fn: VariableTracker, iterable: VariableTracker, *initial: VariableTracker) -> VariableTracker:
+    """functools.reduce: fn called item by item (each call traced like any other); the values named
+    as the polyfill's locals `value` and `element` name them. (sum() is reduced here too.)"""
+    items = iterate(tx, iterable)
+    total = initial[0] if initial else next(items, None)
     if total is None:
         raise Unsupported("functools.reduce() of an empty sequence with no initial value")
+    total.set_name_hint("value")
+    for item in items:
+        item.set_name_hint("element")
+        total = _named(fn.call(tx, [total, item], {}), "value")
     return total
 
 
@@ -196,6 +211,27 @@ def _any_all(fn: Callable) -> Callable:
     return handler
 
 
+def _islice(tx, iterable: VariableTracker, *args: VariableTracker) -> VariableTracker:
+    """itertools.islice(iterable, [start,] stop [, step]): lazy, as Python's (and torch._dynamo's
+    polyfill, whose items are named by `for i, element in zip(range(stop), iterable)`, or by
+    enumerate's `x` without a stop): it takes items only as its consumer asks."""
+    s = slice(*(a.as_python_constant() for a in args))
+    start, stop, step = s.start or 0, s.stop, 1 if s.step is None else s.step
+    if start < 0 or (stop is not None and stop < 0) or step <= 0:
+        raise Unsupported("itertools.islice() with negative indices or step raises ValueError")
+
+    def taken() -> Iterator[VariableTracker]:
+        items = iterate(tx, iterable)
+        numbered = enumerate(items) if stop is None else zip(range(max(start, stop)), items)
+        next_i = start
+        for i, item in numbered:
+            item.set_name_hint("x" if stop is None else "element")
+            if i == next_i:
+                yield item
+                next_i += step
+    return ListIteratorVariable([], itertools.islice, taken())
+
+
 def _repeat(tx, obj: VariableTracker, times: VariableTracker | None = None) -> VariableTracker:
     if times is None:
         raise Unsupported("itertools.repeat() without a count (an endless iterator)")
@@ -224,7 +260,7 @@ _POLYFILLS = {itertools.accumulate: polyfills.accumulate, itertools.groupby: pol
 # The handler of each builtin here (builtins.py's table merges them into its own).
 ITERATION_HANDLERS: dict[Callable, Callable] = {
     list: _sequence(list), tuple: _sequence(tuple), enumerate: _enumerate, zip: _zip, reversed: _reversed,
-    map: _map, filter: _filter, iter: _iter, next: _next, functools.reduce: _reduce, itertools.repeat: _repeat,
+    map: _map, filter: _filter, iter: _iter, next: _next, functools.reduce: reduce_items, itertools.repeat: _repeat,
     **{fn: _itertools(fn) for fn in _ITERTOOLS}, **{fn: _polyfill(py) for fn, py in _POLYFILLS.items()},
     sorted: _sorted, min: _minmax(min), max: _minmax(max), any: _any_all(any), all: _any_all(all),
 }

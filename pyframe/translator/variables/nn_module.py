@@ -120,9 +120,12 @@ class NNModuleVariable(VariableTracker):
         module = self.module
         registered = [t for t in ("_parameters", "_buffers", "_modules") if name in module.__dict__.get(t, ())]
         if registered and registered[0] != "_modules" and getattr(value, "node", None) is not None and \
-                getattr(self.module_getattr(tx, name), "node", None) is value.node:
+                getattr(self.module_getattr(tx, name), "example", None) is value.example:
             # `self.steps += 1` on a buffer: the in-place op changed the tensor, and the store puts
-            # the same tensor back (Module.__setattr__ of the same object changes nothing)
+            # the same tensor back (Module.__setattr__ of the same object changes nothing). Replayed
+            # all the same, as torch._dynamo replays it: later reads see the in-place op's result
+            # (`linear * iadd`), and the graph returns it for the store.
+            tx.side_effects.store_attr(self, name, value)
             return
         if registered:
             raise Unsupported(f"assignment to {type(module).__name__}.{name}, a parameter, buffer or submodule")
@@ -153,6 +156,7 @@ class NNModuleVariable(VariableTracker):
             if key in module._forward_pre_hooks_with_kwargs:
                 raise Unsupported(f"call of {name} with a forward pre-hook taking kwargs")
             result = self._hook(tx, "_forward_pre_hooks", key, hook).call(tx, [self, TupleVariable(list(args))], {})
+            result.set_name_hint("args_result")  # nn.Module._call_impl's local (torch._dynamo traces it)
             if not (result.is_python_constant() and result.as_python_constant() is None):
                 args = result.unpack(tx) if isinstance(result, TupleVariable) else [result]
         if "forward" in module.__dict__:  # `m.forward = fn`: what nn.Module.__call__ calls
@@ -163,6 +167,7 @@ class NNModuleVariable(VariableTracker):
             if key in module._forward_hooks_with_kwargs or key in module._forward_hooks_always_called:
                 raise Unsupported(f"call of {name} with a forward hook taking kwargs or always called")
             result = self._hook(tx, "_forward_hooks", key, hook).call(tx, [self, TupleVariable(list(args)), output], {})
+            result.set_name_hint("hook_result")  # (forward's output is `result`, a cell: never a name)
             if not (result.is_python_constant() and result.as_python_constant() is None):
                 output = result
         return output
@@ -298,6 +303,25 @@ def record_module_init(tx) -> None:
     call_in_graph(tx, "call_function", torch._C._log_api_usage_once, [ConstantVariable("python.nn_module")], {})
 
 
+class MadeCrossEntropyLossVariable(NNModuleVariable):
+    """`nn.CrossEntropyLoss(...)` made in the frame (Hugging Face's `loss_fct = CrossEntropyLoss()`).
+    torch._dynamo never runs its forward: a call `loss_fct(input, target)` is recorded as
+    `F.cross_entropy(input, target, weight, size_average, ignore_index, reduce, reduction,
+    label_smoothing)`, the constructor's arguments given positionally with their defaults
+    (UserDefinedClassVariable._call_cross_entropy_loss). pyframe records the same call; the module
+    it made stands for the object anywhere else (it owns no tensors)."""
+
+    def __init__(self, module: torch.nn.CrossEntropyLoss, constructor_args: list[VariableTracker]):
+        super().__init__(module, None)
+        self.constructor_args = constructor_args
+
+    def call(self, tx, args, kwargs) -> VariableTracker:
+        if len(args) != 2 or kwargs:
+            return super().call(tx, args, kwargs)
+        return call_in_graph(tx, "call_function", torch.nn.functional.cross_entropy,
+                             [*args, *self.constructor_args], {})
+
+
 class ModuleSliceVariable(BaseListVariable):
     """`self.layers[1:3]` of an nn.Sequential or nn.ModuleList: in Python a new container of the same
     type. Traced as the modules it selects (iteration, len, indexing; calling a Sequential's slice
@@ -324,8 +348,9 @@ class ModuleSliceVariable(BaseListVariable):
         if not issubclass(self.python_type(), torch.nn.Sequential) or len(args) != 1 or kwargs:
             raise Unsupported(f"call of a slice of {self.python_type().__name__}")
         value = args[0]
-        for module in self.items:
+        for module in self.items:  # Sequential.forward: `for module in self: input = module(input)`
             value = module.call(tx, [value], {})
+            value.set_name_hint("input")
         return value
 
     def call_method(self, tx, name, args, kwargs) -> VariableTracker:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import collections
 import enum
 import functools
+import itertools
 import types
 from typing import Any, Callable
 
@@ -24,22 +25,22 @@ from .base import (
     BoundMethodVariable, VariableTracker, class_attribute, constant_args, guard_class_attribute, mro_lookup,
 )
 from .iterators import iterate
-from .tensor import TensorVariable
+from .constant import ConstantVariable
 from .dicts import DictVariable
 from .lists import DequeVariable
 from .namedtuples import new_namedtuple
 from .exceptions import ExceptionVariable, is_exception_class, raise_symbolic
 from .functions import PartialVariable
 from .methods import InlinedMethodVariable
-from .nn_module import record_module_init
+from .nn_module import MadeCrossEntropyLossVariable, record_module_init
 from .descriptions import describe_value
 from .attribute_protocol import (
     check_plain_delete, check_plain_store, delattr_protocol, descriptor_get, descriptor_set, getattr_protocol, is_slot,
     iterate_object, python_descriptor, realize_stored, setattr_protocol, store_class_attribute,
 )
 from .static_lookup import (
-    has_own_getattribute, has_static_attr, instance_dict_of, is_data_descriptor, is_plain_class, plain_protocol,
-    static_attr,
+    bound_init_arguments, has_own_getattribute, has_static_attr, instance_dict_of, is_data_descriptor, is_enum_lookup,
+    is_plain_class, plain_protocol, static_attr,
 )
 
 _MISSING = object()
@@ -124,10 +125,16 @@ class PythonObjectVariable(VariableTracker):
                     raise Unsupported(f"{cls.__name__}() made in the frame owns parameters or buffers")
                 if cls is not torch.nn.CrossEntropyLoss:  # torch._dynamo makes none: it calls F.cross_entropy
                     record_module_init(tx)
-            return tx.wrap_constant(value)
+            tracker = tx.wrap_constant(value)
+            if cls is torch.nn.CrossEntropyLoss:  # called as F.cross_entropy, as torch._dynamo calls it
+                tracker = MadeCrossEntropyLossVariable(value, [ConstantVariable(v) for v in bound_init_arguments(
+                    cls, pargs, pkwargs)])
+            if cls is torch.autocast:  # its graph node takes the arguments as given (contexts.AutocastVariable)
+                tracker.autocast_args = bound_init_arguments(cls, pargs, pkwargs)
+            return tracker
         if is_exception_class(cls):
             return ExceptionVariable.make(cls, list(args), kwargs)
-        if _is_enum_lookup(cls, args, kwargs):  # `Color(2)`: the member of that value
+        if is_enum_lookup(cls, args, kwargs):  # `Color(2)`: the member of that value
             try:
                 return tx.wrap_constant(cls(args[0].as_python_constant()))
             except ValueError as e:
@@ -144,6 +151,7 @@ class PythonObjectVariable(VariableTracker):
                 return make(tx, cls, self.source, args, kwargs)
         if is_plain_class(cls):
             obj = NewObjectVariable(cls, self.source)
+            obj.init_args = list(args)
             init = class_attribute(cls, "__init__", None)
             if isinstance(init, types.FunctionType):
                 fn_source = AttrSource(self.source, "__init__") if self.source is not None else None
@@ -174,18 +182,6 @@ class PythonObjectVariable(VariableTracker):
 
 # The lookups of a value that isn't a member enum's own classes do (Flag's makes the combination):
 # deterministic, so `Color(2)` can be asked of the real class while tracing.
-_ENUM_MISSING = {enum.Enum._missing_.__func__, enum.Flag._missing_.__func__}
-
-
-def _is_enum_lookup(cls: type, args, kwargs) -> bool:
-    """`cls(value)` of an enum class with members: EnumMeta.__call__'s lookup by value (a class
-    of its own __call__ or _missing_ may run other code; with no members, it is the functional API
-    making a new class)."""
-    return isinstance(cls, enum.EnumMeta) and type(cls).__call__ is enum.EnumMeta.__call__ \
-        and len(args) == 1 and not kwargs and args[0].is_python_constant() and len(cls.__members__) > 0 \
-        and getattr(cls._missing_, "__func__", None) in _ENUM_MISSING
-
-
 class DisabledFunctionVariable(PythonObjectVariable):
     """A function wrapped by pyframe.disable(): calling it breaks the graph, and it runs as plain
     Python with pyframe off."""
@@ -428,6 +424,9 @@ class UserObjectVariable(VariableTracker):
         setattr_protocol(tx, self, type(self.value), self._class_attr_source, name, value)
 
 
+_MADE = itertools.count()
+
+
 class NewObjectVariable(VariableTracker):
     """An instance of a user class made while tracing: `object.__new__(cls)`, then its attributes."""
 
@@ -436,6 +435,8 @@ class NewObjectVariable(VariableTracker):
         self.cls, self.cls_source = cls, cls_source
         self.attrs: dict[str, VariableTracker] = {}
         self._building = False
+        self.made = next(_MADE)  # objects made earlier are rebuilt first (translator/live_values.py)
+        self.init_args: list[VariableTracker] = []  # the call's positional arguments: `cls(*init_args)`
 
     def python_type(self) -> type:
         return self.cls

@@ -7,8 +7,11 @@ elsewhere, or leaves to Python). These helpers answer from the class's and insta
 """
 from __future__ import annotations
 
+import abc
+import enum
+import inspect
 import types
-from typing import Any
+from typing import Any, Iterator
 
 import torch
 
@@ -76,3 +79,46 @@ def is_plain_class(cls: type) -> bool:
                                                                      types.FunctionType))
             and all(base is object or base.__module__ != "builtins" for base in cls.__mro__)
             and not issubclass(cls, (torch.nn.Module, torch.Tensor)))
+
+
+def bound_init_arguments(cls: type, args: tuple, kwargs: dict) -> tuple:
+    """The arguments of `cls(*args, **kwargs)` as its __init__ takes them, in order, defaults
+    filled in (`self` left out)."""
+    bound = inspect.signature(cls.__init__).bind(None, *args, **kwargs)
+    bound.apply_defaults()
+    return tuple(bound.arguments.values())[1:]
+
+
+_ENUM_MISSING = {enum.Enum._missing_.__func__, enum.Flag._missing_.__func__}
+
+
+def is_enum_lookup(cls: type, args, kwargs) -> bool:
+    """`cls(value)` of an enum class with members: EnumMeta.__call__'s lookup by value (a class
+    of its own __call__ or _missing_ may run other code; with no members, it is the functional API
+    making a new class)."""
+    return isinstance(cls, enum.EnumMeta) and type(cls).__call__ is enum.EnumMeta.__call__ \
+        and len(args) == 1 and not kwargs and args[0].is_python_constant() and len(cls.__members__) > 0 \
+        and getattr(cls._missing_, "__func__", None) in _ENUM_MISSING
+
+
+# Metaclass instance checks that decide by the object's type alone, as issubclass(type(obj), cls)
+# does (nn.Parameter's also accepts a tensor marked `_is_param`: what pyframe's tensors carry as
+# their class).
+_TYPE_BASED_INSTANCECHECKS = (type.__instancecheck__, abc.ABCMeta.__instancecheck__,
+                              torch.nn.parameter._ParameterMeta.__instancecheck__)
+
+
+def checks_by_type(cls: Any) -> bool:
+    return getattr(type(cls), "__instancecheck__", None) in _TYPE_BASED_INSTANCECHECKS
+
+
+def flatten_classinfo(kinds: tuple) -> Iterator[Any]:
+    for k in kinds:
+        if isinstance(k, tuple):
+            yield from flatten_classinfo(k)
+        else:
+            yield k
+
+
+def is_legacy_tensor_type(cls: Any) -> bool:
+    return type(cls).__name__ == "tensortype" and type(cls).__module__ == "torch"

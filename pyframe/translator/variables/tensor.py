@@ -114,7 +114,12 @@ class TensorVariable(VariableTracker):
         if callable(getattr(torch.Tensor, name, None)):
             return BoundMethodVariable(self, name)
         if name in ("T", "mT", "H", "mH", "real", "imag"):
-            return wrap_node(tx, tx.output.create_node("call_function", getattr, (self.node, name), {}))
+            result = wrap_node(tx, tx.output.create_node("call_function", getattr, (self.node, name), {}))
+            if self.source is not None:
+                # As torch._dynamo's: a view read of a tensor the frame can reach is reached the same
+                # way after the graph (`x.mT` read again), not handed out of the graph.
+                result.source = AttrSource(self.source, name)
+            return result
         stored = tx.side_effects.load_attr(self, name)
         if stored is not None:  # `x.tag = ...` earlier in the trace
             return stored
@@ -177,13 +182,22 @@ class TensorVariable(VariableTracker):
             return ConstantVariable(self.example.type())
         if name == "new" and _is_size_request(args):
             # x.new(torch.Size) / x.new(2, 3) make an uninitialized tensor of that size; the graph's
-            # code would print the Size as a plain tuple, which `new` reads as data.
-            size = args[0] if len(args) == 1 else SizeVariable(list(args))
-            name, args = "new_empty", [size]
+            # code would print the Size as a plain tuple, which `new` reads as data: new_empty,
+            # its sizes as given (`x.new_empty(2, 3)`), as torch._dynamo records it.
+            name, args = "new_empty", list(args)
         result = call_in_graph(tx, "call_method", name, [self, *args], kwargs)
         if is_inplace_method(name):
-            return self  # x.add_(1) is x: the node mutates it, identity stays with the object
+            return self.inplace_result(result)
         return result
+
+    def inplace_result(self, result: VariableTracker) -> VariableTracker:
+        """What `x.add_(1)` (or `x += 1`) gives back: x itself, mutated. As torch._dynamo tracks
+        it, a tracker of its own for the op's node (a later `y = x.add_(1)` names that node `y`,
+        and reads of y use it), the same tensor as x: same FakeTensor (its identity), same class."""
+        if isinstance(result, TensorVariable) and result.example is self.example:
+            result.class_type = self.class_type
+            return result
+        return self
 
     def unpack(self, tx) -> list[VariableTracker]:
         if self.example.dim() == 0:

@@ -6,10 +6,11 @@ report state or metadata (`torch.is_tensor`, `torch.is_floating_point`) fold to 
 """
 from __future__ import annotations
 
+import inspect
 import os
 import sys
 import types
-from typing import Any
+from typing import Any, Sequence
 
 import torch
 
@@ -149,6 +150,23 @@ def _check_side_effect_free(tx, fn: types.FunctionType, args, kwargs) -> None:
     raise pure
 
 
+def _pad(tx, args: Sequence[VariableTracker], kwargs: dict[str, VariableTracker]) -> VariableTracker:
+    """F.pad, which torch._dynamo traces through rather than records: its body calls
+    `torch._C._nn.pad(input, pad, mode, value)`, all four given, but for a deterministic replicate
+    pad on an accelerator (a decomposition of its own: then F.pad stays one node)."""
+    try:
+        bound = inspect.signature(torch.nn.functional.pad).bind(*args, **kwargs)
+    except TypeError as e:
+        raise Unsupported(f"F.pad() with these arguments: {e}") from e
+    bound.apply_defaults()
+    tensor, pad, mode, value = (v if isinstance(v, VariableTracker) else ConstantVariable(v)
+                                for v in bound.arguments.values())
+    if not (isinstance(tensor, TensorVariable) and tensor.class_type in (torch.Tensor, torch.nn.Parameter)) \
+            or (tensor.example.device.type != "cpu" and mode.as_python_constant() == "replicate"):
+        return call_in_graph(tx, "call_function", torch.nn.functional.pad, args, kwargs)
+    return call_in_graph(tx, "call_function", torch._C._nn.pad, [tensor, pad, mode, value], {})
+
+
 class TorchFunctionVariable(VariableTracker):
     def __init__(self, fn: Any, source: Source | None = None):
         super().__init__(source)
@@ -191,6 +209,8 @@ class TorchFunctionVariable(VariableTracker):
             return args[0].call_method(tx, self.fn.__name__, args[1:], kwargs)
         if isinstance(self.fn, types.FunctionType) and not self.fn.__code__.co_filename.startswith(_TORCH_DIR):
             _check_side_effect_free(tx, self.fn, args, kwargs)  # (allowed in the graph by the user)
+        if self.fn is torch.nn.functional.pad:
+            return _pad(tx, args, kwargs)
         return call_in_graph(tx, "call_function", self.fn, args, kwargs)
 
     def var_getattr(self, tx, name: str) -> VariableTracker:
