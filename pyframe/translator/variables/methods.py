@@ -47,13 +47,19 @@ class ObjectSlotMethodVariable(VariableTracker):
         if self.obj is None:
             cg.load_const(getattr(object, self.name))
             return
-        cg.load_const(getattr(object, self.name))  # the slot wrapper bound to the instance
-        cg.emit("LOAD_METHOD", "__get__")
-        self.obj.reconstruct(cg)
-        cg.call(1)
+        bind_slot_wrapper(cg, getattr(object, self.name), self.obj)
 
     def __repr__(self) -> str:
         return f"ObjectSlotMethodVariable(object.{self.name}{' of ' + repr(self.obj) if self.obj else ''})"
+
+
+def bind_slot_wrapper(cg, wrapper: Any, owner: VariableTracker) -> None:
+    """`wrapper.__get__(<owner>)`: a builtin slot wrapper (object.__setattr__, type.__call__) bound
+    to the rebuilt owner, as `super()` gave it."""
+    cg.load_const(wrapper)
+    cg.emit("LOAD_METHOD", "__get__")
+    owner.reconstruct(cg)
+    cg.call(1)
 
 
 class TypeCallVariable(VariableTracker):
@@ -71,10 +77,7 @@ class TypeCallVariable(VariableTracker):
         return [self.cls_var]
 
     def reconstruct(self, cg) -> None:
-        cg.load_const(type.__call__)  # the slot wrapper bound to the class
-        cg.emit("LOAD_METHOD", "__get__")
-        self.cls_var.reconstruct(cg)
-        cg.call(1)
+        bind_slot_wrapper(cg, type.__call__, self.cls_var)
 
     def __repr__(self) -> str:
         return f"TypeCallVariable({self.cls_var!r})"
