@@ -35,7 +35,7 @@ from .methods import InlinedMethodVariable
 from .nn_module import MadeCrossEntropyLossVariable, record_module_init
 from .descriptions import describe_value
 from .attribute_protocol import (
-    check_plain_delete, check_plain_store, delattr_protocol, descriptor_get, descriptor_set, getattr_protocol, is_slot,
+    check_plain_delete, check_plain_store, delattr_protocol, descriptor_get, descriptor_set, getattr_protocol, is_plain_member,
     iterate_object, python_descriptor, realize_stored, setattr_protocol, store_class_attribute,
 )
 from .static_lookup import (
@@ -346,7 +346,7 @@ class UserObjectVariable(VariableTracker):
         realize_stored(tx, value)
         tx.side_effects.store_attr(self, name, value)
         dict_var = self._dict_tracker(tx)
-        if dict_var is not None and not is_slot(class_attribute(type(self.value), name, None)):
+        if dict_var is not None and not is_plain_member(class_attribute(type(self.value), name, None)):
             dict_var.items[name] = value
 
     def _dict_tracker(self, tx) -> VariableTracker | None:
