@@ -58,6 +58,16 @@ def register_constructor(claims: Callable[[type], bool], make: Callable[..., Var
     _CONSTRUCTORS.append((claims, make))
 
 
+def _traced_like_a_users(cls: type) -> bool:
+    """A class of torch written in Python as a user writes one (pytree's TreeSpec, a frozen slots
+    dataclass): its instances are made in the trace (its __init__ inlined) as a user class's,
+    so they may hold values of the trace and be rebuilt when they outlive it. Modules are still
+    made for real (parameter-free ones only), as are contexts and C-backed classes."""
+    return is_plain_class(cls) and not issubclass(cls, torch.nn.Module) \
+        and isinstance(class_attribute(cls, "__init__", None), types.FunctionType) \
+        and class_attribute(cls, "__enter__", None) is None
+
+
 class PythonObjectVariable(VariableTracker):
     """An opaque Python value used as a constant: a class, an enum member, a frozen config..."""
 
@@ -108,7 +118,7 @@ class PythonObjectVariable(VariableTracker):
         """`type.__call__(cls, ...)`: a new instance of the class, made as its kind is made."""
         cls = self.value
         # Classes of values we can fold (torch.Size, torch.device, int, ...) are built while tracing.
-        if getattr(cls, "__module__", "").split(".")[0] in ("torch", "builtins"):
+        if getattr(cls, "__module__", "").split(".")[0] in ("torch", "builtins") and not _traced_like_a_users(cls):
             pargs, pkwargs = constant_args(args, kwargs, f"{cls.__name__}()")
             # Built now, once: the torch RNG state is kept, since the frame may still run normally
             # (nn.Linear's init draws from it); a module that owns tensors would be shared by all
