@@ -467,3 +467,58 @@ def test_untraced_features_break_with_eager_results_and_gradients(name: str) -> 
     records = [r for rs in convert_frame.records.values() for r in rs]
     assert not [r.reason for r in records if r.reason.startswith("internal error")]
     assert any(r.error is not None for r in records), "expected a graph break"
+
+
+# -- forward run for real (apply not traced), its frame compiled ----------------------------------
+
+class SavesAndMarks(torch.autograd.Function):
+    """A forward that uses the context as eager code does: saves an input and an intermediate,
+    marks an output non-differentiable, keeps a number on ctx."""
+
+    @staticmethod
+    def forward(ctx, x, y):
+        h = x.sin()
+        ctx.save_for_backward(x, h)
+        ctx.scale = 3.0
+        flag = (y > 0).float()
+        ctx.mark_non_differentiable(flag)
+        return h * y, flag
+
+    @staticmethod
+    def backward(ctx, grad, grad_flag):
+        x, h = ctx.saved_tensors
+        return grad * x.cos() * ctx.scale, grad * h
+
+
+def _apply_same_tensor_twice(x):
+    y = x.exp()
+    out, flag = SavesAndMarks.apply(y, y)  # (the same tensor twice: apply runs for real)
+    return out + flag
+
+
+def _breaks(engine: str) -> int:
+    from pyframe.debug.compare import count_breaks
+    return count_breaks(engine)
+
+
+def test_forward_run_for_real_saves_for_backward_in_its_graph_as_dynamo() -> None:
+    """The context of an apply run for real is a C object: ctx.save_for_backward(...) (a store
+    into its `to_save` getset) is replayed after forward's graph, not a graph break."""
+    x = torch.randn(4, requires_grad=True)
+    expected, expected_grads = _result_and_grads(_apply_same_tensor_twice, (x,))
+    counts = {}
+    for engine in ("dynamo", "pyframe"):
+        reset_engines()
+        backend = CountingBackend()
+        for _ in range(2):  # first call, cache hit
+            result, grads = _result_and_grads(_apply_same_tensor_twice, (x.detach().clone().requires_grad_(),),
+                                              engine, backend)
+            _assert_same(result, expected)
+            torch.testing.assert_close(grads[0], expected_grads[0])
+        counts[engine] = (len(backend.graphs), _breaks(engine))
+        if engine == "pyframe":
+            records = [r for rs in convert_frame.records.values() for r in rs]
+            assert [r.status for r in records if r.name.startswith("forward")] == ["compiled"]
+            assert all(r.error is None for r in records if r.name.startswith("forward"))
+    reset_engines()
+    assert counts["pyframe"] == counts["dynamo"] == (3, 1)

@@ -605,3 +605,63 @@ def test_a_for_loop_broken_inside_keeps_its_iterator_opaque():
         warnings.simplefilter("error")
         torch.testing.assert_close(pyframe.optimize(backend)(fn)(torch.ones(2)), fn(torch.ones(2)))
     assert len(backend.graphs) == 1
+
+
+def _same_object(a, b):
+    return a * 2, a is b, a is not b
+
+
+class _MaybeTied(torch.nn.Module):
+    def __init__(self, tied: bool):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(3))
+        self.v = self.w if tied else torch.nn.Parameter(torch.randn(3))
+
+    def forward(self, x):
+        return x * self.w, self.w is self.v
+
+
+def _aliases_across_a_break(x):
+    y = x * 2
+    z = y
+    torch._dynamo.graph_break()
+    z.add_(1)
+    return y, y is z
+
+
+def test_identity_of_two_tensor_inputs_is_decided_and_guarded_by_their_aliasing():
+    """`a is b` on two tensors read from the frame: answered from the real tensors (one tensor
+    under two sources is one FakeTensor), kept true by the aliasing guard: passing two different
+    tensors where one was passed twice compiles again, never a graph break."""
+    from pyframe.debug.compare import count_breaks
+    x, y = torch.randn(3), torch.randn(3)
+    backend = CountingBackend()
+    compiled = pyframe.optimize(backend)(_same_object)
+    for args in ((x, x), (x, y), (y, y), (y, x)):
+        torch.testing.assert_close(compiled(*args), _same_object(*args))
+    assert len(backend.graphs) == 2 and count_breaks("pyframe") == 0
+    pyframe.reset()
+    for tied in (True, False):
+        model = _MaybeTied(tied)
+        torch.testing.assert_close(pyframe.optimize(backend)(model)(x), model(x))
+    assert count_breaks("pyframe") == 0
+    pyframe.reset()
+
+
+def test_two_locals_naming_one_tensor_stay_one_in_the_resume_function_as_in_dynamo():
+    """The resume function gets `y` and `z` as two arguments holding one tensor: `y is z` and the
+    in-place add through `z` see one object, in one graph after the break, as in torch._dynamo."""
+    from pyframe.debug.compare import count_breaks
+    expected = _aliases_across_a_break(torch.ones(3))
+    breaks, ops = {}, {}
+    for engine in ("pyframe", "dynamo"):
+        torch._dynamo.reset()
+        pyframe.reset()
+        backend = CountingBackend()
+        compiled = pyframe.optimize(backend)(_aliases_across_a_break) if engine == "pyframe" else \
+            torch.compile(_aliases_across_a_break, backend=backend, dynamic=False)
+        for _ in range(2):
+            torch.testing.assert_close(compiled(torch.ones(3)), expected)
+        breaks[engine], ops[engine] = count_breaks(engine), [g.ops for g in backend.graphs]
+    assert breaks["pyframe"] == breaks["dynamo"] == 1
+    assert ops["pyframe"] == ops["dynamo"] == [("mul",), ("add_",)]

@@ -80,11 +80,12 @@ CODE_DIFFERS: dict[str, str] = {
 _NODE_NAMES = "node names: Dynamo names the nodes its polyfills make after the polyfill's variables"
 _DOCUMENTED = "the case's own `difference` says why: a break in one engine where the other traces on"
 _ISLICE_ITEM = "node names: pyframe's islice polyfill stores each item in its own variable (`item`, `_`); Dynamo's are `x`"
+_PYTREE_NAMES = ("node names: pyframe names tree_map's nodes after pytree's locals (`child`, `value`), "
+                 "Dynamo after their ops (`add`, `mul`, `sin_2`)")
 NAMES_DIFFER: dict[str, str] = {
     "containers.itertools_helpers": _ISLICE_ITEM,
     "iterators.next_of_islice_and_reversed": _ISLICE_ITEM,
-    "set_algebra.pytree_flatten_unflatten": _DOCUMENTED,
-    "set_algebra.pytree_map": _DOCUMENTED,
+    "set_algebra.pytree_map": _PYTREE_NAMES,
     "stdlib_calls.itertools_islice_with_steps": _NODE_NAMES,
     "stdlib_calls.itertools_islice_of_a_generator": _NODE_NAMES,
     "function_objects.function_transform_of_a_nested_function": _DOCUMENTED,

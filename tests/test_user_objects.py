@@ -505,3 +505,35 @@ def test_metaclass_call_through_super_is_inlined_and_guarded() -> None:
         _Tagging.__call__ = original
     torch.testing.assert_close(result, torch.full((2,), 2.0))
     assert obj.tagged is False and len(backend.graphs) > 1  # (type.__call__ called directly: a break)
+
+
+def _spec_of_a_tree_made_here(x):
+    import torch.utils._pytree as pytree
+
+    leaves, spec = pytree.tree_flatten({"a": [x, x + 1], "b": (x * 2, {"c": x - 1})})
+    out = pytree.tree_unflatten([leaf.cos() for leaf in leaves], spec)
+    return out["b"][1]["c"] + out["a"][1], spec, spec.num_leaves
+
+
+def test_a_python_class_of_torch_built_from_traced_values_is_traced_as_a_user_class():
+    """torch's own Python classes (pytree's TreeSpec, a frozen slots dataclass) are folded when
+    their arguments are constants; built from values of the trace (a list of child specs made in
+    the frame), their __init__ is inlined as a user class's, in one graph as in torch._dynamo.
+    The spec returned is built for real and equals eager's."""
+    from pyframe.debug.compare import count_breaks
+    x = torch.randn(3)
+    expected = _spec_of_a_tree_made_here(x)
+    counts = {}
+    for engine in ("pyframe", "dynamo"):
+        pyframe.reset()
+        torch._dynamo.reset()
+        backend = CountingBackend()
+        compiled = pyframe.optimize(backend)(_spec_of_a_tree_made_here) if engine == "pyframe" else \
+            torch.compile(_spec_of_a_tree_made_here, backend=backend, dynamic=False)
+        for _ in range(2):
+            out, spec, n = compiled(x)
+            torch.testing.assert_close(out, expected[0])
+            assert spec == expected[1] and n == expected[2] == 4
+            assert spec.num_nodes == expected[1].num_nodes
+        counts[engine] = (len(backend.graphs), count_breaks(engine))
+    assert counts["pyframe"] == counts["dynamo"] == (1, 0)

@@ -54,6 +54,7 @@ from .variables.lists import TupleVariable
 from .variables.exceptions import ExceptionVariable, RaisedException
 from .variables.functions import CellReference, NestedFunctionVariable
 from .variables.nn_module import NNModuleVariable
+from .variables.objects import UserObjectVariable
 
 _MODULE_GETATTR = torch.nn.Module.__getattr__
 
@@ -322,6 +323,10 @@ class InstructionTranslator(LoadStoreOps, CellOps, CallOps, StackOps, OperatorOp
         if name in self.f_globals:
             source, guard = self.global_source(name)
             tracker = self.wrap(self.f_globals[name], source, guard)
+            if source is None and isinstance(tracker, UserObjectVariable):
+                # An object torch's own code keeps in a global (pytree's _LEAF_SPEC): read without
+                # a guard, but from where the transformed code finds it, should it outlive the trace
+                tracker = self.wrap(self.f_globals[name], ItemSource(self.globals_dict_source(), name), False)
         elif name in self.f_builtins:
             tracker = self.wrap(self.f_builtins[name], BuiltinSource(name), not self.trusted)
             if not self.trusted:  # `len = my_len` in the module later shadows the builtin

@@ -10,6 +10,8 @@ import functools
 import types
 from typing import Any, Callable
 
+import torch
+
 from ...exc import Unsupported
 from ...guards import GuardKind
 from ...source import AttrSource, ItemSource, Source
@@ -134,7 +136,7 @@ def check_plain_store(cls: type, name: str, own_setattr_ran: bool = False) -> No
     if not own_setattr_ran and (type(cls).__setattr__ is not type.__setattr__ or cls.__setattr__ is not object.__setattr__):
         raise Unsupported(f"assignment to attribute {name!r} of {cls.__qualname__}, which defines __setattr__")
     static = class_attribute(cls, name, None)
-    if is_slot(static):  # a `__slots__` member: stored in the instance's slot, as plainly
+    if is_plain_member(static):  # a `__slots__` member (or one like it): stored in the object, as plainly
         return
     if hasattr(type(static), "__set__") or hasattr(type(static), "__delete__"):
         raise Unsupported(f"assignment to attribute {name!r} of {cls.__qualname__} through a descriptor")
@@ -173,9 +175,19 @@ def store_class_attribute(tx, cls_var: VariableTracker, name: str, value: Variab
     tx.side_effects.store_attr(cls_var, name, value)
 
 
-def is_slot(static: Any) -> bool:
-    """A member descriptor made by a class's `__slots__` (setting it runs no Python code)."""
-    return isinstance(static, types.MemberDescriptorType)
+# The attributes of an autograd.Function's context (torch._C._FunctionBase, the `ctx` its forward
+# gets when apply runs for real) that FunctionCtx's methods set: `save_for_backward` is
+# `self.to_save = tensors`, `mark_non_differentiable` `self.non_differentiable = args`... Their C
+# setters only keep the object they are given (python_function.cpp's setObject), read by apply
+# after forward returns: a store through one is a plain store, replayed after the graph.
+_STORING_GETSETS = frozenset(id(vars(torch._C._FunctionBase)[name]) for name in
+                             ("to_save", "non_differentiable", "dirty_tensors", "saved_for_forward"))
+
+
+def is_plain_member(static: Any) -> bool:
+    """A member descriptor made by a class's `__slots__`, or a C getset of the autograd context
+    that only keeps what it is given: setting it runs no Python code and stores the value as is."""
+    return isinstance(static, types.MemberDescriptorType) or id(static) in _STORING_GETSETS
 
 
 def realize_stored(tx, value: VariableTracker) -> None:

@@ -35,7 +35,7 @@ from .methods import InlinedMethodVariable
 from .nn_module import MadeCrossEntropyLossVariable, record_module_init
 from .descriptions import describe_value
 from .attribute_protocol import (
-    check_plain_delete, check_plain_store, delattr_protocol, descriptor_get, descriptor_set, getattr_protocol, is_slot,
+    check_plain_delete, check_plain_store, delattr_protocol, descriptor_get, descriptor_set, getattr_protocol, is_plain_member,
     iterate_object, python_descriptor, realize_stored, setattr_protocol, store_class_attribute,
 )
 from .static_lookup import (
@@ -56,6 +56,16 @@ _CONSTRUCTORS: list[tuple[Callable[[type], bool], Callable[..., VariableTracker]
 def register_constructor(claims: Callable[[type], bool], make: Callable[..., VariableTracker]) -> None:
     """Let a class call `cls(*args, **kwargs)` with `claims(cls)` true make its instance by `make`."""
     _CONSTRUCTORS.append((claims, make))
+
+
+def _traced_like_a_users(cls: type) -> bool:
+    """A class of torch written in Python as a user writes one (pytree's TreeSpec, a frozen slots
+    dataclass): its instances are made in the trace (its __init__ inlined) as a user class's,
+    so they may hold values of the trace and be rebuilt when they outlive it. Modules are still
+    made for real (parameter-free ones only), as are contexts and C-backed classes."""
+    return is_plain_class(cls) and not issubclass(cls, torch.nn.Module) \
+        and isinstance(class_attribute(cls, "__init__", None), types.FunctionType) \
+        and class_attribute(cls, "__enter__", None) is None
 
 
 class PythonObjectVariable(VariableTracker):
@@ -108,7 +118,7 @@ class PythonObjectVariable(VariableTracker):
         """`type.__call__(cls, ...)`: a new instance of the class, made as its kind is made."""
         cls = self.value
         # Classes of values we can fold (torch.Size, torch.device, int, ...) are built while tracing.
-        if getattr(cls, "__module__", "").split(".")[0] in ("torch", "builtins"):
+        if getattr(cls, "__module__", "").split(".")[0] in ("torch", "builtins") and not _traced_like_a_users(cls):
             pargs, pkwargs = constant_args(args, kwargs, f"{cls.__name__}()")
             # Built now, once: the torch RNG state is kept, since the frame may still run normally
             # (nn.Linear's init draws from it); a module that owns tensors would be shared by all
@@ -346,7 +356,7 @@ class UserObjectVariable(VariableTracker):
         realize_stored(tx, value)
         tx.side_effects.store_attr(self, name, value)
         dict_var = self._dict_tracker(tx)
-        if dict_var is not None and not is_slot(class_attribute(type(self.value), name, None)):
+        if dict_var is not None and not is_plain_member(class_attribute(type(self.value), name, None)):
             dict_var.items[name] = value
 
     def _dict_tracker(self, tx) -> VariableTracker | None:

@@ -131,7 +131,15 @@ def identity(negate: bool) -> Callable:
             return ConstantVariable(not negate)
         if is_tensor(a) and is_tensor(b):
             if a.node is not b.node and a.node.op == "placeholder" and b.node.op == "placeholder":
-                raise Unsupported("identity of two tensor inputs (they may be one object)")
+                # Two inputs (two locals naming one tensor, handed to a resume function): one
+                # tensor under two sources has one FakeTensor (OutputGraph.add_input), and the
+                # aliasing guard keeps the answer true, as torch._dynamo's DUPLICATE_INPUT does
+                inputs = [tx.output.inputs.get(node.meta.get("source")) for node in (a.node, b.node)]
+                if None in inputs:  # (a subgraph's own placeholder)
+                    raise Unsupported("identity of two tensor inputs of a subgraph")
+                for inp in inputs:
+                    tx.output.guards.add_aliasing(inp.source, inp.example)
+                return ConstantVariable((inputs[0].example is inputs[1].example) != negate)
             # A tensor made by the graph is a new object, distinct from every other.
             return ConstantVariable((a.node is b.node) != negate)
         for const, other in ((a, b), (b, a)):
