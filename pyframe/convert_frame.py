@@ -27,6 +27,7 @@ from .dynamo_interop import dynamo_code_reason, dynamo_is_compiling, hide_from_d
 from .backends import CompiledGraph
 from .backends.compile import FirstCallCheck
 from .exc import BackendCompilerFailed, Unsupported
+from .fake.shapes import STATIC, FrameSizes, NeedsSymbolicTrace, ShapePolicy, lower_guards
 from .graph import OutputGraph
 from .guards import PinnedObject
 from .translator.hooks import TranslatorHooks
@@ -63,6 +64,10 @@ class FrameRecord:
 records: "weakref.WeakKeyDictionary[types.CodeType, list[FrameRecord]]" = weakref.WeakKeyDictionary()
 
 
+# Automatic dynamic shapes: the sizes each code's frames have seen (fake/shapes.py, FrameSizes).
+frame_sizes: "weakref.WeakKeyDictionary[types.CodeType, FrameSizes]" = weakref.WeakKeyDictionary()
+
+
 def records_for(code: types.CodeType) -> list[FrameRecord]:
     """What happened on each cache miss of `code`, oldest first."""
     return records.get(code, [])
@@ -72,6 +77,7 @@ def reset() -> None:
     """Drop every cache entry of every code object, and what pyframe recorded about them."""
     _C.reset()
     records.clear()
+    frame_sizes.clear()
 
 
 def describe(code: types.CodeType) -> str:
@@ -104,10 +110,12 @@ class Compiler:
     """The per-thread eval-frame callback installed by pyframe.optimize(backend)."""
 
     def __init__(self, backend: Callable, backend_name: str, fullgraph: bool = False,
-                 observer: Callable[[types.CodeType, FrameRecord], None] | None = None):
+                 observer: Callable[[types.CodeType, FrameRecord], None] | None = None,
+                 dynamic: bool | None = None):
         self.backend = backend
         self.backend_name = backend_name
         self.fullgraph = fullgraph
+        self.dynamic = dynamic  # torch.compile's `dynamic` (fake/shapes.py, ShapePolicy)
         self.observer = observer  # told of every record (explain() collects a run's records)
         self._limit_warned: "weakref.WeakSet[types.CodeType]" = weakref.WeakSet()
 
@@ -141,18 +149,18 @@ class Compiler:
             return self._over_limit(code, why, "accumulated_recompile_limit", config.accumulated_recompile_limit)
         start = time.perf_counter()
         try:
-            outputs: list[OutputGraph] = []
-
-            def make_output() -> OutputGraph:
-                outputs.append(OutputGraph(self.backend, self.backend_name))
-                return outputs[-1]
-
-            hooks = TranslatorHooks(make_output, disable_wrap, wrap_with_callback, _is_pyframe_wrapper,
-                                    _C.tuple_iterator_rest)
-            result = translate_frame(code, frame.f_locals, frame.f_globals, frame.f_builtins, frame.closure,
-                                     hooks, self.fullgraph)
-            guards = outputs[-1].guards
-            root = guards.build(code, result.exports)
+            policy = ShapePolicy(self.dynamic, frame_sizes.setdefault(code, FrameSizes()))
+            try:
+                result, guards, root = self._translate(frame, code, policy, symbolic=False)
+            except NeedsSymbolicTrace:
+                try:
+                    result, guards, root = self._translate(frame, code, policy, symbolic=True)
+                except (Unsupported, BackendCompilerFailed):
+                    raise
+                except Exception as e:  # (ShapeGuardError, or a gap in symbolic tracing): static shapes
+                    log.debug("pyframe: %s with dynamic shapes failed (%s: %s); compiling it with static shapes",
+                              code.co_name, type(e).__name__, e)
+                    result, guards, root = self._translate(frame, code, STATIC, symbolic=False)
         except Unsupported as e:
             if self.fullgraph:
                 raise
@@ -171,6 +179,23 @@ class Compiler:
         if logs.enabled:
             logs.frame_compiled(code, record, recompile=bool(entries))
         return (result.code, root, record)
+
+    def _translate(self, frame: Any, code: types.CodeType, shapes: ShapePolicy, symbolic: bool) -> tuple:
+        """One translation of the frame: (its TranslateResult, its GuardSet, the lowered guard tree)."""
+        outputs: list[OutputGraph] = []
+
+        def make_output() -> OutputGraph:
+            outputs.append(OutputGraph(self.backend, self.backend_name, symbolic, shapes))
+            return outputs[-1]
+
+        hooks = TranslatorHooks(make_output, disable_wrap, wrap_with_callback, _is_pyframe_wrapper,
+                                _C.tuple_iterator_rest)
+        result = translate_frame(code, frame.f_locals, frame.f_globals, frame.f_builtins, frame.closure,
+                                 hooks, self.fullgraph)
+        output = outputs[-1]
+        if output.symbolic:
+            output.guards.shape_guards = lower_guards(output.shape_env, output.symbolic_tensors)
+        return result, output.guards, output.guards.build(code, result.exports)
 
     def _record(self, code: types.CodeType, record: FrameRecord) -> None:
         records.setdefault(code, []).append(record)

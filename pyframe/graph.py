@@ -24,9 +24,10 @@ from .exc import Unsupported
 from .fake import rules as fake_rules
 from .fake.memo import PropagationMemo, plain_fake, tensor_inputs
 from .fake.mode import PyframeFakeTensorMode
+from .fake.shapes import STATIC, NeedsSymbolicTrace, ShapePolicy, has_symbolic_sizes, new_symbolic_mode, symbolic_fake
 from .fx_python_code import PyframeGraph
 from .guards import GuardSet
-from .source import Source
+from .source import Source, TensorPropertySource
 
 
 @dataclass
@@ -56,7 +57,13 @@ def propagation_memo() -> PropagationMemo:
 
 
 class OutputGraph:
-    def __init__(self, backend: Callable, backend_name: str):
+    """`symbolic`: the trace has tensors with dynamic dimensions (fake/shapes.py): it runs on a
+    FakeTensorMode over a ShapeEnv of its own, without the memo and shape rules (written for static
+    sizes), and each symbol of an input's sizes is a graph input of its own (`s77: Sym(s77)`, before
+    the tensor's placeholder, handed the size on each call) as in torch._dynamo's graphs."""
+
+    def __init__(self, backend: Callable, backend_name: str, symbolic: bool = False,
+                 shapes: ShapePolicy = STATIC):
         self.backend = backend
         self.backend_name = backend_name
         self.graph = PyframeGraph()
@@ -71,7 +78,15 @@ class OutputGraph:
         self._made_after: dict[torch.fx.Node, tuple[torch.fx.Node | None, int]] = {}
         self._realized: dict[torch.fx.Node, tuple[torch.fx.Node | None, int]] = {}
         self._events = itertools.count()
-        self.fake_mode = fake_mode()
+        self.symbolic = symbolic
+        self.shapes = shapes
+        self.fake_mode = new_symbolic_mode() if symbolic else fake_mode()
+        self.shape_env = self.fake_mode.shape_env
+        self.fast_propagation = config.fast_fake_propagation and not symbolic
+        # Symbolic: every tensor read with symbolic sizes (source, FakeTensor), in order, and the
+        # placeholder of each symbol of their sizes.
+        self.symbolic_tensors: list[tuple[Source, torch.Tensor]] = []
+        self.symbol_nodes: dict[Any, torch.fx.Node] = {}
         self.memo = propagation_memo()
         self._memo_state = self.memo.global_state()
         # An autocast region around the whole call (the memo's state holds its dtypes): rules decline.
@@ -85,12 +100,23 @@ class OutputGraph:
         # Trackers of modules and functions the trace read, by (source, guarded): see builder.wrap.
         self.immutable_trackers: dict[tuple, Any] = {}
     # -- building -----------------------------------------------------------------------------
-    def add_input(self, source: Source, value: torch.Tensor) -> torch.fx.Node:
+    def add_input(self, source: Source, value: torch.Tensor, module_state: bool = False) -> torch.fx.Node:
         """The placeholder for a tensor read from the frame (one per source while tracing; one per
-        tensor in the compiled graph, see _merge_twin_inputs)."""
+        tensor in the compiled graph, see _merge_twin_inputs). The dimensions the shape policy
+        makes dynamic are symbolic (fake/shapes.py): a static trace that meets one stops
+        (NeedsSymbolicTrace) to be traced again symbolically."""
         existing = self.inputs.get(source)
         if existing is not None:
             return existing.node
+        dynamic, duck = self.shapes.dims(source, value, module_state)
+        if dynamic and not self.symbolic:
+            raise NeedsSymbolicTrace(source.name())
+        if dynamic and id(value) not in self._fake_inputs:
+            fake = symbolic_fake(self.fake_mode, value, source, dynamic, duck)
+            if has_symbolic_sizes(fake):
+                self.symbolic_tensors.append((source, fake))
+                self._add_symbols(source, value, fake)
+            self._fake_inputs[id(value)] = fake
         # Placeholders stay first, in the order the trace met them.
         last = self._last_placeholder
         with self.graph.inserting_after(last) if last is not None else self.graph.inserting_before(None):
@@ -99,7 +125,7 @@ class OutputGraph:
         self._made_after[node] = self._moment()
         fake = self._fake_inputs.get(id(value))
         if fake is None:  # the same tensor under two sources is one FakeTensor, as from_tensor makes it
-            fake = plain_fake(self.fake_mode, value)
+            fake = plain_fake(self.fake_mode, value) if not self.symbolic else None
             if fake is None:
                 fake = self.fake_mode.from_tensor(value, static_shapes=True)
             self._fake_inputs[id(value)] = fake
@@ -108,6 +134,30 @@ class OutputGraph:
         self.inputs[source] = GraphInput(source, node, value)
         self._inputs_by_fake.setdefault(id(fake), self.inputs[source])
         return node
+
+    def _add_symbols(self, source: Source, value: torch.Tensor, fake: torch.Tensor) -> None:
+        """A placeholder for each new symbol among `fake`'s sizes, named after it (`s77`), handed
+        the real size on each call (the guards export `L['x'].size()[0]`)."""
+        for dim, size in enumerate(fake.shape):
+            if type(size) is int:
+                continue
+            symbol = size.node.expr
+            if not symbol.is_Symbol or symbol in self.symbol_nodes:
+                continue
+            last = self._last_placeholder
+            with self.graph.inserting_after(last) if last is not None else self.graph.inserting_before(None):
+                node = self.graph.placeholder(str(symbol), type_expr=torch.SymInt)
+            self._last_placeholder = node
+            self._made_after[node] = self._moment()
+            node.meta["example_value"] = size
+            size_source = TensorPropertySource(source, "size", dim)
+            node.meta["source"] = size_source
+            self.symbol_nodes[symbol] = node
+            self.inputs[size_source] = GraphInput(size_source, node, value.size(dim))
+
+    def symbol_node(self, size: Any) -> torch.fx.Node | None:
+        """The placeholder of a SymInt that is one of the inputs' symbols (`x.shape[0]` is `s77`)."""
+        return self.symbol_nodes.get(size.node.expr) if isinstance(size, torch.SymInt) else None
 
     def _moment(self) -> tuple[torch.fx.Node | None, int]:
         tail = self.graph._root._prev  # the last call recorded so far (a placeholder: none yet)
@@ -129,7 +179,7 @@ class OutputGraph:
         """Record a call and propagate FakeTensors through it (`op` is call_function/call_method)."""
         modes = (self.grad_enabled, *self.autocast_stack)
         memo_key = (self.memo.key(op, target, args, kwargs, modes, self._memo_state, self._node_keys)
-                    if config.fast_fake_propagation else None)
+                    if self.fast_propagation else None)
         example, value_key = (self._known_example(op, target, args, kwargs, memo_key, modes)
                               if memo_key is not None else (None, None))
         if example is None:
@@ -227,10 +277,13 @@ class OutputGraph:
         recorded_at = {node: index for index, node in enumerate(self.graph.nodes)}  # before any drop
         drop_unused_bookkeeping(self.graph)
         drop_cancelling_grad_mode_pairs(self.graph, self.initial_grad_enabled)
+        if self.symbolic:
+            drop_unused_size_arithmetic(self.graph)
         for source, inp in list(self.inputs.items()):  # read for their metadata only (x.shape)
-            if not inp.node.users:
+            if not inp.node.users and not _is_symbol(inp):
                 self.graph.erase_node(inp.node)
                 del self.inputs[source]
+        self._drop_unused_symbols()
         if self.op_count == 0:
             return None
         self._order_inputs_as_dynamo(recorded_at)
@@ -241,9 +294,24 @@ class OutputGraph:
         root = dict(self.subgraphs) if self.subgraphs else torch.nn.Module()
         gm = torch.fx.GraphModule(root, self.graph, class_name="GraphModule")
         gm.meta["pyframe_name"] = name
-        examples = [inp.example for inp in self.inputs.values()]
-        return compile_with_backend(self.backend, self.backend_name, gm, examples, name)
+        # (a symbol's example is its SymInt, as torch._dynamo hands it; the backend finds the trace's
+        # FakeTensorMode, with its ShapeEnv, in the tracing context, as under torch._dynamo)
+        examples = [inp.node.meta["example_value"] if _is_symbol(inp) else inp.example for inp in self.inputs.values()]
+        return compile_with_backend(self.backend, self.backend_name, gm, examples, name,
+                                    self.fake_mode if self.symbolic else None)
 
+
+    def _drop_unused_symbols(self) -> None:
+        """A symbol's placeholder stays while the graph uses it or a tensor input's sizes hold it
+        (as torch._dynamo keeps them: a backend binds the symbols of its inputs' sizes)."""
+        if not self.symbol_nodes:
+            return
+        held = {symbol for inp in self.inputs.values() if not _is_symbol(inp)
+                for symbol in _free_symbols(inp.node.meta["example_value"])}
+        for source, inp in list(self.inputs.items()):
+            if _is_symbol(inp) and not inp.node.users and inp.node.meta["example_value"].node.expr not in held:
+                self.graph.erase_node(inp.node)
+                del self.inputs[source]
 
     def _merge_twin_inputs(self) -> None:
         """One placeholder per tensor, as torch._dynamo makes them: the same tensor read under two
@@ -253,6 +321,8 @@ class OutputGraph:
         was dropped unused) does not lend its name."""
         first: dict[int, GraphInput] = {}
         for source, inp in list(self.inputs.items()):
+            if _is_symbol(inp):
+                continue
             twin = first.setdefault(id(inp.example), inp)
             if twin is inp:
                 continue
@@ -293,7 +363,9 @@ class OutputGraph:
             position = users[0].all_input_nodes.index(inp.node) if moment == used and users else 0
             return (*moment, position, read_order)
 
-        ordered = [inp for _, inp in sorted(enumerate(self.inputs.values()), key=realized)]
+        tensors = [(i, inp) for i, inp in enumerate(self.inputs.values()) if not _is_symbol(inp)]
+        ordered = _with_symbols_first([inp for _, inp in sorted(tensors, key=realized)],
+                                      [inp for inp in self.inputs.values() if _is_symbol(inp)])
         if ordered == list(self.inputs.values()):
             return
         self.inputs = {inp.source: inp for inp in ordered}
@@ -303,6 +375,36 @@ class OutputGraph:
             anchor.append(inp.node)
             anchor = inp.node
         self._last_placeholder = anchor
+
+
+def _is_symbol(inp: GraphInput) -> bool:
+    """A symbol's graph input (`s77`), not a tensor's."""
+    return isinstance(inp.source, TensorPropertySource)
+
+
+def _free_symbols(value: Any) -> set:
+    if not isinstance(value, torch.Tensor):
+        return set()
+    return {n.node.expr for n in value.shape if type(n) is not int and n.node.expr.is_Symbol}
+
+
+def _with_symbols_first(tensors: list[GraphInput], symbols: list[GraphInput]) -> list[GraphInput]:
+    """The inputs in order, each symbol placeholder just before the first tensor whose sizes hold
+    it, where torch._dynamo creates it (one the graph uses whose tensor was dropped: first)."""
+    placed: set[int] = set()
+    by_symbol = {inp.node.meta["example_value"].node.expr: inp for inp in symbols}
+    out: list[GraphInput] = [inp for symbol, inp in by_symbol.items()
+                             if not any(symbol in _free_symbols(t.node.meta["example_value"]) for t in tensors)]
+    placed.update(id(inp) for inp in out)
+    for tensor in tensors:
+        fake = tensor.node.meta["example_value"]
+        for n in (fake.shape if isinstance(fake, torch.Tensor) else ()):
+            inp = by_symbol.get(n.node.expr) if type(n) is not int else None
+            if inp is not None and id(inp) not in placed:
+                placed.add(id(inp))
+                out.append(inp)
+        out.append(tensor)
+    return out
 
 
 def _is_module_state(source: Source) -> bool:
@@ -388,6 +490,24 @@ def drop_cancelling_grad_mode_pairs(graph: torch.fx.Graph, grad_enabled: bool) -
             erased.update((first, second))
     for node in erased:
         graph.erase_node(node)
+
+
+def drop_unused_size_arithmetic(graph: torch.fx.Graph) -> None:
+    """Arithmetic and comparisons on symbolic sizes nothing uses (`n > 16`, decided while tracing
+    and kept as a guard), and size reads (`sym_size`): torch._dynamo drops them the same way."""
+    for node in reversed(graph.nodes):
+        if node.op == "call_function" and not node.users and _is_size_computation(node):
+            graph.erase_node(node)
+
+
+def _is_size_computation(node: torch.fx.Node) -> bool:
+    if node.target is torch.ops.aten.sym_size.int:
+        return True
+    if not isinstance(node.meta.get("example_value"), (torch.SymInt, torch.SymBool, torch.SymFloat)):
+        return False
+    return all(isinstance(a, (int, float, bool)) or
+               (isinstance(a, torch.fx.Node) and isinstance(a.meta.get("example_value"), (torch.SymInt, torch.SymBool, torch.SymFloat)))
+               for a in (*node.args, *node.kwargs.values()))
 
 
 def _sets_grad_mode(node: torch.fx.Node, mode: bool) -> bool:
