@@ -22,7 +22,7 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from . import _C, config, logs, trace_rules
+from . import _C, config, logs, resume, trace_rules
 from .dynamo_interop import dynamo_code_reason, dynamo_is_compiling, hide_from_dynamo
 from .backends import CompiledGraph
 from .backends.compile import FirstCallCheck
@@ -64,8 +64,9 @@ class FrameRecord:
 records: "weakref.WeakKeyDictionary[types.CodeType, list[FrameRecord]]" = weakref.WeakKeyDictionary()
 
 
-# Automatic dynamic shapes: the sizes each code's frames have seen (fake/shapes.py, FrameSizes).
-frame_sizes: "weakref.WeakKeyDictionary[types.CodeType, FrameSizes]" = weakref.WeakKeyDictionary()
+# Automatic dynamic shapes: the sizes each code's frames have seen (fake/shapes.py, FrameSizes), by
+# (file, first line, name) as torch._dynamo keys them: the resume functions of one break share them.
+frame_sizes: dict[tuple[str, int, str], FrameSizes] = {}
 
 
 def records_for(code: types.CodeType) -> list[FrameRecord]:
@@ -149,7 +150,8 @@ class Compiler:
             return self._over_limit(code, why, "accumulated_recompile_limit", config.accumulated_recompile_limit)
         start = time.perf_counter()
         try:
-            policy = ShapePolicy(self.dynamic, frame_sizes.setdefault(code, FrameSizes()))
+            sizes = frame_sizes.setdefault(_sizes_key(code), FrameSizes())
+            policy = ShapePolicy(self.dynamic, sizes)
             try:
                 result, guards, root = self._translate(frame, code, policy, symbolic=False)
             except NeedsSymbolicTrace:
@@ -225,6 +227,18 @@ class Compiler:
 # torch._dynamo never traces pyframe's compiler, nor the first call of a compiled graph (the two
 # ways into pyframe's Python machinery from a frame), when a pyframe region runs inside its own.
 hide_from_dynamo(Compiler.__call__.__code__, FirstCallCheck.__call__.__code__)
+
+
+def _sizes_key(code: types.CodeType) -> tuple[str, int, str]:
+    """Whose sizes a code's frames share for automatic dynamic shapes: torch._dynamo's (file, first
+    line, name), where a resume function is named after its original and the line of the break
+    (`torch_dynamo_resume_in_fn_at_12`), so those of one break (both ways of an `if`) share them."""
+    info = resume.origins.get(code)
+    if info is not None and info.break_line is not None:
+        original = info.original_ref()
+        if original is not None:
+            return (original.co_filename, info.break_line, f"resume_in_{original.co_name}")
+    return (code.co_filename, code.co_firstlineno, code.co_name)
 
 
 def _live_entries(code: types.CodeType) -> list:

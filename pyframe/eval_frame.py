@@ -290,6 +290,29 @@ def _compiler_for(backend: Callable, name: str, fullgraph: bool, dynamic: bool |
     return compilers[key]
 
 
+def mark_dynamic(t: torch.Tensor, index: int | list[int]) -> None:
+    """Compile dimension(s) `index` of `t` with a symbolic size from the first compile (unless
+    `dynamic=False`), as `torch._dynamo.mark_dynamic` does; either engine honours either mark."""
+    _mark(t, index, "_dynamo_dynamic_indices")
+
+
+def mark_static(t: torch.Tensor, index: int | list[int]) -> None:
+    """Keep dimension(s) `index` of `t` static whatever its sizes, as `torch._dynamo.mark_static`."""
+    _mark(t, index, "_dynamo_static_indices")
+
+
+def _mark(t: torch.Tensor, index: int | list[int], attribute: str) -> None:
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"expected a tensor, not {type(t).__name__}")
+    indices = [index] if isinstance(index, int) else list(index)
+    for i in indices:
+        if not -t.dim() <= i < t.dim():
+            raise IndexError(f"dimension {i} is out of range for a tensor of {t.dim()} dimensions")
+    marks = getattr(t, attribute, set())
+    marks.update(i % t.dim() for i in indices)
+    setattr(t, attribute, marks)
+
+
 def disable(fn: F | None = None) -> Any:
     """Run `fn` with pyframe off, even inside an optimized region; `disable()` is a context manager."""
     if fn is None:

@@ -87,6 +87,7 @@ class OutputGraph:
         # placeholder of each symbol of their sizes.
         self.symbolic_tensors: list[tuple[Source, torch.Tensor]] = []
         self.symbol_nodes: dict[Any, torch.fx.Node] = {}
+        self._sym_exprs: dict[Any, list[torch.fx.Node]] = {}  # see sym_node
         self.memo = propagation_memo()
         self._memo_state = self.memo.global_state()
         # An autocast region around the whole call (the memo's state holds its dtypes): rules decline.
@@ -153,11 +154,21 @@ class OutputGraph:
             size_source = TensorPropertySource(source, "size", dim)
             node.meta["source"] = size_source
             self.symbol_nodes[symbol] = node
+            self.remember_sym(node)
             self.inputs[size_source] = GraphInput(size_source, node, value.size(dim))
 
-    def symbol_node(self, size: Any) -> torch.fx.Node | None:
-        """The placeholder of a SymInt that is one of the inputs' symbols (`x.shape[0]` is `s77`)."""
-        return self.symbol_nodes.get(size.node.expr) if isinstance(size, torch.SymInt) else None
+    def sym_node(self, value: Any) -> torch.fx.Node | None:
+        """The node that already computes a symbolic value, by its expression, as torch._dynamo
+        finds it: `x.shape[0]` is the placeholder `s77` (or that of a symbol found equal to it),
+        `x.view(-1).shape[0]` the `numel` computed before."""
+        for node in self._sym_exprs.get(self._canonical(value), ()):
+            if not node._erased:
+                return node
+        return None
+
+    def remember_sym(self, node: torch.fx.Node) -> None:
+        """`node` computes a symbolic value: found by sym_node from now on."""
+        self._sym_exprs.setdefault(self._canonical(node.meta["example_value"]), []).append(node)
 
     def _moment(self) -> tuple[torch.fx.Node | None, int]:
         tail = self.graph._root._prev  # the last call recorded so far (a placeholder: none yet)
@@ -283,7 +294,6 @@ class OutputGraph:
             if not inp.node.users and not _is_symbol(inp):
                 self.graph.erase_node(inp.node)
                 del self.inputs[source]
-        self._drop_unused_symbols()
         if self.op_count == 0:
             return None
         self._order_inputs_as_dynamo(recorded_at)
@@ -301,17 +311,52 @@ class OutputGraph:
                                     self.fake_mode if self.symbolic else None)
 
 
-    def _drop_unused_symbols(self) -> None:
-        """A symbol's placeholder stays while the graph uses it or a tensor input's sizes hold it
-        (as torch._dynamo keeps them: a backend binds the symbols of its inputs' sizes)."""
-        if not self.symbol_nodes:
-            return
-        held = {symbol for inp in self.inputs.values() if not _is_symbol(inp)
-                for symbol in _free_symbols(inp.node.meta["example_value"])}
-        for source, inp in list(self.inputs.items()):
-            if _is_symbol(inp) and not inp.node.users and inp.node.meta["example_value"].node.expr not in held:
+    def _canonical(self, size: Any) -> Any:
+        """The symbol a symbolic size stands for now (equalities found while tracing applied)."""
+        return self.shape_env.replace(size.node.expr)
+
+    def _symbols_of(self, value: Any) -> list:
+        """The symbols of a FakeTensor's sizes, in order (none for a static one)."""
+        if not isinstance(value, torch.Tensor):
+            return []
+        found = [self._canonical(n) for n in value.shape if type(n) is not int]
+        return [e for e in found if e.is_Symbol]
+
+    def _with_symbols_bound(self, tensors: list[GraphInput], symbols: list[GraphInput]) -> list[GraphInput]:
+        """The inputs in order, with each symbol of the tensors' sizes bound by one placeholder
+        just before the first tensor whose sizes hold it, as torch._dynamo creates it: that tensor's
+        own (symbols the trace found equal, `s77 == s17` for `x + y`, are one, named after the first
+        tensor's). A symbol's other placeholders are dropped, their uses given to the one kept; one
+        the graph uses whose tensors were all dropped stays, first. (As torch._dynamo keeps them: a
+        backend binds the symbols of its inputs' sizes.)"""
+        by_symbol: dict[Any, list[GraphInput]] = {}
+        for inp in symbols:
+            by_symbol.setdefault(self._canonical(inp.node.meta["example_value"]), []).append(inp)
+        out: list[GraphInput] = []
+        bound: dict[Any, GraphInput] = {}
+        for tensor in tensors:
+            for symbol in self._symbols_of(tensor.node.meta["example_value"]):
+                if symbol in bound or symbol not in by_symbol:
+                    continue
+                candidates = by_symbol[symbol]
+                own = [c for c in candidates if c.source.base == tensor.source]
+                bound[symbol] = (own or candidates)[0]
+                out.append(bound[symbol])
+            out.append(tensor)
+        for symbol, candidates in by_symbol.items():
+            for inp in candidates:
+                keep = bound.get(symbol)
+                if keep is inp:
+                    continue
+                if keep is None and inp.node.users:
+                    keep = bound[symbol] = inp
+                    out.insert(0, inp)
+                    continue
+                if keep is not None:
+                    inp.node.replace_all_uses_with(keep.node)
                 self.graph.erase_node(inp.node)
-                del self.inputs[source]
+                del self.inputs[inp.source]
+        return out
 
     def _merge_twin_inputs(self) -> None:
         """One placeholder per tensor, as torch._dynamo makes them: the same tensor read under two
@@ -364,8 +409,8 @@ class OutputGraph:
             return (*moment, position, read_order)
 
         tensors = [(i, inp) for i, inp in enumerate(self.inputs.values()) if not _is_symbol(inp)]
-        ordered = _with_symbols_first([inp for _, inp in sorted(tensors, key=realized)],
-                                      [inp for inp in self.inputs.values() if _is_symbol(inp)])
+        ordered = self._with_symbols_bound([inp for _, inp in sorted(tensors, key=realized)],
+                                           [inp for inp in self.inputs.values() if _is_symbol(inp)])
         if ordered == list(self.inputs.values()):
             return
         self.inputs = {inp.source: inp for inp in ordered}
@@ -380,31 +425,6 @@ class OutputGraph:
 def _is_symbol(inp: GraphInput) -> bool:
     """A symbol's graph input (`s77`), not a tensor's."""
     return isinstance(inp.source, TensorPropertySource)
-
-
-def _free_symbols(value: Any) -> set:
-    if not isinstance(value, torch.Tensor):
-        return set()
-    return {n.node.expr for n in value.shape if type(n) is not int and n.node.expr.is_Symbol}
-
-
-def _with_symbols_first(tensors: list[GraphInput], symbols: list[GraphInput]) -> list[GraphInput]:
-    """The inputs in order, each symbol placeholder just before the first tensor whose sizes hold
-    it, where torch._dynamo creates it (one the graph uses whose tensor was dropped: first)."""
-    placed: set[int] = set()
-    by_symbol = {inp.node.meta["example_value"].node.expr: inp for inp in symbols}
-    out: list[GraphInput] = [inp for symbol, inp in by_symbol.items()
-                             if not any(symbol in _free_symbols(t.node.meta["example_value"]) for t in tensors)]
-    placed.update(id(inp) for inp in out)
-    for tensor in tensors:
-        fake = tensor.node.meta["example_value"]
-        for n in (fake.shape if isinstance(fake, torch.Tensor) else ()):
-            inp = by_symbol.get(n.node.expr) if type(n) is not int else None
-            if inp is not None and id(inp) not in placed:
-                placed.add(id(inp))
-                out.append(inp)
-        out.append(tensor)
-    return out
 
 
 def _is_module_state(source: Source) -> bool:

@@ -68,17 +68,19 @@ class FrameSizes:
     `automatic_dynamic_shapes` does."""
 
     def __init__(self) -> None:
-        self.seen: dict[str, tuple[int | None, ...]] = {}
+        # None: every dimension dynamic (the tensor was seen with two ranks)
+        self.seen: dict[str, tuple[int | None, ...] | None] = {}
 
     def note(self, name: str, sizes: tuple[int, ...]) -> tuple[int, ...]:
         """Record `sizes` for the tensor `name`; the dimensions that are dynamic from now on."""
-        before = self.seen.get(name)
-        if before is None or len(before) != len(sizes):  # first seen, or another rank: static
-            merged: tuple[int | None, ...] = tuple(sizes)
-        else:
-            merged = tuple(b if b == n else None for b, n in zip(before, sizes))
+        if name not in self.seen:
+            self.seen[name] = tuple(sizes)
+            return ()
+        before = self.seen[name]
+        merged = None if before is None or len(before) != len(sizes) else \
+            tuple(b if b == n else None for b, n in zip(before, sizes))
         self.seen[name] = merged
-        return tuple(i for i, n in enumerate(merged) if n is None)
+        return tuple(i for i in range(len(sizes)) if merged is None or merged[i] is None)
 
 
 @dataclasses.dataclass

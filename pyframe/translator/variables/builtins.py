@@ -13,6 +13,8 @@ import operator
 import types
 from typing import Any, Callable, Sequence
 
+import torch
+
 from ...exc import Unsupported
 from ...guards import GuardKind
 from ...source import AttrSource
@@ -362,6 +364,9 @@ def _vars(tx, obj: VariableTracker) -> VariableTracker:
 
 def _getitem(tx, obj: VariableTracker, key: VariableTracker) -> VariableTracker | None:
     if is_tensor(obj):
+        if isinstance(key, SymNodeVariable) and key.python_type() is int:
+            # `x[n - 1]` with a symbolic index: torch.select, as torch._dynamo records it
+            return call_in_graph(tx, "call_function", torch.select, [obj, ConstantVariable(0), key], {})
         return None
     getitem = getattr(obj, "getitem", None)
     if getitem is not None:

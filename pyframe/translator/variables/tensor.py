@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import operator
 import types
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 import torch.fx
@@ -159,16 +159,22 @@ def sym_operation(tx, fn: Any, args: Sequence[VariableTracker]) -> VariableTrack
     return wrap_node(tx, tx.output.create_node("call_function", fn, node_args, {}))
 
 
+def symbolic_metadata(tx, value: Any, compute: Callable[[], tuple]) -> VariableTracker:
+    """A tensor's size, stride or numel: a constant where static; where symbolic, the node that
+    already computes that expression (the placeholder `s77` of `x.shape[0]`), else the node
+    `compute()` gives (op, target, args)."""
+    if type(value) is int:
+        return ConstantVariable(value)
+    known = tx.output.sym_node(value)
+    if known is not None:
+        return SymNodeVariable(known, known.meta.get("source"))
+    return wrap_node(tx, tx.output.create_node(*compute(), {}))
+
+
 def size_item(tx, tensor: "TensorVariable", dim: int) -> VariableTracker:
-    """`x.shape[dim]`: a constant where static; where symbolic, its symbol's placeholder when it
-    is one of the inputs' (`s77`), else `torch.ops.aten.sym_size.int(x, dim)`."""
-    size = tensor.example.shape[dim]
-    if type(size) is int:
-        return ConstantVariable(size)
-    placeholder = tx.output.symbol_node(size)
-    if placeholder is not None:
-        return SymNodeVariable(placeholder, placeholder.meta["source"])
-    return wrap_node(tx, tx.output.create_node("call_function", torch.ops.aten.sym_size.int, (tensor.node, dim), {}))
+    """`x.shape[dim]` (symbolic where not found: `torch.ops.aten.sym_size.int(x, dim)`)."""
+    return symbolic_metadata(tx, tensor.example.shape[dim],
+                             lambda: ("call_function", torch.ops.aten.sym_size.int, (tensor.node, dim)))
 
 
 def _sizes(tx, tensor: "TensorVariable", values: Sequence[Any]) -> list[VariableTracker]:
@@ -278,6 +284,14 @@ class TensorVariable(VariableTracker):
                 return SizeVariable(_sizes(tx, self, self.example.shape))
             dim = args[0].as_python_constant()
             return size_item(tx, self, dim if dim >= 0 else dim + self.example.dim())
+        if name == "stride" and tx.output.symbolic and not kwargs and len(args) <= 1:
+            strides = self.example.stride()
+            dims = range(len(strides)) if not args else [args[0].as_python_constant() % max(len(strides), 1)]
+            items = [symbolic_metadata(tx, strides[d], lambda d=d: ("call_function", torch.ops.aten.sym_stride.int,
+                                                                     (self.node, d))) for d in dims]
+            return TupleVariable(items) if not args else items[0]
+        if name == "numel" and tx.output.symbolic and not args and not kwargs:
+            return symbolic_metadata(tx, self.example.numel(), lambda: ("call_method", "numel", (self.node,)))
         if name in ("size", "stride") or name in _METADATA_METHODS:
             if name == "storage_offset":  # folded: not covered by TENSOR_MATCH unless asked for
                 tx.output.guards.storage_offsets_read = True
@@ -390,6 +404,7 @@ def wrap_node(tx, node: torch.fx.Node) -> VariableTracker:
         if constant is not None or (isinstance(example, torch.SymBool) and example.node.maybe_as_bool() is not None):
             tx.output.graph.erase_node(node)  # (`s77 * 0`: known while tracing)
             return ConstantVariable(constant if constant is not None else example.node.maybe_as_bool())
+        tx.output.remember_sym(node)
         return SymNodeVariable(node)
     if isinstance(example, torch.Size):
         if not all(type(d) is int for d in example):
