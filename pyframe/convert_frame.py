@@ -112,11 +112,13 @@ class Compiler:
 
     def __init__(self, backend: Callable, backend_name: str, fullgraph: bool = False,
                  observer: Callable[[types.CodeType, FrameRecord], None] | None = None,
-                 dynamic: bool | None = None):
+                 dynamic: bool | None = None, sizes: dict | None = None):
         self.backend = backend
         self.backend_name = backend_name
         self.fullgraph = fullgraph
         self.dynamic = dynamic  # torch.compile's `dynamic` (fake/shapes.py, ShapePolicy)
+        # the sizes seen, for automatic dynamic: the process's (`frame_sizes`), or a store of its own
+        self.sizes = frame_sizes if sizes is None else sizes
         self.observer = observer  # told of every record (explain() collects a run's records)
         self._limit_warned: "weakref.WeakSet[types.CodeType]" = weakref.WeakSet()
 
@@ -150,7 +152,7 @@ class Compiler:
             return self._over_limit(code, why, "accumulated_recompile_limit", config.accumulated_recompile_limit)
         start = time.perf_counter()
         try:
-            sizes = frame_sizes.setdefault(_sizes_key(code), FrameSizes())
+            sizes = self.sizes.setdefault(_sizes_key(code), FrameSizes())
             policy = ShapePolicy(self.dynamic, sizes)
             try:
                 result, guards, root = self._translate(frame, code, policy, symbolic=False)

@@ -214,6 +214,8 @@ def optimize(backend: str | Callable = "eager", *, fullgraph: bool = False, nopy
     fn = lookup_backend(backend)
     if dynamic not in (None, True, False):
         raise TypeError(f"pyframe.optimize(dynamic=...) takes None, True or False, not {dynamic!r}")
+    if getattr(fn, "static_shapes", False):  # a backend that compiles for fixed sizes only (onnxrt)
+        dynamic = False
     return OptimizeContext(_compiler_for(fn, backend_name(backend), fullgraph or nopython, dynamic),
                            (backend, fullgraph or nopython, dynamic))
 
