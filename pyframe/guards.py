@@ -73,8 +73,10 @@ class TensorMeta:
         return cls(type(t), t.dtype, t.device, sizes, strides, t.requires_grad)
 
     def with_storage(self, t: torch.Tensor) -> "TensorMeta":
-        """The same check, also of `t`'s storage offset and storage size."""
-        nbytes = t.untyped_storage().nbytes() if _has_storage(t) else None
+        """The same check, also of `t`'s storage offset and storage size (not where some size is
+        dynamic: the storage grows with it)."""
+        dynamic = None in self.sizes or None in self.strides
+        nbytes = t.untyped_storage().nbytes() if _has_storage(t) and not dynamic else None
         return dataclasses.replace(self, storage_offset=t.storage_offset(), storage_nbytes=nbytes)
 
 

@@ -24,7 +24,7 @@ from .container_subclass import ContainerSubclassMixin, as_base_value
 from .dict_subclass import DictSubclassMixin, builtin_method_descriptor
 from .dicts import DICT_HANDLERS, DictVariable, DictViewVariable, name_as_constructed
 from .iterators import iterate
-from .lists import BaseListVariable, ListVariable, TupleVariable
+from .lists import BaseListVariable, ListVariable, SizeVariable, TupleVariable
 from .sets import SET_HANDLERS, SetVariable, build_set
 from .exceptions import ExceptionVariable, RaisedException, is_exception_class
 from .functions import PartialVariable, UserFunctionVariable
@@ -336,6 +336,10 @@ def _binary(fn: Callable) -> Callable:
                 a.call_method(tx, "extend", [b], {})
                 return a
             return type(a)(a.items + b.items)
+        if isinstance(a, BaseListVariable) and base is operator.add and isinstance(b, BaseListVariable) \
+                and a.container_type in (tuple, torch.Size) and b.container_type in (tuple, torch.Size):
+            # (tuple + torch.Size is a tuple, torch.Size + tuple a torch.Size: `(-1,) + x.shape[1:]`)
+            return (SizeVariable if a.container_type is torch.Size else TupleVariable)(a.items + b.items)
         if isinstance(a, BaseListVariable) and base is operator.mul and b.is_python_constant():
             return type(a)(a.items * b.as_python_constant())
         return None

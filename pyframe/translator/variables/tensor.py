@@ -92,6 +92,8 @@ class SymNodeVariable(VariableTracker):
     def python_type(self) -> type:
         return {torch.SymInt: int, torch.SymBool: bool, torch.SymFloat: float}[type(self.example)]
 
+    is_symbolic = True
+
     def is_python_constant(self) -> bool:
         return True  # ... at the price of a guard: see as_python_constant
 
