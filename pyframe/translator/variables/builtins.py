@@ -338,8 +338,9 @@ def _binary(fn: Callable) -> Callable:
             return type(a)(a.items + b.items)
         if isinstance(a, BaseListVariable) and base is operator.add and isinstance(b, BaseListVariable) \
                 and a.container_type in (tuple, torch.Size) and b.container_type in (tuple, torch.Size):
-            # (tuple + torch.Size is a tuple, torch.Size + tuple a torch.Size: `(-1,) + x.shape[1:]`)
-            return (SizeVariable if a.container_type is torch.Size else TupleVariable)(a.items + b.items)
+            # (torch.Size's reflected + wins over tuple's: `(-1,) + x.shape[1:]` is a torch.Size)
+            is_size = torch.Size in (a.container_type, b.container_type)
+            return (SizeVariable if is_size else TupleVariable)(a.items + b.items)
         if isinstance(a, BaseListVariable) and base is operator.mul and b.is_python_constant():
             return type(a)(a.items * b.as_python_constant())
         return None

@@ -406,6 +406,10 @@ def wrap_node(tx, node: torch.fx.Node) -> VariableTracker:
         if constant is not None or (isinstance(example, torch.SymBool) and example.node.maybe_as_bool() is not None):
             tx.output.graph.erase_node(node)  # (`s77 * 0`: known while tracing)
             return ConstantVariable(constant if constant is not None else example.node.maybe_as_bool())
+        known = tx.output.sym_node(example)
+        if known is not None and not node.users:  # (`n + 0` is n: the node that computes it, as Dynamo finds it)
+            tx.output.graph.erase_node(node)
+            return SymNodeVariable(known, known.meta.get("source"))
         tx.output.remember_sym(node)
         return SymNodeVariable(node)
     if isinstance(example, torch.Size):
