@@ -198,7 +198,7 @@ class Compiler:
                                  hooks, self.fullgraph)
         output = outputs[-1]
         if output.symbolic:
-            output.guards.shape_guards = lower_guards(output.shape_env, output.symbolic_tensors)
+            output.guards.shape_guards = lower_guards(output.shape_env, output.symbolic_tensors, output.symbolic_ints)
         return result, output.guards, output.guards.build(code, result.exports)
 
     def _record(self, code: types.CodeType, record: FrameRecord) -> None:

@@ -24,7 +24,9 @@ from .exc import Unsupported
 from .fake import rules as fake_rules
 from .fake.memo import PropagationMemo, plain_fake, tensor_inputs
 from .fake.mode import PyframeFakeTensorMode
-from .fake.shapes import STATIC, NeedsSymbolicTrace, ShapePolicy, has_symbolic_sizes, new_symbolic_mode, symbolic_fake
+from .fake.shapes import (
+    STATIC, NeedsSymbolicTrace, ShapePolicy, has_symbolic_sizes, new_symbolic_mode, symbolic_fake, symbolic_int,
+)
 from .fx_python_code import PyframeGraph
 from .guards import GuardSet
 from .source import Source, TensorPropertySource
@@ -86,6 +88,7 @@ class OutputGraph:
         # Symbolic: every tensor read with symbolic sizes (source, FakeTensor), in order, and the
         # placeholder of each symbol of their sizes.
         self.symbolic_tensors: list[tuple[Source, torch.Tensor]] = []
+        self.symbolic_ints: list[tuple[Source, Any]] = []  # int arguments made SymInt inputs
         self.symbol_nodes: dict[Any, torch.fx.Node] = {}
         self._sym_exprs: dict[Any, list[torch.fx.Node]] = {}  # see sym_node
         self.memo = propagation_memo()
@@ -134,6 +137,32 @@ class OutputGraph:
         node.meta["source"] = source
         self.inputs[source] = GraphInput(source, node, value)
         self._inputs_by_fake.setdefault(id(fake), self.inputs[source])
+        return node
+
+    def add_int_input(self, source: Source, value: int) -> torch.fx.Node | None:
+        """An int argument the shape policy makes symbolic: a SymInt input (`L_n_: torch.SymInt`),
+        as torch._dynamo makes one; a static trace that meets one stops (NeedsSymbolicTrace). None
+        when the ShapeEnv specializes the value (0 and 1) or the policy keeps it static."""
+        existing = self.inputs.get(source)
+        if existing is not None:
+            return existing.node
+        if not self.shapes.int_is_dynamic(source, value):
+            return None
+        if not self.symbolic:
+            raise NeedsSymbolicTrace(source.name())
+        example = symbolic_int(self.fake_mode, value, source)
+        if not isinstance(example, torch.SymInt):
+            return None
+        last = self._last_placeholder
+        with self.graph.inserting_after(last) if last is not None else self.graph.inserting_before(None):
+            node = self.graph.placeholder(source.placeholder_name(), type_expr=torch.SymInt)
+        self._last_placeholder = node
+        self._made_after[node] = self._moment()
+        node.meta["example_value"] = example
+        node.meta["source"] = source
+        self.inputs[source] = GraphInput(source, node, value)
+        self.symbolic_ints.append((source, example))
+        self.remember_sym(node)
         return node
 
     def _add_symbols(self, source: Source, value: torch.Tensor, fake: torch.Tensor) -> None:
@@ -306,7 +335,8 @@ class OutputGraph:
         gm.meta["pyframe_name"] = name
         # (a symbol's example is its SymInt, as torch._dynamo hands it; the backend finds the trace's
         # FakeTensorMode, with its ShapeEnv, in the tracing context, as under torch._dynamo)
-        examples = [inp.node.meta["example_value"] if _is_symbol(inp) else inp.example for inp in self.inputs.values()]
+        examples = [inp.node.meta["example_value"] if not isinstance(inp.example, torch.Tensor) else inp.example
+                    for inp in self.inputs.values()]
         return compile_with_backend(self.backend, self.backend_name, gm, examples, name,
                                     self.fake_mode if self.symbolic else None)
 
@@ -366,7 +396,7 @@ class OutputGraph:
         was dropped unused) does not lend its name."""
         first: dict[int, GraphInput] = {}
         for source, inp in list(self.inputs.items()):
-            if _is_symbol(inp):
+            if not isinstance(inp.example, torch.Tensor):  # (symbols and int inputs: by value, not identity)
                 continue
             twin = first.setdefault(id(inp.example), inp)
             if twin is inp:

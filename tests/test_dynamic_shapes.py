@@ -133,6 +133,17 @@ def toy_example():
     return fn
 
 
+def int_argument():
+    def fn(x, n):
+        return x * n + n, x[:n]
+    return fn
+
+
+def _with_ints(*ns: int) -> list[tuple]:
+    torch.manual_seed(0)
+    return [(torch.randn(8), n) for n in ns]
+
+
 CASES = {
     "elementwise": (elementwise, sizes((3, 4), (5, 4), (7, 4), (9, 4), count=2)),
     "reductions": (reductions, sizes((3, 4), (6, 4), (8, 5), (11, 7))),
@@ -143,6 +154,7 @@ CASES = {
     "size_arithmetic_returned": (size_arithmetic_returned, sizes((4, 3), (6, 3), (9, 3))),
     "module_stack": (module_stack, sizes((2, 8), (3, 8), (5, 8), (2, 4, 8), (2, 7, 8))),
     "toy_example": (toy_example, sizes((10,), (12,), (14,), (16,), count=2)),
+    "int_argument": (int_argument, _with_ints(2, 3, 5, 6)),
 }
 
 

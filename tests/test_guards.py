@@ -152,7 +152,7 @@ def test_guard_text_is_readable_python():
 def test_recompile_limit_runs_eagerly_with_one_warning(monkeypatch):
     monkeypatch.setattr(pyframe.config, "recompile_limit", 3)
     counter = Counter()
-    opt = pyframe.optimize(counter)(scaled)
+    opt = pyframe.optimize(counter, dynamic=False)(scaled)  # (static: an entry per value of k)
     x = torch.randn(2)
     with pytest.warns(UserWarning, match="recompile_limit.*L\\['k'\\] == ") as caught:
         for k in range(6):

@@ -107,6 +107,15 @@ class ShapePolicy:
             dims = set(seen) | set(marked)
         return tuple(sorted(d for d in dims if d not in static)), bool(self.dynamic) and not marked
 
+    def int_is_dynamic(self, source: Source, value: int) -> bool:
+        """Whether an int argument of the frame is a symbolic input: from the first compile with
+        `dynamic=True`, else once it was seen with two values (torch._dynamo's automatic dynamic)."""
+        if self.dynamic is False:
+            return False
+        if self.dynamic:
+            return True
+        return self.sizes is not None and bool(self.sizes.note(source.name(), (value,)))
+
 
 STATIC = ShapePolicy(dynamic=False)
 
@@ -130,30 +139,28 @@ def symbolic_fake(mode: PyframeFakeTensorMode, value: torch.Tensor, source: Sour
     return mode.from_tensor(value, source=_NamedSource(source), symbolic_context=context)
 
 
+def symbolic_int(mode: PyframeFakeTensorMode, value: int, source: Source) -> Any:
+    """An int argument as a SymInt of its own symbol (an int when the ShapeEnv specializes it)."""
+    return mode.shape_env.create_unspecified_symint_and_symbol(value, _NamedSource(source), DimDynamic.DYNAMIC)
+
+
 def has_symbolic_sizes(fake: Any) -> bool:
     return isinstance(fake, torch.Tensor) and any(type(n) is not int for n in (*fake.shape, *fake.stride()))
 
 
-def lower_guards(shape_env: ShapeEnv, tensors: Iterable[tuple[Source, torch.Tensor]]) -> list[ShapeGuard]:
+def lower_guards(shape_env: ShapeEnv, tensors: Iterable[tuple[Source, torch.Tensor]],
+                 ints: Iterable[tuple[Source, Any]] = ()) -> list[ShapeGuard]:
     """The ShapeEnv's knowledge about the frame's symbolic tensors (`tensors`: each source read
-    with its FakeTensor, in the order read), as ShapeGuards."""
+    with its FakeTensor, in the order read) and int arguments (`ints`: source and SymInt), as
+    ShapeGuards."""
     where: dict[sympy.Symbol, Source] = {}  # each symbol, at its first appearance
     relations: list[sympy.Basic] = []
     for source, fake in tensors:
         properties = [*((TensorPropertySource(source, "size", i), n) for i, n in enumerate(fake.shape)),
                       *((TensorPropertySource(source, "stride", i), n) for i, n in enumerate(fake.stride())),
                       (TensorPropertySource(source, "storage_offset"), fake.storage_offset())]
-        for at, value in properties:
-            if type(value) is int:
-                continue  # static: TENSOR_MATCH checks it
-            expr = shape_env.simplify(value.node.expr)
-            if isinstance(expr, sympy.Symbol) and expr not in where:
-                where[expr] = at
-            else:
-                # another appearance of a symbol (or of an expression of symbols): equal to it
-                read_here = sympy.Symbol(f"__at_{len(where)}", integer=True)
-                where[read_here] = at
-                relations.append(sympy.Eq(read_here, expr))
+        _note_appearances(shape_env, properties, where, relations)
+    _note_appearances(shape_env, list(ints), where, relations)
     for symbol in [s for s in where if not s.name.startswith("__at_")]:
         bounds = shape_env.var_to_range.get(symbol)
         if bounds is not None:
@@ -178,6 +185,22 @@ def lower_guards(shape_env: ShapeEnv, tensors: Iterable[tuple[Source, torch.Tens
         program.emit(relation)
         guards.append(ShapeGuard(text, tuple(program.sources), tuple(program.words)))
     return guards
+
+
+def _note_appearances(shape_env: ShapeEnv, properties: list[tuple[Source, Any]], where: dict[sympy.Symbol, Source],
+                      relations: list[sympy.Basic]) -> None:
+    """Each symbolic value read at a source: where its symbol is read, or an equality with it."""
+    for at, value in properties:
+        if type(value) is int:
+            continue  # static: TENSOR_MATCH (or the int's guard) checks it
+        expr = shape_env.simplify(value.node.expr)
+        if isinstance(expr, sympy.Symbol) and expr not in where:
+            where[expr] = at
+        else:
+            # another appearance of a symbol (or of an expression of symbols): equal to it
+            read_here = sympy.Symbol(f"__at_{len(where)}", integer=True)
+            where[read_here] = at
+            relations.append(sympy.Eq(read_here, expr))
 
 
 # csrc/guard_shapes.h's ShapeOp, in its order

@@ -45,7 +45,7 @@ from .methods import InlinedMethodVariable
 from .super_object import SuperVariable
 from .nn_module import NNModuleVariable
 from .objects import DisabledFunctionVariable, GraphBreakFunctionVariable, PythonObjectVariable, UserObjectVariable
-from .tensor import TensorVariable
+from .tensor import SymNodeVariable, TensorVariable
 from .torch import PythonModuleVariable, TorchFunctionVariable, is_torch_op
 
 
@@ -132,6 +132,12 @@ def _wrap_constant(tx: Tracer, value: Any, source: Source | None, guard: bool,
     if value is None:
         _add(guards, source, GuardKind.NONE_MATCH)
         return ConstantVariable(None, source)
+    if type(value) is int and isinstance(source, LocalSource) and guards is not None:
+        # an int argument seen changing (automatic dynamic) or with dynamic=True: a SymInt input
+        node = tx.output.add_int_input(source, value)
+        if node is not None:
+            _add(guards, source, GuardKind.TYPE_MATCH, int)
+            return SymNodeVariable(node, source)
     if type(value) in _EQUALS_TYPES or is_numpy_scalar(value):
         _add(guards, source, GuardKind.EQUALS_MATCH, value)
         return ConstantVariable(value, source)
