@@ -121,12 +121,7 @@ class OutputGraph:
                 self.symbolic_tensors.append((source, fake))
                 self._add_symbols(source, value, fake)
             self._fake_inputs[id(value)] = fake
-        # Placeholders stay first, in the order the trace met them.
-        last = self._last_placeholder
-        with self.graph.inserting_after(last) if last is not None else self.graph.inserting_before(None):
-            node = self.graph.placeholder(source.placeholder_name(), type_expr=type(value))
-        self._last_placeholder = node
-        self._made_after[node] = self._moment()
+        node = self._new_placeholder(source.placeholder_name(), type(value))
         fake = self._fake_inputs.get(id(value))
         if fake is None:  # the same tensor under two sources is one FakeTensor, as from_tensor makes it
             fake = plain_fake(self.fake_mode, value) if not self.symbolic else None
@@ -137,6 +132,15 @@ class OutputGraph:
         node.meta["source"] = source
         self.inputs[source] = GraphInput(source, node, value)
         self._inputs_by_fake.setdefault(id(fake), self.inputs[source])
+        return node
+
+    def _new_placeholder(self, name: str, type_expr: Any) -> torch.fx.Node:
+        """A placeholder after the others: they stay first, in the order the trace met them."""
+        last = self._last_placeholder
+        with self.graph.inserting_after(last) if last is not None else self.graph.inserting_before(None):
+            node = self.graph.placeholder(name, type_expr=type_expr)
+        self._last_placeholder = node
+        self._made_after[node] = self._moment()
         return node
 
     def add_int_input(self, source: Source, value: int) -> torch.fx.Node | None:
@@ -153,11 +157,7 @@ class OutputGraph:
         example = symbolic_int(self.fake_mode, value, source)
         if not isinstance(example, torch.SymInt):
             return None
-        last = self._last_placeholder
-        with self.graph.inserting_after(last) if last is not None else self.graph.inserting_before(None):
-            node = self.graph.placeholder(source.placeholder_name(), type_expr=torch.SymInt)
-        self._last_placeholder = node
-        self._made_after[node] = self._moment()
+        node = self._new_placeholder(source.placeholder_name(), torch.SymInt)
         node.meta["example_value"] = example
         node.meta["source"] = source
         self.inputs[source] = GraphInput(source, node, value)
@@ -174,11 +174,7 @@ class OutputGraph:
             symbol = size.node.expr
             if not symbol.is_Symbol or symbol in self.symbol_nodes:
                 continue
-            last = self._last_placeholder
-            with self.graph.inserting_after(last) if last is not None else self.graph.inserting_before(None):
-                node = self.graph.placeholder(str(symbol), type_expr=torch.SymInt)
-            self._last_placeholder = node
-            self._made_after[node] = self._moment()
+            node = self._new_placeholder(str(symbol), torch.SymInt)
             node.meta["example_value"] = size
             size_source = TensorPropertySource(source, "size", dim)
             node.meta["source"] = size_source
