@@ -52,6 +52,9 @@ void bind_guard_manager(py::module_ &m) {
              "child node: the value of the index-th key of a dict")
         .def("tuple_iterator_rest", &GuardManager::tuple_iterator_rest, kChild,
              "child node: the items a tuple iterator has still to give, as a tuple")
+        .def("tensor_property", &GuardManager::tensor_property, py::arg("what"), py::arg("dim") = 0, kChild,
+             "the child node for the tensor's size or stride in dimension `dim`, or its "
+             "storage offset (what: 'size', 'stride', 'storage_offset'), as a Python int")
         .def("add_type_match", &GuardManager::add_type_match, py::arg("tp"), py::arg("text") = "")
         .def("add_id_match", &GuardManager::add_id_match, py::arg("obj"), py::arg("text") = "")
         .def("add_equals_match", &GuardManager::add_equals_match, py::arg("value"),
@@ -132,6 +135,10 @@ void bind_root_guard_manager(py::module_ &m) {
              "objects where they differ (checked after the rest of the tree); with "
              "`storage_classes`, also tensors on one storage where those are equal and on "
              "distinct storages where they differ")
+        .def("add_shape_match", &RootGuardManager::add_shape_match, py::arg("nodes"),
+             py::arg("program"), py::arg("text"),
+             "passes when `program` (ShapeOp words, guard_shapes.h) run on the nodes' int values "
+             "gives true (checked after the rest of the tree)")
         .def("export", &RootGuardManager::export_node, py::arg("node"),
              "hand `node`'s value to the frame on every pass (the hook stores the exports "
              "tuple in the local " PF_EXPORTS_LOCAL "); returns its index in that tuple")

@@ -82,6 +82,17 @@ GuardManager *GuardManager::tuple_iterator_rest() {
     return child(Access::TupleIterRest, py::none(), 0, "___tuple_iterator_rest(" + source_ + ")");
 }
 
+GuardManager *GuardManager::tensor_property(const std::string &what, Py_ssize_t dim) {
+    if (what == "storage_offset") {
+        return child(Access::TensorStorageOffset, py::none(), 0, source_ + ".storage_offset()");
+    }
+    if ((what != "size" && what != "stride") || dim < 0) {
+        throw py::value_error("tensor_property: 'size' or 'stride' of a dimension >= 0, or 'storage_offset'");
+    }
+    return child(what == "size" ? Access::TensorSize : Access::TensorStride, py::none(), dim,
+                 source_ + "." + what + "()[" + std::to_string(dim) + "]");
+}
+
 std::string GuardManager::key_text(Py_ssize_t index) const {
     return "list(" + source_ + ".keys())[" + std::to_string(index) + "]";
 }
@@ -90,9 +101,11 @@ GuardManager *GuardManager::child(Access access, const py::object &key, Py_ssize
                     std::string source) {
     has_attr_children_ = has_attr_children_ || access == Access::Attr || access == Access::GenericAttr;
     // (an iterator moves on without a version: a snapshot of its parent is never safe)
+    // (nor a tensor's sizes: resize_ changes them in place)
     has_item_children_ = has_item_children_ || access == Access::Item ||
                          access == Access::DictKey || access == Access::DictValue ||
-                         access == Access::TupleIterRest;
+                         access == Access::TupleIterRest || access == Access::TensorSize ||
+                         access == Access::TensorStride || access == Access::TensorStorageOffset;
     has_position_children_ = has_position_children_ || access == Access::DictKey ||
                              access == Access::DictValue;
     snapshot_valid_ = false;
@@ -334,10 +347,7 @@ void RootGuardManager::add_aliasing_match(const std::vector<GuardManager *> &nod
         (numbers == &match.classes ? match.n_classes : match.n_storage_classes) = count;
     }
     for (GuardManager *node : nodes) {
-        if (node->identity_slot() < 0) {
-            node->set_identity_slot(n_identities_++);
-        }
-        match.slots.push_back(node->identity_slot());
+        match.slots.push_back(slot_of(node));
     }
     if (match.text.empty()) {
         match.text = "aliasing(...) of " + std::to_string(nodes.size()) + " values";
@@ -345,15 +355,37 @@ void RootGuardManager::add_aliasing_match(const std::vector<GuardManager *> &nod
     aliasing_.push_back(std::move(match));
 }
 
+// program(nodes...) is true (ShapeMatch): checked after the whole tree passed.
+void RootGuardManager::add_shape_match(const std::vector<GuardManager *> &nodes, std::vector<int64_t> program,
+                                       std::string text) {
+    std::vector<int> slots;
+    for (GuardManager *node : nodes) {
+        slots.push_back(slot_of(node));
+    }
+    shapes_.push_back(ShapeMatch::make(std::move(slots), std::move(program), std::move(text)));
+}
+
+int RootGuardManager::slot_of(GuardManager *node) {
+    if (node->identity_slot() < 0) {
+        node->set_identity_slot(n_identities_++);
+    }
+    return node->identity_slot();
+}
+
 const std::string *RootGuardManager::first_failure(const FrameView &fv) {
     const std::string *failed = first_failure_of_tree(fv);
-    if (failed != nullptr || aliasing_.empty()) {
+    if (failed != nullptr || (aliasing_.empty() && shapes_.empty())) {
         return failed;
     }
     std::vector<PyObject *> identities(n_identities_, nullptr);  // every check passed: read them
     Run how{false, nullptr, &identities};
     bool tree_ok = run_tree(fv, how);
     for (const auto &match : aliasing_) {
+        if (failed == nullptr && (!tree_ok || !match.check(identities))) {
+            failed = &match.text;
+        }
+    }
+    for (const auto &match : shapes_) {
         if (failed == nullptr && (!tree_ok || !match.check(identities))) {
             failed = &match.text;
         }
@@ -384,6 +416,9 @@ std::vector<std::string> RootGuardManager::texts() const {
         n->collect_texts(out);
     }
     for (const auto &match : aliasing_) {
+        out.push_back(match.text);
+    }
+    for (const auto &match : shapes_) {
         out.push_back(match.text);
     }
     return out;

@@ -60,6 +60,10 @@ PyObject *GuardManager::fetch_from(PyObject *parent) const {
     if (access_ == Access::TupleIterRest) {
         return pf_tuple_iterator_rest(parent);
     }
+    if (access_ == Access::TensorSize || access_ == Access::TensorStride ||
+        access_ == Access::TensorStorageOffset) {
+        return read_tensor_property(parent, static_cast<int>(access_) - static_cast<int>(Access::TensorSize), index_);
+    }
     if (PyDict_Check(parent)) {  // exact lookup: no __getitem__/__missing__ call
         PyObject *v = PyDict_GetItemWithError(parent, key_.ptr());
         Py_XINCREF(v);
@@ -259,9 +263,9 @@ bool RootGuardManager::check_frame(const FrameView &fv, PyObject **exports) cons
     return finish(ok);
 }
 
-// The tree, then the aliasing checks on the values it read.
+// The tree, then the aliasing and shape checks on the values it read.
 bool RootGuardManager::run(const FrameView &fv, const Run &how) const {
-    if (aliasing_.empty()) {
+    if (aliasing_.empty() && shapes_.empty()) {
         return run_tree(fv, how);
     }
     // The identities vector is kept between calls (no allocation on the hot path); a check
@@ -276,6 +280,9 @@ bool RootGuardManager::run(const FrameView &fv, const Run &how) const {
     bool ok = run_tree(fv, with_identities);
     for (size_t i = 0; ok && i < aliasing_.size(); i++) {
         ok = aliasing_[i].check(identities);
+    }
+    for (size_t i = 0; ok && i < shapes_.size(); i++) {
+        ok = shapes_[i].check(identities);
     }
     release(identities);
     identities_busy_ = identities_busy_ && !outermost;

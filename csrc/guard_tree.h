@@ -17,6 +17,7 @@
 #define PYFRAME_GUARD_TREE_H
 
 #include "guard_aliasing.h"
+#include "guard_shapes.h"
 #include "guard_snapshot.h"
 #include "guards.h"
 
@@ -57,9 +58,11 @@ struct Run {
 };
 
 // How a node fetches its value. GenericAttr: object.__getattribute__(v, name), a class's own
-// Python __getattribute__ not asked.
+// Python __getattribute__ not asked. TensorSize/TensorStride (index: the dimension) and
+// TensorStorageOffset: a tensor's metadata as a Python int, read from its TensorImpl.
 enum class Access : uint8_t {
-    Local, Global, Builtin, Closure, GlobalsDict, Attr, GenericAttr, Item, DictKey, DictValue, TupleIterRest
+    Local, Global, Builtin, Closure, GlobalsDict, Attr, GenericAttr, Item, DictKey, DictValue, TupleIterRest,
+    TensorSize, TensorStride, TensorStorageOffset
 };
 
 class GuardManager {
@@ -81,6 +84,10 @@ public:
     // The items a tuple iterator has still to give, as a tuple (an iterator a loop hands to a
     // resume function): its items and length are guarded as a tuple's.
     GuardManager *tuple_iterator_rest();
+    // A tensor's size or stride in dimension `dim`, or its storage offset (`what`: "size",
+    // "stride", "storage_offset"): the inputs of symbolic-shape checks and of graphs with
+    // dynamic shapes.
+    GuardManager *tensor_property(const std::string &what, Py_ssize_t dim);
     static GuardManager *find_or_add(std::vector<std::unique_ptr<GuardManager>> &nodes, Access access,
                                      const py::object &key, Py_ssize_t index, std::string source);
 
@@ -193,6 +200,10 @@ public:
     // classes are equal, distinct objects elsewhere. Checked after the whole tree passed.
     void add_aliasing_match(const std::vector<GuardManager *> &nodes, std::vector<int> classes,
                             std::string text, std::vector<int> storage_classes);
+    // program(nodes...) is true (ShapeMatch): a relation between the int values of the nodes (a
+    // tensor's sizes, an int argument). Checked after the whole tree passed.
+    void add_shape_match(const std::vector<GuardManager *> &nodes, std::vector<int64_t> program,
+                         std::string text);
 
     // -- checking (guard_check.cpp) --
     // The hot path. Never leaves an exception set. With `exports` (and something exported), a
@@ -205,7 +216,7 @@ public:
     std::vector<std::string> texts() const;
 
 private:
-    // The tree, then the aliasing checks on the values it read.
+    // The tree, then the aliasing and shape checks on the values it read.
     bool run(const FrameView &fv, const Run &how) const;
     bool run_tree(const FrameView &fv, const Run &how) const;
     const std::string *first_failure_of_tree(const FrameView &fv);
@@ -225,6 +236,9 @@ private:
     int n_exports_ = 0;
     int n_identities_ = 0;
     std::vector<AliasingMatch> aliasing_;
+    std::vector<ShapeMatch> shapes_;
+    // The identity slot of `node`, given one on first use.
+    int slot_of(GuardManager *node);
     mutable std::vector<PyObject *> scratch_;  // the exports of the running check
     mutable bool scratch_busy_ = false;
     mutable std::vector<PyObject *> identities_;  // the identity slots of the running check

@@ -72,6 +72,10 @@ LeafPtr make_tensor_match(py::object tp, py::object dtype, py::object device,
 // The storage (c10::StorageImpl) behind a tensor, or NULL for what is no tensor or has none: two
 // tensors with one storage may overlap (views of one base). Never raises.
 const void *tensor_storage(PyObject *v);
+// A tensor's size or stride in dimension `dim` (what: 0 size, 1 stride) or its storage offset
+// (what: 2), as a new Python int; NULL with an error set for what is no tensor or has no such
+// dimension, and for a tensor whose sizes are symbolic.
+PyObject *read_tensor_property(PyObject *v, int what, Py_ssize_t dim);
 LeafPtr make_torch_state_match(const std::string &state, py::object expected, std::string text);
 
 // Walks the keys of a dict (or a dict subclass) in its iteration order: PyDict_Next for a dict or

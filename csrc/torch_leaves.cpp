@@ -25,9 +25,20 @@
 namespace pyframe {
 namespace {
 
+// A dimension whose size (or stride) is symbolic in the graph: not checked here, its relations
+// are the shape checks' (guard_shapes.h). Sizes and strides of dense tensors are never negative.
+constexpr int64_t kDynamic = -1;
+
 bool equal(c10::IntArrayRef actual, const std::vector<int64_t> &expected) {
-    return actual.size() == expected.size() &&
-           std::equal(expected.begin(), expected.end(), actual.begin());
+    if (actual.size() != expected.size()) {
+        return false;
+    }
+    for (size_t i = 0; i < expected.size(); i++) {
+        if (expected[i] != actual[i] && expected[i] != kDynamic) {
+            return false;
+        }
+    }
+    return true;
 }
 
 // type(v) is tp (torch.Tensor, nn.Parameter, or another subclass), then dtype, device,
@@ -172,6 +183,32 @@ LeafPtr make_tensor_match(py::object tp, py::object dtype, py::object device,
     return std::make_unique<TensorMatch>(std::move(tp), std::move(dtype), std::move(device),
                                          std::move(sizes), std::move(strides), requires_grad,
                                          storage_offset, storage_nbytes, std::move(text));
+}
+
+PyObject *read_tensor_property(PyObject *v, int what, Py_ssize_t dim) {
+    if (THPVariableClass == nullptr || !PyObject_TypeCheck(v, (PyTypeObject *)THPVariableClass)) {
+        PyErr_SetString(PyExc_TypeError, "tensor_property: not a tensor");
+        return nullptr;
+    }
+    try {
+        const c10::TensorImpl *impl = THPVariable_Unpack(v).unsafeGetTensorImpl();
+        if (impl->has_symbolic_sizes_strides()) {
+            PyErr_SetString(PyExc_TypeError, "tensor_property: symbolic sizes");
+            return nullptr;
+        }
+        if (what == 2) {
+            return PyLong_FromLongLong(impl->storage_offset());
+        }
+        c10::IntArrayRef values = what == 0 ? impl->sizes() : impl->strides();
+        if (dim >= static_cast<Py_ssize_t>(values.size())) {
+            PyErr_SetString(PyExc_IndexError, "tensor_property: no such dimension");
+            return nullptr;
+        }
+        return PyLong_FromLongLong(values[dim]);
+    } catch (const std::exception &e) {
+        PyErr_SetString(PyExc_RuntimeError, e.what());
+        return nullptr;
+    }
 }
 
 const void *tensor_storage(PyObject *v) {

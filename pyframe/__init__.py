@@ -12,10 +12,10 @@ from . import _C, config, convert_frame, debug, exc  # noqa: F401  (submodules u
 from .convert_frame import reset
 from .backends import list_backends, lookup_backend, register_backend
 from .debug.explain import explain
-from .eval_frame import OptimizedModule, compile, disable, optimize, run
+from .eval_frame import OptimizedModule, compile, disable, mark_dynamic, mark_static, optimize, run
 from .exc import BackendCompilerFailed, Unsupported
 from .logs import set_logs
 
 
 __all__ = ["BackendCompilerFailed", "OptimizedModule", "Unsupported", "compile", "config", "disable", "exc", "explain",
-           "list_backends", "lookup_backend", "optimize", "register_backend", "reset", "run", "set_logs", "debug"]
+           "list_backends", "lookup_backend", "mark_dynamic", "mark_static", "optimize", "register_backend", "reset", "run", "set_logs", "debug"]

@@ -22,11 +22,12 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from . import _C, config, logs, trace_rules
+from . import _C, config, logs, resume, trace_rules
 from .dynamo_interop import dynamo_code_reason, dynamo_is_compiling, hide_from_dynamo
 from .backends import CompiledGraph
 from .backends.compile import FirstCallCheck
 from .exc import BackendCompilerFailed, Unsupported
+from .fake.shapes import STATIC, FrameSizes, NeedsSymbolicTrace, ShapePolicy, lower_guards
 from .graph import OutputGraph
 from .guards import PinnedObject
 from .translator.hooks import TranslatorHooks
@@ -63,6 +64,11 @@ class FrameRecord:
 records: "weakref.WeakKeyDictionary[types.CodeType, list[FrameRecord]]" = weakref.WeakKeyDictionary()
 
 
+# Automatic dynamic shapes: the sizes each code's frames have seen (fake/shapes.py, FrameSizes), by
+# (file, first line, name) as torch._dynamo keys them: the resume functions of one break share them.
+frame_sizes: dict[tuple[str, int, str], FrameSizes] = {}
+
+
 def records_for(code: types.CodeType) -> list[FrameRecord]:
     """What happened on each cache miss of `code`, oldest first."""
     return records.get(code, [])
@@ -72,6 +78,7 @@ def reset() -> None:
     """Drop every cache entry of every code object, and what pyframe recorded about them."""
     _C.reset()
     records.clear()
+    frame_sizes.clear()
 
 
 def describe(code: types.CodeType) -> str:
@@ -104,10 +111,14 @@ class Compiler:
     """The per-thread eval-frame callback installed by pyframe.optimize(backend)."""
 
     def __init__(self, backend: Callable, backend_name: str, fullgraph: bool = False,
-                 observer: Callable[[types.CodeType, FrameRecord], None] | None = None):
+                 observer: Callable[[types.CodeType, FrameRecord], None] | None = None,
+                 dynamic: bool | None = None, sizes: dict | None = None):
         self.backend = backend
         self.backend_name = backend_name
         self.fullgraph = fullgraph
+        self.dynamic = dynamic  # torch.compile's `dynamic` (fake/shapes.py, ShapePolicy)
+        # the sizes seen, for automatic dynamic: the process's (`frame_sizes`), or a store of its own
+        self.sizes = frame_sizes if sizes is None else sizes
         self.observer = observer  # told of every record (explain() collects a run's records)
         self._limit_warned: "weakref.WeakSet[types.CodeType]" = weakref.WeakSet()
 
@@ -141,18 +152,19 @@ class Compiler:
             return self._over_limit(code, why, "accumulated_recompile_limit", config.accumulated_recompile_limit)
         start = time.perf_counter()
         try:
-            outputs: list[OutputGraph] = []
-
-            def make_output() -> OutputGraph:
-                outputs.append(OutputGraph(self.backend, self.backend_name))
-                return outputs[-1]
-
-            hooks = TranslatorHooks(make_output, disable_wrap, wrap_with_callback, _is_pyframe_wrapper,
-                                    _C.tuple_iterator_rest)
-            result = translate_frame(code, frame.f_locals, frame.f_globals, frame.f_builtins, frame.closure,
-                                     hooks, self.fullgraph)
-            guards = outputs[-1].guards
-            root = guards.build(code, result.exports)
+            sizes = self.sizes.setdefault(_sizes_key(code), FrameSizes())
+            policy = ShapePolicy(self.dynamic, sizes)
+            try:
+                result, guards, root = self._translate(frame, code, policy, symbolic=False)
+            except NeedsSymbolicTrace:
+                try:
+                    result, guards, root = self._translate(frame, code, policy, symbolic=True)
+                except (Unsupported, BackendCompilerFailed):
+                    raise
+                except Exception as e:  # (ShapeGuardError, or a gap in symbolic tracing): static shapes
+                    log.debug("pyframe: %s with dynamic shapes failed (%s: %s); compiling it with static shapes",
+                              code.co_name, type(e).__name__, e)
+                    result, guards, root = self._translate(frame, code, STATIC, symbolic=False)
         except Unsupported as e:
             if self.fullgraph:
                 raise
@@ -171,6 +183,23 @@ class Compiler:
         if logs.enabled:
             logs.frame_compiled(code, record, recompile=bool(entries))
         return (result.code, root, record)
+
+    def _translate(self, frame: Any, code: types.CodeType, shapes: ShapePolicy, symbolic: bool) -> tuple:
+        """One translation of the frame: (its TranslateResult, its GuardSet, the lowered guard tree)."""
+        outputs: list[OutputGraph] = []
+
+        def make_output() -> OutputGraph:
+            outputs.append(OutputGraph(self.backend, self.backend_name, symbolic, shapes))
+            return outputs[-1]
+
+        hooks = TranslatorHooks(make_output, disable_wrap, wrap_with_callback, _is_pyframe_wrapper,
+                                _C.tuple_iterator_rest)
+        result = translate_frame(code, frame.f_locals, frame.f_globals, frame.f_builtins, frame.closure,
+                                 hooks, self.fullgraph)
+        output = outputs[-1]
+        if output.symbolic:
+            output.guards.shape_guards = lower_guards(output.shape_env, output.symbolic_tensors, output.symbolic_ints)
+        return result, output.guards, output.guards.build(code, result.exports)
 
     def _record(self, code: types.CodeType, record: FrameRecord) -> None:
         records.setdefault(code, []).append(record)
@@ -200,6 +229,18 @@ class Compiler:
 # torch._dynamo never traces pyframe's compiler, nor the first call of a compiled graph (the two
 # ways into pyframe's Python machinery from a frame), when a pyframe region runs inside its own.
 hide_from_dynamo(Compiler.__call__.__code__, FirstCallCheck.__call__.__code__)
+
+
+def _sizes_key(code: types.CodeType) -> tuple[str, int, str]:
+    """Whose sizes a code's frames share for automatic dynamic shapes: torch._dynamo's (file, first
+    line, name), where a resume function is named after its original and the line of the break
+    (`torch_dynamo_resume_in_fn_at_12`), so those of one break (both ways of an `if`) share them."""
+    info = resume.origins.get(code)
+    if info is not None and info.break_line is not None:
+        original = info.original_ref()
+        if original is not None:
+            return (original.co_filename, info.break_line, f"resume_in_{original.co_name}")
+    return (code.co_filename, code.co_firstlineno, code.co_name)
 
 
 def _live_entries(code: types.CodeType) -> list:

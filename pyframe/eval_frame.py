@@ -25,10 +25,10 @@ F = TypeVar("F", bound=Callable[..., Any])
 class OptimizeContext:
     """What `pyframe.optimize(...)` returns: apply it to a function or module, or use it in `with`.
 
-    `recipe` is what `optimize` was given (backend, fullgraph): a pickled OptimizedModule carries
-    the recipe, not the compiler, and is optimized again when loaded."""
+    `recipe` is what `optimize` was given (backend, fullgraph, dynamic): a pickled OptimizedModule
+    carries the recipe, not the compiler, and is optimized again when loaded."""
 
-    def __init__(self, callback: Any, recipe: tuple[Any, bool] | None = None):
+    def __init__(self, callback: Any, recipe: tuple[Any, bool, bool | None] | None = None):
         self.callback = callback
         self.recipe = recipe
         self._previous: list[Any] = []
@@ -60,8 +60,8 @@ class OptimizeContext:
         return self
 
 
-def _rebuild_context(backend: str | Callable, fullgraph: bool) -> OptimizeContext:
-    return optimize(backend, fullgraph=fullgraph)
+def _rebuild_context(backend: str | Callable, fullgraph: bool, dynamic: bool | None = None) -> OptimizeContext:
+    return optimize(backend, fullgraph=fullgraph, dynamic=dynamic)
 
 
 def _called_with_arguments(context: OptimizeContext, target: Any, args: tuple, kwargs: dict) -> str:
@@ -200,8 +200,9 @@ def optimize(backend: str | Callable = "eager", *, fullgraph: bool = False, nopy
 
     `backend` is a callable `(gm, example_inputs) -> callable` or a registered name ("eager",
     "inductor", ...). With `fullgraph=True` (alias `nopython=True`) a graph break raises
-    `pyframe.exc.Unsupported` instead of falling back to Python. Shapes are static: `dynamic` is
-    accepted for compatibility and a new shape compiles a new entry.
+    `pyframe.exc.Unsupported` instead of falling back to Python. `dynamic` is torch.compile's: None
+    (automatic: a size that changes between compiles becomes symbolic), True (symbolic from the
+    first compile), False (static: every new size compiles a new entry); fake/shapes.py.
 
     What is certainly not a backend is refused here, pointing to `pyframe.compile` (torch._dynamo
     takes it and fails when the first graph reaches it): an nn.Module, and a callable whose
@@ -211,8 +212,12 @@ def optimize(backend: str | Callable = "eager", *, fullgraph: bool = False, nopy
     """
     _check_is_backend(backend)
     fn = lookup_backend(backend)
-    return OptimizeContext(_compiler_for(fn, backend_name(backend), fullgraph or nopython),
-                           (backend, fullgraph or nopython))
+    if dynamic not in (None, True, False):
+        raise TypeError(f"pyframe.optimize(dynamic=...) takes None, True or False, not {dynamic!r}")
+    if getattr(fn, "static_shapes", False):  # a backend that compiles for fixed sizes only (onnxrt)
+        dynamic = False
+    return OptimizeContext(_compiler_for(fn, backend_name(backend), fullgraph or nopython, dynamic),
+                           (backend, fullgraph or nopython, dynamic))
 
 
 def compile(model: Callable | None = None, *, fullgraph: bool = False, dynamic: bool | None = None,
@@ -224,7 +229,7 @@ def compile(model: Callable | None = None, *, fullgraph: bool = False, dynamic: 
     `mode` ("default", "reduce-overhead", "max-autotune", ...) or `options` (inductor's config
     entries) are handed to the backend as torch.compile hands them (backends/settings.py); an
     unknown one, or one given to a backend that takes none, raises `InvalidCompileOption` now.
-    `disable=True` returns `model` untouched. `dynamic` is accepted; shapes are static.
+    `disable=True` returns `model` untouched. `dynamic`: see `optimize`.
     """
     if model is None:
         def decorator(model: Callable) -> Any:
@@ -268,12 +273,12 @@ def _takes_two_arguments(fn: Callable) -> bool:
 
 
 # Backends that take no attribute (bound methods, builtins): their compilers, by backend.
-_detached_compilers: dict[Callable, dict[bool, Compiler]] = {}
+_detached_compilers: dict[Callable, dict[tuple[bool, bool | None], Compiler]] = {}
 
 
-def _compiler_for(backend: Callable, name: str, fullgraph: bool) -> Compiler:
-    """One compiler per (backend, fullgraph), living as long as the backend: cache entries belong
-    to their compiler, so every optimize() of the same backend shares them."""
+def _compiler_for(backend: Callable, name: str, fullgraph: bool, dynamic: bool | None = None) -> Compiler:
+    """One compiler per (backend, fullgraph, dynamic), living as long as the backend: cache entries
+    belong to their compiler, so every optimize() of the same backend shares them."""
     compilers = getattr(backend, "_pyframe_compilers", None)
     if compilers is None:
         compilers = {}
@@ -281,9 +286,33 @@ def _compiler_for(backend: Callable, name: str, fullgraph: bool) -> Compiler:
             backend._pyframe_compilers = compilers  # a cycle with the backend, collected with it
         except (AttributeError, TypeError):
             compilers = _detached_compilers.setdefault(backend, compilers)
-    if fullgraph not in compilers:
-        compilers[fullgraph] = Compiler(backend, name, fullgraph=fullgraph)
-    return compilers[fullgraph]
+    key = (fullgraph, dynamic)
+    if key not in compilers:
+        compilers[key] = Compiler(backend, name, fullgraph=fullgraph, dynamic=dynamic)
+    return compilers[key]
+
+
+def mark_dynamic(t: torch.Tensor, index: int | list[int]) -> None:
+    """Compile dimension(s) `index` of `t` with a symbolic size from the first compile (unless
+    `dynamic=False`), as `torch._dynamo.mark_dynamic` does; either engine honours either mark."""
+    _mark(t, index, "_dynamo_dynamic_indices")
+
+
+def mark_static(t: torch.Tensor, index: int | list[int]) -> None:
+    """Keep dimension(s) `index` of `t` static whatever its sizes, as `torch._dynamo.mark_static`."""
+    _mark(t, index, "_dynamo_static_indices")
+
+
+def _mark(t: torch.Tensor, index: int | list[int], attribute: str) -> None:
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"expected a tensor, not {type(t).__name__}")
+    indices = [index] if isinstance(index, int) else list(index)
+    for i in indices:
+        if not -t.dim() <= i < t.dim():
+            raise IndexError(f"dimension {i} is out of range for a tensor of {t.dim()} dimensions")
+    marks = getattr(t, attribute, set())
+    marks.update(i % t.dim() for i in indices)
+    setattr(t, attribute, marks)
 
 
 def disable(fn: F | None = None) -> Any:

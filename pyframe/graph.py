@@ -24,9 +24,12 @@ from .exc import Unsupported
 from .fake import rules as fake_rules
 from .fake.memo import PropagationMemo, plain_fake, tensor_inputs
 from .fake.mode import PyframeFakeTensorMode
+from .fake.shapes import (
+    STATIC, NeedsSymbolicTrace, ShapePolicy, has_symbolic_sizes, new_symbolic_mode, symbolic_fake, symbolic_int,
+)
 from .fx_python_code import PyframeGraph
 from .guards import GuardSet
-from .source import Source
+from .source import Source, TensorPropertySource
 
 
 @dataclass
@@ -56,7 +59,13 @@ def propagation_memo() -> PropagationMemo:
 
 
 class OutputGraph:
-    def __init__(self, backend: Callable, backend_name: str):
+    """`symbolic`: the trace has tensors with dynamic dimensions (fake/shapes.py): it runs on a
+    FakeTensorMode over a ShapeEnv of its own, without the memo and shape rules (written for static
+    sizes), and each symbol of an input's sizes is a graph input of its own (`s77: Sym(s77)`, before
+    the tensor's placeholder, handed the size on each call) as in torch._dynamo's graphs."""
+
+    def __init__(self, backend: Callable, backend_name: str, symbolic: bool = False,
+                 shapes: ShapePolicy = STATIC):
         self.backend = backend
         self.backend_name = backend_name
         self.graph = PyframeGraph()
@@ -71,7 +80,17 @@ class OutputGraph:
         self._made_after: dict[torch.fx.Node, tuple[torch.fx.Node | None, int]] = {}
         self._realized: dict[torch.fx.Node, tuple[torch.fx.Node | None, int]] = {}
         self._events = itertools.count()
-        self.fake_mode = fake_mode()
+        self.symbolic = symbolic
+        self.shapes = shapes
+        self.fake_mode = new_symbolic_mode() if symbolic else fake_mode()
+        self.shape_env = self.fake_mode.shape_env
+        self.fast_propagation = config.fast_fake_propagation and not symbolic
+        # Symbolic: every tensor read with symbolic sizes (source, FakeTensor), in order, and the
+        # placeholder of each symbol of their sizes.
+        self.symbolic_tensors: list[tuple[Source, torch.Tensor]] = []
+        self.symbolic_ints: list[tuple[Source, Any]] = []  # int arguments made SymInt inputs
+        self.symbol_nodes: dict[Any, torch.fx.Node] = {}
+        self._sym_exprs: dict[Any, list[torch.fx.Node]] = {}  # see sym_node
         self.memo = propagation_memo()
         self._memo_state = self.memo.global_state()
         # An autocast region around the whole call (the memo's state holds its dtypes): rules decline.
@@ -85,21 +104,27 @@ class OutputGraph:
         # Trackers of modules and functions the trace read, by (source, guarded): see builder.wrap.
         self.immutable_trackers: dict[tuple, Any] = {}
     # -- building -----------------------------------------------------------------------------
-    def add_input(self, source: Source, value: torch.Tensor) -> torch.fx.Node:
+    def add_input(self, source: Source, value: torch.Tensor, module_state: bool = False) -> torch.fx.Node:
         """The placeholder for a tensor read from the frame (one per source while tracing; one per
-        tensor in the compiled graph, see _merge_twin_inputs)."""
+        tensor in the compiled graph, see _merge_twin_inputs). The dimensions the shape policy
+        makes dynamic are symbolic (fake/shapes.py): a static trace that meets one stops
+        (NeedsSymbolicTrace) to be traced again symbolically."""
         existing = self.inputs.get(source)
         if existing is not None:
             return existing.node
-        # Placeholders stay first, in the order the trace met them.
-        last = self._last_placeholder
-        with self.graph.inserting_after(last) if last is not None else self.graph.inserting_before(None):
-            node = self.graph.placeholder(source.placeholder_name(), type_expr=type(value))
-        self._last_placeholder = node
-        self._made_after[node] = self._moment()
+        dynamic, duck = self.shapes.dims(source, value, module_state)
+        if dynamic and not self.symbolic:
+            raise NeedsSymbolicTrace(source.name())
+        if dynamic and id(value) not in self._fake_inputs:
+            fake = symbolic_fake(self.fake_mode, value, source, dynamic, duck)
+            if has_symbolic_sizes(fake):
+                self.symbolic_tensors.append((source, fake))
+                self._add_symbols(source, value, fake)
+            self._fake_inputs[id(value)] = fake
+        node = self._new_placeholder(source.placeholder_name(), type(value))
         fake = self._fake_inputs.get(id(value))
         if fake is None:  # the same tensor under two sources is one FakeTensor, as from_tensor makes it
-            fake = plain_fake(self.fake_mode, value)
+            fake = plain_fake(self.fake_mode, value) if not self.symbolic else None
             if fake is None:
                 fake = self.fake_mode.from_tensor(value, static_shapes=True)
             self._fake_inputs[id(value)] = fake
@@ -108,6 +133,67 @@ class OutputGraph:
         self.inputs[source] = GraphInput(source, node, value)
         self._inputs_by_fake.setdefault(id(fake), self.inputs[source])
         return node
+
+    def _new_placeholder(self, name: str, type_expr: Any) -> torch.fx.Node:
+        """A placeholder after the others: they stay first, in the order the trace met them."""
+        last = self._last_placeholder
+        with self.graph.inserting_after(last) if last is not None else self.graph.inserting_before(None):
+            node = self.graph.placeholder(name, type_expr=type_expr)
+        self._last_placeholder = node
+        self._made_after[node] = self._moment()
+        return node
+
+    def add_int_input(self, source: Source, value: int) -> torch.fx.Node | None:
+        """An int argument the shape policy makes symbolic: a SymInt input (`L_n_: torch.SymInt`),
+        as torch._dynamo makes one; a static trace that meets one stops (NeedsSymbolicTrace). None
+        when the ShapeEnv specializes the value (0 and 1) or the policy keeps it static."""
+        existing = self.inputs.get(source)
+        if existing is not None:
+            return existing.node
+        if not self.shapes.int_is_dynamic(source, value):
+            return None
+        if not self.symbolic:
+            raise NeedsSymbolicTrace(source.name())
+        example = symbolic_int(self.fake_mode, value, source)
+        if not isinstance(example, torch.SymInt):
+            return None
+        node = self._new_placeholder(source.placeholder_name(), torch.SymInt)
+        node.meta["example_value"] = example
+        node.meta["source"] = source
+        self.inputs[source] = GraphInput(source, node, value)
+        self.symbolic_ints.append((source, example))
+        self.remember_sym(node)
+        return node
+
+    def _add_symbols(self, source: Source, value: torch.Tensor, fake: torch.Tensor) -> None:
+        """A placeholder for each new symbol among `fake`'s sizes, named after it (`s77`), handed
+        the real size on each call (the guards export `L['x'].size()[0]`)."""
+        for dim, size in enumerate(fake.shape):
+            if type(size) is int:
+                continue
+            symbol = size.node.expr
+            if not symbol.is_Symbol or symbol in self.symbol_nodes:
+                continue
+            node = self._new_placeholder(str(symbol), torch.SymInt)
+            node.meta["example_value"] = size
+            size_source = TensorPropertySource(source, "size", dim)
+            node.meta["source"] = size_source
+            self.symbol_nodes[symbol] = node
+            self.remember_sym(node)
+            self.inputs[size_source] = GraphInput(size_source, node, value.size(dim))
+
+    def sym_node(self, value: Any) -> torch.fx.Node | None:
+        """The node that already computes a symbolic value, by its expression, as torch._dynamo
+        finds it: `x.shape[0]` is the placeholder `s77` (or that of a symbol found equal to it),
+        `x.view(-1).shape[0]` the `numel` computed before."""
+        for node in self._sym_exprs.get(self._canonical(value), ()):
+            if not node._erased:
+                return node
+        return None
+
+    def remember_sym(self, node: torch.fx.Node) -> None:
+        """`node` computes a symbolic value: found by sym_node from now on."""
+        self._sym_exprs.setdefault(self._canonical(node.meta["example_value"]), []).append(node)
 
     def _moment(self) -> tuple[torch.fx.Node | None, int]:
         tail = self.graph._root._prev  # the last call recorded so far (a placeholder: none yet)
@@ -129,7 +215,7 @@ class OutputGraph:
         """Record a call and propagate FakeTensors through it (`op` is call_function/call_method)."""
         modes = (self.grad_enabled, *self.autocast_stack)
         memo_key = (self.memo.key(op, target, args, kwargs, modes, self._memo_state, self._node_keys)
-                    if config.fast_fake_propagation else None)
+                    if self.fast_propagation else None)
         example, value_key = (self._known_example(op, target, args, kwargs, memo_key, modes)
                               if memo_key is not None else (None, None))
         if example is None:
@@ -227,8 +313,10 @@ class OutputGraph:
         recorded_at = {node: index for index, node in enumerate(self.graph.nodes)}  # before any drop
         drop_unused_bookkeeping(self.graph)
         drop_cancelling_grad_mode_pairs(self.graph, self.initial_grad_enabled)
+        if self.symbolic:
+            drop_unused_size_arithmetic(self.graph)
         for source, inp in list(self.inputs.items()):  # read for their metadata only (x.shape)
-            if not inp.node.users:
+            if not inp.node.users and not _is_symbol(inp):
                 self.graph.erase_node(inp.node)
                 del self.inputs[source]
         if self.op_count == 0:
@@ -241,9 +329,60 @@ class OutputGraph:
         root = dict(self.subgraphs) if self.subgraphs else torch.nn.Module()
         gm = torch.fx.GraphModule(root, self.graph, class_name="GraphModule")
         gm.meta["pyframe_name"] = name
-        examples = [inp.example for inp in self.inputs.values()]
-        return compile_with_backend(self.backend, self.backend_name, gm, examples, name)
+        # (a symbol's example is its SymInt, as torch._dynamo hands it; the backend finds the trace's
+        # FakeTensorMode, with its ShapeEnv, in the tracing context, as under torch._dynamo)
+        examples = [inp.node.meta["example_value"] if not isinstance(inp.example, torch.Tensor) else inp.example
+                    for inp in self.inputs.values()]
+        return compile_with_backend(self.backend, self.backend_name, gm, examples, name,
+                                    self.fake_mode if self.symbolic else None)
 
+
+    def _canonical(self, size: Any) -> Any:
+        """The symbol a symbolic size stands for now (equalities found while tracing applied)."""
+        return self.shape_env.replace(size.node.expr)
+
+    def _symbols_of(self, value: Any) -> list:
+        """The symbols of a FakeTensor's sizes, in order (none for a static one)."""
+        if not isinstance(value, torch.Tensor):
+            return []
+        found = [self._canonical(n) for n in value.shape if type(n) is not int]
+        return [e for e in found if e.is_Symbol]
+
+    def _with_symbols_bound(self, tensors: list[GraphInput], symbols: list[GraphInput]) -> list[GraphInput]:
+        """The inputs in order, with each symbol of the tensors' sizes bound by one placeholder
+        just before the first tensor whose sizes hold it, as torch._dynamo creates it: that tensor's
+        own (symbols the trace found equal, `s77 == s17` for `x + y`, are one, named after the first
+        tensor's). A symbol's other placeholders are dropped, their uses given to the one kept; one
+        the graph uses whose tensors were all dropped stays, first. (As torch._dynamo keeps them: a
+        backend binds the symbols of its inputs' sizes.)"""
+        by_symbol: dict[Any, list[GraphInput]] = {}
+        for inp in symbols:
+            by_symbol.setdefault(self._canonical(inp.node.meta["example_value"]), []).append(inp)
+        out: list[GraphInput] = []
+        bound: dict[Any, GraphInput] = {}
+        for tensor in tensors:
+            for symbol in self._symbols_of(tensor.node.meta["example_value"]):
+                if symbol in bound or symbol not in by_symbol:
+                    continue
+                candidates = by_symbol[symbol]
+                own = [c for c in candidates if c.source.base == tensor.source]
+                bound[symbol] = (own or candidates)[0]
+                out.append(bound[symbol])
+            out.append(tensor)
+        for symbol, candidates in by_symbol.items():
+            for inp in candidates:
+                keep = bound.get(symbol)
+                if keep is inp:
+                    continue
+                if keep is None and inp.node.users:
+                    keep = bound[symbol] = inp
+                    out.insert(0, inp)
+                    continue
+                if keep is not None:
+                    inp.node.replace_all_uses_with(keep.node)
+                self.graph.erase_node(inp.node)
+                del self.inputs[inp.source]
+        return out
 
     def _merge_twin_inputs(self) -> None:
         """One placeholder per tensor, as torch._dynamo makes them: the same tensor read under two
@@ -253,6 +392,8 @@ class OutputGraph:
         was dropped unused) does not lend its name."""
         first: dict[int, GraphInput] = {}
         for source, inp in list(self.inputs.items()):
+            if not isinstance(inp.example, torch.Tensor):  # (symbols and int inputs: by value, not identity)
+                continue
             twin = first.setdefault(id(inp.example), inp)
             if twin is inp:
                 continue
@@ -293,7 +434,9 @@ class OutputGraph:
             position = users[0].all_input_nodes.index(inp.node) if moment == used and users else 0
             return (*moment, position, read_order)
 
-        ordered = [inp for _, inp in sorted(enumerate(self.inputs.values()), key=realized)]
+        tensors = [(i, inp) for i, inp in enumerate(self.inputs.values()) if not _is_symbol(inp)]
+        ordered = self._with_symbols_bound([inp for _, inp in sorted(tensors, key=realized)],
+                                           [inp for inp in self.inputs.values() if _is_symbol(inp)])
         if ordered == list(self.inputs.values()):
             return
         self.inputs = {inp.source: inp for inp in ordered}
@@ -303,6 +446,11 @@ class OutputGraph:
             anchor.append(inp.node)
             anchor = inp.node
         self._last_placeholder = anchor
+
+
+def _is_symbol(inp: GraphInput) -> bool:
+    """A symbol's graph input (`s77`), not a tensor's."""
+    return isinstance(inp.source, TensorPropertySource)
 
 
 def _is_module_state(source: Source) -> bool:
@@ -388,6 +536,24 @@ def drop_cancelling_grad_mode_pairs(graph: torch.fx.Graph, grad_enabled: bool) -
             erased.update((first, second))
     for node in erased:
         graph.erase_node(node)
+
+
+def drop_unused_size_arithmetic(graph: torch.fx.Graph) -> None:
+    """Arithmetic and comparisons on symbolic sizes nothing uses (`n > 16`, decided while tracing
+    and kept as a guard), and size reads (`sym_size`): torch._dynamo drops them the same way."""
+    for node in reversed(graph.nodes):
+        if node.op == "call_function" and not node.users and _is_size_computation(node):
+            graph.erase_node(node)
+
+
+def _is_size_computation(node: torch.fx.Node) -> bool:
+    if node.target is torch.ops.aten.sym_size.int:
+        return True
+    if not isinstance(node.meta.get("example_value"), (torch.SymInt, torch.SymBool, torch.SymFloat)):
+        return False
+    return all(isinstance(a, (int, float, bool)) or
+               (isinstance(a, torch.fx.Node) and isinstance(a.meta.get("example_value"), (torch.SymInt, torch.SymBool, torch.SymFloat)))
+               for a in (*node.args, *node.kwargs.values()))
 
 
 def _sets_grad_mode(node: torch.fx.Node, mode: bool) -> bool:

@@ -21,7 +21,7 @@ import torch
 from . import _C, config
 from .source import (
     AttrSource, BuiltinSource, CellContentsSource, ChildSource, ClosureSource, DictKeySource, DictValueSource, GenericAttrSource,
-    GlobalSource, GlobalsDictSource, ItemSource, LocalSource, Source, TupleIteratorRestSource,
+    GlobalSource, GlobalsDictSource, ItemSource, LocalSource, Source, TensorPropertySource, TupleIteratorRestSource,
 )
 
 
@@ -63,12 +63,20 @@ class TensorMeta:
     storage_nbytes: Optional[int] = None
 
     @classmethod
-    def of(cls, t: torch.Tensor) -> "TensorMeta":
-        return cls(type(t), t.dtype, t.device, tuple(t.shape), tuple(t.stride()), t.requires_grad)
+    def of(cls, t: torch.Tensor, fake: Optional[torch.Tensor] = None) -> "TensorMeta":
+        """`t`'s metadata; with `fake`, its FakeTensor in a graph with dynamic shapes, the sizes
+        and strides that are symbolic there are None (left to the shape guards, ShapeGuard)."""
+        sizes, strides = tuple(t.shape), tuple(t.stride())
+        if fake is not None:
+            sizes = tuple(n if type(f) is int else None for n, f in zip(sizes, fake.shape))
+            strides = tuple(n if type(f) is int else None for n, f in zip(strides, fake.stride()))
+        return cls(type(t), t.dtype, t.device, sizes, strides, t.requires_grad)
 
     def with_storage(self, t: torch.Tensor) -> "TensorMeta":
-        """The same check, also of `t`'s storage offset and storage size."""
-        nbytes = t.untyped_storage().nbytes() if _has_storage(t) else None
+        """The same check, also of `t`'s storage offset and storage size (not where some size is
+        dynamic: the storage grows with it)."""
+        dynamic = None in self.sizes or None in self.strides
+        nbytes = t.untyped_storage().nbytes() if _has_storage(t) and not dynamic else None
         return dataclasses.replace(self, storage_offset=t.storage_offset(), storage_nbytes=nbytes)
 
 
@@ -183,6 +191,20 @@ class AliasingGuard:
 
 
 @dataclass(frozen=True)
+class ShapeGuard:
+    """A relation between sizes the trace relied on, with dynamic shapes (`2 <= L['x'].size()[0]`,
+    `L['x'].size()[0] == L['y'].size()[1]`): `program` (csrc/guard_shapes.h's words, made by
+    fake/shapes.py) run on the int values at `sources` gives true."""
+
+    expression: str
+    sources: tuple[Source, ...]
+    program: tuple[int, ...]
+
+    def text(self) -> str:
+        return self.expression
+
+
+@dataclass(frozen=True)
 class GlobalStateGuard:
     """Interpreter-wide torch state a trace depends on, checked in C++ (torch_leaves.cpp) from
     torch's own thread-locals. `state` names it for `RootGuardManager.add_torch_state_match`;
@@ -254,13 +276,16 @@ class GuardSet:
         self.storage_offsets_read = False
         # Each tensor input's storage (storage_key) and its TENSOR_MATCH with the storage facts.
         self._storages: dict[Source, tuple[int, TensorMeta]] = {}
+        # With dynamic shapes: the relations between sizes the trace relied on (fake/shapes.py).
+        self.shape_guards: list[ShapeGuard] = []
 
     def add(self, source: Source, kind: GuardKind, value: Any = None) -> None:
         self._guards.setdefault((source, kind), Guard(source, kind, value))
 
-    def add_tensor(self, source: Source, value: torch.Tensor) -> None:
-        """TENSOR_MATCH on an input tensor; its storage facts are added by storage_facts()."""
-        meta = TensorMeta.of(value)
+    def add_tensor(self, source: Source, value: torch.Tensor, fake: Optional[torch.Tensor] = None) -> None:
+        """TENSOR_MATCH on an input tensor (`fake`: its FakeTensor when it has symbolic sizes);
+        its storage facts are added by storage_facts()."""
+        meta = TensorMeta.of(value, fake)
         self.add(source, GuardKind.TENSOR_MATCH, meta)
         self._storages.setdefault(source, (storage_key(value), meta.with_storage(value)))
 
@@ -313,7 +338,7 @@ class GuardSet:
         self.storage_facts()
         aliasing = self.aliasing_guard()
         return [g.text() for g in self.global_state] + [g.text() for g in self] + \
-            ([aliasing.text()] if aliasing is not None else [])
+            ([aliasing.text()] if aliasing is not None else []) + [g.text() for g in self.shape_guards]
 
     def build(self, code: types.CodeType, exports: list[Source] = ()) -> "_C.RootGuardManager":
         """Lower to the C++ tree checked by the eval-frame hook on every call of `code`. The
@@ -330,6 +355,9 @@ class GuardSet:
         if aliasing is not None:
             root.add_aliasing_match([_node_for(s, root, nodes, code) for s in aliasing.sources],
                                     list(aliasing.classes), aliasing.text(), list(aliasing.storage_classes))
+        for shape in self.shape_guards:
+            root.add_shape_match([_node_for(s, root, nodes, code) for s in shape.sources], list(shape.program),
+                                 shape.text())
         for i, source in enumerate(exports):
             if root.export(_node_for(source, root, nodes, code)) != i:
                 raise ValueError(f"{source.name()} is exported twice")
@@ -343,7 +371,8 @@ class GuardSet:
         would fail the guards."""
         fetched: set[Source] = set()
         aliasing = self.aliasing_guard()
-        for source in [*map(_checked_at, self), *(aliasing.sources if aliasing is not None else ())]:
+        shapes = [s for shape in self.shape_guards for s in shape.sources]
+        for source in [*map(_checked_at, self), *(aliasing.sources if aliasing is not None else ()), *shapes]:
             while source not in fetched:
                 fetched.add(source)
                 if not isinstance(source, ChildSource):
@@ -407,6 +436,8 @@ def _node_for(source: Source, root: Any, nodes: dict[Source, Any], code: types.C
         node = _node_for(source.base, root, nodes, code).dict_value(source.index)
     elif isinstance(source, TupleIteratorRestSource):
         node = _node_for(source.base, root, nodes, code).tuple_iterator_rest()
+    elif isinstance(source, TensorPropertySource):
+        node = _node_for(source.base, root, nodes, code).tensor_property(source.prop, source.dim)
     else:
         raise TypeError(f"no guard lowering for source {source!r}")
     nodes[source] = node
@@ -439,8 +470,14 @@ def _add_leaf(node: Any, guard: Guard) -> None:
         node.add_dict_contains_match(_dict_entry(guard.source)[0], value, text)
     else:
         m: TensorMeta = value
-        node.add_tensor_match(m.type, m.dtype, m.device, m.sizes, m.strides, m.requires_grad, text,
+        node.add_tensor_match(m.type, m.dtype, m.device, _dynamic_as_unchecked(m.sizes),
+                              _dynamic_as_unchecked(m.strides), m.requires_grad, text,
                               _or_unchecked(m.storage_offset), _or_unchecked(m.storage_nbytes))
+
+
+def _dynamic_as_unchecked(values: tuple[Optional[int], ...]) -> list[int]:
+    """TENSOR_MATCH's sizes or strides for C++: -1 where symbolic (not checked there)."""
+    return [-1 if n is None else n for n in values]
 
 
 def _or_unchecked(n: Optional[int]) -> int:

@@ -65,6 +65,7 @@ class ResumeInfo:
     stack: tuple[Slot, ...]      # each stack slot it rebuilds
     args: tuple[str, ...]        # its positional parameters, in order
     added: int                   # real instructions its prologue has beyond the original's
+    break_line: int | None = None  # the line of the graph break it continues after
 
     @property
     def original(self) -> types.CodeType:
@@ -112,8 +113,10 @@ def _slot_instructions(n: int, slot: Slot) -> list[Instr]:
     return slot.instructions()
 
 
-def resume_code(code: types.CodeType, target: int, stack: tuple[Slot, ...], live: tuple[str, ...]) -> types.CodeType:
-    """The resume function's code: continue `code` at `Bytecode.from_code(code)[target]`."""
+def resume_code(code: types.CodeType, target: int, stack: tuple[Slot, ...], live: tuple[str, ...],
+                break_line: int | None = None) -> types.CodeType:
+    """The resume function's code: continue `code` at `Bytecode.from_code(code)[target]`, after a
+    graph break on line `break_line`."""
     key = (target, stack, live)
     per_code = _cache.setdefault(code, {})
     if key in per_code:
@@ -161,7 +164,7 @@ def resume_code(code: types.CodeType, target: int, stack: tuple[Slot, ...], live
         new_code = bc.to_code(stacksize=max(code.co_stacksize, prologue_depth) + len(stack),
                               compute_exception_stack_depths=False)
     per_code[key] = new_code
-    origins[new_code] = ResumeInfo(weakref.ref(code), offset, stack, tuple(args), added)
+    origins[new_code] = ResumeInfo(weakref.ref(code), offset, stack, tuple(args), added, break_line)
     return new_code
 
 

@@ -203,6 +203,22 @@ class TupleIteratorRestSource(ChildSource):
         return f"___tuple_iterator_rest({self.base.name()})"
 
 
+@dataclass(frozen=True)
+class TensorPropertySource(ChildSource):
+    """A tensor's size or stride in dimension `dim`, or its storage offset (`prop`: "size",
+    "stride", "storage_offset"): where a symbolic size of a graph with dynamic shapes comes from,
+    named as torch._dynamo names it (`L['x'].size()[0]`), which also names its symbol."""
+
+    prop: str
+    dim: int = 0
+
+    @functools.cached_property
+    def _name(self) -> str:
+        if self.prop == "storage_offset":
+            return f"{self.base.name()}.storage_offset()"
+        return f"{self.base.name()}.{self.prop}()[{self.dim}]"
+
+
 def _remember_hashes(cls: type) -> None:
     """Make each source hash its fields once: a source is a key of the trace's input, guard and
     constant tables, and the dataclass hash walks the whole chain (`self.features.block1.conv.weight`)

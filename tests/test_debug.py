@@ -60,7 +60,7 @@ def _logs_off():
 
 
 def test_a_new_shape_adds_an_entry_whose_reason_names_the_failed_guard():
-    opt = pyframe.optimize("eager")(add_one)
+    opt = pyframe.optimize("eager", dynamic=False)(add_one)  # (static: the new entry is for size 4)
     opt(torch.randn(10))
     opt(torch.randn(4))
     entries = cache_entries(add_one)
@@ -77,7 +77,7 @@ def test_a_new_shape_adds_an_entry_whose_reason_names_the_failed_guard():
 
 
 def test_hit_counts_increase_with_cached_calls():
-    opt = pyframe.optimize("eager")(add_one)
+    opt = pyframe.optimize("eager", dynamic=False)(add_one)  # (static: one entry per size)
     x = torch.randn(3)
     opt(x)
     assert cache_entries(add_one)[0].hits == 0  # the compiling call is not a hit

@@ -152,7 +152,7 @@ def test_guard_text_is_readable_python():
 def test_recompile_limit_runs_eagerly_with_one_warning(monkeypatch):
     monkeypatch.setattr(pyframe.config, "recompile_limit", 3)
     counter = Counter()
-    opt = pyframe.optimize(counter)(scaled)
+    opt = pyframe.optimize(counter, dynamic=False)(scaled)  # (static: an entry per value of k)
     x = torch.randn(2)
     with pytest.warns(UserWarning, match="recompile_limit.*L\\['k'\\] == ") as caught:
         for k in range(6):
@@ -185,13 +185,14 @@ def test_the_recompile_limit_counts_entries_for_the_same_module(monkeypatch):
     x = torch.randn(2, 4)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        torch.testing.assert_close(pyframe.optimize(counter)(net)(x), net(x))
+        torch.testing.assert_close(pyframe.optimize(counter, dynamic=False)(net)(x), net(x))
     assert not [w for w in caught if "recompile_limit" in str(w.message)]
     code = _PrintingBlock.forward.__code__
     assert len(_C.get_cache_entries(code)) == 12
     assert _C.get_code_state(code) != "run_only"
-    # The limit still holds for one block: new shapes for block 0 alone stop at 3 entries.
-    first = pyframe.optimize(counter)(net[0])
+    # The limit still holds for one block: new shapes for block 0 alone (static shapes: one entry
+    # per shape) stop at 3 entries.
+    first = pyframe.optimize(counter, dynamic=False)(net[0])
     with pytest.warns(UserWarning, match="recompile_limit"):
         for n in range(1, 6):
             first(torch.randn(n, 4))

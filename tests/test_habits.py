@@ -280,7 +280,7 @@ def test_pickle_and_torch_save_round_trip(save):
         torch.testing.assert_close(loaded(x), opt(x))
     loaded = pickle.loads(pickle.dumps(ours))
     loaded(x)
-    assert loaded._context.recipe == ("eager", False)
+    assert loaded._context.recipe == ("eager", False, None)  # (backend, fullgraph, dynamic)
     code = Net.forward.__code__
     assert any(r.status == "compiled" for r in pyframe.convert_frame.records_for(code))
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 import torch
 
@@ -44,10 +44,17 @@ class CompiledGraph:
 
 
 def compile_with_backend(backend: Callable, name: str, gm: torch.fx.GraphModule,
-                         example_inputs: list[torch.Tensor], graph_name: str) -> CompiledGraph:
-    """Call the backend; on failure warn once and fall back to running the graph eagerly."""
+                         example_inputs: list[torch.Tensor], graph_name: str,
+                         fake_mode: Any = None) -> CompiledGraph:
+    """Call the backend; on failure warn once and fall back to running the graph eagerly. With
+    `fake_mode` (a graph with dynamic shapes), the backend runs in a tracing context holding it,
+    where aot_autograd and inductor find the ShapeEnv of the graph's symbols."""
     try:
-        fn = backend(gm, example_inputs)
+        if fake_mode is not None:
+            with torch._guards.tracing(torch._guards.TracingContext(fake_mode)):
+                fn = backend(gm, example_inputs)
+        else:
+            fn = backend(gm, example_inputs)
         if fn is None:
             raise RuntimeError("the backend returned None")
         if not callable(fn):

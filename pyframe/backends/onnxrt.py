@@ -18,8 +18,9 @@ The pieces are public, to build other backends the way the seed does:
     onnx_graph_compiler(gm, example_inputs)  -> the same as a boxed function, for aot_autograd:
     my_backend = aot_autograd(fw_compiler=onnx_graph_compiler, decompositions=my_table)
 
-Shapes are static, as everywhere in pyframe: a call with a new shape (the smaller last batch of an
-epoch) compiles and exports a new entry; `dynamic=True` changes nothing.
+Shapes are static for this backend (`onnxrt.static_shapes`, which pyframe.optimize honours): a call
+with a new shape (the smaller last batch of an epoch) compiles and exports a new entry; `dynamic`
+changes nothing.
 
 Needs the `onnx` extra (`pip install -e ".[onnx]"`: onnx, onnxruntime, onnxscript). Without it,
 `pyframe.optimize("onnxrt")` raises `MissingDependency` naming that command: a missing package is
@@ -188,6 +189,9 @@ def onnxrt(gm: torch.fx.GraphModule, example_inputs: list[torch.Tensor]) -> Call
 
 
 onnxrt.check_requirements = check_requirements  # type: ignore[attr-defined]  (see registry.py)
+# ONNX Runtime sessions are made for the sizes exported: frames compiled for it keep static shapes
+# (a new size compiles a new entry), whatever `dynamic` says (see eval_frame.optimize).
+onnxrt.static_shapes = True  # type: ignore[attr-defined]
 
 
 # --------------------------------------------------------------------------------------------------

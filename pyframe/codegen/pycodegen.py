@@ -22,7 +22,7 @@ from ..rerun import Rerun, run_as_python
 from ..source import (
     AttrSource, BaseItemSource, BuiltinSource, CellContentsSource, ChildSource, ClosureSource, DictItemSource, DictKeySource,
     DictValueSource, FreeCellSource, GenericAttrSource, GlobalSource, ItemSource, LocalSource, Source,
-    TupleIteratorRestSource,
+    TensorPropertySource, TupleIteratorRestSource,
 )
 
 _BUILD = {tuple: "BUILD_TUPLE", list: "BUILD_LIST"}
@@ -175,6 +175,13 @@ class PyCodegen:
             self.load_const(_C.tuple_iterator_rest)
             self.load_source(source.base)
             self.call(1)
+        elif isinstance(source, TensorPropertySource):  # `x.size(0)`, `x.stride(1)`, `x.storage_offset()`
+            self.push_null()
+            self.load_const(getattr(torch.Tensor, source.prop))
+            self.load_source(source.base)
+            if source.prop != "storage_offset":
+                self.load_const(source.dim)
+            self.call(1 if source.prop == "storage_offset" else 2)
         else:
             raise TypeError(f"cannot load source {source!r}")
 

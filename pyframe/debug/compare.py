@@ -227,15 +227,17 @@ def engine_unavailable_reason(engine: str) -> str | None:
     return None
 
 
-def optimize_with(engine: str, fn: Callable[..., Any], backend: Callable[..., Any]) -> Callable[..., Any]:
-    """``fn`` (a function or an nn.Module) as ``engine`` runs it, with ``backend`` for its graphs."""
+def optimize_with(engine: str, fn: Callable[..., Any], backend: Callable[..., Any],
+                  dynamic: bool | None = False) -> Callable[..., Any]:
+    """``fn`` (a function or an nn.Module) as ``engine`` runs it, with ``backend`` for its graphs.
+    Both engines get the same ``dynamic`` setting: static shapes by default (the shared corpus
+    calls each case with one set of sizes), None for the cases of dynamic shapes."""
     if engine == "eager":
         return fn
     if engine == "pyframe":
-        return optimize(backend)(fn)
+        return optimize(backend, dynamic=dynamic)(fn)
     if engine == "dynamo":
-        # Static shapes, as pyframe guards them (DESIGN.md section 3): compare like with like.
-        return torch.compile(fn, backend=backend, dynamic=False)
+        return torch.compile(fn, backend=backend, dynamic=dynamic)
     raise ValueError(f"unknown engine {engine!r}; known: {', '.join(ENGINES)}")
 
 

@@ -90,8 +90,9 @@ def explain(fn: Callable, backend: str | Callable = "eager") -> Callable[..., Ex
     """`explain(fn)(*args, **kwargs)`: run `fn` once under pyframe and describe what happened."""
     def run(*args: Any, **kwargs: Any) -> ExplainOutput:
         seen: list[tuple[types.CodeType, FrameRecord]] = []
+        # (its own store of sizes for automatic dynamic shapes: a run of explain leaves nothing behind)
         compiler = Compiler(lookup_backend(backend), backend_name(backend),
-                            observer=lambda code, record: seen.append((code, record)))
+                            observer=lambda code, record: seen.append((code, record)), sizes={})
         try:
             OptimizeContext(compiler)(fn)(*args, **kwargs)
         finally:

@@ -81,8 +81,9 @@ class PyframeFakeTensorMode(FakeTensorMode):
         return FakeTensorMode.avoid_device_init.fget(self)
 
     def dispatch(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        if direct_view(func) and not kwargs and not self.in_kernel_invocation and not self.propagate_real_tensors \
-                and not fx_config.backed_size_oblivious:
+        # (not over a ShapeEnv: a view's sizes may then be symbolic anywhere in its arguments)
+        if self.shape_env is None and direct_view(func) and not kwargs and not self.in_kernel_invocation \
+                and not self.propagate_real_tensors and not fx_config.backed_size_oblivious:
             device = _common_device(self, args)
             if device is not None:
                 with in_kernel_invocation_manager(self):

@@ -294,7 +294,7 @@ def _emit_exits(tx: InstructionTranslator, cg: PyCodegen, plan: BreakPlan,
         if plan.blocks:
             leave_blocks(cg, len(plan.blocks), results)
         stack_shape = tuple(_slot(v) for v in plan.lower) + (False,) * results
-        code = resume_code(original, target, stack_shape, live)
+        code = resume_code(original, target, stack_shape, live, cg.lineno)
         resumes.append(code)
         passed = [v for v in plan.lower if _slot(v) is False]
         emit_resume_call(cg, lambda code=code: _load_function(tx, cg, code), lambda name: _load_live(tx, cg, name),

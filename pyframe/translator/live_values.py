@@ -27,7 +27,7 @@ from .variables.iterators import ListIteratorVariable
 from .variables.lists import BaseListVariable
 from .variables.objects import NewObjectVariable
 from .variables.sets import SetVariable
-from .variables.tensor import TensorVariable, is_inplace_method
+from .variables.tensor import SymNodeVariable, TensorVariable, is_inplace_method
 
 
 def _children(vt: VariableTracker) -> list[VariableTracker]:
@@ -138,11 +138,12 @@ def drop_stores_to_dead_tensors(tx: InstructionTranslator, roots: list[VariableT
         del stores[key]
 
 
-def tensors_in(values: list[VariableTracker]) -> list[TensorVariable]:
-    """Every tensor the transformed code must hand back to Python, in order, once each."""
-    found: dict[torch.fx.Node, TensorVariable] = {}
+def tensors_in(values: list[VariableTracker]) -> list[TensorVariable | SymNodeVariable]:
+    """Every tensor (and symbolic size) the transformed code must hand back to Python, in order,
+    once each."""
+    found: dict[torch.fx.Node, TensorVariable | SymNodeVariable] = {}
     for vt in walk(values):
-        if isinstance(vt, TensorVariable):
+        if isinstance(vt, (TensorVariable, SymNodeVariable)):
             found.setdefault(vt.node, vt)
     return list(found.values())
 
@@ -191,7 +192,7 @@ def _in_dynamo_order(tx: InstructionTranslator, handed_on: list[VariableTracker]
 
     def visit(values: list[VariableTracker]) -> None:
         for vt in values:
-            if isinstance(vt, TensorVariable):
+            if isinstance(vt, (TensorVariable, SymNodeVariable)):
                 first_seen.setdefault(vt.node, None)
             elif id(vt) in seen:  # (a list holding itself, a recursive closure)
                 continue

@@ -520,6 +520,9 @@ class SubgraphTracer(OutputGraph):
         self.parent = parent
         self.guards = parent.guards
         self._node_keys = parent._node_keys  # one FakeTensor may be a value of both graphs
+        # the frame's FakeTensorMode (and ShapeEnv, with dynamic shapes): one set of FakeTensors
+        self.symbolic, self.fake_mode, self.shape_env = parent.symbolic, parent.fake_mode, parent.shape_env
+        self.fast_propagation, self._sym_exprs = parent.fast_propagation, parent._sym_exprs
         self.initial_grad_enabled = self.grad_enabled = parent.grad_enabled
         self.autocast_stack = list(parent.autocast_stack)
         self.lifted: dict[torch.fx.Node, torch.fx.Node] = {}
@@ -548,8 +551,8 @@ class SubgraphTracer(OutputGraph):
             inner = self.lifted[outer] = self.placeholder(outer.name.lower(), outer.meta["example_value"])
         return inner
 
-    def add_input(self, source: Source, value: torch.Tensor) -> torch.fx.Node:
-        return self.lift(self.parent.add_input(source, value))
+    def add_input(self, source: Source, value: torch.Tensor, module_state: bool = False) -> torch.fx.Node:
+        return self.lift(self.parent.add_input(source, value, module_state))
 
     def create_node(self, op: str, target: Any, args: tuple, kwargs: dict) -> torch.fx.Node:
         return super().create_node(op, target, _map_nodes(args, self.lift), _map_nodes(kwargs, self.lift))

@@ -72,6 +72,10 @@ class VariableTracker:
             return self.describe()  # (a subclass's own, which does not ask python_type)
         return "a value pyframe does not model here" + (f" (read from {self.source.name()})" if self.source else "")
 
+    # A symbolic size of a graph with dynamic shapes (SymNodeVariable): a constant only at the
+    # price of specializing it, so a container holding one is not a constant (its items stay).
+    is_symbolic = False
+
     def is_python_constant(self) -> bool:
         try:
             self.as_python_constant()

@@ -18,6 +18,7 @@ import torch
 
 from ...exc import Unsupported
 from ...resume import STACK_ARG_PREFIX
+from ...fake.shapes import has_symbolic_sizes
 from ...guards import GuardKind, KeysById
 from ...source import (
     AttrSource, BaseItemSource, DictItemSource, DictKeySource, DictValueSource, ItemSource, LocalSource, Source,
@@ -44,7 +45,7 @@ from .methods import InlinedMethodVariable
 from .super_object import SuperVariable
 from .nn_module import NNModuleVariable
 from .objects import DisabledFunctionVariable, GraphBreakFunctionVariable, PythonObjectVariable, UserObjectVariable
-from .tensor import TensorVariable
+from .tensor import SymNodeVariable, TensorVariable
 from .torch import PythonModuleVariable, TorchFunctionVariable, is_torch_op
 
 
@@ -109,14 +110,19 @@ def _wrap_tensor(tx: Tracer, value: Any, source: Source | None, guard: bool,
             raise Unsupported("a tensor wrapped by a torch.func transform (grad, vmap) is not traced")
         if source is None:
             raise Unsupported("a tensor that is not an input of the frame (a global tensor made in C?)")
-        tx.output.guards.add_tensor(source, value)  # always: it is an input
-        if type(value) is not torch.nn.Parameter and not _is_buffer(source):
+        model_state = type(value) is torch.nn.Parameter or _is_buffer(source)
+        # (a module's parameters, buffers and tensors in submodules keep static shapes, as under
+        # torch._dynamo: force_parameter_static_shapes, force_nn_module_property_static_shapes)
+        node = tx.output.add_input(source, value, model_state or "._modules[" in source.name())
+        fake = node.meta["example_value"]
+        tx.output.guards.add_tensor(source, value, fake if has_symbolic_sizes(fake) else None)  # always: an input
+        if not model_state:
             # Which inputs are one tensor is part of what the graph means to a backend that
             # functionalizes it (aot_autograd, inductor: `x.mul_(2); y.mul_(2)` with x is y), so
             # it is guarded, as torch._dynamo guards it; parameters and buffers, the model's own
             # state, are left out, as torch._dynamo leaves them (skip_no_tensor_aliasing_guards_on_parameters).
             tx.output.guards.add_aliasing(source, value)
-        return TensorVariable(tx.output.add_input(source, value), source, type(value))
+        return TensorVariable(node, source, type(value))
     return None
 
 
@@ -126,6 +132,12 @@ def _wrap_constant(tx: Tracer, value: Any, source: Source | None, guard: bool,
     if value is None:
         _add(guards, source, GuardKind.NONE_MATCH)
         return ConstantVariable(None, source)
+    if type(value) is int and isinstance(source, LocalSource) and guards is not None:
+        # an int argument seen changing (automatic dynamic) or with dynamic=True: a SymInt input
+        node = tx.output.add_int_input(source, value)
+        if node is not None:
+            _add(guards, source, GuardKind.TYPE_MATCH, int)
+            return SymNodeVariable(node, source)
     if type(value) in _EQUALS_TYPES or is_numpy_scalar(value):
         _add(guards, source, GuardKind.EQUALS_MATCH, value)
         return ConstantVariable(value, source)

@@ -13,6 +13,8 @@ import operator
 import types
 from typing import Any, Callable, Sequence
 
+import torch
+
 from ...exc import Unsupported
 from ...guards import GuardKind
 from ...source import AttrSource
@@ -22,7 +24,7 @@ from .container_subclass import ContainerSubclassMixin, as_base_value
 from .dict_subclass import DictSubclassMixin, builtin_method_descriptor
 from .dicts import DICT_HANDLERS, DictVariable, DictViewVariable, name_as_constructed
 from .iterators import iterate
-from .lists import BaseListVariable, ListVariable, TupleVariable
+from .lists import BaseListVariable, ListVariable, SizeVariable, TupleVariable
 from .sets import SET_HANDLERS, SetVariable, build_set
 from .exceptions import ExceptionVariable, RaisedException, is_exception_class
 from .functions import PartialVariable, UserFunctionVariable
@@ -33,7 +35,7 @@ from .object_hasattr import object_has_attr
 from .iteration_builtins import ITERATION_HANDLERS, reduce_items
 from .special_methods import DUNDERS, contains, identity, is_tensor, length, python_method, user_operator
 from .static_lookup import checks_by_type, flatten_classinfo, is_legacy_tensor_type, is_plain_class
-from .tensor import TensorVariable, call_in_graph
+from .tensor import SymNodeVariable, SymSliceVariable, TensorVariable, call_in_graph, sym_operation
 
 # Builtins with no side effects: calling them on constants while tracing is safe.
 _PURE_BUILTINS = {abs, all, any, bool, chr, divmod, float, format, hash, int, isinstance, issubclass, len,
@@ -92,6 +94,12 @@ class BuiltinVariable(VariableTracker):
             e = Unsupported(f"{fn.__name__}() reads the frame's local variables")
             e.whole_frame = tx.parent is None
             raise e
+        if fn in _SYM_OPERATORS and not kwargs:  # `n // 2` on a symbolic size (dynamic shapes)
+            result = sym_operation(tx, _SYM_OPERATORS[fn], args)
+            if result is not None:
+                return result
+        if fn is slice and not kwargs and any(isinstance(a, SymNodeVariable) for a in args):
+            return SymSliceVariable(args)
         handler = _HANDLERS.get(fn)
         if handler is not None:
             try:
@@ -105,7 +113,7 @@ class BuiltinVariable(VariableTracker):
                 return result
         # `x * 1.5`, `x + y` on tensors: no user class's operator can apply (only tensors and
         # constants), the common case, taken without looking for one.
-        plain_operands = all(type(a) is TensorVariable or type(a) is ConstantVariable for a in args)
+        plain_operands = all(type(a) in _PLAIN_OPERANDS for a in args)
         if fn in DUNDERS and not kwargs and not plain_operands:
             result = user_operator(tx, fn, args)
             if result is not None:
@@ -161,6 +169,18 @@ class BuiltinVariable(VariableTracker):
 
 
 
+
+_PLAIN_OPERANDS = (TensorVariable, ConstantVariable, SymNodeVariable)
+# Operators on symbolic sizes, recorded in the graph (an in-place one as its binary form: an int
+# is immutable), as torch._dynamo records them.
+_SYM_OPERATORS = {
+    **{fn: fn for fn in (operator.add, operator.sub, operator.mul, operator.floordiv, operator.mod, operator.pow,
+                         operator.truediv, operator.neg, operator.pos, operator.lt, operator.le, operator.eq,
+                         operator.ne, operator.gt, operator.ge)},
+    operator.iadd: operator.add, operator.isub: operator.sub, operator.imul: operator.mul,
+    operator.ifloordiv: operator.floordiv, operator.imod: operator.mod, operator.ipow: operator.pow,
+    operator.itruediv: operator.truediv,
+}
 
 # Builtins that look at the object itself (its type, identity, attributes), not at its items.
 _OWN_OBJECT = {type, isinstance, issubclass, id, operator.is_, operator.is_not, getattr, hasattr, setattr,
@@ -316,6 +336,11 @@ def _binary(fn: Callable) -> Callable:
                 a.call_method(tx, "extend", [b], {})
                 return a
             return type(a)(a.items + b.items)
+        if isinstance(a, BaseListVariable) and base is operator.add and isinstance(b, BaseListVariable) \
+                and a.container_type in (tuple, torch.Size) and b.container_type in (tuple, torch.Size):
+            # (torch.Size's reflected + wins over tuple's: `(-1,) + x.shape[1:]` is a torch.Size)
+            is_size = torch.Size in (a.container_type, b.container_type)
+            return (SizeVariable if is_size else TupleVariable)(a.items + b.items)
         if isinstance(a, BaseListVariable) and base is operator.mul and b.is_python_constant():
             return type(a)(a.items * b.as_python_constant())
         return None
@@ -344,6 +369,9 @@ def _vars(tx, obj: VariableTracker) -> VariableTracker:
 
 def _getitem(tx, obj: VariableTracker, key: VariableTracker) -> VariableTracker | None:
     if is_tensor(obj):
+        if isinstance(key, SymNodeVariable) and key.python_type() is int:
+            # `x[n - 1]` with a symbolic index: torch.select, as torch._dynamo records it
+            return call_in_graph(tx, "call_function", torch.select, [obj, ConstantVariable(0), key], {})
         return None
     getitem = getattr(obj, "getitem", None)
     if getitem is not None:

@@ -39,6 +39,9 @@ class BaseListVariable(VariableTracker):
     def as_python_constant(self) -> Any:
         return self.container_type(v.as_python_constant() for v in self.items)
 
+    def is_python_constant(self) -> bool:
+        return all(not v.is_symbolic and v.is_python_constant() for v in self.items)
+
     def truth(self) -> bool:
         return bool(self.items)
 

@@ -5,12 +5,18 @@ but its data is known while tracing (shape, dtype, device, requires_grad), so `x
 constant and `x.size()`, `x.dim()`, `x.numel()` fold away, all covered by the TENSOR_MATCH guard
 on the graph input they derive from. Reading the data (`.item()`, a branch on `x.sum() > 0`) needs a
 graph break.
+
+With dynamic shapes (fake/shapes.py) a size may be a `torch.SymInt`: `x.shape[0]` is then a
+SymNodeVariable, the graph's placeholder of that symbol (`s77`) or a `sym_size` node, and Python
+arithmetic on it is recorded (`n // 2`, `n * 3`). A branch on it (`if n > 16:`) is decided by its
+value on this call, the ShapeEnv keeping the relation as a guard; where a plain int is needed
+(`range(n)`, a constant-folded call) it is specialized, guarded to equal its value.
 """
 from __future__ import annotations
 
 import operator
 import types
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 import torch.fx
@@ -71,6 +77,115 @@ class HookHandleVariable(VariableTracker):
         return "the handle of a hook registered in the trace"
 
 
+class SymNodeVariable(VariableTracker):
+    """A symbolic int, bool or float of a graph with dynamic shapes: an fx node whose example
+    value is a torch.SymInt (SymBool, SymFloat) of the trace's ShapeEnv."""
+
+    def __init__(self, node: torch.fx.Node, source: Source | None = None):
+        super().__init__(source)
+        self.node = node
+
+    @property
+    def example(self) -> Any:
+        return self.node.meta["example_value"]
+
+    def python_type(self) -> type:
+        return {torch.SymInt: int, torch.SymBool: bool, torch.SymFloat: float}[type(self.example)]
+
+    is_symbolic = True
+
+    def is_python_constant(self) -> bool:
+        return True  # ... at the price of a guard: see as_python_constant
+
+    def as_python_constant(self) -> Any:
+        """Its value on this call, specialized: the ShapeEnv guards that it stays this value."""
+        return self.python_type()(self.example)
+
+    def truth(self) -> bool:
+        """`if n > 16:`: decided on this call's sizes; the ShapeEnv guards the relation."""
+        return bool(self.example)
+
+    def call_method(self, tx, name: str, args: Sequence[VariableTracker],
+                    kwargs: dict[str, VariableTracker]) -> VariableTracker:
+        if name in ("__index__", "__int__") and not args and not kwargs:
+            return ConstantVariable(self.as_python_constant())
+        return ConstantVariable(self.as_python_constant()).call_method(tx, name, args, kwargs)
+
+    def var_getattr(self, tx, name: str) -> VariableTracker:
+        return ConstantVariable(self.as_python_constant()).var_getattr(tx, name)
+
+    def reconstruct(self, cg) -> None:
+        cg.load_tensor(self)  # a graph output kept in a temporary, or the size's source
+
+    def describe(self) -> str:
+        return f"a size ({self.example}) of a graph with dynamic shapes"
+
+    def __repr__(self) -> str:
+        return f"SymNodeVariable({self.node.name}: {self.example})"
+
+
+class SymSliceVariable(VariableTracker):
+    """`slice(None, n // 2)` with a symbolic bound: indexing a tensor with it stays symbolic
+    (`l_y_[slice(None, floordiv, None)]`); anything else specializes its bounds."""
+
+    def __init__(self, parts: Sequence[VariableTracker]):
+        super().__init__()
+        self.parts = list(parts)
+
+    def python_type(self) -> type:
+        return slice
+
+    def as_python_constant(self) -> Any:
+        return slice(*(p.as_python_constant() for p in self.parts))
+
+    def reconstruct(self, cg) -> None:
+        cg.push_null()
+        cg.load_const(slice)
+        for p in self.parts:
+            p.reconstruct(cg)
+        cg.call(len(self.parts))
+
+    def describe(self) -> str:
+        return "a slice with a symbolic bound"
+
+
+def sym_operation(tx, fn: Any, args: Sequence[VariableTracker]) -> VariableTracker | None:
+    """`fn(*args)` on sizes, where one of them is symbolic and the others are numbers: recorded as
+    torch._dynamo records it (`floordiv = s77 // 2`). None for what is no such call."""
+    if not any(isinstance(a, SymNodeVariable) for a in args):
+        return None
+    if not all(isinstance(a, SymNodeVariable) or (isinstance(a, ConstantVariable) and type(a.value) in (int, float, bool))
+               for a in args):
+        return None
+    node_args = tuple(a.node if isinstance(a, SymNodeVariable) else a.value for a in args)
+    return wrap_node(tx, tx.output.create_node("call_function", fn, node_args, {}))
+
+
+def symbolic_metadata(tx, value: Any, compute: Callable[[], tuple]) -> VariableTracker:
+    """A tensor's size, stride or numel: a constant where static; where symbolic, the node that
+    already computes that expression (the placeholder `s77` of `x.shape[0]`), else the node
+    `compute()` gives (op, target, args)."""
+    if type(value) is int:
+        return ConstantVariable(value)
+    known = tx.output.sym_node(value)
+    if known is not None:
+        return SymNodeVariable(known, known.meta.get("source"))
+    return wrap_node(tx, tx.output.create_node(*compute(), {}))
+
+
+def size_item(tx, tensor: "TensorVariable", dim: int) -> VariableTracker:
+    """`x.shape[dim]` (symbolic where not found: `torch.ops.aten.sym_size.int(x, dim)`)."""
+    return symbolic_metadata(tx, tensor.example.shape[dim],
+                             lambda: ("call_function", torch.ops.aten.sym_size.int, (tensor.node, dim)))
+
+
+def _sizes(tx, tensor: "TensorVariable", values: Sequence[Any]) -> list[VariableTracker]:
+    """The items of `x.shape`/`x.size()` (values: the FakeTensor's sizes)."""
+    if all(type(n) is int for n in values):
+        return [ConstantVariable(n) for n in values]
+    return [size_item(tx, tensor, d) for d in range(len(values))]
+
+
 class TensorVariable(VariableTracker):
     def __init__(self, node: torch.fx.Node, source: Source | None = None, class_type: type = torch.Tensor):
         super().__init__(source)
@@ -108,7 +223,7 @@ class TensorVariable(VariableTracker):
     def var_getattr(self, tx, name: str) -> VariableTracker:
         self.realize(tx)
         if name in ("shape",):
-            return SizeVariable([ConstantVariable(d) for d in self.example.shape])
+            return SizeVariable(_sizes(tx, self, self.example.shape))
         if name in _METADATA_ATTRS:
             return ConstantVariable(getattr(self.example, name))
         if callable(getattr(torch.Tensor, name, None)):
@@ -166,17 +281,34 @@ class TensorVariable(VariableTracker):
             return HookHandleVariable(tx.root.ip - 1)
         if name in _AUTOGRAD_METHODS:
             raise Unsupported(f"Tensor.{name}() runs autograd outside the graph")
+        if name == "size" and tx.output.symbolic and not kwargs and len(args) <= 1:
+            if not args:
+                return SizeVariable(_sizes(tx, self, self.example.shape))
+            dim = args[0].as_python_constant()
+            return size_item(tx, self, dim if dim >= 0 else dim + self.example.dim())
+        if name == "stride" and tx.output.symbolic and not kwargs and len(args) <= 1:
+            strides = self.example.stride()
+            dims = range(len(strides)) if not args else [args[0].as_python_constant() % max(len(strides), 1)]
+            items = [symbolic_metadata(tx, strides[d], lambda d=d: ("call_function", torch.ops.aten.sym_stride.int,
+                                                                     (self.node, d))) for d in dims]
+            return TupleVariable(items) if not args else items[0]
+        if name == "numel" and tx.output.symbolic and not args and not kwargs:
+            return symbolic_metadata(tx, self.example.numel(), lambda: ("call_method", "numel", (self.node,)))
         if name in ("size", "stride") or name in _METADATA_METHODS:
             if name == "storage_offset":  # folded: not covered by TENSOR_MATCH unless asked for
                 tx.output.guards.storage_offsets_read = True
             pargs = [a.as_python_constant() for a in args]
             pkwargs = {k: v.as_python_constant() for k, v in kwargs.items()}
             value = getattr(self.example, name)(*pargs, **pkwargs)
+            if tx.output.symbolic:  # (numel(), a stride: specialized to this call's value, guarded)
+                value = _specialized(value)
             if isinstance(value, tuple):  # x.size(): a torch.Size; x.stride(): a plain tuple
                 items = [ConstantVariable(d) for d in value]
                 return SizeVariable(items) if isinstance(value, torch.Size) else TupleVariable(items)
             return ConstantVariable(value)
         if name == "__len__":
+            if tx.output.symbolic and self.example.dim() > 0:
+                return size_item(tx, self, 0)
             return ConstantVariable(len(self.example))
         if name == "type" and not args and not kwargs:
             return ConstantVariable(self.example.type())
@@ -203,7 +335,7 @@ class TensorVariable(VariableTracker):
         if self.example.dim() == 0:
             raise Unsupported("iteration over a 0-d tensor")
         return [wrap_node(tx, tx.output.create_node("call_function", operator.getitem, (self.node, i), {}))
-                for i in range(self.example.shape[0])]
+                for i in range(int(self.example.shape[0]))]
 
     def reconstruct(self, cg) -> None:
         cg.load_tensor(self)
@@ -213,6 +345,13 @@ class TensorVariable(VariableTracker):
 
     def __repr__(self) -> str:
         return f"TensorVariable({self.node.name})"
+
+
+def _specialized(value: Any) -> Any:
+    """A symbolic int (or a tuple of them) as its value on this call, guarded to stay it."""
+    if isinstance(value, tuple):
+        return type(value)(_specialized(v) for v in value)
+    return int(value) if isinstance(value, torch.SymInt) else value
 
 
 def _is_size_request(args: Sequence[VariableTracker]) -> bool:
@@ -228,9 +367,13 @@ def is_inplace_method(name: str) -> bool:
 
 def as_node_arg(vt: VariableTracker) -> Any:
     """An argument of an fx node: nodes for tensors, plain values for constants, nested as given."""
-    if isinstance(vt, TensorVariable):
+    if isinstance(vt, (TensorVariable, SymNodeVariable)):
         return vt.node
+    if isinstance(vt, SymSliceVariable):
+        return slice(*(as_node_arg(p) for p in vt.parts))
     if isinstance(vt, SizeVariable):
+        if any(isinstance(v, SymNodeVariable) for v in vt.items):
+            return tuple(as_node_arg(v) for v in vt.items)
         return torch.Size(vt.as_python_constant())
     if isinstance(vt, BaseListVariable):
         return vt.container_type(as_node_arg(v) for v in vt.items)
@@ -258,7 +401,20 @@ def wrap_node(tx, node: torch.fx.Node) -> VariableTracker:
     example = node.meta["example_value"]
     if isinstance(example, torch.Tensor):
         return TensorVariable(node)
+    if isinstance(example, (torch.SymInt, torch.SymBool, torch.SymFloat)):
+        constant = example.node.maybe_as_int() if isinstance(example, torch.SymInt) else None
+        if constant is not None or (isinstance(example, torch.SymBool) and example.node.maybe_as_bool() is not None):
+            tx.output.graph.erase_node(node)  # (`s77 * 0`: known while tracing)
+            return ConstantVariable(constant if constant is not None else example.node.maybe_as_bool())
+        known = tx.output.sym_node(example)
+        if known is not None and not node.users:  # (`n + 0` is n: the node that computes it, as Dynamo finds it)
+            tx.output.graph.erase_node(node)
+            return SymNodeVariable(known, known.meta.get("source"))
+        tx.output.remember_sym(node)
+        return SymNodeVariable(node)
     if isinstance(example, torch.Size):
+        if not all(type(d) is int for d in example):
+            return SizeVariable([wrap_node(tx, tx.output.getitem(node, i)) for i in range(len(example))])
         tx.output.graph.erase_node(node)
         return SizeVariable([ConstantVariable(d) for d in example])
     if isinstance(example, (tuple, list)) and all(isinstance(e, torch.Tensor) or e is None for e in example):
