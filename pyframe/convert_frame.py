@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
+import re
 import threading
 import time
 import types
@@ -21,6 +22,8 @@ import warnings
 import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable
+
+import torch
 
 from . import _C, config, logs, resume, trace_rules
 from .dynamo_interop import dynamo_code_reason, dynamo_is_compiling, hide_from_dynamo
@@ -144,7 +147,8 @@ class Compiler:
             # Another thread installed an entry for these inputs while this one waited: run the
             # frame as Python this once (eager's result); the next call hits that entry.
             return None
-        why = "first compile" if not entries else "guard failed: " + "; ".join(str(f) for f in failures)
+        why = "first compile" if not entries else \
+            "guard failed: " + "; ".join(_what_changed(str(f), frame) for f in failures)
         same_objects = sum(1 for e in entries if _pins_match(e.info, frame.f_locals))
         if same_objects >= config.recompile_limit:
             return self._over_limit(code, why, "recompile_limit", config.recompile_limit)
@@ -229,6 +233,32 @@ class Compiler:
 # torch._dynamo never traces pyframe's compiler, nor the first call of a compiled graph (the two
 # ways into pyframe's Python machinery from a frame), when a pyframe region runs inside its own.
 hide_from_dynamo(Compiler.__call__.__code__, FirstCallCheck.__call__.__code__)
+
+
+_TENSOR_CHECK = re.compile(r"check_tensor\((?P<source>.*?), (?P<type>[\w.]+), (?P<dtype>torch\.\w+), device=.*?, "
+                           r"size=\[(?P<size>[^\]]*)\], stride=\[(?P<stride>[^\]]*)\]")
+
+
+def _what_changed(failure: str, frame: Any) -> str:
+    """A failed TENSOR_MATCH's text, followed by what differs in the frame's tensor now (`L['x']
+    size()[0]: 10 -> 4`), as torch._dynamo's recompile reasons name the size that changed."""
+    match = _TENSOR_CHECK.match(failure)
+    if match is None:
+        return failure
+    try:  # (a source's name is Python over the frame's locals `L` and globals `G`)
+        value = eval(match["source"], {"L": frame.f_locals, "G": frame.f_globals, "__builtins__": {}})  # noqa: S307
+    except Exception:  # noqa: BLE001 (the text alone then)
+        return failure
+    if not isinstance(value, torch.Tensor):
+        return f"{failure} ({match['source']} is now a {type(value).__name__})"
+    changes = [f"dtype: {match['dtype']} -> {value.dtype}"] if str(value.dtype) != match["dtype"] else []
+    for what, expected, actual in (("size", match["size"], value.shape), ("stride", match["stride"], value.stride())):
+        wanted = [None if n.strip() == "None" else int(n) for n in expected.split(",") if n.strip()]
+        if len(wanted) != len(actual):
+            changes.append(f"{what}(): {len(wanted)} dimensions -> {len(actual)}")
+            continue
+        changes += [f"{what}()[{i}]: {w} -> {a}" for i, (w, a) in enumerate(zip(wanted, actual)) if w is not None and w != a]
+    return f"{failure} ({match['source']} {'; '.join(changes)})" if changes else failure
 
 
 def _sizes_key(code: types.CodeType) -> tuple[str, int, str]:

@@ -282,3 +282,13 @@ def test_shape_guards_read_as_text_in_cache_entries() -> None:
     assert any("size=[None]" in t for t in texts)
     with pytest.raises(TypeError, match="dynamic"):
         pyframe.optimize("eager", dynamic="yes")
+
+
+def test_a_recompile_reason_names_the_size_that_changed() -> None:
+    opt, _ = _compiled(add)
+    opt(torch.randn(10, 4), torch.randn(10, 4))
+    opt(torch.randn(6, 4), torch.randn(6, 4))
+    newest = pyframe.debug.cache_entries(add)[0]
+    assert newest.reason.endswith("(L['x'] size()[0]: 10 -> 6)")
+    opt(torch.randn(6, 4, dtype=torch.float64), torch.randn(6, 4))
+    assert "dtype: torch.float32 -> torch.float64" in pyframe.debug.cache_entries(add)[0].reason
