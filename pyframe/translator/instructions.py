@@ -104,6 +104,8 @@ class InstructionTranslator(LoadStoreOps, CellOps, CallOps, StackOps, OperatorOp
         # Cell variables whose MAKE_CELL the prologue skips: resume functions receive the cell.
         self.passed_cells = set(code.co_cellvars) - self._made_cells() if code.co_cellvars else set()
         self.cell_objects: dict[str, Any] = {}  # passed cells already read, by local name
+        # root frame: classes a `__class__` cell gave super() unwrapped (CellOps.super_class), by id
+        self.super_classes: dict[int, type] = {}
         self.locals_dict: DictVariable | None = None  # what locals() returned (one dict per frame)
         # Mutations of objects that outlive the frame: one record for the whole trace.
         self.side_effects = parent.side_effects if parent is not None else SideEffects()
