@@ -80,6 +80,7 @@ class InstructionTranslator(LoadStoreOps, CellOps, CallOps, StackOps, OperatorOp
         # Code of trusted libraries (torch's own modules) reads its globals without guards.
         self.trusted = code.co_filename.startswith(_TORCH_DIR)
         self.instructions, self.label_index = decode(code)
+        self.handlers = handler_table(type(self), code, self.instructions)
         self.ip = 0
         self.stack: list[VariableTracker] = []
         self.locals: dict[str, VariableTracker] = {}
@@ -127,19 +128,19 @@ class InstructionTranslator(LoadStoreOps, CellOps, CallOps, StackOps, OperatorOp
     def run(self) -> VariableTracker | None:
         """Execute until RETURN_VALUE (the symbolic return value), the break point or, in an inlined
         generator, a yield (None for both)."""
+        instructions, handlers = self.instructions, self.handlers
         while self.return_value is None and not self.suspended:
             index = self.ip
-            inst = self.instructions[index]
-            self.ip += 1
-            if not isinstance(inst, Instr):  # Label, TryBegin, TryEnd: no effect on a straight run
+            handler = handlers[index]
+            self.ip = index + 1
+            if handler is _NOT_AN_INSTRUCTION:  # Label, TryBegin, TryEnd: no effect on a straight run
                 continue
-            self.current_inst = inst
+            inst = self.current_inst = instructions[index]
             if index == self.break_at:
                 return None
             self.steps += 1
             if self.steps > _MAX_STEPS:
                 raise Unsupported("loop that does not finish while tracing")
-            handler = _handler(type(self), inst.name)
             try:
                 if handler is None:
                     raise Unsupported(f"opcode {inst.name} is not supported")
@@ -477,6 +478,26 @@ def _code_signature(fn: types.FunctionType) -> inspect.Signature:
 def _handler(cls: type, opname: str) -> Any:
     """The handler of an opcode (a method named like it), looked up once per translator class."""
     return getattr(cls, opname, None)
+
+
+_NOT_AN_INSTRUCTION = object()  # a Label, TryBegin or TryEnd in the instruction list
+
+
+def handler_table(cls: type, code: types.CodeType, instructions: list[Any]) -> list[Any]:
+    """The handler of each entry of `code`'s decoded instructions (None: an opcode without one),
+    made once per code object and translator class: the interpreter loop then indexes it instead
+    of reading each instruction's name and looking its handler up at every step."""
+    tables = _handler_tables.get(code)
+    if tables is None:
+        tables = _handler_tables[code] = {}
+    table = tables.get(cls)
+    if table is None:
+        table = tables[cls] = [_handler(cls, inst.name) if isinstance(inst, Instr) else _NOT_AN_INSTRUCTION
+                               for inst in instructions]
+    return table
+
+
+_handler_tables: "weakref.WeakKeyDictionary[types.CodeType, dict[type, list[Any]]]" = weakref.WeakKeyDictionary()
 
 
 _decoded: "weakref.WeakKeyDictionary[types.CodeType, tuple[list[Any], dict[Label, int]]]" = \
