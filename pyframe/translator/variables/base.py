@@ -306,7 +306,9 @@ def static_attribute(obj: Any, name: str, default: Any = _STATIC_MISSING) -> Any
     descriptor; else the class's (class_attribute). Raises AttributeError when missing and no
     default is given."""
     cls = type(obj)
-    if isinstance(obj, type) or not _has_plain_metaclasses(cls) or \
+    # (`issubclass(cls, type)`, not `isinstance(obj, type)`: isinstance asks an object that is no
+    # class for its `__class__`, which runs a class's own Python `__getattribute__`)
+    if issubclass(cls, type) or not _has_plain_metaclasses(cls) or \
             type(_mro_attribute(cls, "__dict__")) is not _getset_descriptor:
         return _getattr_static(obj, name) if default is _STATIC_MISSING else _getattr_static(obj, name, default)
     found = _mro_attribute(cls, name)
