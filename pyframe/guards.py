@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import functools
 import types
 import weakref
 from dataclasses import dataclass
@@ -21,7 +20,7 @@ import torch
 from . import _C, config
 from .source import (
     AttrSource, BuiltinSource, CellContentsSource, ChildSource, ClosureSource, DictKeySource, DictValueSource, GenericAttrSource,
-    GlobalSource, GlobalsDictSource, ItemSource, LocalSource, Source, TupleIteratorRestSource,
+    GlobalSource, GlobalsDictSource, ItemSource, LocalSource, Source, TupleIteratorRestSource, remembered,
 )
 
 
@@ -121,7 +120,7 @@ class Guard:
     def text(self) -> str:
         return self._text  # made once: the C++ tree and the frame's record both keep it
 
-    @functools.cached_property
+    @remembered
     def _text(self) -> str:
         name, kind, value = self.source.name(), self.kind, self.value
         if kind is GuardKind.ID_MATCH:
