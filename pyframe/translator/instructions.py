@@ -79,8 +79,9 @@ class InstructionTranslator(LoadStoreOps, CellOps, CallOps, StackOps, OperatorOp
         self.depth = 0 if parent is None else parent.depth + 1
         # Code of trusted libraries (torch's own modules) reads its globals without guards.
         self.trusted = code.co_filename.startswith(_TORCH_DIR)
-        self.instructions, self.label_index = decode(code)
-        self.handlers = handler_table(type(self), code, self.instructions)
+        self.instructions, self.label_index, tables = decoded(code)
+        handlers = tables.get(type(self))
+        self.handlers = handlers if handlers is not None else handler_table(type(self), self.instructions, tables)
         self.ip = 0
         self.stack: list[VariableTracker] = []
         self.locals: dict[str, VariableTracker] = {}
@@ -483,24 +484,17 @@ def _handler(cls: type, opname: str) -> Any:
 _NOT_AN_INSTRUCTION = object()  # a Label, TryBegin or TryEnd in the instruction list
 
 
-def handler_table(cls: type, code: types.CodeType, instructions: list[Any]) -> list[Any]:
-    """The handler of each entry of `code`'s decoded instructions (None: an opcode without one),
-    made once per code object and translator class: the interpreter loop then indexes it instead
-    of reading each instruction's name and looking its handler up at every step."""
-    tables = _handler_tables.get(code)
-    if tables is None:
-        tables = _handler_tables[code] = {}
-    table = tables.get(cls)
-    if table is None:
-        table = tables[cls] = [_handler(cls, inst.name) if isinstance(inst, Instr) else _NOT_AN_INSTRUCTION
-                               for inst in instructions]
+def handler_table(cls: type, instructions: list[Any], tables: dict[type, list[Any]]) -> list[Any]:
+    """The handler of each entry of a code object's decoded instructions (None: an opcode without
+    one), made once per code object and translator class and kept in `tables` (decode's): the
+    interpreter loop then indexes it instead of reading each instruction's name and looking its
+    handler up at every step."""
+    table = tables[cls] = [_handler(cls, inst.name) if isinstance(inst, Instr) else _NOT_AN_INSTRUCTION
+                           for inst in instructions]
     return table
 
 
-_handler_tables: "weakref.WeakKeyDictionary[types.CodeType, dict[type, list[Any]]]" = weakref.WeakKeyDictionary()
-
-
-_decoded: "weakref.WeakKeyDictionary[types.CodeType, tuple[list[Any], dict[Label, int]]]" = \
+_decoded: "weakref.WeakKeyDictionary[types.CodeType, tuple[list[Any], dict[Label, int], dict]]" = \
     weakref.WeakKeyDictionary()
 
 
@@ -511,6 +505,13 @@ def decode(code: types.CodeType) -> tuple[list[Any], dict[Label, int]]:
     costs more than tracing a short function. Translators only read the shared list. The list is
     built by `fast_decode` (a few times faster than the library); code it does not model is read
     by the library itself."""
+    instructions, labels, _ = decoded(code)
+    return instructions, labels
+
+
+def decoded(code: types.CodeType) -> tuple[list[Any], dict[Label, int], dict[type, list[Any]]]:
+    """What decode() gives, with the handler tables made of the instructions (handler_table), by
+    translator class: one cache entry per code object for the three."""
     found = _decoded.get(code)
     if found is None:
         # (the try ranges keep their stack depths: an exception raised while tracing cuts the stack to them)
@@ -519,7 +520,7 @@ def decode(code: types.CodeType) -> tuple[list[Any], dict[Label, int]]:
         except _NotModelled:
             instructions = list(Bytecode.from_code(code, conserve_exception_block_stackdepth=True))
         labels = {inst: i for i, inst in enumerate(instructions) if isinstance(inst, Label)}
-        found = _decoded[code] = (instructions, labels)
+        found = _decoded[code] = (instructions, labels, {})
     return found
 
 
