@@ -290,12 +290,12 @@ class GuardSet:
         storage were traced as views of one base (a functionalized graph reads their offsets and
         the base's size), and an offset read is folded as a constant."""
         shared = self._shared_storages()
-        for key, guard in list(self._guards.items()):
-            storage = self._storages.get(guard.source)
-            if guard.kind is not GuardKind.TENSOR_MATCH or storage is None:
-                continue
-            if self.storage_offsets_read or storage[0] in shared:
-                self._guards[key] = Guard(guard.source, guard.kind, storage[1])
+        if not shared and not self.storage_offsets_read:
+            return
+        for source, (storage, with_storage) in self._storages.items():
+            key = (source, GuardKind.TENSOR_MATCH)
+            if key in self._guards and (self.storage_offsets_read or storage in shared):
+                self._guards[key] = Guard(source, GuardKind.TENSOR_MATCH, with_storage)
 
     def __iter__(self) -> Iterator[Guard]:
         return iter(self._guards.values())
