@@ -79,9 +79,10 @@ class InstructionTranslator(LoadStoreOps, CellOps, CallOps, StackOps, OperatorOp
         self.depth = 0 if parent is None else parent.depth + 1
         # Code of trusted libraries (torch's own modules) reads its globals without guards.
         self.trusted = code.co_filename.startswith(_TORCH_DIR)
-        self.instructions, self.label_index, tables = decoded(code)
-        handlers = tables.get(type(self))
-        self.handlers = handlers if handlers is not None else handler_table(type(self), self.instructions, tables)
+        self.instructions, self.label_index, handler_tables = decoded(code)
+        handlers = handler_tables.get(type(self))
+        self.handlers = handlers if handlers is not None else handler_table(type(self), self.instructions,
+                                                                            handler_tables)
         self.ip = 0
         self.stack: list[VariableTracker] = []
         self.locals: dict[str, VariableTracker] = {}
