@@ -231,10 +231,11 @@ def _remember_hashes(cls: type) -> None:
         compute = sub.__dict__.get("__hash__")
         if compute is not None and not getattr(compute, "remembers", False):
             def __hash__(self: Source, compute=compute) -> int:
-                found = self.__dict__.get("_hash")
-                if found is None:
+                try:
+                    return self._hash
+                except AttributeError:  # (the first time only)
                     found = self.__dict__["_hash"] = compute(self)
-                return found
+                    return found
             __hash__.remembers = True
             sub.__hash__ = __hash__
         _remember_hashes(sub)
