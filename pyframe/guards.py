@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import functools
 import types
 import weakref
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ from . import _C, config
 from .source import (
     AttrSource, BuiltinSource, CellContentsSource, ChildSource, ClosureSource, DictKeySource, DictValueSource, GenericAttrSource,
     GlobalSource, GlobalsDictSource, ItemSource, LocalSource, Source, TensorPropertySource, TupleIteratorRestSource,
+    remembered,
 )
 
 
@@ -129,7 +129,7 @@ class Guard:
     def text(self) -> str:
         return self._text  # made once: the C++ tree and the frame's record both keep it
 
-    @functools.cached_property
+    @remembered
     def _text(self) -> str:
         name, kind, value = self.source.name(), self.kind, self.value
         if kind is GuardKind.ID_MATCH:
@@ -316,12 +316,12 @@ class GuardSet:
         storage were traced as views of one base (a functionalized graph reads their offsets and
         the base's size), and an offset read is folded as a constant."""
         shared = self._shared_storages()
-        for key, guard in list(self._guards.items()):
-            storage = self._storages.get(guard.source)
-            if guard.kind is not GuardKind.TENSOR_MATCH or storage is None:
-                continue
-            if self.storage_offsets_read or storage[0] in shared:
-                self._guards[key] = Guard(guard.source, guard.kind, storage[1])
+        if not shared and not self.storage_offsets_read:
+            return
+        for source, (storage, with_storage) in self._storages.items():
+            key = (source, GuardKind.TENSOR_MATCH)
+            if key in self._guards and (self.storage_offsets_read or storage in shared):
+                self._guards[key] = Guard(source, GuardKind.TENSOR_MATCH, with_storage)
 
     def __iter__(self) -> Iterator[Guard]:
         return iter(self._guards.values())

@@ -7,10 +7,30 @@ the placeholder `L_x_`. This module is plain data: it knows nothing of the trans
 """
 from __future__ import annotations
 
-import functools
 import re
 from dataclasses import dataclass
 from typing import Any
+
+
+class remembered:
+    """A property computed once per object and kept in its `__dict__` (where later reads find it
+    without calling this): `functools.cached_property` without 3.11's lock, which every first
+    read takes (as 3.12's cached_property is). Sources and guards are made by the thousand in a
+    trace, each named once, by one thread."""
+
+    def __init__(self, compute: Any) -> None:
+        self.compute = compute
+        self.attr = compute.__name__
+        self.__doc__ = compute.__doc__
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.attr = name
+
+    def __get__(self, obj: Any, owner: type | None = None) -> Any:
+        if obj is None:
+            return self
+        value = obj.__dict__[self.attr] = self.compute(obj)
+        return value
 
 
 class Source:
@@ -115,7 +135,7 @@ class ChildSource(Source):
     def name(self) -> str:
         return self._name  # made once: guards, placeholders and code all name deep module paths
 
-    @functools.cached_property
+    @remembered
     def _name(self) -> str:
         raise NotImplementedError
 
@@ -124,7 +144,7 @@ class ChildSource(Source):
 class AttrSource(ChildSource):
     attr: str
 
-    @functools.cached_property
+    @remembered
     def _name(self) -> str:
         return f"{self.base.name()}.{self.attr}"
 
@@ -135,7 +155,7 @@ class GenericAttrSource(AttrSource):
     Python `__getattribute__`, read as that method ends (`super().__getattribute__(name)`), so a
     guard reads it without running Python."""
 
-    @functools.cached_property
+    @remembered
     def _name(self) -> str:
         return f"object.__getattribute__({self.base.name()}, {self.attr!r})"
 
@@ -147,7 +167,7 @@ class ItemSource(ChildSource):
 
     key: Any
 
-    @functools.cached_property
+    @remembered
     def _name(self) -> str:
         return f"{self.base.name()}[{self.key!r}]"
 
@@ -165,7 +185,7 @@ class BaseItemSource(ItemSource):
 
     owner: type = list
 
-    @functools.cached_property
+    @remembered
     def _name(self) -> str:
         return f"{self.owner.__name__}.__getitem__({self.base.name()}, {self.key!r})"
 
@@ -177,7 +197,7 @@ class DictKeySource(ChildSource):
 
     index: int
 
-    @functools.cached_property
+    @remembered
     def _name(self) -> str:
         return f"list({self.base.name()}.keys())[{self.index}]"
 
@@ -188,7 +208,7 @@ class DictValueSource(ChildSource):
 
     index: int
 
-    @functools.cached_property
+    @remembered
     def _name(self) -> str:
         return f"{self.base.name()}[list({self.base.name()}.keys())[{self.index}]]"
 
@@ -198,7 +218,7 @@ class TupleIteratorRestSource(ChildSource):
     """The items the tuple iterator at `base` has still to give, as a tuple (a loop's iterator a
     resume function is handed: `iter(<the items still to come>)`, see ListIteratorVariable)."""
 
-    @functools.cached_property
+    @remembered
     def _name(self) -> str:
         return f"___tuple_iterator_rest({self.base.name()})"
 
@@ -212,7 +232,7 @@ class TensorPropertySource(ChildSource):
     prop: str
     dim: int = 0
 
-    @functools.cached_property
+    @remembered
     def _name(self) -> str:
         if self.prop == "storage_offset":
             return f"{self.base.name()}.storage_offset()"
@@ -227,10 +247,11 @@ def _remember_hashes(cls: type) -> None:
         compute = sub.__dict__.get("__hash__")
         if compute is not None and not getattr(compute, "remembers", False):
             def __hash__(self: Source, compute=compute) -> int:
-                found = self.__dict__.get("_hash")
-                if found is None:
+                try:
+                    return self._hash
+                except AttributeError:  # (the first time only)
                     found = self.__dict__["_hash"] = compute(self)
-                return found
+                    return found
             __hash__.remembers = True
             sub.__hash__ = __hash__
         _remember_hashes(sub)

@@ -92,6 +92,28 @@ def test_missing_attribute_through_own_getattribute_is_guarded():
 
 
 
+def _explained(fn, *args) -> tuple[list[str], list[str]]:
+    """The guards and the graphs' code pyframe makes for fn(*args)."""
+    out = pyframe.explain(fn)(*args)
+    return out.guards, [gm.code for gm in out.graphs]
+
+
+def test_super_reading_its_class_cell_again_keeps_guards_and_graphs(monkeypatch):
+    # After the first super() of a method of a class, the trace takes that class from the
+    # `__class__` cell without wrapping it again (CellOps.super_class): the same graphs, the same
+    # guards as wrapping it at every super().
+    from pyframe.translator.cells import CellOps
+
+    def fn(x, cfg):
+        return x * cfg.width + cfg.hidden * cfg.width + getattr(cfg, "scale", 0.5) + cfg.hidden
+
+    args = (torch.randn(4), MappedChecked(width=3.0))
+    once = _explained(fn, *args)
+    monkeypatch.setattr(CellOps, "super_class", lambda tx: tx.read_free_var("__class__").as_python_constant())
+    assert once == _explained(fn, *args)
+    _compare(fn, *args)
+
+
 class Plain:
     """A config whose own __getattribute__ only hands over to object's."""
 

@@ -168,6 +168,42 @@ def test_outputs_that_require_grad_are_rebuilt_with_a_grad_fn():
             leaf.add_(1)  # as on the real leaf
 
 
+def test_cat_onto_an_empty_constant_is_remembered(monkeypatch):
+    # `torch.tensor([])` is a constant FakeTensor (FakeTensorMode keeps its values); an empty one
+    # has none to decide anything, so an op on it is keyed by its metadata, apart from a plain
+    # tensor's: a cache's `torch.cat([empty, x])` hits the memo the second time, with the
+    # metadata the real propagation gives. One with values is not keyed.
+    def program(x):
+        keys = torch.tensor([], dtype=x.dtype)
+        return torch.cat([keys, x], dim=-2).sin(), torch.cat([torch.tensor([1.0]), x.flatten()])
+
+    results = {}
+    memo = propagation_memo()
+    for fast in (False, True, True):
+        monkeypatch.setattr(config, "fast_fake_propagation", fast)
+        pyframe.reset()
+        backend = RecordingBackend()
+        x = torch.randn(2, 3, 4)
+        hits = memo.hits
+        out = pyframe.optimize(backend)(program)(x)
+        torch.testing.assert_close(out, program(x))
+        results.setdefault(fast, []).append((backend.graphs, memo.hits - hits))
+    (real, _), = results[False]
+    (filled, _), (replayed, replay_hits) = results[True]
+    assert filled == real and replayed == real
+    assert replay_hits >= 2  # the cat onto the empty constant and the sin after it
+
+    state = memo.global_state()
+    nodes = {}
+    for value, keyed in ((torch.tensor([]), True), (torch.tensor([2.0]), False)):
+        with memo.mode:
+            fake = torch.tensor(value.tolist())
+        node = torch.fx.Graph().placeholder("x")
+        node.meta["example_value"] = fake
+        nodes[keyed] = memo.key("call_function", torch.cat, ([node],), {}, (True,), state, {})
+    assert nodes[True] is not None and nodes[False] is None
+
+
 def test_unkeyable_arguments_are_not_memoized():
     memo = propagation_memo()
     state = memo.global_state()

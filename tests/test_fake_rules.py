@@ -266,6 +266,41 @@ def test_in_place_ops(seed):
 
 
 @pytest.mark.parametrize("seed", range(3))
+def test_ops_that_give_back_their_argument(seed):
+    """`x.to(...)`, `x.contiguous()` and F.dropout outside training answer with their argument's
+    very FakeTensor, and only where the real propagation gives back that tensor itself (any
+    layout, a leaf that requires grad included); elsewhere (a conversion, a copy, training, p out
+    of range) they decline."""
+    h = Harness(seed)
+    cpu, meta = torch.device("cpu"), torch.device("meta")
+    for _ in range(300):
+        dtype = h.dtype()
+        x = h.tensor(h.shape(h.rng.randint(0, 3)), dtype, layout=h.layout())
+        other = h.rng.choice([dtype, dtype, torch.float32, torch.int64])
+        device = h.rng.choice([cpu, cpu, meta])
+        op, target, args, kwargs = h.rng.choice([
+            ("call_method", "to", (x, other), {}), ("call_method", "to", (x, device), {}),
+            ("call_method", "to", (x, device, other), {}), ("call_method", "to", (x,), {"dtype": other}),
+            ("call_method", "to", (x,), {"device": device, "dtype": other}),
+            ("call_method", "to", (x, other), {"copy": True}), ("call_method", "to", (x, "cpu"), {}),
+            ("call_method", "contiguous", (x,), {}),
+            ("call_method", "contiguous", (x,), {"memory_format": torch.contiguous_format}),
+            ("call_function", F.dropout, (x, 0.1, False, False), {}), ("call_function", F.dropout, (x,), {}),
+            ("call_function", F.dropout, (x,), {"p": h.rng.choice([0.0, 0.5, 1.0, 1.5]), "training": False}),
+            ("call_function", F.dropout, (x, 0.5, False, True), {}),
+        ])
+        grad = h.rng.random() < 0.8
+        written = x.meta["example_value"]
+        before = _meta(written)
+        answer = fake_rules.infer_inplace(op, target, args, kwargs, grad, autocast=False)
+        real = h.real(op, target, args, kwargs, grad, answer)
+        if real is not None:
+            assert answer is written and real is written, (target, args, kwargs)
+            assert _meta(real) == before
+    assert h.answered >= 75, f"the rules answered {h.answered} of 300 cases"
+
+
+@pytest.mark.parametrize("seed", range(3))
 def test_multi_head_attention(seed):
     """F.multi_head_attention_forward as nn.MultiheadAttention calls it (batch_first inputs arrive
     transposed), with and without biases and dropout; the weights asked for, masks, or extra key

@@ -16,8 +16,9 @@ always propagate) and no input mutated. An output that requires grad is rebuilt 
 makes it: not a leaf, with a `grad_fn` (autograd records one when the fresh tensor is overwritten,
 in place and on the meta kernel, by a meta scalar that requires grad: ~10 us more), so in-place ops
 and `is_leaf` behave on it as on the real one; a leaf that requires grad (`torch.zeros(2, requires_grad=True)`) is rebuilt as a leaf. A key holds only
-values whose identity or value decides the output: tensors by metadata, and constants of a few
-immutable types; any other argument makes the op unmemoizable.
+values whose identity or value decides the output: tensors by metadata (a constant FakeTensorMode
+keeps the values of only when it is empty, marked apart: `torch.tensor([])`), and constants of a
+few immutable types; any other argument makes the op unmemoizable.
 
 The direct path (`plain_fake`): FakeTensorMode.from_tensor describes a real tensor's storage,
 view base and subclass in full (~90 us a tensor). Most graph inputs are parameters, buffers and
@@ -270,12 +271,20 @@ def _key_of(v: Any, node_keys: dict) -> Any:
 
 
 def _tensor_key(t: Any) -> tuple:
-    if type(t) is not FakeTensor or t.constant is not None or t.layout is not torch.strided:
+    if type(t) is not FakeTensor or t.layout is not torch.strided:
         raise _Unkeyable
     if t.is_conj() or t.is_neg() or t.is_inference() or t._has_symbolic_sizes_strides:
         raise _Unkeyable
     # (a torch.Size hashes and compares as the tuple of its sizes)
-    return t.shape, t.stride(), t.storage_offset(), t.dtype, t.fake_device, t.requires_grad
+    key = t.shape, t.stride(), t.storage_offset(), t.dtype, t.fake_device, t.requires_grad
+    if t.constant is not None:
+        # A constant FakeTensorMode keeps the values of (`torch.tensor([])`): its values may decide
+        # the output (constant propagation), so only an empty one, which has none, is keyed, apart
+        # from a plain tensor of its metadata (a cache's first `torch.cat([empty, x])`).
+        if t.constant.numel() != 0:
+            raise _Unkeyable
+        return (*key, "empty constant")
+    return key
 
 
 def _is_fresh(example: Any, mode: FakeTensorMode, inputs: list[torch.Tensor], versions: list[int]) -> bool:

@@ -13,7 +13,9 @@ answers only in that narrow case: every tensor argument contiguous (its strides 
 contiguous ones; matmul, attention and linear's input take any strides), of one floating dtype and one device,
 arguments of the kinds the rule knows. Anything else (strided or mixed-dtype inputs, `out=`, an
 argument the rule does not expect, a shape the op rejects) gets None and the real propagation.
-In-place ops have rules of their own (the end of this file): they give back their first argument.
+In-place ops have rules of their own (the end of this file): they give back their first argument,
+as do `x.to(...)` to its own dtype and device, `x.contiguous()` of a contiguous tensor and dropout
+outside training.
 No autocast region may be active, and torch function and dispatch modes and inference mode are
 ruled out before (the memo key is None then). tests/test_fake_rules.py compares every rule with
 FakeTensorMode on random shapes, strides, dtypes and grad flags.
@@ -472,13 +474,17 @@ _INPLACE_RULES: dict[tuple[str, Any], InplaceRule] = {}
 def infer_inplace(op: str, target: Any, args: tuple, kwargs: dict, grad_enabled: bool,
                   autocast: bool) -> Optional[FakeTensor]:
     """The FakeTensor an in-place op gives back (its first argument's) if a rule knows the op
-    leaves it as it was; None to propagate it for real."""
+    leaves it as it was, or that an op that returns its argument itself gives (_SELF_RULES);
+    None to propagate it for real."""
     if autocast:
         return None
     try:
         rule = _INPLACE_RULES.get((op, target))
+        same = _SELF_RULES.get((op, target))
     except TypeError:
         return None
+    if same is not None:
+        return same(args, kwargs)
     found = rule(args, kwargs) if rule is not None else None
     if found is None:
         return None
@@ -535,3 +541,65 @@ for _name in ("add_", "sub_", "mul_", "div_"):
     _INPLACE_RULES[("call_method", _name)] = _inplace_binary
 for _target in (operator.iadd, operator.isub, operator.imul, operator.itruediv):
     _INPLACE_RULES[("call_function", _target)] = _inplace_binary
+
+
+# -- ops that give back their argument ------------------------------------------------------------
+# Where nothing is to be done, ATen returns the input tensor itself (the same object, at the same
+# version): `x.to(dtype, device)` already of that dtype and on that device (`_to_will_alias`),
+# `x.contiguous()` of a contiguous tensor, dropout outside training (`_dropout_impl`). Any tensor
+# qualifies, views and leaves that require grad included: no autograd node is made.
+
+SelfRule = Callable[[tuple, dict], Optional[FakeTensor]]
+_SELF_RULES: dict[tuple[str, Any], SelfRule] = {}
+
+
+def _fake(v: Any) -> Optional[FakeTensor]:
+    t = v.meta.get("example_value") if type(v) is torch.fx.Node else None
+    return t if type(t) is FakeTensor and t.layout is torch.strided else None
+
+
+def _to_itself(args: tuple, kwargs: dict) -> Optional[FakeTensor]:
+    """`x.to(dtype)`, `x.to(device)`, `x.to(device, dtype)`, or with `dtype=` / `device=` only."""
+    t = _fake(args[0]) if args else None
+    if t is None:
+        return None
+    rest = args[1:]
+    if rest and kwargs:
+        return None
+    if rest:
+        kinds = tuple(type(a) for a in rest)
+        if kinds not in ((torch.dtype,), (torch.device,), (torch.device, torch.dtype)):
+            return None
+        wanted = dict(zip(["device" if k is torch.device else "dtype" for k in kinds], rest))
+    else:
+        if not kwargs or set(kwargs) - {"dtype", "device"}:
+            return None
+        wanted = kwargs
+    dtype, device = wanted.get("dtype", t.dtype), wanted.get("device", t.fake_device)
+    if type(dtype) is not torch.dtype or type(device) is not torch.device:
+        return None
+    return t if dtype is t.dtype and device == t.fake_device else None
+
+
+def _contiguous_itself(args: tuple, kwargs: dict) -> Optional[FakeTensor]:
+    t = _fake(args[0]) if len(args) == 1 and not kwargs else None
+    return t if t is not None and t.is_contiguous() else None
+
+
+def _dropout_outside_training(args: tuple, kwargs: dict) -> Optional[FakeTensor]:
+    """F.dropout(x, p, training=False) (what nn.Dropout calls in eval mode), not in place."""
+    try:
+        bound = _DROPOUT_SIGNATURE.bind(*args, **kwargs)
+    except TypeError:
+        return None
+    bound.apply_defaults()
+    t, p, training, inplace = (bound.arguments[name] for name in ("input", "p", "training", "inplace"))
+    if training is not False or inplace is not False or type(p) not in (int, float) or not 0 <= p <= 1:
+        return None  # (F.dropout raises for p outside [0, 1])
+    return _fake(t)
+
+
+_DROPOUT_SIGNATURE = inspect.signature(F.dropout)
+_SELF_RULES[("call_method", "to")] = _to_itself
+_SELF_RULES[("call_method", "contiguous")] = _contiguous_itself
+_SELF_RULES[("call_function", F.dropout)] = _dropout_outside_training

@@ -48,6 +48,37 @@ class CellOps:
             raise Unsupported(f"free variable {name!r} of an inlined function reached without a source")
         return self.wrap(value, AttrSource(source, "cell_contents"))
 
+    def super_class(self) -> Any:
+        """The class in the `__class__` cell, for a zero-argument `super()`: what
+        `read_free_var("__class__").as_python_constant()` gives. In an inlined method the cell holds
+        the class the class statement made (no code can rebind it), which read_free_var wraps
+        unguarded; once the trace has seen that tracker give the class back, a later read of a
+        cell holding that class takes it from the cell without wrapping it again (a class with its
+        own `__getattribute__` calls super() at every attribute read)."""
+        cell = self._own_class_cell()
+        if cell is not None:
+            try:
+                value = cell.cell_contents
+            except ValueError:
+                value = None
+            if value is not None and self.root.super_classes.get(id(value)) is value:
+                return value
+        cls = self.read_free_var("__class__").as_python_constant()
+        if cell is not None and isinstance(cls, type) and cls is getattr(cell, "cell_contents", None):
+            self.root.super_classes[id(cls)] = cls
+        return cls
+
+    def _own_class_cell(self) -> Any:
+        """The real `__class__` cell of an inlined function, when read_free_var reads it from the
+        cell itself (not a function made in the trace, nor a cell the root frame or an earlier
+        store of the trace gives the value of); else None."""
+        if self.parent is None or "__class__" in self.closure_refs:
+            return None
+        cell = self.closure[self.code.co_freevars.index("__class__")]
+        if self.root.passed_cell_name(cell) is not None or self.side_effects.known_cell(cell) is not None:
+            return None
+        return cell
+
     def _cell_source(self, index: int) -> Source | None:
         """Where the transformed code finds this function's closure cell `index` (the cell object):
         the root frame's own (LOAD_CLOSURE), or an inlined function's `fn.__closure__[i]`."""

@@ -80,7 +80,10 @@ class InstructionTranslator(LoadStoreOps, CellOps, CallOps, StackOps, OperatorOp
         self.depth = 0 if parent is None else parent.depth + 1
         # Code of trusted libraries (torch's own modules) reads its globals without guards.
         self.trusted = code.co_filename.startswith(_TORCH_DIR)
-        self.instructions, self.label_index = decode(code)
+        self.instructions, self.label_index, handler_tables = decoded(code)
+        handlers = handler_tables.get(type(self))
+        self.handlers = handlers if handlers is not None else handler_table(type(self), self.instructions,
+                                                                            handler_tables)
         self.ip = 0
         self.stack: list[VariableTracker] = []
         self.locals: dict[str, VariableTracker] = {}
@@ -105,6 +108,8 @@ class InstructionTranslator(LoadStoreOps, CellOps, CallOps, StackOps, OperatorOp
         # Cell variables whose MAKE_CELL the prologue skips: resume functions receive the cell.
         self.passed_cells = set(code.co_cellvars) - self._made_cells() if code.co_cellvars else set()
         self.cell_objects: dict[str, Any] = {}  # passed cells already read, by local name
+        # root frame: classes a `__class__` cell gave super() unwrapped (CellOps.super_class), by id
+        self.super_classes: dict[int, type] = {}
         self.locals_dict: DictVariable | None = None  # what locals() returned (one dict per frame)
         # Mutations of objects that outlive the frame: one record for the whole trace.
         self.side_effects = parent.side_effects if parent is not None else SideEffects()
@@ -126,19 +131,19 @@ class InstructionTranslator(LoadStoreOps, CellOps, CallOps, StackOps, OperatorOp
     def run(self) -> VariableTracker | None:
         """Execute until RETURN_VALUE (the symbolic return value), the break point or, in an inlined
         generator, a yield (None for both)."""
+        instructions, handlers = self.instructions, self.handlers
         while self.return_value is None and not self.suspended:
             index = self.ip
-            inst = self.instructions[index]
-            self.ip += 1
-            if not isinstance(inst, Instr):  # Label, TryBegin, TryEnd: no effect on a straight run
+            handler = handlers[index]
+            self.ip = index + 1
+            if handler is _NOT_AN_INSTRUCTION:  # Label, TryBegin, TryEnd: no effect on a straight run
                 continue
-            self.current_inst = inst
+            inst = self.current_inst = instructions[index]
             if index == self.break_at:
                 return None
             self.steps += 1
             if self.steps > _MAX_STEPS:
                 raise Unsupported("loop that does not finish while tracing")
-            handler = _handler(type(self), inst.name)
             try:
                 if handler is None:
                     raise Unsupported(f"opcode {inst.name} is not supported")
@@ -482,7 +487,20 @@ def _handler(cls: type, opname: str) -> Any:
     return getattr(cls, opname, None)
 
 
-_decoded: "weakref.WeakKeyDictionary[types.CodeType, tuple[list[Any], dict[Label, int]]]" = \
+_NOT_AN_INSTRUCTION = object()  # a Label, TryBegin or TryEnd in the instruction list
+
+
+def handler_table(cls: type, instructions: list[Any], tables: dict[type, list[Any]]) -> list[Any]:
+    """The handler of each entry of a code object's decoded instructions (None: an opcode without
+    one), made once per code object and translator class and kept in `tables` (decode's): the
+    interpreter loop then indexes it instead of reading each instruction's name and looking its
+    handler up at every step."""
+    table = tables[cls] = [_handler(cls, inst.name) if isinstance(inst, Instr) else _NOT_AN_INSTRUCTION
+                           for inst in instructions]
+    return table
+
+
+_decoded: "weakref.WeakKeyDictionary[types.CodeType, tuple[list[Any], dict[Label, int], dict]]" = \
     weakref.WeakKeyDictionary()
 
 
@@ -493,6 +511,13 @@ def decode(code: types.CodeType) -> tuple[list[Any], dict[Label, int]]:
     costs more than tracing a short function. Translators only read the shared list. The list is
     built by `fast_decode` (a few times faster than the library); code it does not model is read
     by the library itself."""
+    instructions, labels, _ = decoded(code)
+    return instructions, labels
+
+
+def decoded(code: types.CodeType) -> tuple[list[Any], dict[Label, int], dict[type, list[Any]]]:
+    """What decode() gives, with the handler tables made of the instructions (handler_table), by
+    translator class: one cache entry per code object for the three."""
     found = _decoded.get(code)
     if found is None:
         # (the try ranges keep their stack depths: an exception raised while tracing cuts the stack to them)
@@ -501,7 +526,7 @@ def decode(code: types.CodeType) -> tuple[list[Any], dict[Label, int]]:
         except _NotModelled:
             instructions = list(Bytecode.from_code(code, conserve_exception_block_stackdepth=True))
         labels = {inst: i for i, inst in enumerate(instructions) if isinstance(inst, Label)}
-        found = _decoded[code] = (instructions, labels)
+        found = _decoded[code] = (instructions, labels, {})
     return found
 
 

@@ -80,12 +80,16 @@ def check_plain_delete(cls: type, name: str) -> None:
         raise Unsupported(f"deletion of attribute {name!r} of a {cls.__qualname__} through a descriptor")
 
 
-def python_descriptor(cls: type, name: str, setter: bool = False) -> Any:
+_LOOKED_UP = object()
+
+
+def python_descriptor(cls: type, name: str, setter: bool = False, static: Any = _LOOKED_UP) -> Any:
     """The class attribute `name` of cls if it is a descriptor whose `__get__` (`setter`: whose
     `__set__`) is a Python function, as a descriptor class the user wrote; None otherwise
     (properties and partialmethods are modelled apart, functions and builtin descriptors read
-    plainly)."""
-    static = class_attribute(cls, name, None)
+    plainly). `static`: `class_attribute(cls, name, None)`, when the caller has it already."""
+    if static is _LOOKED_UP:
+        static = class_attribute(cls, name, None)
     if static is None or isinstance(static, (property, functools.partialmethod, *PLAIN_DESCRIPTORS)):
         return None
     method = class_attribute(type(static), "__set__" if setter else "__get__", None)

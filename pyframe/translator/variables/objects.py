@@ -234,13 +234,16 @@ class UserObjectVariable(VariableTracker):
             return stored
         if tx.side_effects.is_deleted(self, name):
             return self._class_value_after_del(tx, name)
-        descriptor = python_descriptor(type(self.value), name)
+        # What the class's MRO holds for `name`, looked up once for this read (no code runs
+        # between here and its last use that could change a class).
+        static = class_attribute(type(self.value), name, None)
+        descriptor = python_descriptor(type(self.value), name, static=static)
         if descriptor is not None and (is_data_descriptor(descriptor) or name not in instance_dict_of(self.value)):
             guard_class_attribute(tx, self, name)
             cls = tx.wrap(type(self.value), AttrSource(self.source, "__class__") if self.source is not None else None)
             return descriptor_get(tx, self, cls, name, descriptor)
         dict_var = self._dict_tracker(tx)
-        if dict_var is not None and not is_data_descriptor(class_attribute(type(self.value), name, None)):
+        if dict_var is not None and not is_data_descriptor(static):
             if name in dict_var.items:  # what the trace did to `obj.__dict__` is what obj shows
                 return dict_var.items[name]
             if name in instance_dict_of(self.value):
@@ -251,7 +254,6 @@ class UserObjectVariable(VariableTracker):
             if self.source is not None and type(self.value).__dictoffset__:  # not shadowed by the instance
                 tx.output.guards.add(ItemSource(self._dict_source(), name), GuardKind.DICT_CONTAINS_MATCH, False)
             return stored
-        static = class_attribute(type(self.value), name, None)
         if isinstance(static, property) and static.fget is not None and name not in instance_dict:
             guard_class_attribute(tx, self, name)
             return tx.inline_call(static.fget, [self], {})

@@ -79,7 +79,7 @@ def zero_arg_super(tx) -> SuperVariable:
     code = tx.code
     if "__class__" not in code.co_freevars or code.co_argcount == 0:
         raise Unsupported("super() outside a method")
-    cls = tx.read_free_var("__class__").as_python_constant()
+    cls = tx.super_class()
     if not inspect.isclass(cls):
         raise Unsupported("super(): __class__ is not a class")
     return SuperVariable(cls, tx.read_local(code.co_varnames[0]))
