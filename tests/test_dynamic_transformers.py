@@ -41,18 +41,23 @@ def _optimize(engine: str, model: Any, backend: Callable) -> Any:
     return pyframe.optimize(backend)(model) if engine == "pyframe" else torch.compile(model, backend=backend)
 
 
-def _sweep(name: str, engine: str) -> list[int]:
-    """The SymInt inputs of each graph handed to the backend over the sweep."""
+def _fresh(name: str) -> tuple[torch.nn.Module, list[torch.fx.GraphModule], Callable]:
+    """Both engines reset; the model in eval mode; the graphs a recording backend is handed."""
     pyframe.reset()
     torch._dynamo.reset()
     torch.manual_seed(0)
-    model = ARCHITECTURES[name][0]().eval()
     graphs: list[torch.fx.GraphModule] = []
 
     def backend(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
         graphs.append(gm)
         return gm.forward
 
+    return ARCHITECTURES[name][0]().eval(), graphs, backend
+
+
+def _sweep(name: str, engine: str) -> list[int]:
+    """The SymInt inputs of each graph handed to the backend over the sweep."""
+    model, graphs, backend = _fresh(name)
     compiled = _optimize(engine, model, backend)
     torch.manual_seed(1)
     with torch.no_grad():
@@ -76,16 +81,7 @@ def test_a_sweep_of_sizes_gives_dynamos_graphs(name: str) -> None:
 
 
 def _decode(engine: str, name: str, steps: int) -> tuple[torch.Tensor, int]:
-    pyframe.reset()
-    torch._dynamo.reset()
-    torch.manual_seed(0)
-    model = ARCHITECTURES[name][0]().eval()
-    graphs: list[torch.fx.GraphModule] = []
-
-    def backend(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
-        graphs.append(gm)
-        return gm.forward
-
+    model, graphs, backend = _fresh(name)
     step = model if engine == "eager" else _optimize(engine, model, backend)
     ids = torch.randint(0, 256, (1, 5), generator=torch.Generator().manual_seed(1))
     cache = transformers.DynamicCache(config=model.config)
