@@ -166,6 +166,8 @@ def compile_table(repeat: int) -> list[list]:
 def decode_seconds(engine: str, steps: int) -> tuple[float, torch.Tensor]:
     import transformers
 
+    from tests.cases.transformers_models import greedy_decode
+
     reset_engines()
     torch.manual_seed(0)  # (the corpus's tiny GPT-2, with room for the prompt and 64 new tokens)
     config = transformers.GPT2Config(n_embd=32, n_layer=2, n_head=4, vocab_size=256, n_positions=steps + 16,
@@ -173,15 +175,8 @@ def decode_seconds(engine: str, steps: int) -> tuple[float, torch.Tensor]:
     model = transformers.GPT2LMHeadModel(config).eval()
     step = {"eager": model, "pyframe": pyframe.compile(model, backend="inductor"),
             "dynamo": torch.compile(model, backend="inductor")}[engine]
-    ids = torch.randint(0, 256, (1, 5), generator=torch.Generator().manual_seed(1))
     start = time.perf_counter()
-    cache = transformers.DynamicCache(config=model.config)
-    with torch.no_grad():
-        logits = step(input_ids=ids, past_key_values=cache, use_cache=True).logits
-        for _ in range(steps):
-            token = logits[:, -1:].argmax(-1)
-            ids = torch.cat([ids, token], 1)
-            logits = step(input_ids=token, past_key_values=cache, use_cache=True).logits
+    ids = greedy_decode(step, model, steps)
     seconds = time.perf_counter() - start
     reset_engines()
     return seconds, ids

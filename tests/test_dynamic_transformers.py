@@ -21,7 +21,7 @@ import pyframe
 
 transformers = pytest.importorskip("transformers")
 
-from tests.cases.transformers_models import ARCHITECTURES  # noqa: E402  (after the importorskip)
+from tests.cases.transformers_models import ARCHITECTURES, greedy_decode  # noqa: E402  (after the importorskip)
 
 MAIN = ("BertModel", "GPT2LMHeadModel", "LlamaForCausalLM", "T5Model")
 LENGTHS = (4, 7, 9, 12, 15, 18)
@@ -83,15 +83,7 @@ def test_a_sweep_of_sizes_gives_dynamos_graphs(name: str) -> None:
 def _decode(engine: str, name: str, steps: int) -> tuple[torch.Tensor, int]:
     model, graphs, backend = _fresh(name)
     step = model if engine == "eager" else _optimize(engine, model, backend)
-    ids = torch.randint(0, 256, (1, 5), generator=torch.Generator().manual_seed(1))
-    cache = transformers.DynamicCache(config=model.config)
-    with torch.no_grad():
-        logits = step(input_ids=ids, past_key_values=cache, use_cache=True).logits
-        for _ in range(steps):
-            token = logits[:, -1:].argmax(-1)
-            ids = torch.cat([ids, token], 1)
-            logits = step(input_ids=token, past_key_values=cache, use_cache=True).logits
-    return ids, len(graphs)
+    return greedy_decode(step, model, steps), len(graphs)
 
 
 @pytest.mark.parametrize("name", ["GPT2LMHeadModel", "LlamaForCausalLM"])

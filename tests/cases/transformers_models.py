@@ -86,6 +86,20 @@ if transformers is not None:
     }
 
 
+def greedy_decode(step: Callable, model: torch.nn.Module, steps: int) -> torch.Tensor:
+    """`steps` tokens decoded greedily from a fixed 5-token prompt with a `DynamicCache` (which grows
+    by one position a step), calling `step` (the model, or a compiled model) under no_grad."""
+    ids = torch.randint(0, VOCAB, (1, 5), generator=torch.Generator().manual_seed(1))
+    cache = transformers.DynamicCache(config=model.config)
+    with torch.no_grad():
+        logits = step(input_ids=ids, past_key_values=cache, use_cache=True).logits
+        for _ in range(steps):
+            token = logits[:, -1:].argmax(-1)
+            ids = torch.cat([ids, token], 1)
+            logits = step(input_ids=token, past_key_values=cache, use_cache=True).logits
+    return ids
+
+
 def _eval_case(name: str, make_model: Callable[[], torch.nn.Module], inputs: Callable[[], Inputs]) -> type:
     class Eval(torch.nn.Module):
         def __init__(self) -> None:
