@@ -1,5 +1,5 @@
 // module.cpp - the pyframe._C extension module: glues the C half (eval_frame.c: the hook,
-// CallbackScope, FrameInfo, SKIP/RUN_ONLY, set_eval_frame; module_call.c: ModuleCall) and the C++ half (guard_*.cpp,
+// CallbackScope, FrameInfo, SKIP/RUN_ONLY, set_eval_frame; module_call.c: ModuleCall, InstanceCall) and the C++ half (guard_*.cpp,
 // cache.cpp) into one pybind11 module. See docs/c_layer.md for the API.
 #include "pyframe.h"
 

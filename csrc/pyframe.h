@@ -76,7 +76,8 @@ PyObject *pf_hook_state(void);
 
 /* ---- module_call.c ------------------------------------------------------------------------- */
 
-/* Adds the ModuleCall type (nn.Module calls without Module.__call__'s Python frames). */
+/* Adds the ModuleCall and InstanceCall types (nn.Module calls without Python frames of pyframe's or
+ * Module.__call__'s). */
 int pf_module_call_init(PyObject *module);
 
 /* ---- cpython_defs.c: version-specific pieces the C++ side needs ----------------------------- */

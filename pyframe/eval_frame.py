@@ -88,6 +88,10 @@ def _module_call(mod: torch.nn.Module) -> Any:
     return _C.ModuleCall(mod, global_hooks, torch._C._get_tracing_state)
 
 
+def _call_original_module(opt_mod: OptimizedModule, *args: Any, **kwargs: Any) -> Any:
+    return opt_mod._orig_mod(*args, **kwargs)
+
+
 class OptimizedModule(torch.nn.Module):
     """A module whose calls run through pyframe; parameters, buffers and state are the original's.
 
@@ -120,14 +124,11 @@ class OptimizedModule(torch.nn.Module):
             force_trace.add(forward)  # traced even when the module class is torch's own
         self.__dict__["_call"] = _C.CallbackScope(_module_call(mod), self._context.callback)
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if _fx_symbolic_trace._is_fx_tracing_flag:
-            # torch.fx.symbolic_trace of a model holding this module records the original's calls
-            # (torch.compile's OptimizedModule does so with error_on_nested_fx_trace=False).
-            return self._orig_mod(*args, **kwargs)
-        return self._call(*args, **kwargs)
-
-    forward = __call__
+    # `opt_mod(...)` is `self._call(...)`, dispatched in C (no Python frame before the compiled
+    # one), except while torch.fx.symbolic_trace runs: a model holding this module records the
+    # original's calls (torch.compile's OptimizedModule does so with error_on_nested_fx_trace=False).
+    __call__ = forward = _C.InstanceCall("_call", vars(_fx_symbolic_trace), "_is_fx_tracing_flag",
+                                         _call_original_module)
 
     @property  # type: ignore[override]
     def training(self) -> bool:
