@@ -103,6 +103,8 @@ class OutputGraph:
         self.subgraphs: dict[str, torch.fx.GraphModule] = {}
         # Trackers of modules and functions the trace read, by (source, guarded): see builder.wrap.
         self.immutable_trackers: dict[tuple, Any] = {}
+        # Reads through a class's own __getattribute__, to repeat: see attribute_protocol.py.
+        self.getattribute_reads: dict[tuple, tuple] = {}
     # -- building -----------------------------------------------------------------------------
     def add_input(self, source: Source, value: torch.Tensor, module_state: bool = False) -> torch.fx.Node:
         """The placeholder for a tensor read from the frame (one per source while tracing; one per

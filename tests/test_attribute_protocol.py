@@ -177,6 +177,46 @@ def test_an_aliased_attribute_is_guarded_where_it_is_stored():
     assert len(backend.graphs) == 3
 
 
+class Logged:
+    """A __getattribute__ with an effect of its own: every read of a plain name is logged. (Dunder
+    reads are not: CPython's isinstance reads `__class__` through it, and pyframe's trace calls
+    isinstance on the objects it meets, as torch._dynamo's does.)"""
+
+    def __init__(self, scale, log):
+        self.scale, self.log = scale, log
+
+    def __getattribute__(self, key):
+        if key != "log" and not key.startswith("__"):
+            super().__getattribute__("log").append(key)
+        return super().__getattribute__(key)
+
+
+def test_a_repeated_read_through_own_getattribute_sees_the_stores_between():
+    # The second and third reads of `width` repeat the first unless something was stored in
+    # between (attribute_protocol._inline_getattribute): here two stores, one through the alias.
+    def fn(x, cfg):
+        a = x * cfg.width
+        cfg.hidden = cfg.width + 1.0
+        b = x * cfg.width
+        cfg.width = 10.0
+        return a + b + x * cfg.width + x * cfg.width
+
+    cfg, expected_cfg, x = Mapped(width=2.0), Mapped(width=2.0), torch.randn(3)
+    expected = fn(x, expected_cfg)
+    torch.testing.assert_close(pyframe.optimize(CountingBackend())(fn)(x, cfg), expected)
+    assert vars(cfg) == vars(expected_cfg) == {"hidden": 10.0}
+
+
+def test_a_getattribute_with_an_effect_runs_at_every_read():
+    def fn(x, obj):
+        return x * obj.scale + x * obj.scale
+
+    obj, expected_obj, x = Logged(2.0, []), Logged(2.0, []), torch.randn(3)
+    expected = fn(x, expected_obj)
+    torch.testing.assert_close(pyframe.optimize(CountingBackend())(fn)(x, obj), expected)
+    assert obj.log == expected_obj.log == ["scale", "scale"]
+
+
 def test_own_setattr_store_is_replayed_once():
     def fn(x, cfg):
         cfg.width = 5.0  # the alias: stored as `hidden`

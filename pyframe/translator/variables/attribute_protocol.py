@@ -31,8 +31,7 @@ def getattr_protocol(tx, obj: VariableTracker, cls: type, class_attr_source: Cal
     getattribute = class_attribute(cls, "__getattribute__", None)
     try:
         if isinstance(getattribute, types.FunctionType):
-            return tx.inline_call(getattribute, [obj, ConstantVariable(name)], {},
-                                  fn_source=class_attr_source("__getattribute__"))
+            return _inline_getattribute(tx, obj, getattribute, class_attr_source, name)
         return obj.generic_getattr(tx, name)
     except RaisedException as raised:
         fallback = class_attribute(cls, "__getattr__", None)
@@ -41,6 +40,32 @@ def getattr_protocol(tx, obj: VariableTracker, cls: type, class_attr_source: Cal
         if not isinstance(fallback, types.FunctionType):
             raise Unsupported(f"{cls.__qualname__}.__getattr__ is a {type(fallback).__name__}") from None
         return tx.inline_call(fallback, [obj, ConstantVariable(name)], {}, fn_source=class_attr_source("__getattr__"))
+
+
+def _inline_getattribute(tx, obj: VariableTracker, getattribute: types.FunctionType,
+                         class_attr_source: Callable[[str], Source | None], name: str) -> VariableTracker:
+    """The class's own `__getattribute__(obj, name)`, inlined, or the value its last inlining gave.
+
+    Library objects read on every line (a Hugging Face config: `self.config.use_cache`, through
+    `PretrainedConfig.__getattribute__`) would have the same function inlined hundreds of times.
+    A read of an object from the frame (it has a source) repeats the last one when nothing was
+    mutated since (the trace's count of side effects is unchanged: an attribute, item, global or
+    cell store, an iterator advanced...), grad mode is the same, and that read changed nothing and
+    recorded no graph op, and gave a constant or an object from the frame. Such a read is a
+    function of unchanged state, so it gives the same object, and its guards are in place already."""
+    key = (obj.source, name, torch.is_grad_enabled()) if obj.source is not None else None
+    reads = tx.output.getattribute_reads
+    if key is not None:
+        last = reads.get(key)
+        if last is not None and last[0] is getattribute and last[1] == tx.side_effects.effects:
+            return last[2]
+    effects, ops = tx.side_effects.effects, len(tx.output.graph.nodes)
+    value = tx.inline_call(getattribute, [obj, ConstantVariable(name)], {},
+                           fn_source=class_attr_source("__getattribute__"))
+    if (key is not None and tx.side_effects.effects == effects and len(tx.output.graph.nodes) == ops
+            and (type(value) is ConstantVariable or value.source is not None)):
+        reads[key] = (getattribute, effects, value)
+    return value
 
 
 def setattr_protocol(tx, obj: VariableTracker, cls: type, class_attr_source: Callable[[str], Source | None],
