@@ -16,6 +16,7 @@ from typing import Any, Callable
 
 import torch
 import torch.fx
+from torch._dispatch.python import enable_python_dispatcher
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from . import config
@@ -255,7 +256,8 @@ class OutputGraph:
             fake_inputs = tensor_inputs(fake_args, fake_kwargs)
             versions = [t._version for t in fake_inputs]
         try:
-            with self.fake_mode, torch.set_grad_enabled(self.grad_enabled), self._autocast_regions():
+            with self.fake_mode, torch.set_grad_enabled(self.grad_enabled), self._autocast_regions(), \
+                    self._symbolic_dispatch():
                 if op == "call_method":
                     example = getattr(fake_args[0], target)(*fake_args[1:], **fake_kwargs)
                 else:
@@ -267,6 +269,12 @@ class OutputGraph:
         if memo_key is not None:
             self.memo.remember(memo_key, fake_inputs, versions, example)
         return example
+
+    def _symbolic_dispatch(self) -> contextlib.AbstractContextManager:
+        """Over a ShapeEnv, ops run with the Python dispatcher on, as torch._dynamo runs them: a
+        composite kernel written in C++ takes concrete sizes only (baddbmm's refuses SymInts), and
+        the Python dispatcher sends it to its decomposition instead."""
+        return enable_python_dispatcher() if self.symbolic else contextlib.nullcontext()
 
     def _autocast_regions(self) -> contextlib.AbstractContextManager:
         if not self.autocast_stack:

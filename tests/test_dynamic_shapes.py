@@ -139,6 +139,16 @@ def int_argument():
     return fn
 
 
+def composite_kernels():
+    # baddbmm's C++ composite kernel takes concrete sizes only: over SymInts it must be dispatched
+    # to its decomposition by the Python dispatcher (BLOOM's attention scores).
+    def fn(x):
+        bias = x.new_ones(x.shape[0], 1, x.shape[1])  # broadcast over the rows
+        scores = bias.baddbmm(x, x.transpose(1, 2), beta=1.0, alpha=0.5)
+        return scores.softmax(-1) @ x
+    return fn
+
+
 def _with_ints(*ns: int) -> list[tuple]:
     torch.manual_seed(0)
     return [(torch.randn(8), n) for n in ns]
@@ -155,6 +165,7 @@ CASES = {
     "module_stack": (module_stack, sizes((2, 8), (3, 8), (5, 8), (2, 4, 8), (2, 7, 8))),
     "toy_example": (toy_example, sizes((10,), (12,), (14,), (16,), count=2)),
     "int_argument": (int_argument, _with_ints(2, 3, 5, 6)),
+    "composite_kernels": (composite_kernels, sizes((2, 4, 8), (2, 6, 8), (2, 9, 8))),
 }
 
 
