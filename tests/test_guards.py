@@ -71,6 +71,37 @@ def test_a_rebound_global_recompiles_once(monkeypatch):
     assert "G['SCALE'] == 2.0" in reasons[1]
 
 
+def _plus_one(x):
+    return x + 1
+
+
+def _times_hundred(x):
+    return x * 100
+
+
+class _Block(torch.nn.Module):
+    def forward(self, x):
+        return _plus_one(x) * 2
+
+
+def test_new_code_in_an_inlined_function_recompiles():
+    # `fn.__code__ = ...` keeps the function object: its code is guarded apart from its identity
+    # (as torch._dynamo guards `G['fn'].__code__`), for a global function and one a module calls.
+    counter, block = Counter(), _Block()
+    opt_fn = pyframe.optimize(counter)(lambda x: _plus_one(x) - 1)
+    opt_block = pyframe.optimize(counter)(block)
+    x, code = torch.randn(3), _plus_one.__code__
+    torch.testing.assert_close(opt_fn(x), x)
+    torch.testing.assert_close(opt_block(x), (x + 1) * 2)
+    _plus_one.__code__ = _times_hundred.__code__
+    try:
+        torch.testing.assert_close(opt_fn(x), x * 100 - 1)
+        torch.testing.assert_close(opt_block(x), x * 200)
+    finally:
+        _plus_one.__code__ = code
+    assert counter.compiles == 4
+
+
 def test_grad_mode_is_a_guard():
     counter = Counter()
     opt = pyframe.optimize(counter)(scaled)

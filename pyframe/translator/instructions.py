@@ -358,6 +358,8 @@ class InstructionTranslator(LoadStoreOps, CellOps, CallOps, StackOps, OperatorOp
         skipped = trace_rules.call_skip_reason(fn.__code__)
         if skipped is not None:
             raise Unsupported(skipped)
+        if fn_source is not None:  # `fn.__code__ = other.__code__` keeps the function's identity
+            (output or self.output).guards.add(AttrSource(fn_source, "__code__"), GuardKind.ID_MATCH, fn.__code__)
         child = InstructionTranslator(fn.__code__, fn.__globals__, self.f_builtins, fn.__closure__,
                                       output or self.output, parent=self, fn_source=fn_source)
         child.fn = fn
