@@ -537,3 +537,27 @@ def test_a_python_class_of_torch_built_from_traced_values_is_traced_as_a_user_cl
             assert spec.num_nodes == expected[1].num_nodes
         counts[engine] = (len(backend.graphs), count_breaks(engine))
     assert counts["pyframe"] == counts["dynamo"] == (1, 0)
+
+
+class _CountingIndex:
+    """An index whose __index__ has an effect: each call gives the next stop."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __index__(self) -> int:
+        self.calls += 1
+        return self.calls
+
+
+def test_a_user_index_in_a_slice_runs_as_often_as_eagerly():
+    # The slice `t[:i]` holds a user object: not a constant of the graph (fx cannot write it, and
+    # propagating it would call __index__ while tracing); the subscript runs as Python.
+    def fn(t, i):
+        return t[:i] * 2
+
+    t, ours, theirs = torch.arange(10.0), _CountingIndex(), _CountingIndex()
+    compiled = pyframe.optimize(CountingBackend())(fn)
+    for _ in range(3):
+        torch.testing.assert_close(compiled(t, ours), fn(t, theirs))
+    assert ours.calls == theirs.calls == 3

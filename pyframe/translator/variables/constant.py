@@ -22,6 +22,8 @@ CONSTANT_TYPES = (type(None), bool, int, float, complex, str, bytes, type(Ellips
 def is_constant_value(value: Any) -> bool:
     if isinstance(value, (tuple, frozenset)):
         return all(is_constant_value(v) for v in value)
+    if isinstance(value, slice):  # (its bounds may be any objects: `t[:obj]` calls obj.__index__)
+        return all(is_constant_value(v) for v in (value.start, value.stop, value.step))
     return isinstance(value, CONSTANT_TYPES)
 
 
