@@ -508,5 +508,16 @@ def _short_repr(value: Any) -> str:
         return f"{type(value).__name__} {value.__qualname__}"
     if isinstance(value, torch.nn.Module):  # its repr prints every submodule: long, and slow to make
         return f"{type(value).__qualname__} module"
+    if not _repr_runs_no_python(value):  # a class's own __repr__ may have effects, or raise
+        return f"{type(value).__qualname__} object"
     text = repr(value)
     return text if len(text) <= 60 else f"{type(value).__name__} object"
+
+
+def _repr_runs_no_python(value: Any) -> bool:
+    """repr(value) is written in C and asks no other object's repr (containers ask their items')."""
+    if isinstance(value, (tuple, list, dict, set, frozenset)):  # (a module's globals: too long anyway)
+        return len(value) <= 8 and all(_repr_runs_no_python(item) for item in
+                                       (value.items() if isinstance(value, dict) else value))
+    method = getattr(type(value), "__repr__", None)
+    return not isinstance(method, types.FunctionType)

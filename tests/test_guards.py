@@ -102,6 +102,33 @@ def test_new_code_in_an_inlined_function_recompiles():
     assert counter.compiles == 4
 
 
+class _CountedRepr:
+    """An object whose __repr__ counts its calls: a guard's text must not call it (it may have
+    effects, be slow, or raise)."""
+
+    reprs = 0
+
+    def __float__(self):
+        return 1.5
+
+    def __repr__(self):
+        _CountedRepr.reprs += 1
+        return "_CountedRepr()"
+
+
+_A_GLOBAL_COUNTED_REPR = _CountedRepr()  # in this module's globals, which the guards below pin
+
+
+def test_guard_text_never_runs_a_class_own_repr():
+    # `id(G) == ...  # <repr>`: the globals dict's repr would call every global's own __repr__
+    counter, obj, x = Counter(), _CountedRepr(), torch.randn(3)
+    opt = pyframe.optimize(counter)(lambda t, o: t * float(o))
+    for _ in range(2):
+        torch.testing.assert_close(opt(x, obj), x * 1.5)
+    assert counter.compiles == 1
+    assert _CountedRepr.reprs == 0
+
+
 def test_grad_mode_is_a_guard():
     counter = Counter()
     opt = pyframe.optimize(counter)(scaled)
