@@ -890,3 +890,16 @@ def _rebind_items(a, d, lst):
     d["w"] = a * 10
     lst[0] = a * 20
     return a.sum().item()
+
+
+def test_a_sparse_tensor_argument_is_a_break_not_an_internal_error():
+    # A sparse CSR tensor has no strides, which the tensor guards read: it is left to Python.
+    def fn(a, b):
+        return (b * 2).sum() + torch.sparse.mm(a, b).sum()
+
+    a, b = torch.eye(3).to_sparse_csr(), torch.randn(3, 2)
+    eager, compiled, backend = run_both(fn, a, b)
+    torch.testing.assert_close(compiled, eager)
+    assert len(backend.graphs) == 1  # (b * 2).sum(), before the sparse tensor is read
+    assert not any("internal error" in r.reason for records in pyframe.convert_frame.records.values()
+                   for r in records)

@@ -110,6 +110,8 @@ def _wrap_tensor(tx: Tracer, value: Any, source: Source | None, guard: bool,
             raise Unsupported("a tensor wrapped by a torch.func transform (grad, vmap) is not traced")
         if source is None:
             raise Unsupported("a tensor that is not an input of the frame (a global tensor made in C?)")
+        if value.layout is not torch.strided:  # (sparse, mkldnn: no strides for a FakeTensor's guards)
+            raise Unsupported(f"a tensor of layout {value.layout} (only strided tensors are traced)")
         model_state = type(value) is torch.nn.Parameter or _is_buffer(source)
         # (a module's parameters, buffers and tensors in submodules keep static shapes, as under
         # torch._dynamo: force_parameter_static_shapes, force_nn_module_property_static_shapes)
