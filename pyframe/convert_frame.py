@@ -50,7 +50,9 @@ class FrameRecord:
     """What happened to one frame on a cache miss (kept with its cache entry, and in `records`)."""
 
     name: str                                     # the code's name, file and line, for messages
-    status: str                                   # "compiled", "skipped", "run_only"
+    # "compiled"; "skipped" (pyframe could not compile it); "skipped_by_rule" (run as Python by a
+    # rule torch._dynamo follows too: a graph break inside a loop); "run_only" (recompile limit)
+    status: str
     reason: str                                   # why: "first compile", the failing guard, the skip cause
     graphs: list[CompiledGraph] = field(default_factory=list)
     guards: list[str] = field(default_factory=list)
@@ -172,7 +174,8 @@ class Compiler:
         except Unsupported as e:
             if self.fullgraph:
                 raise
-            return self._give_up(code, entries, e.without_tracebacks(), str(e))
+            return self._give_up(code, entries, e.without_tracebacks(), str(e),
+                                 "skipped_by_rule" if e.by_rule else "skipped")
         except BackendCompilerFailed:
             raise
         except Exception as e:  # a bug in pyframe must never change the user's result
@@ -210,8 +213,9 @@ class Compiler:
         if self.observer is not None:
             self.observer(code, record)
 
-    def _give_up(self, code: types.CodeType, entries: list, error: Unsupported | None, reason: str) -> Any:
-        record = FrameRecord(describe(code), "skipped", reason, error=error)
+    def _give_up(self, code: types.CodeType, entries: list, error: Unsupported | None, reason: str,
+                 status: str = "skipped") -> Any:
+        record = FrameRecord(describe(code), status, reason, error=error)
         self._record(code, record)
         log.debug("running %s normally: %s", code.co_name, reason)
         if logs.enabled:

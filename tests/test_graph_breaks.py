@@ -592,11 +592,15 @@ def test_a_tuple_iterator_argument_is_moved_on_by_what_the_trace_took():
 
 def test_a_for_loop_broken_inside_keeps_its_iterator_opaque():
     """A for loop's own iterator, on the stack at the break, is not unrolled by the resume
-    function: one cache entry per number of items left would hit the recompile limit."""
+    function: one cache entry per number of items left would hit the recompile limit. (A frame
+    resumes inside a loop only where torch._dynamo's test for a loop misses it: a `return` after
+    the break, inside the loop; torch._dynamo then compiles a graph per turn.)"""
     def fn(x):
         for i in range(20):
             x = x + i
             torch._dynamo.graph_break()
+            if i == 100:
+                return x
         return x
 
     backend = CountingBackend()
@@ -605,6 +609,33 @@ def test_a_for_loop_broken_inside_keeps_its_iterator_opaque():
         warnings.simplefilter("error")
         torch.testing.assert_close(pyframe.optimize(backend)(fn)(torch.ones(2)), fn(torch.ones(2)))
     assert len(backend.graphs) == 1
+
+
+def _loop_with_a_break(x):
+    for i in range(3):
+        x = _scaled(x) + i
+        if x.sum() > 0:
+            x = x * 0.5
+    return x
+
+
+def _scaled(x):
+    return x * 2 - 1
+
+
+def test_a_break_inside_a_loop_runs_the_frame_as_python_and_compiles_its_callees():
+    """As torch._dynamo ('graph break in loop'): no graph for the frame of the loop, which is not
+    a fallback (a rule, not a gap); the function it calls is compiled once, as a frame of its own."""
+    from pyframe.debug.compare import count_breaks, fallbacks_of
+    backend = CountingBackend()
+    compiled = pyframe.optimize(backend)(_loop_with_a_break)
+    for _ in range(2):
+        x = torch.randn(4)
+        torch.testing.assert_close(compiled(x), _loop_with_a_break(x))
+    assert [g.ops for g in backend.graphs] == [("mul", "sub")]
+    [record] = pyframe.convert_frame.records_for(_loop_with_a_break.__code__)
+    assert record.status == "skipped_by_rule" and "graph break in a loop" in record.reason
+    assert fallbacks_of("pyframe") == [] and count_breaks("pyframe") == 0
 
 
 def _same_object(a, b):

@@ -293,14 +293,9 @@ def break_in_helper_of_helper(x):
     return _shift_then_scale(y) * 3
 
 
-# A graph break inside a loop makes torch._dynamo skip the whole frame of the loop (no graph at all),
-# so each loop sits in a helper between two tensor ops of the case: torch._dynamo then compiles the
-# case around the call (two graphs) and runs the helper as a skipped frame of its own.
-LOOP_DIFFERENCE = (
-    "torch._dynamo skips a frame whose graph break falls inside a for loop ('graph break in loop'), "
-    "so the helper with the loop makes no graph; pyframe compiles the helper up to its first break "
-    "and resumes in the middle of the loop"
-)
+# A graph break inside a loop makes torch._dynamo (and pyframe) skip the whole frame of the loop
+# (no graph at all), so each loop sits in a helper between two tensor ops of the case: the case
+# compiles around the call (two graphs) and the helper runs as a skipped frame of its own.
 
 
 def _shift_and_halve_positive(x):
@@ -311,7 +306,7 @@ def _shift_and_halve_positive(x):
     return x
 
 
-@case(inputs=lambda: torch.randn(5), tags={"break"}, difference=LOOP_DIFFERENCE)
+@case(inputs=lambda: torch.randn(5), tags={"break"})
 def break_in_for_range(x):
     """A tensor branch in each of three iterations of an unrolled `for i in range(3)` (in a helper)."""
     return _shift_and_halve_positive(x.cos()) + 1
@@ -324,7 +319,7 @@ def _double_and_print(acc):
     return acc
 
 
-@case(inputs=lambda: torch.randn(5), tags={"break"}, difference=LOOP_DIFFERENCE)
+@case(inputs=lambda: torch.randn(5), tags={"break"})
 def print_in_for_range(x):
     """print() in each iteration; the loop variable and the accumulator live across every break."""
     return _double_and_print(x - 1) * 3
@@ -339,7 +334,7 @@ def _double_until_large(x):
     return x, i
 
 
-@case(inputs=lambda: torch.randn(5), tags={"break"}, difference=LOOP_DIFFERENCE)
+@case(inputs=lambda: torch.randn(5), tags={"break"})
 def break_statement_on_tensor(x):
     """`break` out of a for loop on a tensor condition, which holds on the third iteration."""
     y, steps = _double_until_large(x.abs() / x.abs().max())
@@ -356,7 +351,7 @@ def _signed_row_sum(x):
     return acc
 
 
-@case(inputs=lambda: torch.randn(3, 4), tags={"break"}, difference=LOOP_DIFFERENCE)
+@case(inputs=lambda: torch.randn(3, 4), tags={"break"})
 def branch_per_row(x):
     """`for row in x` unrolls over a tensor's rows; a branch on each row keeps the rest of the
     iterator (tensors still to come) live across the break."""
