@@ -133,20 +133,29 @@ def chained_comparison(x):
     return x
 
 
-@case(
-    inputs=lambda: torch.randn(6),
-    tags={"break"},
-    difference=(
-        "torch._dynamo rewrites `assert <tensor>` into torch._assert_async inside one graph "
-        "(config.rewrite_assert_with_torch_assert); pyframe breaks on the POP_JUMP like any other "
-        "data-dependent branch and runs the check in Python"
-    ),
-)
+@case(inputs=lambda: torch.randn(6), tags={"break"})
 def assert_on_tensor(x):
-    """`assert (t > 0).all()`: a jump to LOAD_ASSERTION_ERROR on a tensor condition that holds."""
+    """`assert (t > 0).all()`: a jump to LOAD_ASSERTION_ERROR on a tensor condition that holds,
+    rewritten into torch._assert_async in the one graph (torch._dynamo's rewrite_assert_with_torch_assert)."""
     y = x.abs() + 1
     assert (y > 0).all(), "abs() + 1 is positive"
     return y.log()
+
+
+@case(inputs=lambda: (torch.rand(3) + 0.5, 2.0), tags={"break"})
+def asserts_with_and_without_message(x, scale):
+    """Two asserts on tensors, one with a message: each a torch._assert_async in the one graph."""
+    assert (x > 0).all()
+    assert (x < 100).all(), "below 100"
+    return x * scale
+
+
+@case(inputs=lambda: torch.rand(3) + 0.5, tags={"break"})
+def assert_with_a_formatted_message(x):
+    """An assert whose message is made at run time is not rewritten (nor by torch._dynamo): a
+    data-dependent branch, so a graph break."""
+    assert (x > 0).all(), f"{x.shape} not positive"
+    return x + 1
 
 
 @case(inputs=lambda: torch.rand(8) + 1, tags={"break"})
