@@ -611,47 +611,6 @@ def test_a_for_loop_broken_inside_keeps_its_iterator_opaque():
     assert len(backend.graphs) == 1
 
 
-def _loop_with_a_break(x):
-    for i in range(3):
-        x = _scaled(x) + i
-        if x.sum() > 0:
-            x = x * 0.5
-    return x
-
-
-def _scaled(x):
-    return x * 2 - 1
-
-
-def test_a_break_inside_a_loop_runs_the_frame_as_python_and_compiles_its_callees():
-    """As torch._dynamo ('graph break in loop'): no graph for the frame of the loop, which is not
-    a fallback (a rule, not a gap); the function it calls is compiled once, as a frame of its own."""
-    from pyframe.debug.compare import count_breaks, fallbacks_of
-    backend = CountingBackend()
-    compiled = pyframe.optimize(backend)(_loop_with_a_break)
-    for _ in range(2):
-        x = torch.randn(4)
-        torch.testing.assert_close(compiled(x), _loop_with_a_break(x))
-    assert [g.ops for g in backend.graphs] == [("mul", "sub")]
-    [record] = pyframe.convert_frame.records_for(_loop_with_a_break.__code__)
-    assert record.status == "skipped_by_rule" and "graph break in a loop" in record.reason
-    assert fallbacks_of("pyframe") == [] and count_breaks("pyframe") == 0
-
-
-def test_assert_on_a_tensor_is_checked_in_the_graph_and_fails_as_eager_does():
-    """`assert <tensor>` becomes torch._assert_async in the graph (torch._dynamo's rewrite); when
-    it fails the frame runs again as Python, which raises eager's AssertionError. (The function
-    sits in the corpus: pytest rewrites the asserts of test modules.)"""
-    from tests.cases.graph_breaks import asserts_with_and_without_message as _positive_or_fail
-    backend = CountingBackend()
-    compiled = pyframe.optimize(backend)(_positive_or_fail)
-    torch.testing.assert_close(compiled(torch.ones(3), 2.0), torch.full((3,), 2.0))
-    assert [g.ops for g in backend.graphs] == [("gt", "all", "_assert_async", "lt", "all", "_assert_async", "mul")]
-    with pytest.raises(AssertionError, match="below 100"):
-        compiled(torch.full((3,), 200.0), 2.0)
-    assert len(backend.graphs) == 1
-
-
 def _same_object(a, b):
     return a * 2, a is b, a is not b
 
