@@ -111,6 +111,27 @@ def itertools_accumulate_and_product(x):
 
 
 @case(inputs=lambda: torch.randn(5))
+def itertools_starmap_compress_and_pairwise(x):
+    """starmap over pairwise of tensors, compress, filterfalse: lazy itertools over tensors, each
+    step traced through a Python version of the C function (as torch._dynamo's polyfills)."""
+    sums = list(itertools.starmap(torch.add, itertools.pairwise([x, x + 1, x + 2])))
+    kept = sum(itertools.compress([x, x * 2, x * 3], [1, 0, 1]))
+    present = sum(itertools.filterfalse(lambda t: t is None, [x, None, x * 4]))
+    return sums[0] + sums[1] + kept + present
+
+
+@case(inputs=lambda: torch.randn(5))
+def itertools_takewhile_dropwhile_count_cycle(x):
+    """takewhile/dropwhile with a predicate, count() zipped with a list, cycle() cut by islice."""
+    head = list(itertools.takewhile(lambda n: n < 2, [0, 1, 2, 3, 1]))
+    rest = list(itertools.dropwhile(lambda n: n < 2, [0, 1, 2, 3, 1]))
+    out = x * sum(head) + sum(rest)
+    for i, t in zip(itertools.count(1, 2), [x, x * 2]):
+        out = out + i * t
+    return out + sum(itertools.islice(itertools.cycle([x, x - 1]), 5))
+
+
+@case(inputs=lambda: torch.randn(5))
 def itertools_islice_with_steps(x):
     picked = list(itertools.islice(range(20), 2, 12, 3))
     tail = list(itertools.islice([x, x + 1, x + 2, x + 3], 1, None, 2))
