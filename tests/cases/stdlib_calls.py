@@ -132,6 +132,17 @@ def itertools_takewhile_dropwhile_count_cycle(x):
 
 
 @case(inputs=lambda: torch.randn(5))
+def lru_cache_applied_in_the_frame(x):
+    """`@functools.lru_cache(maxsize=None)` on a nested function: the decorator lru_cache returns is
+    made inside functools (a graph break calls it) and rebuilt with functools' globals."""
+    @functools.lru_cache(maxsize=None)
+    def table(n):
+        return n * n
+
+    return x * table(3)
+
+
+@case(inputs=lambda: torch.randn(5))
 def itertools_islice_with_steps(x):
     picked = list(itertools.islice(range(20), 2, 12, 3))
     tail = list(itertools.islice([x, x + 1, x + 2, x + 3], 1, None, 2))
