@@ -504,6 +504,8 @@ class OperatorGetterVariable(VariableTracker):
 
 
 def _partial(tx, fn: VariableTracker, *args: VariableTracker, **kwargs: VariableTracker) -> VariableTracker:
+    if isinstance(fn, PartialVariable):  # partial(partial(f, a), b) is partial(f, a, b), as CPython makes it
+        return PartialVariable(fn.func, [*fn.args, *args], {**fn.keywords, **kwargs})
     return PartialVariable(fn, list(args), kwargs)
 
 
