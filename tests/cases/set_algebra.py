@@ -113,6 +113,17 @@ def dict_keyed_by_functions_and_classes(x):
     return out + kinds[_Config], _double in table
 
 
+@case(inputs=lambda: (torch.randn(5), torch.randn(5)))
+def tuple_keys_holding_tensors(x, y):
+    """Tuples holding tensors as keys of dicts and sets: equal when their items are (a tensor by its
+    identity, a number by value: (1.0, x) finds (1, x)), whether x and y are one tensor guarded."""
+    d = {(x, "a"): 1, (y, "a"): 2, (1, (x * 2, 3)): 4}
+    d[(x, "a")] += 10
+    s = {(x, 1), (x, 1), (y, 2)}
+    found = ((1.0, x) in {(1, x): 0}) + ((y, 2) in s)
+    return x * d[(x, "a")] + y * d[(y, "a")] + found, len(d), len(s)
+
+
 @case(inputs=lambda: torch.randn(5))
 def dict_keyed_by_enum_and_objects(x):
     weights = {_Color.RED: 2.0, _Color.GREEN: 3.0}

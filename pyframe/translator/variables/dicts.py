@@ -1,7 +1,8 @@
 """Dicts (dict, OrderedDict, defaultdict), their views, and the keys that hash by identity.
 
-A dict's keys are constants (compared by value) or objects compared by identity as CPython
-compares them (a tensor, a module, a class: `ObjectKey`), never with `==`. One read from the frame
+A dict's keys are constants (compared by value), objects compared by identity as CPython
+compares them (a tensor, a module, a class: `ObjectKey`), never with `==`, or tuples holding such
+objects (`TupleKey`, compared item by item). One read from the frame
 is guarded by its keys, in order (keys that hash by identity, by identity); mutating it is a side
 effect, recorded for the transformed code to replay (side_effects.py).
 """
@@ -107,6 +108,34 @@ class ObjectKey:
         return f"ObjectKey({self.made_var if self.made_var is not None else type(self.token).__name__})"
 
 
+    def frame_tensors(self) -> list["ObjectKey"]:
+        """The keys within this one that are tensors of the frame (whose identities are guarded)."""
+        return [self] if self.is_frame_tensor else []
+
+
+class TupleKey(ObjectKey):
+    """A tuple key holding a key that is not a constant (`(x, 1)`, a tensor in it): equal to another
+    tuple of equal keys, element by element, and hashing as such, as Python's tuples do (whose
+    comparison of items starts with their identity, so a tensor in a tuple is compared by it)."""
+
+    __slots__ = ()
+
+    def __init__(self, keys: tuple, var: VariableTracker):
+        super().__init__(keys, var)
+
+    def frame_tensors(self) -> list[ObjectKey]:
+        return [inner for k in self.token if isinstance(k, ObjectKey) for inner in k.frame_tensors()]
+
+    def __hash__(self) -> int:
+        return hash(self.token)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, TupleKey) and other.token == self.token
+
+    def __repr__(self) -> str:
+        return f"TupleKey{self.token!r}"
+
+
 def dict_key(tx, key: VariableTracker) -> Any:
     """`key` as a key of a traced dict: its value if it is compared by value (is_constant_key),
     else an ObjectKey. A key that is neither (an object with its own __eq__ or __hash__, a value
@@ -119,6 +148,8 @@ def dict_key(tx, key: VariableTracker) -> Any:
             except TypeError:
                 raise_symbolic(TypeError, f"unhashable type: '{type(value).__name__}'")
             return value
+    if type(key) is TupleVariable:
+        return TupleKey(tuple(dict_key(tx, item) for item in key.items), key)
     token = key.identity()
     try:
         key_type = key.python_type()
@@ -235,10 +266,12 @@ class DictVariable(VariableTracker):
         return self._relate(tx, dict_key(tx, key))
 
     def _relate(self, tx, key: Any) -> Any:
-        if isinstance(key, ObjectKey) and key.is_frame_tensor:
-            others = [o for o in self.items if isinstance(o, ObjectKey) and o.is_frame_tensor and o.source != key.source]
-            if others:
-                relate_identities(tx, [key, *others])
+        if isinstance(key, ObjectKey) and key.frame_tensors():
+            mine = key.frame_tensors()
+            sources = {k.source for k in mine}
+            others = [o for k in self.items if isinstance(k, ObjectKey) for o in k.frame_tensors() if o.source not in sources]
+            if others or len(sources) > 1:
+                relate_identities(tx, list({k.source: k for k in [*mine, *others]}.values()))
         return key
 
     def store(self, tx, key: VariableTracker, value: VariableTracker) -> None:
