@@ -7,6 +7,8 @@ reads of a class's `__dict__` (a mappingproxy); torch.utils._pytree flatten and 
 them are one graph in torch._dynamo.
 """
 
+import collections
+import dataclasses
 import enum
 
 import torch
@@ -122,6 +124,22 @@ def tuple_keys_holding_tensors(x, y):
     s = {(x, 1), (x, 1), (y, 2)}
     found = ((1.0, x) in {(1, x): 0}) + ((y, 2) in s)
     return x * d[(x, "a")] + y * d[(y, "a")] + found, len(d), len(s)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Slot:
+    name: str
+    index: int
+
+
+@case(inputs=lambda: torch.randn(5))
+def frozen_dataclass_keys(x):
+    """Frozen dataclass instances as keys of a dict, a set and a Counter: equal (and hashing) by their
+    fields, as the `__eq__` and `__hash__` dataclasses writes compare them."""
+    d = {_Slot("a", 1): x, _Slot("b", 2): x * 2}
+    seen = {_Slot("a", 1), _Slot("a", 1)}
+    counts = collections.Counter([_Slot("a", 1), _Slot("a", 1), _Slot("b", 2)])
+    return d[_Slot("b", 2)] + counts[_Slot("a", 1)], len(seen), _Slot("a", 1) in d
 
 
 @case(inputs=lambda: torch.randn(5))
