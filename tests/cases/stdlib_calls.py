@@ -103,6 +103,16 @@ def contextlib_exit_stack(x):
 
 
 @case(inputs=lambda: torch.randn(5))
+def exit_stack_entering_a_context(x):
+    """ExitStack.enter_context binds the context's __exit__ with types.MethodType: traced as the
+    method it makes (the frame is not run as Python)."""
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(contextlib.suppress(ValueError))
+        y = x * 2
+    return y + 1
+
+
+@case(inputs=lambda: torch.randn(5))
 def itertools_accumulate_and_product(x):
     sums = list(itertools.accumulate([1, 2, 3, 4]))
     prods = list(itertools.accumulate([1, 2, 3], operator.mul))
