@@ -105,7 +105,8 @@ void bind_root_guard_manager(py::module_ &m) {
         .def("add_torch_state_match", &RootGuardManager::add_torch_state_match, py::arg("state"),
              py::arg("expected"), py::arg("text") = "",
              "passes when torch's global `state` (grad_mode, inference_mode, default_dtype, "
-             "autocast_cpu, autocast_cuda) is `expected` (autocast: None when off, else its dtype)")
+             "autocast_cpu, autocast_cuda; handled_exception: an exception being handled) is "
+             "`expected` (autocast: None when off, else its dtype)")
         .def(
             "check",
             [](const RootGuardManager &r, py::object f_locals, py::object f_globals,

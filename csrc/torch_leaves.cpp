@@ -108,16 +108,18 @@ private:
 };
 
 // One piece of global torch state equals what it was while tracing. `expected` is a bool (grad
-// and inference mode), a torch.dtype (the default dtype), or, for autocast on a device, None
-// (off) or the autocast dtype (on).
+// and inference mode; whether an exception is being handled, for a trace that read sys.exc_info()),
+// a torch.dtype (the default dtype), or, for autocast on a device, None (off) or the autocast
+// dtype (on).
 class TorchStateMatch final : public Leaf {
 public:
-    enum class State { GradMode, InferenceMode, DefaultDtype, AutocastCPU, AutocastCUDA };
+    enum class State { GradMode, InferenceMode, DefaultDtype, AutocastCPU, AutocastCUDA, HandledException };
 
     TorchStateMatch(const std::string &state, const py::object &expected, std::string text)
         : Leaf(std::move(text)) {
-        if (state == "grad_mode" || state == "inference_mode") {
-            state_ = state == "grad_mode" ? State::GradMode : State::InferenceMode;
+        if (state == "grad_mode" || state == "inference_mode" || state == "handled_exception") {
+            state_ = state == "grad_mode" ? State::GradMode
+                   : state == "inference_mode" ? State::InferenceMode : State::HandledException;
             if (!PyBool_Check(expected.ptr())) {
                 throw py::type_error("add_torch_state_match: " + state + " expects a bool");
             }
@@ -148,6 +150,13 @@ public:
                 return autocast_matches(at::kCPU);
             case State::AutocastCUDA:
                 return autocast_matches(at::kCUDA);
+            case State::HandledException: {
+                // sys.exc_info() as the frame sees it on entry: an except block of a caller
+                PyObject *handled = PyErr_GetHandledException();
+                bool some = handled != NULL && handled != Py_None;
+                Py_XDECREF(handled);
+                return some == on_;
+            }
         }
         return false;
     }

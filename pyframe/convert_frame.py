@@ -15,6 +15,7 @@ import functools
 import inspect
 import logging
 import re
+import sys
 import threading
 import time
 import types
@@ -43,6 +44,8 @@ _NOT_FUNCTION_FLAGS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_I
 _compile_lock = threading.RLock()
 # Codes traced even though their file is skipped: forward() of modules given to optimize().
 force_trace: "weakref.WeakSet[types.CodeType]" = weakref.WeakSet()
+# Codes of the functions given to optimize(): compiled even when their frame holds no tensor.
+always_compile: "weakref.WeakSet[types.CodeType]" = weakref.WeakSet()
 
 
 @dataclass
@@ -50,7 +53,9 @@ class FrameRecord:
     """What happened to one frame on a cache miss (kept with its cache entry, and in `records`)."""
 
     name: str                                     # the code's name, file and line, for messages
-    status: str                                   # "compiled", "skipped", "run_only"
+    # "compiled"; "skipped" (pyframe could not compile it); "skipped_by_rule" (run as Python by a
+    # rule torch._dynamo follows too: a graph break inside a loop); "run_only" (recompile limit)
+    status: str
     reason: str                                   # why: "first compile", the failing guard, the skip cause
     graphs: list[CompiledGraph] = field(default_factory=list)
     guards: list[str] = field(default_factory=list)
@@ -110,6 +115,63 @@ def skip_reason(code: types.CodeType) -> str | None:
     return trace_rules.file_skip_reason(code.co_filename)
 
 
+_NO_TENSOR = "no tensor-related objects found in frame"
+_NUMPY_MODULES = ("numpy", "numpy.fft", "numpy.linalg", "numpy.random", "numpy.random.mtrand")
+
+
+def has_tensor_in_frame(code: types.CodeType, f_locals: dict[str, Any], f_globals: dict[str, Any],
+                        closure: tuple | None) -> bool:
+    """torch._dynamo's test of whether a frame is worth compiling (convert_frame.has_tensor_in_frame),
+    kept exactly, since it decides which frames make graphs: the code names a global that is torch,
+    a module of torch, numpy or a numpy function or array; or an argument or a closure variable is a
+    tensor, a module or a module class, or holds one in a list, tuple, dict or named tuple (not in
+    a torch.return_types structseq, which has no `_fields`, nor in any other object)."""
+    for name in code.co_names:
+        if name in f_globals and _is_torch_or_numpy(f_globals[name]):
+            return True
+    seen: dict[int, bool] = {}
+    values = [*f_locals.values(), *(_cell_contents(cell) for cell in closure or ())]
+    return any(_has_tensor(value, seen) for value in values)
+
+
+def _is_torch_or_numpy(obj: Any) -> bool:
+    if isinstance(obj, types.ModuleType) and (obj is torch or obj.__name__.startswith("torch.")):
+        return True
+    np = sys.modules.get("numpy")
+    if np is None:
+        return False
+    return obj is np or isinstance(obj, (np.ndarray, np.generic)) or (
+        callable(obj) and getattr(obj, "__module__", None) in _NUMPY_MODULES)
+
+
+def _cell_contents(cell: Any) -> Any:
+    try:
+        return cell.cell_contents
+    except ValueError:  # empty
+        return None
+
+
+def _has_tensor(obj: Any, seen: dict[int, bool]) -> bool:
+    if id(obj) in seen:
+        return seen[id(obj)]
+    seen[id(obj)] = False
+    kind = type(obj)
+    if isinstance(obj, (torch.Tensor, torch.nn.Module)) or (kind is type and issubclass(obj, torch.nn.Module)):
+        found = True
+    elif "numpy" in sys.modules and isinstance(obj, (sys.modules["numpy"].ndarray, sys.modules["numpy"].generic)):
+        found = True
+    elif kind in (list, tuple):
+        found = any(_has_tensor(v, seen) for v in obj)
+    elif kind is dict:
+        found = any(_has_tensor(v, seen) for v in list(obj.values()))
+    elif isinstance(obj, tuple) and isinstance(getattr(kind, "_fields", None), tuple) and callable(getattr(kind, "_make", None)):
+        found = any(_has_tensor(getattr(obj, f), seen) for f in obj._fields)  # a named tuple
+    else:
+        found = False
+    seen[id(obj)] = found
+    return found
+
+
 class Compiler:
     """The per-thread eval-frame callback installed by pyframe.optimize(backend)."""
 
@@ -147,6 +209,10 @@ class Compiler:
             # Another thread installed an entry for these inputs while this one waited: run the
             # frame as Python this once (eager's result); the next call hits that entry.
             return None
+        if code not in always_compile and not has_tensor_in_frame(code, frame.f_locals, frame.f_globals, frame.closure):
+            # torch._dynamo's rule: such a frame runs as Python, now and on every later call
+            self._record(code, FrameRecord(describe(code), "skipped_by_rule", _NO_TENSOR))
+            return _C.RUN_ONLY if entries else _C.SKIP
         why = "first compile" if not entries else \
             "guard failed: " + "; ".join(_what_changed(str(f), frame) for f in failures)
         same_objects = sum(1 for e in entries if _pins_match(e.info, frame.f_locals))
@@ -172,7 +238,8 @@ class Compiler:
         except Unsupported as e:
             if self.fullgraph:
                 raise
-            return self._give_up(code, entries, e.without_tracebacks(), str(e))
+            return self._give_up(code, entries, e.without_tracebacks(), str(e),
+                                 "skipped_by_rule" if e.by_rule else "skipped")
         except BackendCompilerFailed:
             raise
         except Exception as e:  # a bug in pyframe must never change the user's result
@@ -210,8 +277,9 @@ class Compiler:
         if self.observer is not None:
             self.observer(code, record)
 
-    def _give_up(self, code: types.CodeType, entries: list, error: Unsupported | None, reason: str) -> Any:
-        record = FrameRecord(describe(code), "skipped", reason, error=error)
+    def _give_up(self, code: types.CodeType, entries: list, error: Unsupported | None, reason: str,
+                 status: str = "skipped") -> Any:
+        record = FrameRecord(describe(code), status, reason, error=error)
         self._record(code, record)
         log.debug("running %s normally: %s", code.co_name, reason)
         if logs.enabled:

@@ -7,6 +7,7 @@ every call, so it does no Python-level work.
 from __future__ import annotations
 
 import inspect
+import types
 from collections.abc import Sized
 from typing import Any, Callable, TypeVar
 
@@ -17,7 +18,7 @@ from . import _C
 from .backends import backend_name, lookup_backend
 from .backends.settings import with_settings
 from .exc import InvalidBackend
-from .convert_frame import Compiler, force_trace, wrap_with_callback
+from .convert_frame import Compiler, always_compile, force_trace, wrap_with_callback
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -40,6 +41,9 @@ class OptimizeContext:
             return OptimizedModule(target, self)
         if target is None:
             raise TypeError("pyframe.optimize(...)(fn) expects a function or an nn.Module, not None")
+        code = getattr(target, "__code__", None)
+        if isinstance(code, types.CodeType):
+            always_compile.add(code)  # compiled even without a tensor in its frame (torch._dynamo's rule)
         return wrap_with_callback(target, self.callback)
 
     def __enter__(self) -> "OptimizeContext":

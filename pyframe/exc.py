@@ -58,6 +58,9 @@ class Unsupported(PyframeError):
         # No graph break can help: the step reads the frame itself (`locals()` in the compiled
         # frame, whose slots a break leaves holding their entry values), so it runs as Python.
         self.whole_frame = False
+        # The frame runs as Python by the rule torch._dynamo follows too (a graph break inside a
+        # loop): a decision, not a gap of pyframe's, so it is no fallback (convert_frame.py).
+        self.by_rule = False
         # Not a break: the id of a function allowed in the graph that was found free of Python side
         # effects; the frame is traced again with it called as one node (translate_frame).
         self.proven_pure: int | None = None

@@ -571,7 +571,8 @@ def _sets_grad_mode(node: torch.fx.Node, mode: bool) -> bool:
 
 
 # Calls made for an effect outside the tensors, which torch._dynamo records (and keeps) too.
-_KEPT_FOR_EFFECT = {torch._C._log_api_usage_once}  # nn.Module.__init__'s, for a module made while tracing
+# nn.Module.__init__'s, for a module made while tracing; the check an `assert <tensor>` becomes
+_KEPT_FOR_EFFECT = {torch._C._log_api_usage_once, torch._assert_async}
 
 _MUTATING_FUNCTIONS = {torch._C._set_grad_enabled, torch.amp._enter_autocast, torch.amp._exit_autocast,
                        operator.setitem, operator.delitem, operator.iadd, operator.isub, operator.imul,

@@ -219,6 +219,8 @@ class GlobalStateGuard:
             if self.expected is None:
                 return f"torch.is_autocast_enabled({device!r}) == False"
             return f"torch.get_autocast_dtype({device!r}) == {self.expected} (autocast on)"
+        if self.state == "handled_exception":
+            return f"(sys.exc_info()[1] is not None) == {self.expected!r}"
         getter = {"grad_mode": "torch.is_grad_enabled", "inference_mode": "torch.is_inference_mode_enabled",
                   "default_dtype": "torch.get_default_dtype"}[self.state]
         return f"{getter}() == {self.expected!r}"
@@ -263,6 +265,13 @@ class PinnedObject:
 
 class GuardSet:
     """The guards of one trace, deduplicated, in the order they were added."""
+
+    def add_handled_exception(self, handled: bool) -> None:
+        """The trace read sys.exc_info(): whether the frame runs inside an except block (of a
+        caller) is part of what it decided."""
+        guard = GlobalStateGuard("handled_exception", handled)
+        if guard not in self.global_state:
+            self.global_state.append(guard)
 
     def __init__(self) -> None:
         self._guards: dict[tuple[Source, GuardKind], Guard] = {}

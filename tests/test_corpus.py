@@ -79,27 +79,18 @@ def test_case_matches_eager_and_dynamo(case: Case) -> None:
 # backend (RunRecord.breaks: torch._dynamo's graph_break_reasons; pyframe's frame records that carry
 # an Unsupported), by reason. Like the listings of tests/test_graph_code.py, each must stay true: a
 # case that comes to break as often as torch._dynamo fails until it is removed.
-_LOOP = "Dynamo skips a frame whose break falls inside a for loop (one break); pyframe breaks at each iteration it resumes in"
-_ASSERT_REWRITE = "Dynamo rewrites `assert <tensor>` into torch._assert_async; pyframe breaks at the jump"
 _NUMPY = "Dynamo traces numpy code (torch._numpy); pyframe breaks at .numpy() and at the numpy calls' frames"
 _CHECKPOINT_HOP = "Dynamo traces checkpoint() as a higher-order op; pyframe breaks at it and in the checkpointed frames"
 _MATERIALIZE_GRADS = "Dynamo traces set_materialize_grads(False); pyframe breaks at the apply and in forward's frame"
 _FUNC_TRANSFORM = "torch.func.grad of a nested function is not traced: the frame and functorch's wrapped calls run as Python"
-_EXIT_STACK = "ExitStack.__exit__ reads sys.exc_info(), which pyframe does not trace: a break in __exit__"
 _DYNAMO_SKIPS_UNITTEST = "Dynamo breaks at each call of unittest's assert methods (marked skipped); pyframe inlines them"
 _DYNAMO_CLASS_GETITEM = "Dynamo breaks calling the class __class_getitem__ returned; pyframe traces it (the case's difference)"
 BREAKS_DIFFER: dict[str, str] = {
     "vision_transformers.ViTCheckpointedTrain": _CHECKPOINT_HOP,
     "stdlib_calls.testcase_assert_equal": _DYNAMO_SKIPS_UNITTEST,
-    "stdlib_calls.contextlib_exit_stack": _EXIT_STACK,
     "function_objects.function_transform_of_a_nested_function": _FUNC_TRANSFORM,
     "class_protocols.class_getitem_picks_a_dtype": _DYNAMO_CLASS_GETITEM,
-    "graph_breaks.assert_on_tensor": _ASSERT_REWRITE,
     "graph_breaks.numpy_round_trip": _NUMPY,
-    "graph_breaks.break_in_for_range": _LOOP,
-    "graph_breaks.print_in_for_range": _LOOP,
-    "graph_breaks.break_statement_on_tensor": _LOOP,
-    "graph_breaks.branch_per_row": _LOOP,
     "autograd_function_breaks.set_materialize_grads_false": _MATERIALIZE_GRADS,
 }
 

@@ -2,6 +2,8 @@
 them; an exception that leaves the frame reaches the caller exactly as it does eagerly."""
 from __future__ import annotations
 
+import sys
+
 import pytest
 import torch
 import torch._dynamo
@@ -111,3 +113,26 @@ def test_exception_leaving_the_frame_is_raised_for_real():
     assert "ShapeError raised while tracing and not caught" in entry.break_reason
     x = torch.randn(2, 3)
     torch.testing.assert_close(compiled(x), leaves_the_frame(x))
+
+
+def _reads_exc_info(x):
+    handled = sys.exc_info()[1]
+    return x * 2 if handled is None else x * 3
+
+
+def test_sys_exc_info_is_traced_and_guarded_on_the_exception_being_handled():
+    """sys.exc_info() with no exception handled is (None, None, None) in the trace; called from
+    inside an except block of the caller, the guard fails and the frame compiles again (a graph
+    break there): both results are eager's."""
+    backend = CountingBackend()
+    compiled = pyframe.optimize(backend)(_reads_exc_info)
+    x = torch.randn(3)
+    torch.testing.assert_close(compiled(x), x * 2)
+    assert [g.ops for g in backend.graphs] == [("mul",)]
+    try:
+        raise ValueError("being handled")
+    except ValueError:
+        torch.testing.assert_close(compiled(x), x * 3)
+    torch.testing.assert_close(compiled(x), x * 2)
+    texts = pyframe.convert_frame.records_for(_reads_exc_info.__code__)[0].guards
+    assert "(sys.exc_info()[1] is not None) == False" in texts

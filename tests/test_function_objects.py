@@ -375,3 +375,43 @@ def test_a_used_hook_handle_breaks_at_the_registration() -> None:
     pyframe.optimize(backend)(fn)(x).backward()
     torch.testing.assert_close(x.grad, torch.full((3,), 3.0))
     assert [g.ops for g in backend.graphs] == [("mul", "sum")]
+
+
+def _frozen_dataclass_made_in_the_frame(x):
+    import dataclasses
+
+    @dataclasses.dataclass(frozen=True)
+    class Settings:
+        k: int = 2
+
+    return x * dataclasses.replace(Settings(), k=5).k
+
+
+def test_a_function_made_inside_a_library_call_is_rebuilt_with_the_library_globals():
+    """dataclass(frozen=True) returns a closure made inside dataclasses; calling it is a graph break,
+    which rebuilds that closure: with dataclasses' globals, where its names are (MAKE_FUNCTION in
+    the compiled frame would give it the frame's, and `_process_class` would be a NameError)."""
+    backend = CountingBackend()
+    compiled = pyframe.optimize(backend)(_frozen_dataclass_made_in_the_frame)
+    for _ in range(2):
+        x = torch.randn(3)
+        torch.testing.assert_close(compiled(x), x * 5)
+    dynamo = CountingBackend()
+    torch._dynamo.reset()
+    torch.compile(_frozen_dataclass_made_in_the_frame, backend=dynamo)(torch.randn(3))
+    assert len(backend.graphs) >= 1 and backend.graphs[0].ops == dynamo.graphs[0].ops
+
+
+def _partial_of_a_partial(x):
+    p = functools.partial(functools.partial(torch.mul, x), 3)
+    return p(), p.func is torch.mul, p.args[1:], functools.partial(p, out=None).keywords
+
+
+def test_a_partial_of_a_partial_is_flattened_as_cpython_flattens_it():
+    """partial(partial(f, a), b) is partial(f, a, b): `.func` is f, `.args` (a, b) (torch._dynamo
+    2.13 gets this wrong: it keeps the inner partial as `.func`)."""
+    x = torch.randn(3)
+    result = pyframe.optimize("eager")(_partial_of_a_partial)(x)
+    expected = _partial_of_a_partial(x)
+    torch.testing.assert_close(result[0], expected[0])
+    assert result[1:] == expected[1:] == (True, (3,), {"out": None})

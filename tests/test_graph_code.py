@@ -56,21 +56,12 @@ SIGNATURE_DIFFERS: dict[str, str] = {
 # Cases whose placeholders match but whose graphs do not, each for a reason the case documents
 # (its `difference`): torch._dynamo and pyframe split the frame into different graphs, so the code
 # of the graphs cannot be the same.
-_LOOP_BREAK = "Dynamo skips a frame whose graph break falls inside a for loop; pyframe resumes inside the loop: one graph more"
-_ASSERT = "Dynamo rewrites `assert <tensor>` into torch._assert_async in one graph; pyframe breaks at the jump"
 _NUMPY_TRACE = "Dynamo traces numpy code into the graph (torch._numpy); pyframe breaks at .numpy()"
-_STRUCTSEQ = "Dynamo skips the resume function (it finds no tensor inside a torch.return_types); pyframe compiles it"
 _CHECKPOINT = "Dynamo records checkpoint() as its tag_activation_checkpoint higher-order op; pyframe breaks at it"
 _MATERIALIZE = "Dynamo traces an autograd.Function with set_materialize_grads(False); pyframe breaks at its apply"
 CODE_DIFFERS: dict[str, str] = {
     "autograd_function_breaks.set_materialize_grads_false": _MATERIALIZE,
-    "graph_breaks.assert_on_tensor": _ASSERT,
-    "graph_breaks.branch_per_row": _LOOP_BREAK,
-    "graph_breaks.break_in_for_range": _LOOP_BREAK,
-    "graph_breaks.break_statement_on_tensor": _LOOP_BREAK,
     "graph_breaks.numpy_round_trip": _NUMPY_TRACE,
-    "graph_breaks.print_in_for_range": _LOOP_BREAK,
-    "graph_breaks.return_types_across_break": _STRUCTSEQ,
     "vision_transformers.ViTCheckpointedTrain": _CHECKPOINT,
 }
 

@@ -791,7 +791,7 @@ def _view_across_a_break(x):
     d = {"a": x.exp()}
     values = d.values()
     print("break")  # the view is live across the break: rebuilt before print runs
-    return list(values)[0] + 1
+    return list(values)[0] + x  # (x: a tensor in the resume function's frame, which is compiled)
 
 
 @pytest.mark.parametrize("fn", [_view_of_a_dict_that_grows, _items_in_a_list, _keys_that_are_tensors,

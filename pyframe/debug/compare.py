@@ -195,25 +195,30 @@ def resolve_backend(backend: str | Callable[..., Any] | None) -> Callable[..., A
 
 def count_breaks(engine: str) -> int:
     """Graph breaks ``engine`` reported since its last reset: torch._dynamo's list of break reasons;
-    pyframe's frame records that carry an ``Unsupported`` (a break, or a frame run as plain Python)."""
+    pyframe's frame records that carry an ``Unsupported`` (a break, or a frame run as plain Python),
+    but for a frame run as Python by a rule torch._dynamo follows (a break inside a loop), which
+    torch._dynamo does not list either."""
     if engine == "dynamo":
         from torch._dynamo.utils import graph_break_reasons
 
         return len(graph_break_reasons)
     if engine == "pyframe":
-        return sum(r.error is not None for records in convert_frame.records.values() for r in records)
+        return sum(r.error is not None and r.status != "skipped_by_rule"
+                   for records in convert_frame.records.values() for r in records)
     return 0
 
 
 def fallbacks_of(engine: str) -> list[str]:
     """Frames ``engine`` ran as plain Python since its last reset, each as `frame: why`: for
     pyframe, the frame records (``convert_frame.records``) whose status is not "compiled" (a frame
-    given up on for a reason, an internal error, the recompile limit). Frames of code never traced
-    (the standard library, torch's internals) make no record. torch._dynamo's are not counted."""
+    given up on for a reason, an internal error, the recompile limit), except those run as Python
+    by a rule torch._dynamo follows too ("skipped_by_rule": a graph break inside a loop). Frames of
+    code never traced (the standard library, torch's internals) make no record. torch._dynamo's
+    are not counted."""
     if engine != "pyframe":
         return []
     return [f"{r.name}: {r.reason}" for records in list(convert_frame.records.values()) for r in records
-            if r.status != "compiled"]
+            if r.status not in ("compiled", "skipped_by_rule")]
 
 
 # --------------------------------------------------------------------------------------------------

@@ -4,6 +4,8 @@
 path starting at `instructions[index]`. A graph break passes exactly these to the resume function.
 `enclosing_handlers(instructions)`: for each position, the exception handlers covering it (3.11
 has no SETUP_* opcodes; the `bytecode` library marks try ranges with TryBegin/TryEnd).
+`may_loop_back(instructions, index)`: whether a break at `index` may sit inside a loop, decided
+as torch._dynamo decides it.
 """
 from __future__ import annotations
 
@@ -83,3 +85,24 @@ def live_locals(instructions: list[Any], index: int) -> set[str]:
                 live_in[i] = out
                 changed = True
     return live_in[index]
+
+
+def may_loop_back(instructions: list[Any], index: int) -> bool:
+    """Whether a graph break at `instructions[index]` may lie inside a loop: some jump after it, before
+    the first RETURN_VALUE, goes back to an instruction before it. This is torch._dynamo's heuristic
+    (InstructionTranslator.maybe_has_backedge), kept exactly, since it decides when a frame is
+    skipped rather than broken: a `return` inside the loop, after the break, hides the loop from it.
+    """
+    label_index = {inst: i for i, inst in enumerate(instructions) if isinstance(inst, Label)}
+    for inst in instructions[index + 1:]:
+        if not isinstance(inst, Instr):
+            continue
+        if inst.name == "RETURN_VALUE":
+            return False
+        if isinstance(inst.arg, Label):
+            target = label_index[inst.arg]
+            while not isinstance(instructions[target], Instr):  # the instruction the label marks
+                target += 1
+            if target < index:
+                return True
+    return False

@@ -70,4 +70,6 @@ class CallOps:
             dict(kwdefaults.items) if isinstance(kwdefaults, DictVariable) else {},
             closure, self.fn_source)
         fn.annotated = bool(inst.arg & 0x04)
+        # made by an inlined function of another module: rebuilt with that module's globals
+        fn.foreign_globals = self.f_globals is not self.root.f_globals
         self.push(fn)

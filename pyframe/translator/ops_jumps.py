@@ -2,14 +2,19 @@
 
 A branch on a value known while tracing (a constant, `self.training`, `x.dim() == 2`) is simply
 followed. A branch on a tensor's data raises Unsupported from `truth()`. Loops over iterables of
-known length are unrolled: GET_ITER turns the iterable into a list of its items.
+known length are unrolled: GET_ITER turns the iterable into a list of its items. `assert <tensor>`
+becomes torch._assert_async in the graph, as torch._dynamo rewrites it.
 """
 from __future__ import annotations
 
+import sys
+
+import torch
 from bytecode import Instr
 
 from ..exc import Unsupported
-from .variables import ListVariable, TensorVariable
+from .variables import ConstantVariable, ListVariable, TensorVariable
+from .variables.torch import TorchFunctionVariable
 from .variables.iterators import ListIteratorVariable
 from .variables.lists import FrameListVariable
 
@@ -28,7 +33,29 @@ class JumpOps:
         if is_none == jump_if_none:
             self.jump_to(inst.arg)
 
+    def _assert_message(self) -> str | None:
+        """The message of the `assert` whose jump is the current instruction (the jump over
+        LOAD_ASSERTION_ERROR [LOAD_CONST msg PRECALL CALL] RAISE_VARARGS), "assertion error" for
+        one without; None where the jump is no assert's, or the message is not a constant."""
+        following = [i for i in self.instructions[self.ip:self.ip + 8] if isinstance(i, Instr)][:5]
+        names = [i.name for i in following]
+        if names[:2] == ["LOAD_ASSERTION_ERROR", "RAISE_VARARGS"]:
+            return "assertion error"
+        if names == ["LOAD_ASSERTION_ERROR", "LOAD_CONST", "PRECALL", "CALL", "RAISE_VARARGS"]:
+            return following[1].arg
+        return None
+
     def POP_JUMP_FORWARD_IF_TRUE(self, inst: Instr) -> None:
+        value = self.stack[-1]
+        if isinstance(value, TensorVariable) and not sys.flags.optimize:
+            message = self._assert_message()
+            if message is not None:
+                # torch._dynamo's rewrite_assert_with_torch_assert: the check runs in the graph
+                # (failing when the graph runs) and the trace goes on past the assert.
+                self.pop()
+                TorchFunctionVariable(torch._assert_async).call(self, [value, ConstantVariable(message)], {})
+                self.jump_to(inst.arg)
+                return
         self._branch(inst, True)
 
     def POP_JUMP_FORWARD_IF_FALSE(self, inst: Instr) -> None:

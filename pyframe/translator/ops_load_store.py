@@ -7,6 +7,7 @@ import sys
 from bytecode import FreeVar, Instr
 
 from ..exc import Unsupported
+from ..source import BuiltinSource
 from .variables import NullVariable, TensorVariable, VariableTracker
 from .variables.base import DeferredMethodVariable, class_attribute
 from .variables.builtins import class_of
@@ -65,6 +66,14 @@ class LoadStoreOps:
         if push_null:
             self.push(NullVariable())
         self.push(self.read_global(name))
+
+    def LOAD_BUILD_CLASS(self, inst: Instr) -> None:
+        """`class C: ...` in the frame: the builtin that makes a class, read as torch._dynamo reads it
+        (the call to it is then the one graph break of the class statement). CPython reads it from
+        the builtins, never from the module's globals."""
+        if "__build_class__" not in self.f_builtins:
+            raise Unsupported("__build_class__ not found")
+        self.push(self.wrap(self.f_builtins["__build_class__"], BuiltinSource("__build_class__"), not self.trusted))
 
     def LOAD_NAME(self, inst: Instr) -> None:
         raise Unsupported("LOAD_NAME (module or class body code)")

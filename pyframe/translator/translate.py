@@ -10,6 +10,7 @@ import types
 from typing import Any
 
 from ..exc import Unsupported
+from .analysis import may_loop_back
 from .finish import TranslationResult, finish_break, finish_return
 from .hooks import TranslatorHooks
 from .instructions import InstructionTranslator
@@ -46,4 +47,15 @@ def translate_frame(code: types.CodeType, f_locals: dict[str, Any], f_globals: d
                 continue
             # Kept for the record (explain, the logs): without its traceback, whose frames hold
             # this trace (its OutputGraph, FakeTensors, the graph) in a cycle with the exception.
+            if may_loop_back(tx.instructions, e.break_index):
+                raise _loop_break(e) from None
             break_at, reason = e.break_index, e.without_tracebacks()
+
+
+def _loop_break(e: Unsupported) -> Unsupported:
+    """A break inside a loop runs the whole frame as Python, as torch._dynamo does ('graph break in
+    loop'): resuming there would make one resume function per turn, each with its own graph. The
+    frames the loop calls are still compiled."""
+    loop = Unsupported(f"graph break in a loop, so the frame runs as Python ({e.reason})", e.location)
+    loop.whole_frame = loop.by_rule = True
+    return loop

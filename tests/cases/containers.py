@@ -304,6 +304,15 @@ def deepcopy_dispatch_table(x, items, n):
 
 
 @case(inputs=lambda: (torch.randn(3), _Pair(torch.randn(3), 2)))
+def namedtuple_class_attributes_read_on_instances(x, pair):
+    """`pair._fields` and `__match_args__` read on instances (an argument, one built in the frame),
+    and `torch.max`'s structseq's `n_fields`: what their class says."""
+    built = _Pair(x, 1)
+    stats = x.max(0)
+    return x * len(pair._fields) + built.__match_args__.index("second") + stats.n_fields, built._fields
+
+
+@case(inputs=lambda: (torch.randn(3), _Pair(torch.randn(3), 2)))
 def namedtuple_replace_and_asdict(x, pair):
     """`pair._replace(first=...)` (a new namedtuple of the same class) and `._asdict()`, on a
     namedtuple argument and on one built in the frame; a bad field name raises ValueError."""

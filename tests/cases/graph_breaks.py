@@ -133,20 +133,29 @@ def chained_comparison(x):
     return x
 
 
-@case(
-    inputs=lambda: torch.randn(6),
-    tags={"break"},
-    difference=(
-        "torch._dynamo rewrites `assert <tensor>` into torch._assert_async inside one graph "
-        "(config.rewrite_assert_with_torch_assert); pyframe breaks on the POP_JUMP like any other "
-        "data-dependent branch and runs the check in Python"
-    ),
-)
+@case(inputs=lambda: torch.randn(6), tags={"break"})
 def assert_on_tensor(x):
-    """`assert (t > 0).all()`: a jump to LOAD_ASSERTION_ERROR on a tensor condition that holds."""
+    """`assert (t > 0).all()`: a jump to LOAD_ASSERTION_ERROR on a tensor condition that holds,
+    rewritten into torch._assert_async in the one graph (torch._dynamo's rewrite_assert_with_torch_assert)."""
     y = x.abs() + 1
     assert (y > 0).all(), "abs() + 1 is positive"
     return y.log()
+
+
+@case(inputs=lambda: (torch.rand(3) + 0.5, 2.0), tags={"break"})
+def asserts_with_and_without_message(x, scale):
+    """Two asserts on tensors, one with a message: each a torch._assert_async in the one graph."""
+    assert (x > 0).all()
+    assert (x < 100).all(), "below 100"
+    return x * scale
+
+
+@case(inputs=lambda: torch.rand(3) + 0.5, tags={"break"})
+def assert_with_a_formatted_message(x):
+    """An assert whose message is made at run time is not rewritten (nor by torch._dynamo): a
+    data-dependent branch, so a graph break."""
+    assert (x > 0).all(), f"{x.shape} not positive"
+    return x + 1
 
 
 @case(inputs=lambda: torch.rand(8) + 1, tags={"break"})
@@ -293,14 +302,9 @@ def break_in_helper_of_helper(x):
     return _shift_then_scale(y) * 3
 
 
-# A graph break inside a loop makes torch._dynamo skip the whole frame of the loop (no graph at all),
-# so each loop sits in a helper between two tensor ops of the case: torch._dynamo then compiles the
-# case around the call (two graphs) and runs the helper as a skipped frame of its own.
-LOOP_DIFFERENCE = (
-    "torch._dynamo skips a frame whose graph break falls inside a for loop ('graph break in loop'), "
-    "so the helper with the loop makes no graph; pyframe compiles the helper up to its first break "
-    "and resumes in the middle of the loop"
-)
+# A graph break inside a loop makes torch._dynamo (and pyframe) skip the whole frame of the loop
+# (no graph at all), so each loop sits in a helper between two tensor ops of the case: the case
+# compiles around the call (two graphs) and the helper runs as a skipped frame of its own.
 
 
 def _shift_and_halve_positive(x):
@@ -311,7 +315,7 @@ def _shift_and_halve_positive(x):
     return x
 
 
-@case(inputs=lambda: torch.randn(5), tags={"break"}, difference=LOOP_DIFFERENCE)
+@case(inputs=lambda: torch.randn(5), tags={"break"})
 def break_in_for_range(x):
     """A tensor branch in each of three iterations of an unrolled `for i in range(3)` (in a helper)."""
     return _shift_and_halve_positive(x.cos()) + 1
@@ -324,7 +328,7 @@ def _double_and_print(acc):
     return acc
 
 
-@case(inputs=lambda: torch.randn(5), tags={"break"}, difference=LOOP_DIFFERENCE)
+@case(inputs=lambda: torch.randn(5), tags={"break"})
 def print_in_for_range(x):
     """print() in each iteration; the loop variable and the accumulator live across every break."""
     return _double_and_print(x - 1) * 3
@@ -339,7 +343,7 @@ def _double_until_large(x):
     return x, i
 
 
-@case(inputs=lambda: torch.randn(5), tags={"break"}, difference=LOOP_DIFFERENCE)
+@case(inputs=lambda: torch.randn(5), tags={"break"})
 def break_statement_on_tensor(x):
     """`break` out of a for loop on a tensor condition, which holds on the third iteration."""
     y, steps = _double_until_large(x.abs() / x.abs().max())
@@ -356,7 +360,7 @@ def _signed_row_sum(x):
     return acc
 
 
-@case(inputs=lambda: torch.randn(3, 4), tags={"break"}, difference=LOOP_DIFFERENCE)
+@case(inputs=lambda: torch.randn(3, 4), tags={"break"})
 def branch_per_row(x):
     """`for row in x` unrolls over a tensor's rows; a branch on each row keeps the rest of the
     iterator (tensors still to come) live across the break."""
@@ -456,17 +460,11 @@ def rebound_alias_in_list_display_at_break(x):
     return torch.stack([y, x if x.sum() > 0 else -x])
 
 
-@case(
-    inputs=lambda: torch.randn(3, 4),
-    tags={"break"},
-    difference=(
-        "torch._dynamo skips the resume function ('no tensor-related objects found in frame': its "
-        "check does not look inside a torch.return_types structseq), so `m.values * 2` runs without "
-        "a graph; pyframe compiles it as a second graph"
-    ),
-)
+@case(inputs=lambda: torch.randn(3, 4), tags={"break"})
 def return_types_across_break(x):
-    """`torch.max(x, dim)` returns a named tuple (torch.return_types.max), live across the break."""
+    """`torch.max(x, dim)` returns a named tuple (torch.return_types.max), live across the break. The
+    resume function holds no tensor torch._dynamo's test finds (it does not look inside a structseq),
+    so it runs as Python: `m.values * 2` makes no graph."""
     m = x.max(dim=0)
     print("pyframe corpus: return_types_across_break")
     return m.values * 2, m.indices

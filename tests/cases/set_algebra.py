@@ -7,6 +7,8 @@ reads of a class's `__dict__` (a mappingproxy); torch.utils._pytree flatten and 
 them are one graph in torch._dynamo.
 """
 
+import collections
+import dataclasses
 import enum
 
 import torch
@@ -111,6 +113,33 @@ def dict_keyed_by_functions_and_classes(x):
     for fn, tag in table.items():
         out = out + fn(x) + len(tag)
     return out + kinds[_Config], _double in table
+
+
+@case(inputs=lambda: (torch.randn(5), torch.randn(5)))
+def tuple_keys_holding_tensors(x, y):
+    """Tuples holding tensors as keys of dicts and sets: equal when their items are (a tensor by its
+    identity, a number by value: (1.0, x) finds (1, x)), whether x and y are one tensor guarded."""
+    d = {(x, "a"): 1, (y, "a"): 2, (1, (x * 2, 3)): 4}
+    d[(x, "a")] += 10
+    s = {(x, 1), (x, 1), (y, 2)}
+    found = ((1.0, x) in {(1, x): 0}) + ((y, 2) in s)
+    return x * d[(x, "a")] + y * d[(y, "a")] + found, len(d), len(s)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Slot:
+    name: str
+    index: int
+
+
+@case(inputs=lambda: torch.randn(5))
+def frozen_dataclass_keys(x):
+    """Frozen dataclass instances as keys of a dict, a set and a Counter: equal (and hashing) by their
+    fields, as the `__eq__` and `__hash__` dataclasses writes compare them."""
+    d = {_Slot("a", 1): x, _Slot("b", 2): x * 2}
+    seen = {_Slot("a", 1), _Slot("a", 1)}
+    counts = collections.Counter([_Slot("a", 1), _Slot("a", 1), _Slot("b", 2)])
+    return d[_Slot("b", 2)] + counts[_Slot("a", 1)], len(seen), _Slot("a", 1) in d
 
 
 @case(inputs=lambda: torch.randn(5))

@@ -103,11 +103,53 @@ def contextlib_exit_stack(x):
 
 
 @case(inputs=lambda: torch.randn(5))
+def exit_stack_entering_a_context(x):
+    """ExitStack.enter_context binds the context's __exit__ with types.MethodType: traced as the
+    method it makes (the frame is not run as Python)."""
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(contextlib.suppress(ValueError))
+        y = x * 2
+    return y + 1
+
+
+@case(inputs=lambda: torch.randn(5))
 def itertools_accumulate_and_product(x):
     sums = list(itertools.accumulate([1, 2, 3, 4]))
     prods = list(itertools.accumulate([1, 2, 3], operator.mul))
     pairs = list(itertools.product([1, 2], "ab"))
     return x * sums[-1] + prods[-1] + len(pairs)
+
+
+@case(inputs=lambda: torch.randn(5))
+def itertools_starmap_compress_and_pairwise(x):
+    """starmap over pairwise of tensors, compress, filterfalse: lazy itertools over tensors, each
+    step traced through a Python version of the C function (as torch._dynamo's polyfills)."""
+    sums = list(itertools.starmap(torch.add, itertools.pairwise([x, x + 1, x + 2])))
+    kept = sum(itertools.compress([x, x * 2, x * 3], [1, 0, 1]))
+    present = sum(itertools.filterfalse(lambda t: t is None, [x, None, x * 4]))
+    return sums[0] + sums[1] + kept + present
+
+
+@case(inputs=lambda: torch.randn(5))
+def itertools_takewhile_dropwhile_count_cycle(x):
+    """takewhile/dropwhile with a predicate, count() zipped with a list, cycle() cut by islice."""
+    head = list(itertools.takewhile(lambda n: n < 2, [0, 1, 2, 3, 1]))
+    rest = list(itertools.dropwhile(lambda n: n < 2, [0, 1, 2, 3, 1]))
+    out = x * sum(head) + sum(rest)
+    for i, t in zip(itertools.count(1, 2), [x, x * 2]):
+        out = out + i * t
+    return out + sum(itertools.islice(itertools.cycle([x, x - 1]), 5))
+
+
+@case(inputs=lambda: torch.randn(5))
+def lru_cache_applied_in_the_frame(x):
+    """`@functools.lru_cache(maxsize=None)` on a nested function: the decorator lru_cache returns is
+    made inside functools (a graph break calls it) and rebuilt with functools' globals."""
+    @functools.lru_cache(maxsize=None)
+    def table(n):
+        return n * n
+
+    return x * table(3)
 
 
 @case(inputs=lambda: torch.randn(5))

@@ -1015,8 +1015,8 @@ class SpatialTransformerEval(SpatialTransformerStyle):
         "torch._dynamo traces torch.utils.checkpoint.checkpoint as its tag_activation_checkpoint "
         "higher-order op (each block a subgraph called from the one graph); pyframe has no higher-order "
         "op for it: the checkpoint call is a graph break, checkpoint runs for real and the blocks are "
-        "compiled as frames of their own (the loop around the call is not resumable, so the rest of "
-        "forward_features runs as Python); results are equal"
+        "compiled as frames of their own (the break falls inside the loop over the blocks, so "
+        "forward_features runs as Python, as torch._dynamo would run it); results are equal"
     ),
 )
 class ViTCheckpointedTrain(VisionTransformer):

@@ -10,6 +10,7 @@ import collections
 import functools
 import math
 import operator
+import sys
 import types
 from typing import Any, Callable, Sequence
 
@@ -30,6 +31,7 @@ from .exceptions import ExceptionVariable, RaisedException, is_exception_class
 from .functions import PartialVariable, UserFunctionVariable
 from .super_object import SuperVariable, zero_arg_super
 from .nn_module import NNModuleVariable
+from .methods import make_method
 from .objects import NewObjectVariable, PythonObjectVariable, UserObjectVariable, register_constructor
 from .object_hasattr import object_has_attr
 from .iteration_builtins import ITERATION_HANDLERS, reduce_items
@@ -503,7 +505,23 @@ class OperatorGetterVariable(VariableTracker):
         cg.call(len(self.keys))
 
 
+def _exc_info(tx) -> VariableTracker:
+    """`sys.exc_info()` where no exception is being handled: in the trace (no except block of it
+    around the call) nor around the frame (guarded: a call from inside an except block of a
+    caller compiles again, and breaks there)."""
+    if tx.handled_exception() is not None or sys.exc_info()[1] is not None:
+        raise Unsupported("sys.exc_info() while an exception is being handled")
+    tx.output.guards.add_handled_exception(False)
+    return TupleVariable([ConstantVariable(None)] * 3)
+
+
+def _exception(tx) -> VariableTracker:
+    return _exc_info(tx).items[1]
+
+
 def _partial(tx, fn: VariableTracker, *args: VariableTracker, **kwargs: VariableTracker) -> VariableTracker:
+    if isinstance(fn, PartialVariable):  # partial(partial(f, a), b) is partial(f, a, b), as CPython makes it
+        return PartialVariable(fn.func, [*fn.args, *args], {**fn.keywords, **kwargs})
     return PartialVariable(fn, list(args), kwargs)
 
 
@@ -592,13 +610,15 @@ _HANDLERS: dict[Callable, Callable] = {
     set: _set(set), frozenset: _set(frozenset), dict: _dict, id: _id, vars: _vars,
     operator.methodcaller: _methodcaller, operator.itemgetter: _getter(operator.itemgetter), operator.attrgetter: _getter(operator.attrgetter),
     functools.partial: _partial, **{t.fromkeys: _fromkeys(t) for t in _DICT_TYPES},
+    sys.exc_info: _exc_info, sys.exception: _exception,
     bool: lambda tx, obj: ConstantVariable(obj.truth()), object.__new__: _object_new,
     **{fn: _binary(fn) for fn in (operator.add, operator.iadd, operator.mul, operator.imul)},
 }
 
 BUILTIN_FUNCTIONS = {v for v in vars(builtins).values() if callable(v)} | {t.fromkeys for t in _DICT_TYPES} | {
-    functools.partial, object.__new__, *ITERATION_HANDLERS}
+    functools.partial, object.__new__, sys.exc_info, sys.exception, *ITERATION_HANDLERS}
 
+register_constructor(lambda cls: cls is types.MethodType, make_method)
 # `OrderedDict(...)` and `defaultdict(...)` are classes, called as such (objects.py asks): made as dict() is.
 register_constructor(lambda cls: cls in (collections.OrderedDict, collections.defaultdict),
                      lambda tx, cls, cls_source, args, kwargs: build_dict(tx, cls, args, kwargs))

@@ -34,7 +34,9 @@ from ...exc import Unsupported
 from ...source import AttrSource, Source
 from .base import BoundMethodVariable, VariableTracker, class_attribute
 from .constant import ConstantVariable
-from .dicts import DictVariable, DictViewVariable, name_as_constructed, positional_args
+from .dicts import (
+    DictVariable, DictViewVariable, ObjectKey, key_var, name_as_constructed, positional_args, raise_key_error,
+)
 from .iterators import ListIteratorVariable, iterate
 from .lists import BaseListVariable
 from .exceptions import raise_symbolic
@@ -195,13 +197,13 @@ class DictSubclassMixin:
                 return ConstantVariable(None)
             raise Unsupported(what)
         if name == "__getitem__" and len(args) == 1 and not kwargs:
-            key = _key(args[0])
+            key = self.dict_var.key_of(tx, args[0])
             if key in items:
                 return items[key]
             missing = _lookup(cls, "__missing__")[1]  # dict.__getitem__ asks a subclass's __missing__
             if isinstance(missing, types.FunctionType):
                 return self.call_special(tx, "__missing__", args)
-            raise_symbolic(KeyError, key)
+            raise_key_error(key)
         if name in ("__init__", "update") and len(args) <= 1:
             self._update(tx, args, kwargs, through_setitem=owner is collections.OrderedDict,
                          constructing=name == "__init__")
@@ -210,13 +212,13 @@ class DictSubclassMixin:
         if name in ("keys", "values", "items") and not args:
             return DictViewVariable(self.dict_var, name)
         if name in ("__iter__", "__reversed__") and not args:
-            keys = [ConstantVariable(k) for k in items]
+            keys = [key_var(k) for k in items]
             return ListIteratorVariable(keys[::-1] if name == "__reversed__" else keys,
                                         type(iter({})) if name == "__iter__" else type(reversed({})))
         if name == "__len__" and not args:
             return ConstantVariable(len(items))
         if name == "__contains__" and len(args) == 1:
-            return ConstantVariable(_key(args[0]) in items)
+            return ConstantVariable(self.dict_var.key_of(tx, args[0]) in items)
         if name == "get":
             return self.dict_var.call_method(tx, name, args, {})
         if name == "copy" and not args:
@@ -363,7 +365,7 @@ class NewDictObjectVariable(DictSubclassMixin, NewObjectVariable):
                     cg.push_null()
                     cg.load_const(store)
                     cg.emit("COPY", 3)  # the object, below the NULL and the method
-                    cg.load_const(key)
+                    key.reconstruct(cg) if isinstance(key, ObjectKey) else cg.load_const(key)
                     value.reconstruct(cg)
                     cg.call(3)
                     cg.emit("POP_TOP")

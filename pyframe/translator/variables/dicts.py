@@ -1,13 +1,15 @@
 """Dicts (dict, OrderedDict, defaultdict), their views, and the keys that hash by identity.
 
-A dict's keys are constants (compared by value) or objects compared by identity as CPython
-compares them (a tensor, a module, a class: `ObjectKey`), never with `==`. One read from the frame
+A dict's keys are constants (compared by value), objects compared by identity as CPython
+compares them (a tensor, a module, a class: `ObjectKey`), never with `==`, or tuples holding such
+objects (`TupleKey`, compared item by item). One read from the frame
 is guarded by its keys, in order (keys that hash by identity, by identity); mutating it is a side
 effect, recorded for the transformed code to replay (side_effects.py).
 """
 from __future__ import annotations
 
 import collections
+import dataclasses
 import enum
 import operator
 import types
@@ -107,6 +109,73 @@ class ObjectKey:
         return f"ObjectKey({self.made_var if self.made_var is not None else type(self.token).__name__})"
 
 
+    def frame_tensors(self) -> list["ObjectKey"]:
+        """The keys within this one that are tensors of the frame (whose identities are guarded)."""
+        return [self] if self.is_frame_tensor else []
+
+
+class TupleKey(ObjectKey):
+    """A tuple key holding a key that is not a constant (`(x, 1)`, a tensor in it): equal to another
+    tuple of equal keys, element by element, and hashing as such, as Python's tuples do (whose
+    comparison of items starts with their identity, so a tensor in a tuple is compared by it)."""
+
+    __slots__ = ()
+
+    def __init__(self, keys: tuple, var: VariableTracker):
+        super().__init__(keys, var)
+
+    def frame_tensors(self) -> list[ObjectKey]:
+        return [inner for k in self.token if isinstance(k, ObjectKey) for inner in k.frame_tensors()]
+
+    def __hash__(self) -> int:
+        return hash(self.token)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, TupleKey) and other.token == self.token
+
+    def __repr__(self) -> str:
+        return f"TupleKey{self.token!r}"
+
+
+class DataclassKey(TupleKey):
+    """An instance of a dataclass whose `__eq__` and `__hash__` are the ones dataclasses writes
+    (`frozen=True`, or `unsafe_hash=True`): equal to another of its class with equal fields, and
+    hashing as the tuple of its fields does, as those methods compute it."""
+
+    __slots__ = ()
+
+    def __init__(self, cls: type, fields: tuple, var: VariableTracker):
+        ObjectKey.__init__(self, (cls, fields), var)
+
+    def frame_tensors(self) -> list[ObjectKey]:
+        return [inner for k in self.token[1] if isinstance(k, ObjectKey) for inner in k.frame_tensors()]
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, DataclassKey) and other.token[0] is self.token[0] and other.token[1] == self.token[1]
+
+    __hash__ = TupleKey.__hash__  # (defining __eq__ alone would make it unhashable)
+
+    def __repr__(self) -> str:
+        return f"DataclassKey({self.token[0].__name__}{self.token[1]!r})"
+
+
+def _generated_by_dataclasses(cls: type, name: str) -> bool:
+    method = cls.__dict__.get(name)
+    code = getattr(method, "__code__", None)
+    return code is not None and code.co_filename == "<string>" and method.__qualname__ == f"{cls.__qualname__}.{name}"
+
+
+def value_fields(cls: type) -> list[str] | None:
+    """The fields a dataclass instance is compared and hashed by, when its class has the `__eq__`
+    and `__hash__` dataclasses generates (both over the same fields); None for any other class."""
+    if not dataclasses.is_dataclass(cls) or not all(_generated_by_dataclasses(cls, n) for n in ("__eq__", "__hash__")):
+        return None
+    fields = dataclasses.fields(cls)
+    compared = [f.name for f in fields if f.compare]
+    hashed = [f.name for f in fields if (f.compare if f.hash is None else f.hash)]
+    return compared if compared == hashed else None
+
+
 def dict_key(tx, key: VariableTracker) -> Any:
     """`key` as a key of a traced dict: its value if it is compared by value (is_constant_key),
     else an ObjectKey. A key that is neither (an object with its own __eq__ or __hash__, a value
@@ -119,11 +188,16 @@ def dict_key(tx, key: VariableTracker) -> Any:
             except TypeError:
                 raise_symbolic(TypeError, f"unhashable type: '{type(value).__name__}'")
             return value
+    if type(key) is TupleVariable:
+        return TupleKey(tuple(dict_key(tx, item) for item in key.items), key)
     token = key.identity()
     try:
         key_type = key.python_type()
     except Unsupported:
         key_type = None
+    fields = value_fields(key_type) if key_type is not None else None
+    if fields is not None:
+        return DataclassKey(key_type, tuple(dict_key(tx, tx.load_attr(key, name)) for name in fields), key)
     if token is UNKNOWN_OBJECT or key_type is None or not hashes_by_identity(key_type, token):
         raise Unsupported(f"a dict key that does not hash by identity nor is a constant ({key})")
     if issubclass(key_type, torch.Tensor):
@@ -198,7 +272,7 @@ def _last_flag(args, kwargs, index: int) -> bool:
     return bool(kwargs["last"].as_python_constant()) if "last" in kwargs else True
 
 
-def _raise_key_error(key: Any) -> None:
+def raise_key_error(key: Any) -> None:
     if isinstance(key, ObjectKey):
         raise RaisedException(ExceptionVariable(KeyError, [key.var]))
     raise_symbolic(KeyError, key)
@@ -228,29 +302,31 @@ class DictVariable(VariableTracker):
     def unpack(self, tx) -> list[VariableTracker]:
         return [key_var(k) for k in self.items]
 
-    def _key(self, tx, key: VariableTracker) -> Any:
+    def key_of(self, tx, key: VariableTracker) -> Any:
         """`key` as a key of this dict (dict_key). Whether a tensor of the frame is one of this dict's
         other tensors of the frame depends on which tensors the frame is given: that is guarded
         (relate_identities), and the answer holds for as long as the guards do."""
         return self._relate(tx, dict_key(tx, key))
 
     def _relate(self, tx, key: Any) -> Any:
-        if isinstance(key, ObjectKey) and key.is_frame_tensor:
-            others = [o for o in self.items if isinstance(o, ObjectKey) and o.is_frame_tensor and o.source != key.source]
-            if others:
-                relate_identities(tx, [key, *others])
+        if isinstance(key, ObjectKey) and key.frame_tensors():
+            mine = key.frame_tensors()
+            sources = {k.source for k in mine}
+            others = [o for k in self.items if isinstance(k, ObjectKey) for o in k.frame_tensors() if o.source not in sources]
+            if others or len(sources) > 1:
+                relate_identities(tx, list({k.source: k for k in [*mine, *others]}.values()))
         return key
 
     def store(self, tx, key: VariableTracker, value: VariableTracker) -> None:
         """`d[key] = value` on the tracker (the caller records the mutation if it is one)."""
-        self.items[self._key(tx, key)] = value
+        self.items[self.key_of(tx, key)] = value
 
     def getitem(self, tx, key: VariableTracker) -> VariableTracker:
-        k = self._key(tx, key)
+        k = self.key_of(tx, key)
         if k not in self.items:
             if self.default_factory is None or self.default_factory.is_python_constant() \
                     and self.default_factory.as_python_constant() is None:
-                _raise_key_error(k)
+                raise_key_error(k)
             value = self.default_factory.call(tx, [], {})  # a defaultdict stores what it makes
             tx.side_effects.mutate(self)
             self.items[k] = value
@@ -267,11 +343,11 @@ class DictVariable(VariableTracker):
         if name == "__getitem__" and len(args) == 1:
             return self.getitem(tx, args[0])
         if name == "get" and 1 <= len(args) <= 2:
-            return self.items.get(self._key(tx, args[0]), args[1] if len(args) == 2 else ConstantVariable(None))
+            return self.items.get(self.key_of(tx, args[0]), args[1] if len(args) == 2 else ConstantVariable(None))
         if name in ("keys", "values", "items") and not args:
             return DictViewVariable(self, name)
         if name == "__contains__" and len(args) == 1:
-            return ConstantVariable(self._key(tx, args[0]) in self.items)
+            return ConstantVariable(self.key_of(tx, args[0]) in self.items)
         if name == "copy" and not args:  # shallow: the same values under the same keys
             return DictVariable(self.items, None, self.dict_type, self.default_factory)
         if name in ("__setitem__", "__delitem__", "update", "pop", "setdefault", "clear", "popitem", "move_to_end"):
@@ -280,20 +356,20 @@ class DictVariable(VariableTracker):
                 self.store(tx, args[0], args[1])
                 return ConstantVariable(None)
             if name == "__delitem__" and len(args) == 1:
-                k = self._key(tx, args[0])
+                k = self.key_of(tx, args[0])
                 if k not in self.items:
-                    _raise_key_error(k)
+                    raise_key_error(k)
                 del self.items[k]
                 return ConstantVariable(None)
             if name == "pop" and 1 <= len(args) <= 2:
-                k = self._key(tx, args[0])
+                k = self.key_of(tx, args[0])
                 if k in self.items:
                     return self.items.pop(k)
                 if len(args) == 2:
                     return args[1]
-                _raise_key_error(k)
+                raise_key_error(k)
             if name == "setdefault" and 1 <= len(args) <= 2:
-                return self.items.setdefault(self._key(tx, args[0]),
+                return self.items.setdefault(self.key_of(tx, args[0]),
                                              args[1] if len(args) == 2 else ConstantVariable(None))
             if name == "update" and len(args) <= 1:
                 if args and isinstance(args[0], DictVariable):
@@ -316,9 +392,9 @@ class DictVariable(VariableTracker):
                 key = next(reversed(self.items)) if last else next(iter(self.items))
                 return TupleVariable([key_var(key), self.items.pop(key)])
             if name == "move_to_end" and ordered and 1 <= len(args) <= 2:
-                key = self._key(tx, args[0])
+                key = self.key_of(tx, args[0])
                 if key not in self.items:
-                    _raise_key_error(key)
+                    raise_key_error(key)
                 value = self.items.pop(key)
                 if _last_flag(args, kwargs, 1):
                     self.items[key] = value
@@ -429,7 +505,7 @@ class DictViewVariable(VariableTracker):
 
     def call_method(self, tx, name, args, kwargs) -> VariableTracker:
         if name == "__contains__" and len(args) == 1 and self.kind == "keys":
-            return ConstantVariable(self.dict_var._key(tx, args[0]) in self.dict_var.items)
+            return ConstantVariable(self.dict_var.key_of(tx, args[0]) in self.dict_var.items)
         if name == "__len__" and not args:
             return ConstantVariable(len(self.dict_var.items))
         pargs, pkwargs = constant_args(args, kwargs, f"dict_{self.kind}.{name}()")

@@ -248,6 +248,7 @@ class NestedFunctionVariable(VariableTracker):
         self.fn_source = fn_source  # the enclosing function's: globals are read through it
         self.names: dict[str, VariableTracker] = {}  # `inner.__name__ = ...` (functools.wraps too)
         self.annotated = False  # made with annotations (not modelled: MAKE_FUNCTION drops them)
+        self.foreign_globals = False  # its globals are not the compiled frame's (ops_calls.py)
         self.dict_var: DictVariable | None = None  # its __dict__ (`__wrapped__`, a marker), once given one
 
     @property
@@ -330,6 +331,8 @@ class NestedFunctionVariable(VariableTracker):
         made: list[CellReference] = []
 
         def build() -> None:
+            if self.foreign_globals:
+                return self._build_with_its_globals(cg, made)
             flags = 0
             if self.defaults:
                 for value in self.defaults:
@@ -349,13 +352,7 @@ class NestedFunctionVariable(VariableTracker):
                 flags |= 0x08
             cg.load_const(self.code)
             cg.emit("MAKE_FUNCTION", flags)
-            attributes = dict(self.names)
-            if self.dict_var is not None:
-                attributes.update((key, value) for key, value in self.dict_var.items.items() if type(key) is str)
-            for name, value in attributes.items():
-                value.reconstruct(cg)
-                cg.emit("COPY", 2)
-                cg.emit("STORE_ATTR", name)
+            self._store_attributes(cg)
 
         cg.rebuild_once(self, build)
         for ref in made:
@@ -364,6 +361,41 @@ class NestedFunctionVariable(VariableTracker):
                 value.reconstruct(cg)
                 ref.load_cell(cg, made)
                 cg.emit("STORE_ATTR", "cell_contents")
+
+    def _build_with_its_globals(self, cg, made: list[CellReference]) -> None:
+        """`types.FunctionType(code, globals, None, defaults, closure)`: MAKE_FUNCTION would give
+        the function the compiled frame's globals, where its own names are not found."""
+        cg.push_null()
+        cg.load_const(types.FunctionType)
+        cg.load_const(self.code)
+        cg.load_const(self.f_globals)
+        cg.load_const(None)
+        for value in self.defaults:
+            value.reconstruct(cg)
+        cg.emit("BUILD_TUPLE", len(self.defaults))
+        for ref in self.closure:
+            ref.load_cell(cg, made)
+        cg.emit("BUILD_TUPLE", len(self.closure))
+        cg.call(5)
+        if self.kwdefaults:
+            for key, value in self.kwdefaults.items():
+                cg.load_const(key)
+                value.reconstruct(cg)
+            cg.emit("BUILD_MAP", len(self.kwdefaults))
+            cg.emit("COPY", 2)
+            cg.emit("STORE_ATTR", "__kwdefaults__")
+        self._store_attributes(cg)
+
+    def _store_attributes(self, cg) -> None:
+        """Its attributes set in the trace (`__name__`, what functools.wraps copies), on the
+        function on top of the stack."""
+        attributes = dict(self.names)
+        if self.dict_var is not None:
+            attributes.update((key, value) for key, value in self.dict_var.items.items() if type(key) is str)
+        for name, value in attributes.items():
+            value.reconstruct(cg)
+            cg.emit("COPY", 2)
+            cg.emit("STORE_ATTR", name)
 
     def escaping_values(self) -> list[VariableTracker]:
         """The values of inlined calls it closes over: cells holding them are made if it escapes."""

@@ -239,7 +239,7 @@ def _repeat(tx, obj: VariableTracker, times: VariableTracker | None = None) -> V
 
 
 _ITERTOOLS_ONE_ITERABLE = (itertools.combinations, itertools.combinations_with_replacement,
-                           itertools.permutations, itertools.pairwise)
+                           itertools.permutations)
 
 
 _ITERTOOLS = (itertools.chain, itertools.chain.from_iterable, itertools.product, itertools.zip_longest,
@@ -254,7 +254,11 @@ def _polyfill(fn: Callable) -> Callable:
 
 
 _POLYFILLS = {itertools.accumulate: polyfills.accumulate, itertools.groupby: polyfills.groupby,
-              itertools.islice: polyfills.islice, collections._count_elements: polyfills.count_elements}
+              itertools.islice: polyfills.islice, collections._count_elements: polyfills.count_elements,
+              itertools.starmap: polyfills.starmap, itertools.compress: polyfills.compress,
+              itertools.dropwhile: polyfills.dropwhile, itertools.takewhile: polyfills.takewhile,
+              itertools.filterfalse: polyfills.filterfalse, itertools.count: polyfills.count,
+              itertools.cycle: polyfills.cycle, itertools.pairwise: polyfills.pairwise}
 
 
 # The handler of each builtin here (builtins.py's table merges them into its own).

@@ -133,3 +133,12 @@ class InlinedMethodVariable(VariableTracker):
         cg.load_const(self.fn)
         self.obj.reconstruct(cg)
         cg.call(2)
+
+
+def make_method(tx, cls: type, cls_source, args, kwargs) -> VariableTracker:
+    """`types.MethodType(fn, obj)` on a Python function (contextlib.ExitStack binds a context's
+    __exit__ so): the function bound to the symbolic object, its calls inlined."""
+    fn = args[0].real_object() if len(args) == 2 and not kwargs else None
+    if not isinstance(fn, types.FunctionType):
+        raise Unsupported("types.MethodType() of what is not a Python function")
+    return InlinedMethodVariable(fn, args[1])

@@ -12,6 +12,7 @@ from typing import Any
 from ...exc import Unsupported
 from ...source import Source
 from .base import VariableTracker
+from .constant import ConstantVariable, is_constant_value
 from .dicts import DictVariable
 from .exceptions import raise_symbolic
 from .lists import TupleVariable
@@ -36,6 +37,10 @@ class NamedTupleVariable(TupleVariable):
     def var_getattr(self, tx, name: str) -> VariableTracker:
         if name in self.fields:
             return self.items[self.fields.index(name)]
+        if name in ("_fields", "__match_args__", "n_fields", "n_sequence_fields") and "__dict__" not in dir(self.container_type):
+            value = getattr(self.container_type, name, None)  # what the class says (no instance can override it)
+            if is_constant_value(value):
+                return ConstantVariable(value)
         return super().var_getattr(tx, name)
 
     def getitem(self, tx, key: VariableTracker) -> VariableTracker:

@@ -117,6 +117,9 @@ class PythonObjectVariable(VariableTracker):
     def construct(self, tx, args, kwargs) -> VariableTracker:
         """`type.__call__(cls, ...)`: a new instance of the class, made as its kind is made."""
         cls = self.value
+        for claims, make in _CONSTRUCTORS:  # `OrderedDict(...)`, `class Out(OrderedDict)`, types.MethodType...
+            if claims(cls):
+                return make(tx, cls, self.source, args, kwargs)
         # Classes of values we can fold (torch.Size, torch.device, int, ...) are built while tracing.
         if getattr(cls, "__module__", "").split(".")[0] in ("torch", "builtins") and not _traced_like_a_users(cls):
             pargs, pkwargs = constant_args(args, kwargs, f"{cls.__name__}()")
@@ -156,9 +159,6 @@ class PythonObjectVariable(VariableTracker):
                                  maxlen.as_python_constant() if maxlen is not None else None)
         if issubclass(cls, tuple) and hasattr(cls, "_fields") and hasattr(cls, "_make"):
             return new_namedtuple(tx, cls, args, kwargs)
-        for claims, make in _CONSTRUCTORS:  # `OrderedDict(...)`, `class Out(OrderedDict)`...
-            if claims(cls):
-                return make(tx, cls, self.source, args, kwargs)
         if is_plain_class(cls):
             obj = NewObjectVariable(cls, self.source)
             obj.init_args = list(args)

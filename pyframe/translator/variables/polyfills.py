@@ -7,6 +7,9 @@ in Python, so every step is traced like the user's own code (`accumulate(xs)` ad
 `Counter.update` counts through the dict the trace holds). iteration_builtins.py and builtins.py
 map each C function to its polyfill here.
 
+The names of their variables are those of torch._dynamo's polyfills (torch/_dynamo/polyfills/),
+since a tensor takes the name of the first variable it is stored in (`datum = l_x_ * 2`).
+
 Generators are lazy as their C originals are: `accumulate` computes each running total when its
 consumer asks for it. Each is a plain Python function of the standard library's semantics; none of
 them imports pyframe.
@@ -68,6 +71,90 @@ def _islice(iterator: Iterator, next_index: int, stop: int | None, step: int) ->
         if stop is not None and next_index > stop:
             next_index = stop
         yield item
+
+
+def starmap(function: Callable, iterable: Iterable) -> Iterator:
+    """itertools.starmap: `function(*args)` for each tuple of arguments."""
+    iterator = iter(iterable)
+    return (function(*args) for args in iterator)
+
+
+def compress(data: Iterable, selectors: Iterable) -> Iterator:
+    """itertools.compress: the items of `data` whose selector is true."""
+    return (datum for datum, selector in zip(data, selectors) if selector)
+
+
+def dropwhile(predicate: Callable, iterable: Iterable) -> Iterator:
+    """itertools.dropwhile: the items from the first for which `predicate` is false on."""
+    return _dropwhile(predicate, iter(iterable))
+
+
+def _dropwhile(predicate: Callable, iterator: Iterator) -> Iterator:
+    for x in iterator:
+        if not predicate(x):
+            yield x
+            break
+    yield from iterator
+
+
+def takewhile(predicate: Callable, iterable: Iterable) -> Iterator:
+    """itertools.takewhile: the items before the first for which `predicate` is false."""
+    return _takewhile(predicate, iter(iterable))
+
+
+def _takewhile(predicate: Callable, iterator: Iterator) -> Iterator:
+    for x in iterator:
+        if not predicate(x):
+            return
+        yield x
+
+
+def filterfalse(predicate: Callable | None, iterable: Iterable) -> Iterator:
+    """itertools.filterfalse: the items for which `predicate` (truth, for None) is false."""
+    iterator = iter(iterable)
+    return (element for element in iterator if not (element if predicate is None else predicate(element)))
+
+
+def pairwise(iterable: Iterable) -> Iterator:
+    """itertools.pairwise: each item with the one after it."""
+    return _pairwise(iter(iterable))
+
+
+def _pairwise(iterator: Iterator) -> Iterator:
+    a = None
+    first = True
+    for b in iterator:
+        if first:
+            first = False
+        else:
+            yield a, b
+        a = b
+
+
+def count(start: Any = 0, step: Any = 1) -> Iterator:
+    """itertools.count: start, start + step, ... without end (its consumer stops it)."""
+    return _count(start, step)
+
+
+def _count(n: Any, step: Any) -> Iterator:
+    while True:
+        yield n
+        n += step
+
+
+def cycle(iterable: Iterable) -> Iterator:
+    """itertools.cycle: the items, again and again (saved on the first pass, as the C version)."""
+    return _cycle(iter(iterable))
+
+
+def _cycle(iterator: Iterator) -> Iterator:
+    saved = []
+    for element in iterator:
+        yield element
+        saved.append(element)
+    while saved:
+        for element in saved:
+            yield element
 
 
 def groupby(iterable: Iterable, key: Callable | None = None) -> Iterator:

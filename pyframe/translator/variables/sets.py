@@ -32,7 +32,7 @@ def set_keys(tx, items: Iterable[VariableTracker], known: Iterable[Any] = ()) ->
     is one of the other tensors of the frame (in `items` or among `known` keys) depends on which
     tensors the frame is given: that is guarded, as a dict guards its tensor keys."""
     keys = [dict_key(tx, item) for item in items]
-    frame_tensors = {k.source: k for k in [*known, *keys] if isinstance(k, ObjectKey) and k.is_frame_tensor}
+    frame_tensors = {t.source: t for k in [*known, *keys] if isinstance(k, ObjectKey) for t in k.frame_tensors()}
     if len(frame_tensors) > 1:
         relate_identities(tx, list(frame_tensors.values()))
     return keys
