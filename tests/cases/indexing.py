@@ -36,3 +36,9 @@ def setitem_on_clone(x):
     y[0] = 0.0
     y[:, 1] = x[:, 2] * 2
     return y
+
+
+@case(inputs=lambda: torch.randn(4, 3))
+def getitem_called_as_a_method(x):
+    """`x.__getitem__(i)` and `torch.Tensor.__getitem__(x, i)` (a slot wrapper) are `x[i]`."""
+    return x.__getitem__((slice(1, 3), 0)) * 2 + torch.Tensor.__getitem__(x, (slice(0, 2), 1))

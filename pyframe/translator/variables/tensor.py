@@ -26,7 +26,7 @@ from ...graph import rename_node
 from ...guards import GuardKind
 from ...source import AttrSource, Source
 from .base import BoundMethodVariable, VariableTracker
-from .constant import ConstantVariable, is_constant_value, is_numpy_scalar
+from .constant import ConstantVariable, is_constant_value, is_numpy_scalar, python_scalar
 from .dicts import DictVariable
 from .lists import BaseListVariable, ListVariable, SizeVariable, TupleVariable
 from .namedtuples import NamedTupleVariable
@@ -281,6 +281,10 @@ class TensorVariable(VariableTracker):
             return HookHandleVariable(tx.root.ip - 1)
         if name in _AUTOGRAD_METHODS:
             raise Unsupported(f"Tensor.{name}() runs autograd outside the graph")
+        if name == "__getitem__" and len(args) == 1 and not kwargs:  # `x[i]`, recorded as torch._dynamo records it
+            if isinstance(args[0], SymNodeVariable) and args[0].python_type() is int:
+                return call_in_graph(tx, "call_function", torch.select, [self, ConstantVariable(0), args[0]], {})
+            return call_in_graph(tx, "call_function", operator.getitem, [self, python_scalar(args[0])], {})
         if name == "size" and tx.output.symbolic and not kwargs and len(args) <= 1:
             if not args:
                 return SizeVariable(_sizes(tx, self, self.example.shape))

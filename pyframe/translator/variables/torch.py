@@ -70,9 +70,14 @@ def _overrides_torch_function(vt: VariableTracker, tx) -> bool:
     return any(_overrides_torch_function(item, tx) for item in items)
 
 
+_TENSOR_GETITEM = torch._C.TensorBase.__getitem__
+
+
 def is_torch_op(value: Any) -> bool:
     """A torch function, Tensor method or aten op that belongs in the graph."""
     if isinstance(value, (torch._ops.OpOverloadPacket, torch._ops.OpOverload)):
+        return True
+    if value is _TENSOR_GETITEM:  # `torch.Tensor.__getitem__(x, i)`, a slot wrapper: `x[i]`
         return True
     if not isinstance(value, (types.BuiltinFunctionType, types.FunctionType, types.MethodDescriptorType)):
         return False  # (and set lookups below only ever see hashable functions)
@@ -203,7 +208,8 @@ class TorchFunctionVariable(VariableTracker):
             values = [a.example if isinstance(a, TensorVariable) else a.as_python_constant() for a in args]
             kw = {k: v.as_python_constant() for k, v in kwargs.items()}
             return ConstantVariable(self.fn(*values, **kw))
-        if isinstance(self.fn, types.MethodDescriptorType):  # torch.Tensor.add(x, y) == x.add(y)
+        if isinstance(self.fn, types.MethodDescriptorType) or self.fn is _TENSOR_GETITEM:
+            # torch.Tensor.add(x, y) is x.add(y)
             if not args or not isinstance(args[0], TensorVariable):
                 raise Unsupported(f"Tensor.{self.fn.__name__} called on a non-tensor")
             return args[0].call_method(tx, self.fn.__name__, args[1:], kwargs)
