@@ -39,3 +39,10 @@ def logsumexp_and_norm(x):
 @case(inputs=lambda: torch.rand(5) + 0.5)
 def cumulative(x):
     return x.cumsum(0), torch.cumprod(x, dim=0), x.prod()
+
+
+@case(inputs=lambda: (torch.randn(3, 4), torch.tensor([[True, False, True, True], [False, True, True, True],
+                                                      [True, True, False, True]])))
+def masked_reductions(x, mask):
+    """torch.masked's reductions: each one op of the graph, as torch._dynamo records them."""
+    return torch.masked.sum(x, 1, mask=mask), torch.masked.amax(x, 1, mask=mask), torch.masked.softmax(x, 0, mask=mask)

@@ -24,7 +24,8 @@ from .tensor import TensorVariable, call_in_graph
 _TORCH_DIR = os.path.dirname(torch.__file__)
 _TORCH_OP_MODULES = ("torch", "torch.nn.functional", "torch.functional", "torch._C._nn", "torch._C._linalg",
                      "torch._C._fft", "torch._C._special", "torch._C._VariableFunctions", "torch.linalg",
-                     "torch.fft", "torch.special", "torch._ops.aten")
+                     "torch.fft", "torch.special", "torch._ops.aten",
+                     "torch.masked._ops")  # (torch.masked.sum...: in the graph whole, as torch._dynamo records them)
 
 # Answered while tracing: from metadata (static shapes) or from guarded global state.
 _FOLDABLE = {torch.is_tensor, torch.is_floating_point, torch.is_complex, torch.numel, torch.is_grad_enabled,
