@@ -16,6 +16,7 @@ The check runs in tests/test_corpus.py, on the runs it makes of every case anywa
 """
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import torch
@@ -79,15 +80,10 @@ CODE_DIFFERS: dict[str, str] = {
 # of either engine's polyfills), or a difference the case documents.
 _NODE_NAMES = "node names: Dynamo names the nodes its polyfills make after the polyfill's variables"
 _DOCUMENTED = "the case's own `difference` says why: a break in one engine where the other traces on"
-_ISLICE_ITEM = "node names: pyframe's islice polyfill stores each item in its own variable (`item`, `_`); Dynamo's are `x`"
 _PYTREE_NAMES = ("node names: pyframe names tree_map's nodes after pytree's locals (`child`, `value`), "
                  "Dynamo after their ops (`add`, `mul`, `sin_2`)")
 NAMES_DIFFER: dict[str, str] = {
-    "containers.itertools_helpers": _ISLICE_ITEM,
-    "iterators.next_of_islice_and_reversed": _ISLICE_ITEM,
     "set_algebra.pytree_map": _PYTREE_NAMES,
-    "stdlib_calls.itertools_islice_with_steps": _NODE_NAMES,
-    "stdlib_calls.itertools_islice_of_a_generator": _NODE_NAMES,
     "function_objects.function_transform_of_a_nested_function": _DOCUMENTED,
     "class_protocols.class_getitem_picks_a_dtype": _DOCUMENTED,
 }
@@ -234,3 +230,19 @@ def test_one_tensor_under_two_sources_is_one_placeholder_guarded_to_stay_one() -
     assert signatures(recorder.codes) == ["def forward(self, L_a_ : torch.Tensor):"]
     torch.testing.assert_close(compiled_twice(x, y), twice(x, y))  # two tensors: traced again
     assert signatures(recorder.codes)[1] == "def forward(self, L_a_ : torch.Tensor, L_b_ : torch.Tensor):"
+
+
+def _islice_without_and_with_a_stop(x):
+    unbounded = itertools.islice([x + 1, x * 2, x - 3], 1, None, 2)
+    bounded = itertools.islice([x - 1, x / 2, x * 3, x + 4], 0, 3, 2)
+    return sum(unbounded) + sum(bounded)
+
+
+def test_items_taken_by_islice_are_named_as_dynamo_names_them() -> None:
+    # A node is named after the first local its tensor is stored in: torch._dynamo's islice stores
+    # the items it reads in enumerate's `x` without a stop, in `element` with one.
+    case = Case(name="islice", module="test_graph_code", make_fn=lambda: _islice_without_and_with_a_stop,
+                make_inputs=lambda: Inputs((torch.randn(3),)), tags=frozenset())
+    ours, theirs = graph_codes(case, "pyframe"), graph_codes(case, "dynamo")
+    assert "x_1 = l_x_ * 2" in ours[0] and "element_1 = l_x_ / 2" in ours[0]
+    assert ours == theirs
