@@ -351,7 +351,7 @@ class InstructionTranslator(LoadStoreOps, CellOps, CallOps, StackOps, OperatorOp
         if fn is _MODULE_GETATTR and len(args) == 2 and not kwargs and isinstance(args[0], NNModuleVariable) \
                 and args[1].is_python_constant():
             # `super().__getattr__(name)` in a module's own __getattr__: what it finds is modelled
-            return args[0].module_getattr(self, args[1].as_python_constant())
+            return args[0].module_getattr(self, args[1].as_python_constant(), through_dict=True)
         if self.depth >= config.inline_depth_limit:
             raise Unsupported(f"inlining deeper than {config.inline_depth_limit} calls ({fn.__qualname__})")
         check_inlinable(fn.__code__)

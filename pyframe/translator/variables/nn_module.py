@@ -56,8 +56,14 @@ class NNModuleVariable(VariableTracker):
     def as_python_constant(self) -> torch.nn.Module:
         return self.module
 
-    def _child_source(self, table: str, name: str) -> Source | None:
-        return ItemSource(AttrSource(self.source, table), name) if self.source is not None else None
+    def _child_source(self, table: str, name: str, through_dict: bool = False) -> Source | None:
+        """`L['self']._modules['lin']`, as torch._dynamo names a module's own lookup; through the
+        instance dict (`L['self'].__dict__['_modules']['lin']`) when the trace runs
+        nn.Module.__getattr__ as Python does, reading `self.__dict__[table]` (see module_getattr)."""
+        if self.source is None:
+            return None
+        base = ItemSource(AttrSource(self.source, "__dict__"), table) if through_dict else AttrSource(self.source, table)
+        return ItemSource(base, name)
 
     def var_getattr(self, tx, name: str) -> VariableTracker:
         stored = tx.side_effects.load_attr(self, name)
@@ -95,14 +101,16 @@ class NNModuleVariable(VariableTracker):
             return tx.inline_call(fallback, [self, ConstantVariable(name)], {}, fn_source=source)
         return self.module_getattr(tx, name)
 
-    def module_getattr(self, tx, name: str) -> VariableTracker:
+    def module_getattr(self, tx, name: str, through_dict: bool = False) -> VariableTracker:
         """nn.Module.__getattr__: a parameter, buffer or submodule; else AttributeError, raised in
-        the traced program (a wrapper's __getattr__ may catch it)."""
+        the traced program (a wrapper's __getattr__ may catch it). `through_dict`: called by the
+        program itself (`super().__getattr__(name)` in a class's own __getattr__), which
+        torch._dynamo traces as Python, its sources reading `self.__dict__["_modules"]`."""
         module = self.module
         for table in ("_parameters", "_buffers", "_modules"):
             entries = module.__dict__.get(table)
             if entries is not None and name in entries:
-                return tx.wrap(entries[name], self._child_source(table, name))
+                return tx.wrap(entries[name], self._child_source(table, name, through_dict))
         # Missing everywhere: neither the class, nor the instance dict (`m.extra = 5.0` later), nor
         # the tables (a parameter, buffer or submodule of that name registered later) may gain it.
         # (A name found in a table is not guarded against a class or instance attribute of the
@@ -111,7 +119,8 @@ class NNModuleVariable(VariableTracker):
         if self.source is not None:
             for table in ("_parameters", "_buffers", "_modules"):
                 if isinstance(module.__dict__.get(table), dict):
-                    tx.output.guards.add(self._child_source(table, name), GuardKind.DICT_CONTAINS_MATCH, False)
+                    tx.output.guards.add(self._child_source(table, name, through_dict),
+                                         GuardKind.DICT_CONTAINS_MATCH, False)
         raise_symbolic(AttributeError, f"'{type(module).__name__}' object has no attribute '{name}'")
 
     def store_attr(self, tx, name: str, value: VariableTracker) -> None:
