@@ -32,7 +32,6 @@ CASES = load_cases(ALL)
 # Placeholders that still differ from torch._dynamo's, by kind:
 _NUMPY = "numpy scalar globals become graph inputs (G_STEPS_) in Dynamo, constants in pyframe"
 _DICT_KEY = "a tensor reached as a key of a global dict: Dynamo names it list_dict_keys_G_PARAM_STATE_1_"
-_DICT_ITEM = "an item of a dict subclass argument: Dynamo names it dict_getitem_L_x_list_dict_keys_..."
 _REALIZED = "an input Dynamo realizes before pyframe looks at it (a hook's arguments, a match pattern, dtype checks)"
 _GPT2_CONV1D = "GPT-2's Conv1D (addmm(bias, x, weight)), cached keys/values, attention buffers: realized in another order by Dynamo"
 _OUTER_FELL_BACK = "torch._dynamo runs the frame as Python; its one graph is an inlined function's, compiled alone"
@@ -43,8 +42,6 @@ SIGNATURE_DIFFERS: dict[str, str] = {
     "convnets.SNGANDiscriminatorTrain": _REALIZED,
     "convnets.SNGANDiscriminatorEval": _REALIZED,
     "function_objects.closure_cells_of_a_nested_function": _OUTER_FELL_BACK,
-    "dict_subclasses.model_output_argument": _DICT_ITEM,
-    "dict_subclasses.dict_subclass_argument_mutated": _DICT_ITEM,
     "pattern_matching.class_pattern_keyword_namedtuple": _REALIZED,
     "pattern_matching.nested_patterns": _REALIZED,
     "transformers_models.ViTModelEval": _REALIZED,
@@ -269,4 +266,26 @@ def test_modules_found_by_a_getattr_calling_nn_module_getattr_are_named_through_
                 make_inputs=lambda: Inputs((torch.randn(2, 4),)), tags=frozenset({"module"}))
     ours, theirs = graph_codes(case, "pyframe"), graph_codes(case, "dynamo")
     assert "L_self_dict_modules_model_parameters_weight_" in signatures(ours)[0]
+    assert ours == theirs
+
+
+class _Bag(dict):
+    pass
+
+
+def _items_of_dicts(bag, table, x):
+    key = next(iter(table))
+    return bag["w"] * x + table[key]
+
+
+def test_items_of_dict_subclasses_and_of_tensor_keys_are_named_by_position_as_dynamo() -> None:
+    # torch._dynamo reads an item of a dict subclass, and the value of a key that is not a
+    # constant, by the key's position: `dict.__getitem__(L['bag'], list(dict.keys(L['bag']))[1])`.
+    k = torch.randn(3)
+    case = Case(name="items_of_dicts", module="test_graph_code", make_fn=lambda: _items_of_dicts,
+                make_inputs=lambda: Inputs((_Bag(n=2, w=torch.randn(3)), {k: torch.randn(3)}, torch.randn(3))),
+                tags=frozenset())
+    ours, theirs = graph_codes(case, "pyframe"), graph_codes(case, "dynamo")
+    assert "dict_getitem_L_bag_list_dict_keys_L_bag_1_" in signatures(ours)[0]
+    assert "L_table_list_dict_keys_L_table_0_" in signatures(ours)[0]
     assert ours == theirs

@@ -204,8 +204,8 @@ def _wrap_mapping(tx: Tracer, value: Any, source: Source | None, guard: bool,
         _add(guards, source, GuardKind.DICT_KEYS_MATCH, tuple(k for k, _ in entries))
         _WRAPPING.add(id(value))
         try:
-            items = {k: wrap(tx, v, DictItemSource(source, k) if source is not None else None, guard)
-                     for k, v in entries}
+            items = {k: wrap(tx, v, DictItemSource(source, k, i) if source is not None else None, guard)
+                     for i, (k, v) in enumerate(entries)}
         finally:
             _WRAPPING.discard(id(value))
         return _mutable(tx, source, value, UserDictObjectVariable(value, items, source))
