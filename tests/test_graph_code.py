@@ -19,6 +19,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+import pytest
 import torch
 import torch._dynamo
 
@@ -39,8 +40,6 @@ SIGNATURE_DIFFERS: dict[str, str] = {
     "constants.numpy_scalar_constants": _NUMPY,
     "containers.global_param_keyed_state_mutated": _DICT_KEY,
     "language_models.GPT2DecodeStep": _GPT2_CONV1D,
-    "convnets.SNGANDiscriminatorTrain": _REALIZED,
-    "convnets.SNGANDiscriminatorEval": _REALIZED,
     "function_objects.closure_cells_of_a_nested_function": _OUTER_FELL_BACK,
     "pattern_matching.class_pattern_keyword_namedtuple": _REALIZED,
     "pattern_matching.nested_patterns": _REALIZED,
@@ -288,4 +287,34 @@ def test_items_of_dict_subclasses_and_of_tensor_keys_are_named_by_position_as_dy
     ours, theirs = graph_codes(case, "pyframe"), graph_codes(case, "dynamo")
     assert "dict_getitem_L_bag_list_dict_keys_L_bag_1_" in signatures(ours)[0]
     assert "L_table_list_dict_keys_L_table_0_" in signatures(ours)[0]
+    assert ours == theirs
+
+
+class _AddsItsKeyword(torch.nn.Linear):
+    def forward(self, x, y=None):
+        return super().forward(x) + y
+
+
+class _Hooked(torch.nn.Module):
+    def __init__(self, pre: bool):
+        super().__init__()
+        self.lin = _AddsItsKeyword(4, 4)
+        if pre:
+            self.lin.register_forward_pre_hook(lambda module, args: None)
+        else:
+            self.lin.register_forward_hook(lambda module, args, output: None)
+
+    def forward(self, x, y):
+        return self.lin(x, y=y)
+
+
+@pytest.mark.parametrize("pre", [True, False], ids=["pre_hook", "hook"])
+def test_a_hooked_module_call_realizes_its_positional_inputs_first_as_dynamo(pre: bool) -> None:
+    # torch._dynamo traces nn.Module._call_impl for a module with hooks: the tensors passed
+    # positionally become inputs before the module's parameters, those passed by keyword at use.
+    case = Case(name="Hooked", module="test_graph_code", make_fn=lambda: _Hooked(pre),
+                make_inputs=lambda: Inputs((torch.randn(2, 4), torch.randn(2, 4))), tags=frozenset({"module"}))
+    ours, theirs = graph_codes(case, "pyframe"), graph_codes(case, "dynamo")
+    assert signatures(ours)[0].startswith("def forward(self, L_x_ : torch.Tensor, L_self_modules_lin_parameters_weight_")
+    assert signatures(ours)[0].endswith("L_y_ : torch.Tensor):")
     assert ours == theirs
