@@ -33,7 +33,6 @@ CASES = load_cases(ALL)
 # Placeholders that still differ from torch._dynamo's, by kind:
 _NUMPY = "numpy scalar globals become graph inputs (G_STEPS_) in Dynamo, constants in pyframe"
 _DICT_KEY = "a tensor reached as a key of a global dict: Dynamo names it list_dict_keys_G_PARAM_STATE_1_"
-_REALIZED = "an input Dynamo realizes before pyframe looks at it (a hook's arguments, a match pattern, dtype checks)"
 _GPT2_CONV1D = "GPT-2's Conv1D (addmm(bias, x, weight)), cached keys/values, attention buffers: realized in another order by Dynamo"
 _OUTER_FELL_BACK = "torch._dynamo runs the frame as Python; its one graph is an inlined function's, compiled alone"
 SIGNATURE_DIFFERS: dict[str, str] = {
@@ -41,10 +40,6 @@ SIGNATURE_DIFFERS: dict[str, str] = {
     "containers.global_param_keyed_state_mutated": _DICT_KEY,
     "language_models.GPT2DecodeStep": _GPT2_CONV1D,
     "function_objects.closure_cells_of_a_nested_function": _OUTER_FELL_BACK,
-    "pattern_matching.class_pattern_keyword_namedtuple": _REALIZED,
-    "pattern_matching.nested_patterns": _REALIZED,
-    "transformers_models.ViTModelEval": _REALIZED,
-    "transformers_models.ViTModelTrain": _REALIZED,
 }
 
 # Cases whose placeholders match but whose graphs do not, each for a reason the case documents
@@ -318,3 +313,52 @@ def test_a_hooked_module_call_realizes_its_positional_inputs_first_as_dynamo(pre
     assert signatures(ours)[0].startswith("def forward(self, L_x_ : torch.Tensor, L_self_modules_lin_parameters_weight_")
     assert signatures(ours)[0].endswith("L_y_ : torch.Tensor):")
     assert ours == theirs
+
+
+def _type_asked(x, t):
+    return x if isinstance(t, float) or type(t) is int else x + t
+
+
+def _sequence_pattern(x, blocks):
+    match blocks:
+        case [first, second]:  # GET_LEN: blocks[0] realized, blocks[1] at its use
+            return x @ first @ second
+
+
+def _mapping_pattern(x, d):
+    match d:
+        case {"a": [a, b]}:
+            return x @ a @ b
+
+
+def _comprehension_closing_over_a_dict(x, **kwargs):
+    wanted = {name: kwargs.get(name) is not None for name in ("t", "u")}
+    return x + kwargs["t"] if wanted["t"] else x
+
+
+_REALIZING = [(_type_asked, lambda: (torch.randn(3), torch.randn(3))),
+              (_sequence_pattern, lambda: (torch.randn(2, 4), [torch.randn(4, 4), torch.randn(4, 4)])),
+              (_mapping_pattern, lambda: (torch.randn(2, 4), {"a": [torch.randn(4, 4), torch.randn(4, 4)]}))]
+
+
+@pytest.mark.parametrize("fn, inputs", _REALIZING, ids=[fn.__name__ for fn, _ in _REALIZING])
+def test_inputs_realized_by_a_type_test_or_a_constant_test_come_first_as_in_dynamo(fn, inputs) -> None:
+    # torch._dynamo makes a lazy input a graph input when its type is asked (isinstance, type),
+    # and when a step asks whether a container is a constant: GET_LEN of a match statement's
+    # subject walks its items up to the first that is not one.
+    case = Case(name=fn.__name__, module="test_graph_code", make_fn=lambda: fn,
+                make_inputs=lambda: Inputs(inputs()), tags=frozenset())
+    ours, theirs = graph_codes(case, "pyframe"), graph_codes(case, "dynamo")
+    assert "L_x_" not in signatures(ours)[0].split(",")[1]  # (not the first input)
+    assert ours == theirs
+
+
+def test_inlining_a_closure_realizes_the_inputs_its_cells_hold_as_dynamo() -> None:
+    # Before inlining a function made in the frame (here a dict comprehension closing over
+    # `kwargs`), torch._dynamo tries to make it a real function from its cells' contents.
+    case = Case(name="closure", module="test_graph_code", make_fn=lambda: _comprehension_closing_over_a_dict,
+                make_inputs=lambda: Inputs((torch.randn(3),), {"t": torch.randn(3)}), tags=frozenset())
+    ours, theirs = graph_codes(case, "pyframe"), graph_codes(case, "dynamo")
+    assert signatures(ours) == ["def forward(self, L_kwargs_t_ : torch.Tensor, L_x_ : torch.Tensor):"]
+    assert ours == theirs
+
