@@ -33,12 +33,10 @@ CASES = load_cases(ALL)
 # Placeholders that still differ from torch._dynamo's, by kind:
 _NUMPY = "numpy scalar globals become graph inputs (G_STEPS_) in Dynamo, constants in pyframe"
 _DICT_KEY = "a tensor reached as a key of a global dict: Dynamo names it list_dict_keys_G_PARAM_STATE_1_"
-_GPT2_CONV1D = "GPT-2's Conv1D (addmm(bias, x, weight)), cached keys/values, attention buffers: realized in another order by Dynamo"
 _OUTER_FELL_BACK = "torch._dynamo runs the frame as Python; its one graph is an inlined function's, compiled alone"
 SIGNATURE_DIFFERS: dict[str, str] = {
     "constants.numpy_scalar_constants": _NUMPY,
     "containers.global_param_keyed_state_mutated": _DICT_KEY,
-    "language_models.GPT2DecodeStep": _GPT2_CONV1D,
     "function_objects.closure_cells_of_a_nested_function": _OUTER_FELL_BACK,
 }
 
@@ -360,5 +358,31 @@ def test_inlining_a_closure_realizes_the_inputs_its_cells_hold_as_dynamo() -> No
                 make_inputs=lambda: Inputs((torch.randn(3),), {"t": torch.randn(3)}), tags=frozenset())
     ours, theirs = graph_codes(case, "pyframe"), graph_codes(case, "dynamo")
     assert signatures(ours) == ["def forward(self, L_kwargs_t_ : torch.Tensor, L_x_ : torch.Tensor):"]
+    assert ours == theirs
+
+class _AddmmFirstDtype(torch.nn.Module):
+    """A Conv1D (GPT-2's: addmm(bias, x, weight)) behind a `dtype` read off the first parameter."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = torch.nn.Parameter(torch.randn(4))
+        self.weight = torch.nn.Parameter(torch.randn(4, 4))
+        self.bias = torch.nn.Parameter(torch.randn(4))
+
+    def forward(self, x):
+        dtype = next(p.dtype for p in self.parameters() if p.is_floating_point())
+        return torch.addmm(self.bias, x.to(dtype), self.weight) + self.embed
+
+
+def test_parameters_are_read_as_the_iterator_gives_them_as_in_dynamo() -> None:
+    # parameters() is a generator torch._dynamo traces: stopping at the first parameter reads no
+    # other, so the bias (read first by addmm) comes before the weight.
+    case = Case(name="AddmmFirstDtype", module="test_graph_code", make_fn=_AddmmFirstDtype,
+                make_inputs=lambda: Inputs((torch.randn(2, 4),)), tags=frozenset({"module"}))
+    ours, theirs = graph_codes(case, "pyframe"), graph_codes(case, "dynamo")
+    assert signatures(ours) == [
+        "def forward(self, L_self_parameters_embed_ : torch.nn.parameter.Parameter, "
+        "L_self_parameters_bias_ : torch.nn.parameter.Parameter, L_x_ : torch.Tensor, "
+        "L_self_parameters_weight_ : torch.nn.parameter.Parameter):"]
     assert ours == theirs
 

@@ -249,7 +249,7 @@ class NNModuleVariable(VariableTracker):
         else:  # parameters, buffers
             table = "_parameters" if kind == "parameters" else "_buffers"
             owners = self._walk(tx, dedupe) if recurse else [("", self)]
-            found, seen = [], set()
+            entries, seen = [], set()
             for prefix, owner in owners:
                 owner._guard_keys(tx, table)
                 for key, value in getattr(owner.module, table).items():
@@ -257,12 +257,15 @@ class NNModuleVariable(VariableTracker):
                         tx.output.guards.add(owner._child_source(table, key), GuardKind.NONE_MATCH)
                     if value is not None and not (dedupe and id(value) in seen):
                         seen.add(id(value))
-                        found.append((f"{prefix}.{key}" if prefix else key, owner.var_getattr(tx, key)))
+                        entries.append((f"{prefix}.{key}" if prefix else key, owner, key))
+            # Each tensor read as the iterator gives it: torch._dynamo traces these generators, so
+            # a loop that stops at the first parameter (a `dtype` property) reads no other
+            found = ((name, owner.var_getattr(tx, key)) for name, owner, key in entries)
         prefix = options.get("prefix", "")
         if prefix:
-            found = [(f"{prefix}.{key}" if key else prefix, value) for key, value in found]
-        items = [TupleVariable([ConstantVariable(k), v]) if named else v for k, v in found]
-        return ListIteratorVariable(items)
+            found = ((f"{prefix}.{key}" if key else prefix, value) for key, value in found)
+        items = (TupleVariable([ConstantVariable(k), v]) if named else v for k, v in found)
+        return ListIteratorVariable([], pending=items)
 
     def _walk(self, tx, dedupe: bool = True) -> list[tuple[str, "NNModuleVariable"]]:
         """Every module of the tree, depth first, with its qualified name (as named_modules): each
