@@ -16,12 +16,14 @@ The check runs in tests/test_corpus.py, on the runs it makes of every case anywa
 """
 from __future__ import annotations
 
+import collections
 import itertools
 from typing import Any
 
 import pytest
 import torch
 import torch._dynamo
+import torch.utils._pytree as pytree
 
 import pyframe
 from pyframe.debug.cases import Case, Inputs, load_cases
@@ -62,14 +64,9 @@ CODE_DIFFERS: dict[str, str] = {
 }
 
 
-# Cases whose graph code differs from torch._dynamo's for another reason: node names (the variables
-# of either engine's polyfills), or a difference the case documents.
-_NODE_NAMES = "node names: Dynamo names the nodes its polyfills make after the polyfill's variables"
+# Cases whose graph code differs from torch._dynamo's for another reason the case documents.
 _DOCUMENTED = "the case's own `difference` says why: a break in one engine where the other traces on"
-_PYTREE_NAMES = ("node names: pyframe names tree_map's nodes after pytree's locals (`child`, `value`), "
-                 "Dynamo after their ops (`add`, `mul`, `sin_2`)")
 NAMES_DIFFER: dict[str, str] = {
-    "set_algebra.pytree_map": _PYTREE_NAMES,
     "function_objects.function_transform_of_a_nested_function": _DOCUMENTED,
     "class_protocols.class_getitem_picks_a_dtype": _DOCUMENTED,
 }
@@ -360,6 +357,7 @@ def test_inlining_a_closure_realizes_the_inputs_its_cells_hold_as_dynamo() -> No
     assert signatures(ours) == ["def forward(self, L_kwargs_t_ : torch.Tensor, L_x_ : torch.Tensor):"]
     assert ours == theirs
 
+
 class _AddmmFirstDtype(torch.nn.Module):
     """A Conv1D (GPT-2's: addmm(bias, x, weight)) behind a `dtype` read off the first parameter."""
 
@@ -386,3 +384,24 @@ def test_parameters_are_read_as_the_iterator_gives_them_as_in_dynamo() -> None:
         "L_self_parameters_weight_ : torch.nn.parameter.Parameter):"]
     assert ours == theirs
 
+
+_Pair = collections.namedtuple("_Pair", "a b")
+
+
+def _tree_mapped(x, y):
+    tree = [x, (x + 1, {"k": x * 2, "n": None}), 3]
+    out = pytree.tree_map(lambda t, u: t if t is None or isinstance(t, int) else t.sin() + u,
+                          tree, [y, (y, {"k": y, "n": 1}), 4])
+    pair = pytree.tree_map(torch.cos, _Pair(x, [y]))  # a namedtuple: the real tree_map, inlined
+    return out[1][1]["k"] + out[0], out[2], pair.b[0]
+
+
+def test_tree_map_calls_the_function_on_each_leaf_as_dynamo_does() -> None:
+    # torch._dynamo maps lists, tuples and dicts itself (no pytree local names a leaf's node).
+    x, y = torch.randn(3), torch.randn(3)
+    torch.testing.assert_close(pyframe.optimize(Recorder())(_tree_mapped)(x, y), _tree_mapped(x, y))
+    case = Case(name="tree_mapped", module="test_graph_code", make_fn=lambda: _tree_mapped,
+                make_inputs=lambda: Inputs((torch.randn(3), torch.randn(3))), tags=frozenset())
+    ours, theirs = graph_codes(case, "pyframe"), graph_codes(case, "dynamo")
+    assert "add = l_x_ + 1" in ours[0]
+    assert ours == theirs
