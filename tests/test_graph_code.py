@@ -27,13 +27,13 @@ import torch.utils._pytree as pytree
 
 import pyframe
 from pyframe.debug.cases import Case, Inputs, load_cases
-from pyframe.debug.compare import run_case
+from pyframe.debug.compare import graphs_mismatch, run_case
 from tests.cases import ALL
 
 CASES = load_cases(ALL)
 
 # Placeholders that still differ from torch._dynamo's, by kind:
-_NUMPY = "numpy scalar globals become graph inputs (G_STEPS_) in Dynamo, constants in pyframe"
+_NUMPY = "the case's `difference`: numpy scalar globals are graph inputs (G_STEPS_) in Dynamo, constants in pyframe"
 _DICT_KEY = "a tensor reached as a key of a global dict: Dynamo names it list_dict_keys_G_PARAM_STATE_1_"
 _OUTER_FELL_BACK = "torch._dynamo runs the frame as Python; its one graph is an inlined function's, compiled alone"
 SIGNATURE_DIFFERS: dict[str, str] = {
@@ -405,3 +405,13 @@ def test_tree_map_calls_the_function_on_each_leaf_as_dynamo_does() -> None:
     ours, theirs = graph_codes(case, "pyframe"), graph_codes(case, "dynamo")
     assert "add = l_x_ + 1" in ours[0]
     assert ours == theirs
+
+
+def test_numpy_scalars_are_constants_where_dynamo_makes_them_inputs() -> None:
+    # constants.numpy_scalar_constants documents this difference; the graphs are otherwise alike.
+    case = next(c for c in CASES if c.qualname == "constants.numpy_scalar_constants")
+    subject, reference = run_case(case, "pyframe", timing=False), run_case(case, "dynamo", timing=False)
+    assert graphs_mismatch(subject, reference) is None and not subject.fallbacks
+    assert signatures([g.code for g in subject.graphs]) == ["def forward(self, L_x_ : torch.Tensor):"]
+    assert signatures([g.code for g in reference.graphs]) == [
+        "def forward(self, L_x_ : torch.Tensor, G_STEPS_ : torch.Tensor, G_RATE_ : torch.Tensor):"]
