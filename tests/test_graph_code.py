@@ -34,7 +34,9 @@ CASES = load_cases(ALL)
 
 # Placeholders that still differ from torch._dynamo's, by kind:
 _NUMPY = "the case's `difference`: numpy scalar globals are graph inputs (G_STEPS_) in Dynamo, constants in pyframe"
-_DICT_KEY = "a tensor reached as a key of a global dict: Dynamo names it list_dict_keys_G_PARAM_STATE_1_"
+_DICT_KEY = ("a tensor that is also a key of a global dict: Dynamo makes a dict's tensor keys graph inputs when it "
+             "first uses the dict, and, one tracker per tensor, names _Q after the key (list_dict_keys_G_PARAM_STATE_1_); "
+             "pyframe makes a key's tracker only when the key is used as a value, so _Q is named after its global")
 _OUTER_FELL_BACK = "torch._dynamo runs the frame as Python; its one graph is an inlined function's, compiled alone"
 SIGNATURE_DIFFERS: dict[str, str] = {
     "constants.numpy_scalar_constants": _NUMPY,
