@@ -312,6 +312,32 @@ def test_a_hooked_module_call_realizes_its_positional_inputs_first_as_dynamo(pre
     assert ours == theirs
 
 
+class _TakesAList(torch.nn.Linear):
+    def forward(self, xs, scale):
+        return super().forward(xs[0]) + xs[1] * scale
+
+
+class _HookedWithAList(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = _TakesAList(4, 4)
+        self.lin.register_forward_pre_hook(lambda module, args: None)
+
+    def forward(self, x, y, scale):
+        return self.lin([x, y], scale)
+
+
+def test_a_hooked_module_call_realizes_its_arguments_up_to_the_first_tensor_as_dynamo() -> None:
+    # (_call_impl's `inner` closes over `args`: walked as a constant test, it stops at x)
+    case = Case(name="HookedWithAList", module="test_graph_code", make_fn=_HookedWithAList,
+                make_inputs=lambda: Inputs((torch.randn(2, 4), torch.randn(2, 4), torch.randn(2, 4))),
+                tags=frozenset({"module"}))
+    ours, theirs = graph_codes(case, "pyframe"), graph_codes(case, "dynamo")
+    assert signatures(ours)[0].startswith("def forward(self, L_x_ : torch.Tensor, L_self_modules_lin_parameters_weight_")
+    assert signatures(ours)[0].endswith("L_y_ : torch.Tensor, L_scale_ : torch.Tensor):")
+    assert ours == theirs
+
+
 def _type_asked(x, t):
     return x if isinstance(t, float) or type(t) is int else x + t
 

@@ -21,7 +21,8 @@ from .descriptions import describe_class
 from .iterators import ListIteratorVariable
 from .lists import BaseListVariable, TupleVariable
 from .exceptions import raise_symbolic
-from .tensor import TensorVariable, call_in_graph
+from .realize import realize_as_a_constant_test
+from .tensor import call_in_graph
 
 _TREE_PARAMETERS = {
     "children": (), "named_children": (), "modules": (), "named_modules": ("memo", "prefix", "remove_duplicate"),
@@ -162,11 +163,10 @@ class NNModuleVariable(VariableTracker):
             raise Unsupported(f"call of {name} with backward or global hooks")
         args = list(args)
         if module._forward_pre_hooks or module._forward_hooks:
-            # torch._dynamo traces nn.Module._call_impl when there are hooks, and that realizes the
-            # graph inputs passed positionally before any hook runs (not those passed by keyword)
-            for arg in args:
-                if isinstance(arg, TensorVariable):
-                    arg.realize(tx)
+            # torch._dynamo traces nn.Module._call_impl when there are hooks, and before inlining
+            # its nested `inner` tries to make it a real function: its first cell, the positional
+            # arguments, walked up to the first that is not a constant (see realize.py)
+            realize_as_a_constant_test(tx, TupleVariable(list(args)))
         for key, hook in module._forward_pre_hooks.items():
             if key in module._forward_pre_hooks_with_kwargs:
                 raise Unsupported(f"call of {name} with a forward pre-hook taking kwargs")
