@@ -443,3 +443,18 @@ def test_numpy_scalars_are_constants_where_dynamo_makes_them_inputs() -> None:
     assert signatures([g.code for g in subject.graphs]) == ["def forward(self, L_x_ : torch.Tensor):"]
     assert signatures([g.code for g in reference.graphs]) == [
         "def forward(self, L_x_ : torch.Tensor, G_STEPS_ : torch.Tensor, G_RATE_ : torch.Tensor):"]
+
+
+def _recursive_helper(x):
+    def helper(n):  # closes over itself: converting it to a real function cannot finish
+        return x.sin() if n == 0 else helper(n - 1) * 2
+    return helper(2)
+
+
+def test_a_nested_function_closing_over_itself_is_inlined_as_dynamo_does() -> None:
+    case = Case(name="recursive_helper", module="test_graph_code", make_fn=lambda: _recursive_helper,
+                make_inputs=lambda: Inputs((torch.arange(3.0),)), tags=frozenset())
+    subject, reference = run_case(case, "pyframe", timing=False), run_case(case, "dynamo", timing=False)
+    assert not subject.fallbacks and graphs_mismatch(subject, reference) is None
+    torch.testing.assert_close(subject.result, _recursive_helper(torch.arange(3.0)))
+    assert [g.code for g in subject.graphs] == [g.code for g in reference.graphs]

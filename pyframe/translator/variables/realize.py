@@ -10,6 +10,9 @@ frame, whose closure cells (then defaults) it tries to turn into a real function
 """
 from __future__ import annotations
 
+import torch
+
+from ...exc import Unsupported
 from .base import VariableTracker
 from .dicts import DictVariable, ObjectKey
 from .functions import CellReference, NestedFunctionVariable
@@ -17,7 +20,7 @@ from .lists import BaseListVariable
 from .tensor import TensorVariable
 
 
-def realize_as_a_constant_test(tx, value: VariableTracker) -> bool:
+def realize_as_a_constant_test(tx, value: VariableTracker, converting: frozenset[int] = frozenset()) -> bool:
     """Walk `value` as a conversion to a constant does (list and tuple items, a dict's keys and
     values, in order): realize the graph input met, and stop at the first value that is not a
     constant. True if every one was."""
@@ -25,24 +28,35 @@ def realize_as_a_constant_test(tx, value: VariableTracker) -> bool:
         value.realize(tx)
         return False
     if isinstance(value, BaseListVariable):
-        return all(realize_as_a_constant_test(tx, item) for item in value.items)
+        return all(realize_as_a_constant_test(tx, item, converting) for item in value.items)
     if isinstance(value, DictVariable):
-        return all(not isinstance(key, ObjectKey) and realize_as_a_constant_test(tx, item)
+        return all(not isinstance(key, ObjectKey) and realize_as_a_constant_test(tx, item, converting)
                    for key, item in value.items.items())
     if isinstance(value, NestedFunctionVariable):
-        return realize_as_a_function(tx, value)
+        return realize_as_a_function(tx, value, converting)
+    if isinstance(value.real_object(), torch.nn.Module):  # (a user object to torch._dynamo: no constant)
+        return False
     return value.is_python_constant()
 
 
-def realize_as_a_function(tx, fn: NestedFunctionVariable) -> bool:
+def realize_as_a_function(tx, fn: NestedFunctionVariable, converting: frozenset[int] = frozenset()) -> bool:
     """Before inlining a function made in the frame (not a generator function), torch._dynamo
     tries to make it a real one: its closure cells' contents (in co_freevars order), then its
-    defaults, as constants."""
+    defaults, as constants. A function met again while converting it (a recursive helper that
+    closes over itself) stops the conversion, as it stops torch._dynamo's."""
+    if id(fn) in converting:
+        return False
+    converting = converting | {id(fn)}
     for cell in fn.closure:
         try:
             value = cell.load() if isinstance(cell, CellReference) else cell
-        except Exception:  # (a cell not yet filled: the conversion stops there)
+        except Unsupported:  # (a cell not yet filled: the conversion stops there)
             return False
-        if not realize_as_a_constant_test(tx, value):
+        if not realize_as_a_constant_test(tx, value, converting):
             return False
-    return all(realize_as_a_constant_test(tx, part) for part in (*(fn.defaults or ()), *fn.kwdefaults.values()))
+    try:
+        kwdefaults = fn.kwdefaults
+    except Unsupported:  # (a __kwdefaults__ given a key that is not a str: inlining says so)
+        return False
+    parts = (*(fn.defaults or ()), *kwdefaults.values())
+    return all(realize_as_a_constant_test(tx, part, converting) for part in parts)
