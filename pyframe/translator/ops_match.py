@@ -147,4 +147,3 @@ class MatchOps:
             raise_symbolic(TypeError, f"{cls.__name__}.__match_args__ must be a tuple "
                                       f"(got {type(match_args).__name__})")
         return match_args
-
