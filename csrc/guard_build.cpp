@@ -94,7 +94,7 @@ GuardManager *GuardManager::tensor_property(const std::string &what, Py_ssize_t 
 }
 
 std::string GuardManager::key_text(Py_ssize_t index) const {
-    return "list(" + source_ + ".keys())[" + std::to_string(index) + "]";
+    return "list(dict.keys(" + source_ + "))[" + std::to_string(index) + "]";
 }
 
 GuardManager *GuardManager::child(Access access, const py::object &key, Py_ssize_t index,

@@ -422,9 +422,11 @@ class OutputGraph:
         argument, an item of one, a global) is a LazyVariableTracker, realized only when first used
         (the op or call that takes it). So `F.linear(x, self.weight, self.bias)` gives `weight, bias,
         x`. Here: a module's tensor stands where it was read (after the call recorded before it),
-        another where the trace first looks at it (`x.shape`, `x.size()`) or else just before its
-        first user, after the module tensors read before that user; inputs first used by one call
-        are realized in the order of its arguments (`x * p`: x, then p), whichever was read first."""
+        another where the trace first looks at it (`x.shape`, `x.size()`, its type, a step of
+        torch._dynamo's that tests whether a container holding it is a constant) or else just
+        before its first user, after the module tensors read before that user; inputs first used
+        by one call are realized in the order of its arguments (`x * p`: x, then p), whichever was
+        read first."""
         def at(moment: tuple[torch.fx.Node | None, int]) -> tuple[int, float]:
             after, event = moment
             return (recorded_at[after] if after is not None else -1, event)

@@ -175,7 +175,15 @@ class ItemSource(ChildSource):
 @dataclass(frozen=True)
 class DictItemSource(ItemSource):
     """`dict.__getitem__(base, key)`: an item of a dict subclass read from its storage, without
-    calling the subclass's own __getitem__ (guards read dicts so already: see csrc/guard_check.cpp)."""
+    calling the subclass's own __getitem__ (guards read dicts so already: see csrc/guard_check.cpp).
+    Named as torch._dynamo names it, by the key's position (`index`) in the dict's own order:
+    `dict.__getitem__(L['out'], list(dict.keys(L['out']))[1])`, whatever the key."""
+
+    index: int
+
+    @remembered
+    def _name(self) -> str:
+        return f"dict.__getitem__({self.base.name()}, {_key_at(self.base, self.index)})"
 
 
 @dataclass(frozen=True)
@@ -199,7 +207,7 @@ class DictKeySource(ChildSource):
 
     @remembered
     def _name(self) -> str:
-        return f"list({self.base.name()}.keys())[{self.index}]"
+        return _key_at(self.base, self.index)
 
 
 @dataclass(frozen=True)
@@ -210,7 +218,13 @@ class DictValueSource(ChildSource):
 
     @remembered
     def _name(self) -> str:
-        return f"{self.base.name()}[list({self.base.name()}.keys())[{self.index}]]"
+        return f"{self.base.name()}[{_key_at(self.base, self.index)}]"
+
+
+def _key_at(base: Source, index: int) -> str:
+    """The `index`-th key of the dict at `base`, in its storage order (a subclass's own `keys()`
+    is not asked), as torch._dynamo writes it: `list(dict.keys(L['d']))[1]`."""
+    return f"list(dict.keys({base.name()}))[{index}]"
 
 
 @dataclass(frozen=True)

@@ -61,16 +61,18 @@ def test_case_matches_eager_and_dynamo(case: Case) -> None:
     assert subject.graphs_on_hits == 0, f"{SUBJECT} recompiled on a call with equal inputs"
 
     mismatch = graphs_mismatch(subject, reference)
-    if case.difference is None:
+    codes = [g.code for g in subject.graphs], [g.code for g in reference.graphs]
+    if case.difference is None or mismatch is None:
         # compiled every frame: no frame run as plain Python, no internal error (compare's FELL BACK)
         assert not subject.fallbacks, subject.fallbacks
+    if case.difference is None:
         assert mismatch is None, mismatch
-    else:
-        assert mismatch is not None, (
+    else:  # (the same graphs and ops, documented to differ in their code: see tests/test_graph_code.py)
+        assert mismatch is not None or codes[0] != codes[1], (
             f"documented difference no longer holds, remove it from the case: {case.difference}"
         )
     # the graphs' code (placeholders, names, annotations, nodes): torch._dynamo's, or as listed
-    check_graph_code(case.qualname, [g.code for g in subject.graphs], [g.code for g in reference.graphs])
+    check_graph_code(case.qualname, *codes)
     # where torch._dynamo captures the program with so many breaks, so does pyframe, or as listed
     check_break_count(case.qualname, subject.breaks, reference.breaks)
 

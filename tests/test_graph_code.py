@@ -16,41 +16,32 @@ The check runs in tests/test_corpus.py, on the runs it makes of every case anywa
 """
 from __future__ import annotations
 
+import collections
+import itertools
 from typing import Any
 
+import pytest
 import torch
 import torch._dynamo
+import torch.utils._pytree as pytree
 
 import pyframe
 from pyframe.debug.cases import Case, Inputs, load_cases
-from pyframe.debug.compare import run_case
+from pyframe.debug.compare import graphs_mismatch, run_case
 from tests.cases import ALL
 
 CASES = load_cases(ALL)
 
 # Placeholders that still differ from torch._dynamo's, by kind:
-_NUMPY = "numpy scalar globals become graph inputs (G_STEPS_) in Dynamo, constants in pyframe"
-_DICT_ATTR = "a submodule reached through a __getattr__ over self.__dict__: Dynamo names it L_self_dict_modules_..."
-_DICT_KEY = "a tensor reached as a key of a global dict: Dynamo names it list_dict_keys_G_PARAM_STATE_1_"
-_DICT_ITEM = "an item of a dict subclass argument: Dynamo names it dict_getitem_L_x_list_dict_keys_..."
-_REALIZED = "an input Dynamo realizes before pyframe looks at it (a hook's arguments, a match pattern, dtype checks)"
-_GPT2_CONV1D = "GPT-2's Conv1D (addmm(bias, x, weight)), cached keys/values, attention buffers: realized in another order by Dynamo"
+_NUMPY = "the case's `difference`: numpy scalar globals are graph inputs (G_STEPS_) in Dynamo, constants in pyframe"
+_DICT_KEY = ("a tensor that is also a key of a global dict: Dynamo makes a dict's tensor keys graph inputs when it "
+             "first uses the dict, and, one tracker per tensor, names _Q after the key (list_dict_keys_G_PARAM_STATE_1_); "
+             "pyframe makes a key's tracker only when the key is used as a value, so _Q is named after its global")
 _OUTER_FELL_BACK = "torch._dynamo runs the frame as Python; its one graph is an inlined function's, compiled alone"
 SIGNATURE_DIFFERS: dict[str, str] = {
     "constants.numpy_scalar_constants": _NUMPY,
     "containers.global_param_keyed_state_mutated": _DICT_KEY,
-    "modules.WrapperForwardingGetattr": _DICT_ATTR,
-    "modules.GetattrRenamingSubmodules": _DICT_ATTR,
-    "language_models.GPT2DecodeStep": _GPT2_CONV1D,
-    "convnets.SNGANDiscriminatorTrain": _REALIZED,
-    "convnets.SNGANDiscriminatorEval": _REALIZED,
     "function_objects.closure_cells_of_a_nested_function": _OUTER_FELL_BACK,
-    "dict_subclasses.model_output_argument": _DICT_ITEM,
-    "dict_subclasses.dict_subclass_argument_mutated": _DICT_ITEM,
-    "pattern_matching.class_pattern_keyword_namedtuple": _REALIZED,
-    "pattern_matching.nested_patterns": _REALIZED,
-    "transformers_models.ViTModelEval": _REALIZED,
-    "transformers_models.ViTModelTrain": _REALIZED,
 }
 
 # Cases whose placeholders match but whose graphs do not, each for a reason the case documents
@@ -66,19 +57,9 @@ CODE_DIFFERS: dict[str, str] = {
 }
 
 
-# Cases whose graph code differs from torch._dynamo's for another reason: node names (the variables
-# of either engine's polyfills), or a difference the case documents.
-_NODE_NAMES = "node names: Dynamo names the nodes its polyfills make after the polyfill's variables"
+# Cases whose graph code differs from torch._dynamo's for another reason the case documents.
 _DOCUMENTED = "the case's own `difference` says why: a break in one engine where the other traces on"
-_ISLICE_ITEM = "node names: pyframe's islice polyfill stores each item in its own variable (`item`, `_`); Dynamo's are `x`"
-_PYTREE_NAMES = ("node names: pyframe names tree_map's nodes after pytree's locals (`child`, `value`), "
-                 "Dynamo after their ops (`add`, `mul`, `sin_2`)")
 NAMES_DIFFER: dict[str, str] = {
-    "containers.itertools_helpers": _ISLICE_ITEM,
-    "iterators.next_of_islice_and_reversed": _ISLICE_ITEM,
-    "set_algebra.pytree_map": _PYTREE_NAMES,
-    "stdlib_calls.itertools_islice_with_steps": _NODE_NAMES,
-    "stdlib_calls.itertools_islice_of_a_generator": _NODE_NAMES,
     "function_objects.function_transform_of_a_nested_function": _DOCUMENTED,
     "class_protocols.class_getitem_picks_a_dtype": _DOCUMENTED,
 }
@@ -225,3 +206,246 @@ def test_one_tensor_under_two_sources_is_one_placeholder_guarded_to_stay_one() -
     assert signatures(recorder.codes) == ["def forward(self, L_a_ : torch.Tensor):"]
     torch.testing.assert_close(compiled_twice(x, y), twice(x, y))  # two tensors: traced again
     assert signatures(recorder.codes)[1] == "def forward(self, L_a_ : torch.Tensor, L_b_ : torch.Tensor):"
+
+
+def _islice_without_and_with_a_stop(x):
+    unbounded = itertools.islice([x + 1, x * 2, x - 3], 1, None, 2)
+    bounded = itertools.islice([x - 1, x / 2, x * 3, x + 4], 0, 3, 2)
+    return sum(unbounded) + sum(bounded)
+
+
+def test_items_taken_by_islice_are_named_as_dynamo_names_them() -> None:
+    # A node is named after the first local its tensor is stored in: torch._dynamo's islice stores
+    # the items it reads in enumerate's `x` without a stop, in `element` with one.
+    case = Case(name="islice", module="test_graph_code", make_fn=lambda: _islice_without_and_with_a_stop,
+                make_inputs=lambda: Inputs((torch.randn(3),)), tags=frozenset())
+    ours, theirs = graph_codes(case, "pyframe"), graph_codes(case, "dynamo")
+    assert "x_1 = l_x_ * 2" in ours[0] and "element_1 = l_x_ / 2" in ours[0]
+    assert ours == theirs
+
+
+class _Forwarding(torch.nn.Module):
+    """A wrapper whose own __getattr__ calls nn.Module's, then falls back to the wrapped model."""
+
+    def __init__(self):
+        super().__init__()
+        self.model = torch.nn.Linear(4, 4)
+
+    def __getattr__(self, name):
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            return getattr(self.model, name)
+
+    def forward(self, x):
+        return self.model(x) + self.bias
+
+
+def test_modules_found_by_a_getattr_calling_nn_module_getattr_are_named_through_dict() -> None:
+    # torch._dynamo traces nn.Module.__getattr__, called by the program, as Python: what it finds
+    # is read from `self.__dict__["_modules"]`, and the placeholders say so.
+    case = Case(name="Forwarding", module="test_graph_code", make_fn=_Forwarding,
+                make_inputs=lambda: Inputs((torch.randn(2, 4),)), tags=frozenset({"module"}))
+    ours, theirs = graph_codes(case, "pyframe"), graph_codes(case, "dynamo")
+    assert "L_self_dict_modules_model_parameters_weight_" in signatures(ours)[0]
+    assert ours == theirs
+
+
+class _Bag(dict):
+    pass
+
+
+def _items_of_dicts(bag, table, x):
+    key = next(iter(table))
+    return bag["w"] * x + table[key]
+
+
+def test_items_of_dict_subclasses_and_of_tensor_keys_are_named_by_position_as_dynamo() -> None:
+    # torch._dynamo reads an item of a dict subclass, and the value of a key that is not a
+    # constant, by the key's position: `dict.__getitem__(L['bag'], list(dict.keys(L['bag']))[1])`.
+    k = torch.randn(3)
+    case = Case(name="items_of_dicts", module="test_graph_code", make_fn=lambda: _items_of_dicts,
+                make_inputs=lambda: Inputs((_Bag(n=2, w=torch.randn(3)), {k: torch.randn(3)}, torch.randn(3))),
+                tags=frozenset())
+    ours, theirs = graph_codes(case, "pyframe"), graph_codes(case, "dynamo")
+    assert "dict_getitem_L_bag_list_dict_keys_L_bag_1_" in signatures(ours)[0]
+    assert "L_table_list_dict_keys_L_table_0_" in signatures(ours)[0]
+    assert ours == theirs
+
+
+class _AddsItsKeyword(torch.nn.Linear):
+    def forward(self, x, y=None):
+        return super().forward(x) + y
+
+
+class _Hooked(torch.nn.Module):
+    def __init__(self, pre: bool):
+        super().__init__()
+        self.lin = _AddsItsKeyword(4, 4)
+        if pre:
+            self.lin.register_forward_pre_hook(lambda module, args: None)
+        else:
+            self.lin.register_forward_hook(lambda module, args, output: None)
+
+    def forward(self, x, y):
+        return self.lin(x, y=y)
+
+
+@pytest.mark.parametrize("pre", [True, False], ids=["pre_hook", "hook"])
+def test_a_hooked_module_call_realizes_its_positional_inputs_first_as_dynamo(pre: bool) -> None:
+    # torch._dynamo traces nn.Module._call_impl for a module with hooks: the tensors passed
+    # positionally become inputs before the module's parameters, those passed by keyword at use.
+    case = Case(name="Hooked", module="test_graph_code", make_fn=lambda: _Hooked(pre),
+                make_inputs=lambda: Inputs((torch.randn(2, 4), torch.randn(2, 4))), tags=frozenset({"module"}))
+    ours, theirs = graph_codes(case, "pyframe"), graph_codes(case, "dynamo")
+    assert signatures(ours)[0].startswith("def forward(self, L_x_ : torch.Tensor, L_self_modules_lin_parameters_weight_")
+    assert signatures(ours)[0].endswith("L_y_ : torch.Tensor):")
+    assert ours == theirs
+
+
+class _TakesAList(torch.nn.Linear):
+    def forward(self, xs, scale):
+        return super().forward(xs[0]) + xs[1] * scale
+
+
+class _HookedWithAList(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = _TakesAList(4, 4)
+        self.lin.register_forward_pre_hook(lambda module, args: None)
+
+    def forward(self, x, y, scale):
+        return self.lin([x, y], scale)
+
+
+def test_a_hooked_module_call_realizes_its_arguments_up_to_the_first_tensor_as_dynamo() -> None:
+    # (_call_impl's `inner` closes over `args`: walked as a constant test, it stops at x)
+    case = Case(name="HookedWithAList", module="test_graph_code", make_fn=_HookedWithAList,
+                make_inputs=lambda: Inputs((torch.randn(2, 4), torch.randn(2, 4), torch.randn(2, 4))),
+                tags=frozenset({"module"}))
+    ours, theirs = graph_codes(case, "pyframe"), graph_codes(case, "dynamo")
+    assert signatures(ours)[0].startswith("def forward(self, L_x_ : torch.Tensor, L_self_modules_lin_parameters_weight_")
+    assert signatures(ours)[0].endswith("L_y_ : torch.Tensor, L_scale_ : torch.Tensor):")
+    assert ours == theirs
+
+
+def _type_asked(x, t):
+    return x if isinstance(t, float) or type(t) is int else x + t
+
+
+def _sequence_pattern(x, blocks):
+    match blocks:
+        case [first, second]:  # GET_LEN: blocks[0] realized, blocks[1] at its use
+            return x @ first @ second
+
+
+def _mapping_pattern(x, d):
+    match d:
+        case {"a": [a, b]}:
+            return x @ a @ b
+
+
+def _comprehension_closing_over_a_dict(x, **kwargs):
+    wanted = {name: kwargs.get(name) is not None for name in ("t", "u")}
+    return x + kwargs["t"] if wanted["t"] else x
+
+
+_REALIZING = [(_type_asked, lambda: (torch.randn(3), torch.randn(3))),
+              (_sequence_pattern, lambda: (torch.randn(2, 4), [torch.randn(4, 4), torch.randn(4, 4)])),
+              (_mapping_pattern, lambda: (torch.randn(2, 4), {"a": [torch.randn(4, 4), torch.randn(4, 4)]}))]
+
+
+@pytest.mark.parametrize("fn, inputs", _REALIZING, ids=[fn.__name__ for fn, _ in _REALIZING])
+def test_inputs_realized_by_a_type_test_or_a_constant_test_come_first_as_in_dynamo(fn, inputs) -> None:
+    # torch._dynamo makes a lazy input a graph input when its type is asked (isinstance, type),
+    # and when a step asks whether a container is a constant: GET_LEN of a match statement's
+    # subject walks its items up to the first that is not one.
+    case = Case(name=fn.__name__, module="test_graph_code", make_fn=lambda: fn,
+                make_inputs=lambda: Inputs(inputs()), tags=frozenset())
+    ours, theirs = graph_codes(case, "pyframe"), graph_codes(case, "dynamo")
+    assert "L_x_" not in signatures(ours)[0].split(",")[1]  # (not the first input)
+    assert ours == theirs
+
+
+def test_inlining_a_closure_realizes_the_inputs_its_cells_hold_as_dynamo() -> None:
+    # Before inlining a function made in the frame (here a dict comprehension closing over
+    # `kwargs`), torch._dynamo tries to make it a real function from its cells' contents.
+    case = Case(name="closure", module="test_graph_code", make_fn=lambda: _comprehension_closing_over_a_dict,
+                make_inputs=lambda: Inputs((torch.randn(3),), {"t": torch.randn(3)}), tags=frozenset())
+    ours, theirs = graph_codes(case, "pyframe"), graph_codes(case, "dynamo")
+    assert signatures(ours) == ["def forward(self, L_kwargs_t_ : torch.Tensor, L_x_ : torch.Tensor):"]
+    assert ours == theirs
+
+
+class _AddmmFirstDtype(torch.nn.Module):
+    """A Conv1D (GPT-2's: addmm(bias, x, weight)) behind a `dtype` read off the first parameter."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = torch.nn.Parameter(torch.randn(4))
+        self.weight = torch.nn.Parameter(torch.randn(4, 4))
+        self.bias = torch.nn.Parameter(torch.randn(4))
+
+    def forward(self, x):
+        dtype = next(p.dtype for p in self.parameters() if p.is_floating_point())
+        return torch.addmm(self.bias, x.to(dtype), self.weight) + self.embed
+
+
+def test_parameters_are_read_as_the_iterator_gives_them_as_in_dynamo() -> None:
+    # parameters() is a generator torch._dynamo traces: stopping at the first parameter reads no
+    # other, so the bias (read first by addmm) comes before the weight.
+    case = Case(name="AddmmFirstDtype", module="test_graph_code", make_fn=_AddmmFirstDtype,
+                make_inputs=lambda: Inputs((torch.randn(2, 4),)), tags=frozenset({"module"}))
+    ours, theirs = graph_codes(case, "pyframe"), graph_codes(case, "dynamo")
+    assert signatures(ours) == [
+        "def forward(self, L_self_parameters_embed_ : torch.nn.parameter.Parameter, "
+        "L_self_parameters_bias_ : torch.nn.parameter.Parameter, L_x_ : torch.Tensor, "
+        "L_self_parameters_weight_ : torch.nn.parameter.Parameter):"]
+    assert ours == theirs
+
+
+_Pair = collections.namedtuple("_Pair", "a b")
+
+
+def _tree_mapped(x, y):
+    tree = [x, (x + 1, {"k": x * 2, "n": None}), 3]
+    out = pytree.tree_map(lambda t, u: t if t is None or isinstance(t, int) else t.sin() + u,
+                          tree, [y, (y, {"k": y, "n": 1}), 4])
+    pair = pytree.tree_map(torch.cos, _Pair(x, [y]))  # a namedtuple: the real tree_map, inlined
+    return out[1][1]["k"] + out[0], out[2], pair.b[0]
+
+
+def test_tree_map_calls_the_function_on_each_leaf_as_dynamo_does() -> None:
+    # torch._dynamo maps lists, tuples and dicts itself (no pytree local names a leaf's node).
+    x, y = torch.randn(3), torch.randn(3)
+    torch.testing.assert_close(pyframe.optimize(Recorder())(_tree_mapped)(x, y), _tree_mapped(x, y))
+    case = Case(name="tree_mapped", module="test_graph_code", make_fn=lambda: _tree_mapped,
+                make_inputs=lambda: Inputs((torch.randn(3), torch.randn(3))), tags=frozenset())
+    ours, theirs = graph_codes(case, "pyframe"), graph_codes(case, "dynamo")
+    assert "add = l_x_ + 1" in ours[0]
+    assert ours == theirs
+
+
+def test_numpy_scalars_are_constants_where_dynamo_makes_them_inputs() -> None:
+    # constants.numpy_scalar_constants documents this difference; the graphs are otherwise alike.
+    case = next(c for c in CASES if c.qualname == "constants.numpy_scalar_constants")
+    subject, reference = run_case(case, "pyframe", timing=False), run_case(case, "dynamo", timing=False)
+    assert graphs_mismatch(subject, reference) is None and not subject.fallbacks
+    assert signatures([g.code for g in subject.graphs]) == ["def forward(self, L_x_ : torch.Tensor):"]
+    assert signatures([g.code for g in reference.graphs]) == [
+        "def forward(self, L_x_ : torch.Tensor, G_STEPS_ : torch.Tensor, G_RATE_ : torch.Tensor):"]
+
+
+def _recursive_helper(x):
+    def helper(n):  # closes over itself: converting it to a real function cannot finish
+        return x.sin() if n == 0 else helper(n - 1) * 2
+    return helper(2)
+
+
+def test_a_nested_function_closing_over_itself_is_inlined_as_dynamo_does() -> None:
+    case = Case(name="recursive_helper", module="test_graph_code", make_fn=lambda: _recursive_helper,
+                make_inputs=lambda: Inputs((torch.arange(3.0),)), tags=frozenset())
+    subject, reference = run_case(case, "pyframe", timing=False), run_case(case, "dynamo", timing=False)
+    assert not subject.fallbacks and graphs_mismatch(subject, reference) is None
+    torch.testing.assert_close(subject.result, _recursive_helper(torch.arange(3.0)))
+    assert [g.code for g in subject.graphs] == [g.code for g in reference.graphs]

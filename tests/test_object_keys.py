@@ -272,7 +272,7 @@ def test_a_frame_tensor_looked_up_in_a_frame_dict():
     assert len(entries) == 3 and sum(e.hits for e in entries) == 3
     # (`table` is a closure variable: L['table']; the input x is in the same check, as every
     # tensor input is: see test_guards.test_the_same_tensor_passed_twice_recompiles...)
-    assert "aliasing(L['t'], list(L['table'].keys())[0], list(L['table'].keys())[1], L['x']) == [0, 1, 2, 3]" \
+    assert "aliasing(L['t'], list(dict.keys(L['table']))[0], list(dict.keys(L['table']))[1], L['x']) == [0, 1, 2, 3]" \
         in "\n".join(guard_texts(fn))
 
 
@@ -394,8 +394,8 @@ def test_c_dict_keys_id_match_and_entry_accessors():
     node.add_dict_keys_id_match((a, "x", b), [True, False, True], "keys")
     node.dict_key(2).add_id_match(b, "key 2")
     node.dict_value(0).add_equals_match(1, "value 0")
-    assert node.dict_key(2).source == "list(G['d'].keys())[2]"
-    assert node.dict_value(0).source == "G['d'][list(G['d'].keys())[0]]"
+    assert node.dict_key(2).source == "list(dict.keys(G['d']))[2]"
+    assert node.dict_value(0).source == "G['d'][list(dict.keys(G['d']))[0]]"
     d = {a: 1, "x": 2, b: 3}
     assert root.check({}, {"d": d}, {}) and root.check({}, {"d": d}, {})  # (the second: cached entry)
     d[a] = 5

@@ -73,8 +73,9 @@ class Case:
     ``make_fn`` builds the callable: the function itself, or a fresh module built under ``seed``
     (so its parameters are the same every time). ``make_inputs`` gives fresh, deterministic inputs,
     also drawn under ``seed``. ``difference`` documents a reasoned, deliberate difference between
-    pyframe and torch._dynamo on this case (graph count or op sequences); the differential test
-    then checks the difference still exists, so the note cannot silently go stale.
+    pyframe and torch._dynamo on this case (graph count or op sequences, or only the graphs' code);
+    the differential test then checks the difference still exists, so the note cannot silently go
+    stale.
     """
 
     name: str

@@ -55,6 +55,7 @@ from .variables.exceptions import ExceptionVariable, RaisedException
 from .variables.functions import CellReference, NestedFunctionVariable
 from .variables.nn_module import NNModuleVariable
 from .variables.objects import UserObjectVariable
+from .variables.realize import realize_as_a_function
 
 _MODULE_GETATTR = torch.nn.Module.__getattr__
 
@@ -351,7 +352,7 @@ class InstructionTranslator(LoadStoreOps, CellOps, CallOps, StackOps, OperatorOp
         if fn is _MODULE_GETATTR and len(args) == 2 and not kwargs and isinstance(args[0], NNModuleVariable) \
                 and args[1].is_python_constant():
             # `super().__getattr__(name)` in a module's own __getattr__: what it finds is modelled
-            return args[0].module_getattr(self, args[1].as_python_constant())
+            return args[0].module_getattr(self, args[1].as_python_constant(), through_dict=True)
         if self.depth >= config.inline_depth_limit:
             raise Unsupported(f"inlining deeper than {config.inline_depth_limit} calls ({fn.__qualname__})")
         check_inlinable(fn.__code__)
@@ -372,6 +373,8 @@ class InstructionTranslator(LoadStoreOps, CellOps, CallOps, StackOps, OperatorOp
         if self.depth >= config.inline_depth_limit:
             raise Unsupported(f"inlining deeper than {config.inline_depth_limit} calls ({fn.code.co_name})")
         check_inlinable(fn.code)
+        if not fn.code.co_flags & inspect.CO_GENERATOR:  # (a generator function is not converted)
+            realize_as_a_function(self, fn)  # as torch._dynamo's check before inlining it does
         child = InstructionTranslator(fn.code, fn.f_globals, self.f_builtins, None, self.output,
                                       parent=self, fn_source=fn.fn_source)
         child.closure_refs = dict(zip(fn.code.co_freevars, fn.closure))

@@ -24,6 +24,7 @@ from .variables.dicts import is_constant_key
 from .variables.base import UNKNOWN_OBJECT
 from .variables.builtins import lookup_attr
 from .variables.exceptions import raise_symbolic
+from .variables.realize import realize_as_a_constant_test
 
 # Type flags (CPython's Include/object.h): what MATCH_SEQUENCE / MATCH_MAPPING test, and the flag
 # of the builtin types whose single positional sub-pattern matches the subject itself (`int(x)`).
@@ -43,7 +44,11 @@ class MatchOps:
         self.push(ConstantVariable(bool(self.stack[-1].python_type().__flags__ & _TPFLAGS_MAPPING)))
 
     def GET_LEN(self, inst: Instr) -> None:
-        self.push(BuiltinVariable(len).call(self, [self.stack[-1]], {}))
+        subject = self.stack[-1]
+        # torch._dynamo's GET_LEN first asks whether the subject is a constant, which realizes its
+        # items in order up to the first that is not (a tensor, its graph input then)
+        realize_as_a_constant_test(self, subject)
+        self.push(BuiltinVariable(len).call(self, [subject], {}))
 
     def MATCH_KEYS(self, inst: Instr) -> None:
         """Push the values of the subject (TOS1) under the keys of the tuple TOS, or None when

@@ -35,6 +35,7 @@ from .lists import FrameListVariable, ListVariable, SizeVariable, TupleVariable
 from .namedtuples import NamedTupleVariable
 from .container_subclass import UserContainerObjectVariable, container_base, make_instance
 from .sets import SetVariable
+from .tree_map import TreeMapFunctionVariable, is_tree_map
 from .dict_subclass import BuiltinMethodOfVariable, UserDictObjectVariable, builtin_method_descriptor, dict_base
 from .functions import (
     CodeObjectVariable, InspectSignatureVariable, LruCacheWrapperVariable, PartialVariable, UserFunctionVariable,
@@ -206,8 +207,8 @@ def _wrap_mapping(tx: Tracer, value: Any, source: Source | None, guard: bool,
         _add(guards, source, GuardKind.DICT_KEYS_MATCH, tuple(k for k, _ in entries))
         _WRAPPING.add(id(value))
         try:
-            items = {k: wrap(tx, v, DictItemSource(source, k) if source is not None else None, guard)
-                     for k, v in entries}
+            items = {k: wrap(tx, v, DictItemSource(source, k, i) if source is not None else None, guard)
+                     for i, (k, v) in enumerate(entries)}
         finally:
             _WRAPPING.discard(id(value))
         return _mutable(tx, source, value, UserDictObjectVariable(value, items, source))
@@ -340,7 +341,8 @@ def _wrap_torch_or_builtin(tx: Tracer, value: Any, source: Source | None, guard:
 
 def _wrap_special_object(tx: Tracer, value: Any, source: Source | None, guard: bool,
                          guards: Any) -> VariableTracker | None:
-    """A super() object held across a break; inspect.signature and copy.deepcopy, answered while tracing."""
+    """A super() object held across a break; inspect.signature, copy.deepcopy and pytree.tree_map,
+    answered while tracing."""
     if type(value) is super and value.__self__ is not None:
         # a super() object held across a graph break (`s = super(); <break>; s.method()`)
         _add(guards, source, GuardKind.TYPE_MATCH, super)
@@ -354,6 +356,9 @@ def _wrap_special_object(tx: Tracer, value: Any, source: Source | None, guard: b
     if is_deepcopy(value):  # its copies of user objects are made here (copying.py)
         _add(guards, source, GuardKind.ID_MATCH, value)
         return DeepcopyFunctionVariable(value, source)
+    if is_tree_map(value):  # mapped here over the containers the trace holds (tree_map.py)
+        _add(guards, source, GuardKind.ID_MATCH, value)
+        return TreeMapFunctionVariable(value, source)
     return None
 
 

@@ -210,6 +210,8 @@ def _callable(tx, obj: VariableTracker) -> VariableTracker:
 
 
 def _isinstance(tx, obj: VariableTracker, classinfo: VariableTracker) -> VariableTracker:
+    if isinstance(obj, TensorVariable):
+        obj.realize(tx)  # (torch._dynamo realizes a lazy input whose type is asked: type() too)
     cls = classinfo.as_python_constant()
     kinds = cls if isinstance(cls, tuple) else (cls,)
     if isinstance(obj, TensorVariable) and any(is_legacy_tensor_type(k) for k in kinds):
@@ -308,6 +310,8 @@ def _hasattr(tx, obj: VariableTracker, name: VariableTracker) -> VariableTracker
 
 
 def _type(tx, obj: VariableTracker) -> VariableTracker:
+    if isinstance(obj, TensorVariable):
+        obj.realize(tx)
     return class_of(tx, obj)
 
 

@@ -35,7 +35,7 @@ def _sequence(kind: type) -> Callable:
     return build
 
 
-# torch._dynamo runs sum, functools.reduce, enumerate and itertools.islice as Python functions of its
+# torch._dynamo runs sum, functools.reduce and enumerate as Python functions of its
 # own (torch/_dynamo/polyfills), and the STORE_FAST of each item they take names that item's node
 # (`for element in it: value = function(value, element)`). pyframe computes them directly and gives
 # the items the names those stores give them, at the moment they give them, so its graphs read as
@@ -209,27 +209,6 @@ def _any_all(fn: Callable) -> Callable:
     def handler(tx, iterable: VariableTracker) -> VariableTracker:
         return ConstantVariable(fn(item.truth() for item in iterate(tx, iterable)))
     return handler
-
-
-def _islice(tx, iterable: VariableTracker, *args: VariableTracker) -> VariableTracker:
-    """itertools.islice(iterable, [start,] stop [, step]): lazy, as Python's (and torch._dynamo's
-    polyfill, whose items are named by `for i, element in zip(range(stop), iterable)`, or by
-    enumerate's `x` without a stop): it takes items only as its consumer asks."""
-    s = slice(*(a.as_python_constant() for a in args))
-    start, stop, step = s.start or 0, s.stop, 1 if s.step is None else s.step
-    if start < 0 or (stop is not None and stop < 0) or step <= 0:
-        raise Unsupported("itertools.islice() with negative indices or step raises ValueError")
-
-    def taken() -> Iterator[VariableTracker]:
-        items = iterate(tx, iterable)
-        numbered = enumerate(items) if stop is None else zip(range(max(start, stop)), items)
-        next_i = start
-        for i, item in numbered:
-            item.set_name_hint("x" if stop is None else "element")
-            if i == next_i:
-                yield item
-                next_i += step
-    return ListIteratorVariable([], itertools.islice, taken())
 
 
 def _repeat(tx, obj: VariableTracker, times: VariableTracker | None = None) -> VariableTracker:

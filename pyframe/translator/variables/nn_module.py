@@ -21,6 +21,7 @@ from .descriptions import describe_class
 from .iterators import ListIteratorVariable
 from .lists import BaseListVariable, TupleVariable
 from .exceptions import raise_symbolic
+from .realize import realize_as_a_constant_test
 from .tensor import call_in_graph
 
 _TREE_PARAMETERS = {
@@ -56,8 +57,14 @@ class NNModuleVariable(VariableTracker):
     def as_python_constant(self) -> torch.nn.Module:
         return self.module
 
-    def _child_source(self, table: str, name: str) -> Source | None:
-        return ItemSource(AttrSource(self.source, table), name) if self.source is not None else None
+    def _child_source(self, table: str, name: str, through_dict: bool = False) -> Source | None:
+        """`L['self']._modules['lin']`, as torch._dynamo names a module's own lookup; through the
+        instance dict (`L['self'].__dict__['_modules']['lin']`) when the trace runs
+        nn.Module.__getattr__ as Python does, reading `self.__dict__[table]` (see module_getattr)."""
+        if self.source is None:
+            return None
+        base = ItemSource(AttrSource(self.source, "__dict__"), table) if through_dict else AttrSource(self.source, table)
+        return ItemSource(base, name)
 
     def var_getattr(self, tx, name: str) -> VariableTracker:
         stored = tx.side_effects.load_attr(self, name)
@@ -95,14 +102,16 @@ class NNModuleVariable(VariableTracker):
             return tx.inline_call(fallback, [self, ConstantVariable(name)], {}, fn_source=source)
         return self.module_getattr(tx, name)
 
-    def module_getattr(self, tx, name: str) -> VariableTracker:
+    def module_getattr(self, tx, name: str, through_dict: bool = False) -> VariableTracker:
         """nn.Module.__getattr__: a parameter, buffer or submodule; else AttributeError, raised in
-        the traced program (a wrapper's __getattr__ may catch it)."""
+        the traced program (a wrapper's __getattr__ may catch it). `through_dict`: called by the
+        program itself (`super().__getattr__(name)` in a class's own __getattr__), which
+        torch._dynamo traces as Python, its sources reading `self.__dict__["_modules"]`."""
         module = self.module
         for table in ("_parameters", "_buffers", "_modules"):
             entries = module.__dict__.get(table)
             if entries is not None and name in entries:
-                return tx.wrap(entries[name], self._child_source(table, name))
+                return tx.wrap(entries[name], self._child_source(table, name, through_dict))
         # Missing everywhere: neither the class, nor the instance dict (`m.extra = 5.0` later), nor
         # the tables (a parameter, buffer or submodule of that name registered later) may gain it.
         # (A name found in a table is not guarded against a class or instance attribute of the
@@ -111,7 +120,8 @@ class NNModuleVariable(VariableTracker):
         if self.source is not None:
             for table in ("_parameters", "_buffers", "_modules"):
                 if isinstance(module.__dict__.get(table), dict):
-                    tx.output.guards.add(self._child_source(table, name), GuardKind.DICT_CONTAINS_MATCH, False)
+                    tx.output.guards.add(self._child_source(table, name, through_dict),
+                                         GuardKind.DICT_CONTAINS_MATCH, False)
         raise_symbolic(AttributeError, f"'{type(module).__name__}' object has no attribute '{name}'")
 
     def store_attr(self, tx, name: str, value: VariableTracker) -> None:
@@ -152,6 +162,11 @@ class NNModuleVariable(VariableTracker):
                 getattr(torch.nn.modules.module, table) for table in _GLOBAL_HOOKS):
             raise Unsupported(f"call of {name} with backward or global hooks")
         args = list(args)
+        if module._forward_pre_hooks or module._forward_hooks:
+            # torch._dynamo traces nn.Module._call_impl when there are hooks, and before inlining
+            # its nested `inner` tries to make it a real function: its first cell, the positional
+            # arguments, walked up to the first that is not a constant (see realize.py)
+            realize_as_a_constant_test(tx, TupleVariable(list(args)))
         for key, hook in module._forward_pre_hooks.items():
             if key in module._forward_pre_hooks_with_kwargs:
                 raise Unsupported(f"call of {name} with a forward pre-hook taking kwargs")
@@ -234,7 +249,7 @@ class NNModuleVariable(VariableTracker):
         else:  # parameters, buffers
             table = "_parameters" if kind == "parameters" else "_buffers"
             owners = self._walk(tx, dedupe) if recurse else [("", self)]
-            found, seen = [], set()
+            entries, seen = [], set()
             for prefix, owner in owners:
                 owner._guard_keys(tx, table)
                 for key, value in getattr(owner.module, table).items():
@@ -242,12 +257,15 @@ class NNModuleVariable(VariableTracker):
                         tx.output.guards.add(owner._child_source(table, key), GuardKind.NONE_MATCH)
                     if value is not None and not (dedupe and id(value) in seen):
                         seen.add(id(value))
-                        found.append((f"{prefix}.{key}" if prefix else key, owner.var_getattr(tx, key)))
+                        entries.append((f"{prefix}.{key}" if prefix else key, owner, key))
+            # Each tensor read as the iterator gives it: torch._dynamo traces these generators, so
+            # a loop that stops at the first parameter (a `dtype` property) reads no other
+            found = ((name, owner.var_getattr(tx, key)) for name, owner, key in entries)
         prefix = options.get("prefix", "")
         if prefix:
-            found = [(f"{prefix}.{key}" if key else prefix, value) for key, value in found]
-        items = [TupleVariable([ConstantVariable(k), v]) if named else v for k, v in found]
-        return ListIteratorVariable(items)
+            found = ((f"{prefix}.{key}" if key else prefix, value) for key, value in found)
+        items = (TupleVariable([ConstantVariable(k), v]) if named else v for k, v in found)
+        return ListIteratorVariable([], pending=items)
 
     def _walk(self, tx, dedupe: bool = True) -> list[tuple[str, "NNModuleVariable"]]:
         """Every module of the tree, depth first, with its qualified name (as named_modules): each

@@ -52,25 +52,22 @@ def islice(iterable: Iterable, *args: Any) -> Iterator:
 
 
 def _islice(iterator: Iterator, next_index: int, stop: int | None, step: int) -> Iterator:
-    count = 0
-    while True:
-        while count < next_index:  # skip to the next item given
-            for _ in iterator:
-                break
-            else:
-                return
-            count += 1
-        if stop is not None and count >= stop:
-            return
-        for item in iterator:
-            break
-        else:
-            return
-        count += 1
-        next_index += step
-        if stop is not None and next_index > stop:
-            next_index = stop
-        yield item
+    # A traced tensor's node takes the name of the first local it is stored in, so each item is
+    # first stored where torch._dynamo's islice stores it: in `x` without a stop (its enumerate's
+    # loop variable), in `element` with one (`for i, element in zip(...)`). Without a stop every
+    # item is read; with one, the first max(start, stop) (those skipped too, as the C version).
+    if stop is None:
+        index = 0
+        for x in iterator:
+            if index == next_index:
+                yield x
+                next_index += step
+            index += 1
+        return
+    for index, element in zip(range(max(next_index, stop)), iterator):
+        if index == next_index:
+            yield element
+            next_index += step
 
 
 def starmap(function: Callable, iterable: Iterable) -> Iterator:
