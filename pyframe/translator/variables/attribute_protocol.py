@@ -50,9 +50,9 @@ def _inline_getattribute(tx, obj: VariableTracker, getattribute: types.FunctionT
     `PretrainedConfig.__getattribute__`) would have the same function inlined hundreds of times.
     A read of an object from the frame (it has a source) repeats the last one when nothing was
     mutated since (the trace's count of side effects is unchanged: an attribute, item, global or
-    cell store, an iterator advanced...), grad mode as traced is the same, and that read changed nothing and
-    recorded no graph op, and gave a constant or an object from the frame. Such a read is a
-    function of unchanged state, so it gives the same object, and its guards are in place already."""
+    cell store, an iterator advanced...), grad mode as traced is the same, and that read changed
+    nothing, recorded no graph op and gave a constant or an object from the frame. Such a read is
+    a function of unchanged state, so it gives the same object, and its guards are in place already."""
     key = (obj.source, name, tx.output.grad_enabled) if obj.source is not None else None
     reads = tx.output.getattribute_reads
     if key is not None:
