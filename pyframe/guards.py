@@ -266,13 +266,6 @@ class PinnedObject:
 class GuardSet:
     """The guards of one trace, deduplicated, in the order they were added."""
 
-    def add_handled_exception(self, handled: bool) -> None:
-        """The trace read sys.exc_info(): whether the frame runs inside an except block (of a
-        caller) is part of what it decided."""
-        guard = GlobalStateGuard("handled_exception", handled)
-        if guard not in self.global_state:
-            self.global_state.append(guard)
-
     def __init__(self) -> None:
         self._guards: dict[tuple[Source, GuardKind], Guard] = {}
         self.global_state = global_state_guards()
@@ -287,6 +280,13 @@ class GuardSet:
         self._storages: dict[Source, tuple[int, TensorMeta]] = {}
         # With dynamic shapes: the relations between sizes the trace relied on (fake/shapes.py).
         self.shape_guards: list[ShapeGuard] = []
+
+    def add_handled_exception(self, handled: bool) -> None:
+        """The trace read sys.exc_info(): whether the frame runs inside an except block (of a
+        caller) is part of what it decided."""
+        guard = GlobalStateGuard("handled_exception", handled)
+        if guard not in self.global_state:
+            self.global_state.append(guard)
 
     def add(self, source: Source, kind: GuardKind, value: Any = None) -> None:
         self._guards.setdefault((source, kind), Guard(source, kind, value))
