@@ -3,6 +3,7 @@
 Cases tagged ``"nograph"`` compute only with constants and metadata: torch._dynamo makes no graph.
 """
 
+import enum
 import math
 
 import numpy as np
@@ -72,3 +73,14 @@ def build_list_then_sum(a, b):
     items = [a, b, a * b]
     pair = (items[0], items[-1])
     return torch.stack(items).sum(0) + pair[1], len(items)
+
+
+class _Channel(enum.IntEnum):
+    RED = 1
+    GREEN = 2
+
+
+@case(inputs=lambda: torch.randn(2, 3))
+def int_enum_members(x):
+    """IntEnum members passed to tensor ops: plain ints in the graph's code, as Dynamo writes them."""
+    return x * _Channel.GREEN + torch.full((2, 3), _Channel.RED), x.roll(_Channel.RED, dims=(_Channel.RED,))

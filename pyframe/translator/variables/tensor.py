@@ -387,9 +387,25 @@ def as_node_arg(vt: VariableTracker) -> Any:
         value = vt.as_python_constant()
         if is_numpy_scalar(value):  # an fx graph's code cannot name it; torch functions may
             raise Unsupported(f"a NumPy scalar ({value!r}) passed to a tensor operation")  # read its dtype
-        if is_constant_value(value) or isinstance(value, (list, dict)):
+        if is_constant_value(value):
+            return _plain_number(value)
+        if isinstance(value, (list, dict)):
             return value
     raise Unsupported(f"a {vt!r} passed to a tensor operation")
+
+
+def _plain_number(value: Any) -> Any:
+    """A constant as an argument of the graph: a number of a subclass of int or float (an IntEnum
+    member) as the plain number torch reads it as, which the graph's code writes (`x * 2`, not
+    `x * Color.G`), as torch._dynamo writes it; inside tuples too."""
+    kind = type(value)
+    if kind is tuple:
+        return tuple(_plain_number(v) for v in value)
+    if kind is not int and kind is not bool and isinstance(value, int):
+        return int(value)
+    if kind is not float and isinstance(value, float):
+        return float(value)
+    return value
 
 
 def call_in_graph(tx, op: str, target: Any, args: Sequence[VariableTracker],
