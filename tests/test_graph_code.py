@@ -224,30 +224,12 @@ def test_items_taken_by_islice_are_named_as_dynamo_names_them() -> None:
     assert ours == theirs
 
 
-class _Forwarding(torch.nn.Module):
-    """A wrapper whose own __getattr__ calls nn.Module's, then falls back to the wrapped model."""
-
-    def __init__(self):
-        super().__init__()
-        self.model = torch.nn.Linear(4, 4)
-
-    def __getattr__(self, name):
-        try:
-            return super().__getattr__(name)
-        except AttributeError:
-            return getattr(self.model, name)
-
-    def forward(self, x):
-        return self.model(x) + self.bias
-
-
 def test_modules_found_by_a_getattr_calling_nn_module_getattr_are_named_through_dict() -> None:
     # torch._dynamo traces nn.Module.__getattr__, called by the program, as Python: what it finds
     # is read from `self.__dict__["_modules"]`, and the placeholders say so.
-    case = Case(name="Forwarding", module="test_graph_code", make_fn=_Forwarding,
-                make_inputs=lambda: Inputs((torch.randn(2, 4),)), tags=frozenset({"module"}))
+    case = next(c for c in CASES if c.qualname == "modules.WrapperForwardingGetattr")
     ours, theirs = graph_codes(case, "pyframe"), graph_codes(case, "dynamo")
-    assert "L_self_dict_modules_model_parameters_weight_" in signatures(ours)[0]
+    assert "L_self_dict_modules_model_modules_lin_parameters_weight_" in signatures(ours)[0]
     assert ours == theirs
 
 
