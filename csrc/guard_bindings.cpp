@@ -163,7 +163,7 @@ void bind_root_guard_manager(py::module_ &m) {
             "check(), returning the exports tuple on a pass and None on a failure")
         .def("texts", &RootGuardManager::texts, "every check's text, in tree order")
         .def("snapshots", &RootGuardManager::snapshots,
-             "(source, state, facts, anchors (their sources), class versions, dict versions) of every node whose "
+             "(source, state, facts, anchors (their sources), {fact kind: count}) of every node whose "
              "identity is pinned: what lets it skip its subtree while nothing changed")
         .def("__len__", [](const RootGuardManager &r) { return r.texts().size(); });
 }

@@ -207,6 +207,7 @@ bool GuardManager::check_pinned_subtree(PyObject *v, const Run &run, Snapshot *r
     }
     if (snapshot_valid_) {
         mine.drop_repeats();
+        mine.seal();
         snapshot_ = std::move(mine);
     }
     return ok;

@@ -187,14 +187,14 @@ void GuardManager::record_facts(PyObject *v, Snapshot &s) const {
         switch (leaf->kind()) {
             case LeafKind::Value:
                 if (is_versioned_dict(v)) {
-                    s.dict(v);
+                    s.dict(v, /*leaf=*/true);
                 } else if (!is_immutable(v)) {
                     s.safe = false;
                 }
                 break;
             case LeafKind::Keys:  // (in order: an OrderedDict reorders without a new version)
                 if (order_is_versioned(v)) {
-                    s.dict(v);
+                    s.dict(v, /*leaf=*/true);
                 } else {
                     s.safe = false;
                 }
@@ -212,7 +212,10 @@ void GuardManager::record_facts(PyObject *v, Snapshot &s) const {
                 break;
         }
     }
-    if (reads_attrs || has_attr_children_) {
+    if ((reads_attrs || has_attr_children_) && PyType_Check(v) && s.try_type_of(v) && s.try_class_version(v)) {
+        // A class: what lookups on it find changes only with its version tag (type's setattr
+        // modifies the type, and its subclasses), which covers its own dict too.
+    } else if (reads_attrs || has_attr_children_) {
         PyObject **slot = pf_instance_dict_slot(v);
         PyObject *dict = slot != nullptr ? *slot : nullptr;
         PyTypeObject *tp = Py_TYPE(v);
@@ -236,20 +239,23 @@ void GuardManager::record_facts(PyObject *v, Snapshot &s) const {
     }
 }
 
-// For study: every pinned node below (and at) this one, with what its snapshot holds.
+// For study: every pinned node below (and at) this one, with what its snapshot holds: its state,
+// its number of facts, the sources of its anchors, and how many facts of each kind (a leaf
+// dict: one nothing else is read through, checked after the others).
 void GuardManager::collect_snapshots(py::list &out) const {
     if (pinned()) {
-        size_t classes = 0, dicts = 0;
+        static const char *kind_names[] = {"dict", "type_and_dict", "type", "class_version", "field", "anchor"};
         py::list anchors;
+        py::dict kinds;
         for (const Tag &t : snapshot_.tags) {
             if (t.kind == Tag::Kind::Anchor) {
                 anchors.append(t.anchor->source());
             }
-            classes += t.kind == Tag::Kind::ClassVersion;
-            dicts += t.kind == Tag::Kind::Dict || t.kind == Tag::Kind::TypeAndDict;
+            py::str name(t.kind == Tag::Kind::Dict && t.leaf ? "leaf_dict" : kind_names[static_cast<int>(t.kind)]);
+            kinds[name] = (kinds.contains(name) ? kinds[name].cast<int>() : 0) + 1;
         }
         const char *state = snapshot_valid_ ? "valid" : never_safe_ ? "never safe" : "none";
-        out.append(py::make_tuple(source_, state, snapshot_.tags.size(), anchors, classes, dicts));
+        out.append(py::make_tuple(source_, state, snapshot_.tags.size(), anchors, kinds));
     }
     for (const auto &c : children_) {
         c->collect_snapshots(out);

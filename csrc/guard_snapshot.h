@@ -8,6 +8,7 @@
 
 #include <set>
 #include <tuple>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -58,6 +59,7 @@ struct Tag {
     };
 
     Kind kind;
+    bool leaf = false;                // Dict: no later fact reads what the dict holds
     unsigned int type_version = 0;
     PyObject *obj;                    // borrowed (see above); for an anchor, the value it fetched
     PyTypeObject *type = nullptr;
@@ -68,7 +70,7 @@ struct Tag {
     PyObject *anchor_parent = nullptr;
 
     static Tag of_dict(PyObject *d) {
-        Tag t{Kind::Dict, 0, d};
+        Tag t{Kind::Dict, false, 0, d};
         t.dict = d;
         t.version = pf_dict_version(d);
         return t;
@@ -83,19 +85,19 @@ struct Tag {
     }
     static Tag of_type(PyObject *obj) {
         PyTypeObject *tp = Py_TYPE(obj);
-        Tag t{Kind::Type, tp->tp_version_tag, obj};
+        Tag t{Kind::Type, false, tp->tp_version_tag, obj};
         t.type = tp;
         return t;
     }
-    static Tag class_version(PyTypeObject *cls) { return Tag{Kind::ClassVersion, cls->tp_version_tag, (PyObject *)cls}; }
+    static Tag class_version(PyTypeObject *cls) { return Tag{Kind::ClassVersion, false, cls->tp_version_tag, (PyObject *)cls}; }
     static Tag in_field(PyObject *obj, PyObject **field) {
-        Tag t{Kind::Field, 0, obj};
+        Tag t{Kind::Field, false, 0, obj};
         t.slot = field;
         t.dict = *field;
         return t;
     }
     static Tag anchored(const GuardManager *child, PyObject *parent, PyObject *value) {
-        Tag t{Kind::Anchor, 0, value};
+        Tag t{Kind::Anchor, false, 0, value};
         t.anchor = child;
         t.anchor_parent = parent;
         return t;
@@ -129,12 +131,25 @@ struct Tag {
 };
 static_assert(sizeof(Tag) == 64, "a fact fills one cache line");
 
+// A dict still at a version, of a dict nothing else is read through: the most common fact (an
+// nn.Module's hook tables), kept apart in 16 bytes when checked, so that a large snapshot touches
+// far less memory than as 64-byte Tags, and checked in one tight loop after the other facts
+// (whose parents came first in order; these dicts' holders are among them).
+struct DictFact {
+    PyObject *dict;
+    unsigned long long version;
+};
+
 struct Snapshot {
-    std::vector<Tag> tags;  // parent first
+    std::vector<Tag> tags;  // as recorded, parent first
     std::vector<std::pair<int, PyObject *>> exports;  // (export index, borrowed value) below
     std::vector<std::pair<int, PyObject *>> identities;  // (identity slot, borrowed value) below
     std::vector<py::object> anchored;  // the values anchors fetched, kept alive (no reuse of an id)
     bool safe = true;
+
+    // The checked form (seal()): every fact but the leaf dicts' in order, then those.
+    std::vector<Tag> ordered_facts;
+    std::vector<DictFact> leaf_dicts;
 
     void anchor(const GuardManager *child, PyObject *parent, PyObject *value) {
         tags.push_back(Tag::anchored(child, parent, value));
@@ -149,23 +164,81 @@ struct Snapshot {
         identities.insert(identities.end(), inner.identities.begin(), inner.identities.end());
     }
 
-    // Keep the first of equal facts (a class, a module's globals... met on many paths): order
-    // stays parent first, since a repeat's parents came before it and the first one's before it.
+    // Keep the first of equal facts (a class, a module's globals... met on many paths), and drop
+    // a fact an earlier one implies: an object's type after its type-and-dict, a dict's version
+    // after a type-and-dict holding that dict at that version. A dict met as a leaf and as a
+    // parent is a parent. A type-and-dict whose object's type
+    // came earlier takes that fact's place: it reads the same object, alive there, and its dict
+    // only while the object still holds it. Order stays parent first (each kept fact's parents
+    // came before it), so every fact reads objects alive under the facts before it.
     void drop_repeats() {
         std::set<std::tuple<Tag::Kind, PyObject *, PyTypeObject *, PyObject *, PyObject **, const GuardManager *>> seen;
+        std::unordered_map<PyObject *, size_t> type_fact;  // obj -> index in `kept` of its Type/TypeAndDict
+        std::unordered_map<PyObject *, unsigned long long> versioned;  // dict -> version a kept fact checks
+        std::unordered_map<PyObject *, size_t> dict_fact;  // dict -> index in `kept` of its Dict fact
         std::vector<Tag> kept;
         kept.reserve(tags.size());
         for (const Tag &t : tags) {
-            if (seen.emplace(t.kind, t.obj, t.type, t.dict, t.slot, t.anchor).second) {
-                kept.push_back(t);
+            if (t.kind == Tag::Kind::Dict) {
+                auto v = versioned.find(t.dict);
+                if (v != versioned.end() && v->second == t.version) {
+                    auto d = dict_fact.find(t.dict);
+                    if (d != dict_fact.end() && !t.leaf) {
+                        kept[d->second].leaf = false;  // a parent: checked in order
+                    }
+                    continue;
+                }
+                versioned.emplace(t.dict, t.version);
+                dict_fact.emplace(t.dict, kept.size());
+            } else if (!seen.emplace(t.kind, t.obj, t.type, t.dict, t.slot, t.anchor).second) {
+                continue;
+            } else if (t.kind == Tag::Kind::Type || t.kind == Tag::Kind::TypeAndDict) {
+                auto earlier = type_fact.find(t.obj);
+                if (earlier != type_fact.end()) {
+                    Tag &e = kept[earlier->second];
+                    if (e.type == t.type && e.type_version == t.type_version) {
+                        if (t.kind == Tag::Kind::Type) {
+                            continue;  // implied by the earlier one
+                        }
+                        if (e.kind == Tag::Kind::Type) {
+                            e = t;  // the type-and-dict takes the type's place
+                            versioned.emplace(t.dict, t.version);
+                            continue;
+                        }
+                    }
+                } else {
+                    type_fact.emplace(t.obj, kept.size());
+                }
+                if (t.kind == Tag::Kind::TypeAndDict) {
+                    versioned.emplace(t.dict, t.version);
+                }
             }
+            kept.push_back(t);
         }
         tags = std::move(kept);
     }
 
-    bool holds() const {
+    // Build the checked form of `tags` (after drop_repeats).
+    void seal() {
+        ordered_facts.clear();
+        leaf_dicts.clear();
         for (const Tag &t : tags) {
+            if (t.kind == Tag::Kind::Dict && t.leaf) {
+                leaf_dicts.push_back(DictFact{t.dict, t.version});
+            } else {
+                ordered_facts.push_back(t);
+            }
+        }
+    }
+
+    bool holds() const {
+        for (const Tag &t : ordered_facts) {
             if (!t.holds()) {
+                return false;
+            }
+        }
+        for (const DictFact &d : leaf_dicts) {
+            if (pf_dict_version(d.dict) != d.version) {
                 return false;
             }
         }
@@ -193,7 +266,12 @@ struct Snapshot {
         tags.push_back(Tag::class_version((PyTypeObject *)cls));
         return true;
     }
-    void dict(PyObject *d) { tags.push_back(Tag::of_dict(d)); }
+    // `leaf`: nothing else is read through the dict (a leaf checks its value or keys); else a
+    // parent whose items are fetched by later facts' nodes.
+    void dict(PyObject *d, bool leaf = false) {
+        tags.push_back(Tag::of_dict(d));
+        tags.back().leaf = leaf;
+    }
 };
 
 // The rules a recorded fact rests on (guard_snapshot.cpp).

@@ -350,7 +350,8 @@ class Deep(torch.nn.Module):
 
 
 @pytest.mark.parametrize("skip_unchanged", [True, False])
-@pytest.mark.parametrize("change", ["eval", "attribute", "new parameter", "new submodule", "same-metadata parameter"])
+@pytest.mark.parametrize("change", ["eval", "attribute", "new parameter", "new submodule", "same-metadata parameter",
+                                    "forward hook", "forward pre-hook"])
 def test_a_change_deep_in_a_module_tree_recompiles_once(monkeypatch, skip_unchanged, change):
     # With skipping on, the module tree's guards are skipped while its dicts are unchanged: each
     # change below goes through a dict, so it must be seen exactly as with every guard checked.
@@ -364,6 +365,10 @@ def test_a_change_deep_in_a_module_tree_recompiles_once(monkeypatch, skip_unchan
         target.lin.weight = torch.nn.Parameter(torch.randn(4, 4).t())
     elif change == "same-metadata parameter":  # a graph input like any other: new values, same graph
         target.lin.weight = torch.nn.Parameter(torch.randn(4, 4))
+    elif change == "forward hook":  # a hook table: a leaf dict of the snapshot, checked last
+        target.lin.register_forward_hook(lambda mod, args, out: out * 2)
+    elif change == "forward pre-hook":
+        target.drop.register_forward_pre_hook(lambda mod, args: (args[0] + 1,))
     else:
         target.lin = torch.nn.Linear(4, 4)
     for _ in range(3):
@@ -377,6 +382,21 @@ def test_a_change_deep_in_a_module_tree_recompiles_once(monkeypatch, skip_unchan
     else:
         assert counter.compiles == 2
         assert sorted(e.hits for e in _C.get_cache_entries(code)) == [2, 2]
+
+
+def test_a_snapshot_records_each_fact_once(monkeypatch):
+    # A Linear's snapshot: its type and instance dict (one fact, not a type and then a
+    # type-and-dict), its class's metaclass and version (covering the class's dict), its forward's
+    # code, and the version of each dict read: `_parameters` (the weight and bias are read through
+    # it, so it is checked in order) and the four hook tables (leaves, checked after the rest).
+    _warmed_up(Deep, monkeypatch, skip_unchanged=True, calls=3)
+    snapshots = {source: kinds for source, _, _, _, kinds in _entry_guards(Deep).snapshots()}
+    assert snapshots["L['self']._modules['blocks']._modules['0']._modules['lin']"] == {
+        "type_and_dict": 1, "type": 1, "class_version": 1, "field": 1, "dict": 1, "leaf_dict": 4}
+    # the model's holds every block's: the classes' once, the hook tables of the modules called
+    # (each block, its Linear and its Dropout)
+    whole = snapshots["L['self']"]
+    assert whole["class_version"] == 3 and whole["leaf_dict"] == 4 * 3 * 3
 
 
 def test_graph_inputs_come_from_the_guards_exports():
