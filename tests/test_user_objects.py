@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import collections
 import copy
+import dis
 import dataclasses
 
 import pytest
@@ -149,6 +150,69 @@ def test_class_with_its_own_setattr_is_inlined():
     torch._dynamo.optimize(dynamo)(fn)(x)
     assert len(ours.graphs) == len(dynamo.graphs) == 1
     torch.testing.assert_close(pyframe.optimize(CountingBackend())(made)(x).value, made(x).value)
+
+
+class Stamped:
+    """Its own __setattr__ (as a Hugging Face ModelOutput or a frozen dataclass): the stores the
+    trace records are object.__setattr__ itself."""
+
+    def __init__(self, a, b, tag):
+        self.a = a
+        self.b = b
+        self.tag = tag
+
+    def __setattr__(self, name, value):
+        super().__setattr__(name, value)
+
+
+class StampedWithSetter(Stamped):
+    """`b` is a property with a setter: object.__setattr__ runs it, never the instance dict."""
+
+    @property
+    def b(self):
+        return self._b
+
+    @b.setter
+    def b(self, value):
+        object.__setattr__(self, "_b", value * 3)
+
+
+class StampedDict(collections.OrderedDict):
+    """A dict subclass with attributes too (the shape of a ModelOutput)."""
+
+    def __setattr__(self, name, value):
+        super().__setattr__(name, value)
+
+
+def _make_stamped(cls):
+    def fn(x):
+        obj = cls(x + 1, x * 2, "t") if cls is not StampedDict else cls(first=x)
+        if cls is StampedDict:
+            obj.a, obj.b, obj.tag = x + 1, x * 2, "t"
+        return obj
+    return fn
+
+
+@pytest.mark.parametrize("cls", [Stamped, StampedWithSetter, StampedDict])
+def test_an_object_made_in_the_frame_gets_its_attributes_in_one_store(cls):
+    # Rebuilt after the graph with every attribute in its instance dict, in order: one store of
+    # the whole `__dict__` where nothing but the instance dict takes the names, else one
+    # object.__setattr__ per name (a property's setter runs as eagerly).
+    fn = _make_stamped(cls)
+    x = torch.randn(3)
+    expected = fn(x)
+    got = pyframe.optimize(CountingBackend())(fn)(x)
+    assert type(got) is cls and list(vars(got)) == list(vars(expected))
+    for name, value in vars(expected).items():
+        if torch.is_tensor(value):
+            torch.testing.assert_close(vars(got)[name], value)
+        else:
+            assert vars(got)[name] == value
+    if cls is StampedDict:
+        assert list(got) == ["first"] and torch.equal(got["first"], x)
+    (entry,) = pyframe._C.get_cache_entries(fn.__code__)
+    whole_dict_stores = [i for i in dis.get_instructions(entry.code) if i.opname == "LOAD_CONST" and i.argval == "__dict__"]
+    assert len(whole_dict_stores) == (0 if cls is StampedWithSetter else 1)
 
 
 class Config:

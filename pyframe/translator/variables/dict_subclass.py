@@ -41,7 +41,9 @@ from .iterators import ListIteratorVariable, iterate
 from .lists import BaseListVariable
 from .exceptions import raise_symbolic
 from .methods import ObjectSlotMethodVariable
-from .objects import NewObjectVariable, PythonObjectVariable, UserObjectVariable, register_constructor
+from .objects import (
+    NewObjectVariable, PythonObjectVariable, UserObjectVariable, register_constructor, store_raw_attributes,
+)
 
 # The builtin classes a supported subclass may inherit from (every other class on its MRO is a
 # Python class, whose methods are inlined).
@@ -360,15 +362,15 @@ class NewDictObjectVariable(DictSubclassMixin, NewObjectVariable):
             else:
                 cg.load_const(self.cls)
             cg.call(1)
-            for store, mapping in ((setitem, self.dict_var.items), (object.__setattr__, self.attrs)):
-                for key, value in mapping.items():
-                    cg.push_null()
-                    cg.load_const(store)
-                    cg.emit("COPY", 3)  # the object, below the NULL and the method
-                    key.reconstruct(cg) if isinstance(key, ObjectKey) else cg.load_const(key)
-                    value.reconstruct(cg)
-                    cg.call(3)
-                    cg.emit("POP_TOP")
+            for key, value in self.dict_var.items.items():
+                cg.push_null()
+                cg.load_const(setitem)
+                cg.emit("COPY", 3)  # the object, below the NULL and the method
+                key.reconstruct(cg) if isinstance(key, ObjectKey) else cg.load_const(key)
+                value.reconstruct(cg)
+                cg.call(3)
+                cg.emit("POP_TOP")
+            store_raw_attributes(cg, self.cls, self.attrs)
             self._building = False
 
         cg.rebuild_once(self, build)

@@ -565,17 +565,10 @@ class NewObjectVariable(VariableTracker):
             else:
                 cg.load_const(self.cls)
             cg.call(1)
-            own_setattr = self.cls.__setattr__ is not object.__setattr__
-            for name, value in self.attrs.items():
-                if own_setattr:  # object.__setattr__(obj, name, value): the class's ran in the trace
-                    cg.push_null()
-                    cg.load_const(object.__setattr__)
-                    cg.emit("COPY", 3)
-                    cg.load_const(name)
-                    value.reconstruct(cg)
-                    cg.call(3)
-                    cg.emit("POP_TOP")
-                else:
+            if self.cls.__setattr__ is not object.__setattr__:  # the class's own ran in the trace
+                store_raw_attributes(cg, self.cls, self.attrs)
+            else:
+                for name, value in self.attrs.items():
                     value.reconstruct(cg)
                     cg.emit("COPY", 2)
                     cg.emit("STORE_ATTR", name)
@@ -585,6 +578,42 @@ class NewObjectVariable(VariableTracker):
 
     def __repr__(self) -> str:
         return f"NewObjectVariable({self.cls.__qualname__})"
+
+
+def store_raw_attributes(cg, cls: type, attrs: dict[str, VariableTracker]) -> None:
+    """Replay `object.__setattr__(obj, name, value)` for each attribute of an object made while
+    tracing (the object on top of the stack, left there). Where every one of those stores lands
+    in the instance dict (no data descriptor of the class takes any of the names, and `__dict__`
+    is the layout's own), it is one store of the whole dict, in the same order:
+    `object.__setattr__(obj, '__dict__', {name: value, ...})`, a fraction of the time of one call
+    per attribute (a Hugging Face ModelOutput has six)."""
+    whole_dict = len(attrs) > 1 and type(mro_lookup(cls, "__dict__")) is types.GetSetDescriptorType and not any(
+        _is_data_descriptor(mro_lookup(cls, name)) for name in attrs)
+    if whole_dict:
+        cg.push_null()
+        cg.load_const(object.__setattr__)
+        cg.emit("COPY", 3)  # the object, below the NULL and the method
+        cg.load_const("__dict__")
+        for value in attrs.values():
+            value.reconstruct(cg)
+        cg.load_const(tuple(attrs))
+        cg.emit("BUILD_CONST_KEY_MAP", len(attrs))
+        cg.call(3)
+        cg.emit("POP_TOP")
+        return
+    for name, value in attrs.items():
+        cg.push_null()
+        cg.load_const(object.__setattr__)
+        cg.emit("COPY", 3)
+        cg.load_const(name)
+        value.reconstruct(cg)
+        cg.call(3)
+        cg.emit("POP_TOP")
+
+
+def _is_data_descriptor(attr: Any) -> bool:
+    kind = type(attr)
+    return hasattr(kind, "__set__") or hasattr(kind, "__delete__")
 
 
 class InstanceDictVariable(DictVariable):
