@@ -144,6 +144,9 @@ void bind_root_guard_manager(py::module_ &m) {
              "hand `node`'s value to the frame on every pass (the hook stores the exports "
              "tuple in the local " PF_EXPORTS_LOCAL "); returns its index in that tuple")
         .def_property_readonly("export_count", &RootGuardManager::export_count)
+        .def("group_exports", &RootGuardManager::group_exports, py::arg("n"),
+             "hand the first n exports (a graph's arguments) in a tuple of their own: the exports "
+             "tuple is then (that tuple, the other exports...)")
         .def(
             "check_exports",
             [](const RootGuardManager &r, py::object f_locals, py::object f_globals,

@@ -332,6 +332,14 @@ int RootGuardManager::export_node(GuardManager *node) {
     return node->export_index();
 }
 
+void RootGuardManager::group_exports(int n) {
+    if (n <= 0 || n >= n_exports_) {
+        throw py::value_error("group_exports(" + std::to_string(n) + "): a group of 1 to " +
+                              std::to_string(n_exports_ - 1) + " exports (others must follow it)");
+    }
+    grouped_ = n;
+}
+
 // aliasing(nodes...) == classes (AliasingMatch): the nodes' values are one object where the
 // classes are equal, distinct objects elsewhere. Checked after the whole tree passed.
 void RootGuardManager::add_aliasing_match(const std::vector<GuardManager *> &nodes, std::vector<int> classes,

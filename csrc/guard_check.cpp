@@ -244,13 +244,23 @@ bool RootGuardManager::check_frame(const FrameView &fv, PyObject **exports) cons
     scratch_busy_ = true;
     values.assign(n_exports_, nullptr);
     bool ok = run(fv, Run{skip_unchanged_, &values});
+    // (exports, or with grouped_: ((exports[:grouped_]), exports[grouped_:]...))
+    PyObject *group = nullptr;
     if (ok) {
-        *exports = PyTuple_New(n_exports_);
-        ok = *exports != nullptr;
+        *exports = PyTuple_New(grouped_ ? 1 + n_exports_ - grouped_ : n_exports_);
+        group = grouped_ && *exports != nullptr ? PyTuple_New(grouped_) : nullptr;
+        ok = *exports != nullptr && (group != nullptr || !grouped_);
+        if (group != nullptr) {
+            PyTuple_SET_ITEM(*exports, 0, group);
+        }
     }
     for (int i = 0; i < n_exports_; i++) {
-        if (ok && values[i] != nullptr) {
-            PyTuple_SET_ITEM(*exports, i, values[i]);  // steals
+        if (ok && values[i] != nullptr) {  // (steals)
+            if (i < grouped_) {
+                PyTuple_SET_ITEM(group, i, values[i]);
+            } else {
+                PyTuple_SET_ITEM(*exports, grouped_ ? 1 + i - grouped_ : i, values[i]);
+            }
         } else {
             ok = false;  // (a pass fetches every exported node: never taken)
             Py_XDECREF(values[i]);

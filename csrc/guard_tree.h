@@ -196,6 +196,9 @@ public:
     // Mark `node` (a node of this tree) as exported; returns its index in the exports tuple.
     int export_node(GuardManager *node);
     int export_count() const { return n_exports_; }
+    // The first `n` exports (a graph's arguments) in a tuple of their own, the exports tuple then
+    // being (that tuple, the other exports...): the graph call takes it as it is.
+    void group_exports(int n);
     // aliasing(nodes...) == classes (AliasingMatch): the nodes' values are one object where the
     // classes are equal, distinct objects elsewhere. Checked after the whole tree passed.
     void add_aliasing_match(const std::vector<GuardManager *> &nodes, std::vector<int> classes,
@@ -234,6 +237,7 @@ private:
 
     bool skip_unchanged_;
     int n_exports_ = 0;
+    int grouped_ = 0;  // group_exports
     int n_identities_ = 0;
     std::vector<AliasingMatch> aliasing_;
     std::vector<ShapeMatch> shapes_;

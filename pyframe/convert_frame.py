@@ -270,7 +270,7 @@ class Compiler:
         output = outputs[-1]
         if output.symbolic:
             output.guards.shape_guards = lower_guards(output.shape_env, output.symbolic_tensors, output.symbolic_ints)
-        return result, output.guards, output.guards.build(code, result.exports)
+        return result, output.guards, output.guards.build(code, result.exports, result.grouped_inputs)
 
     def _record(self, code: types.CodeType, record: FrameRecord) -> None:
         records.setdefault(code, []).append(record)

@@ -349,10 +349,11 @@ class GuardSet:
         return [g.text() for g in self.global_state] + [g.text() for g in self] + \
             ([aliasing.text()] if aliasing is not None else []) + [g.text() for g in self.shape_guards]
 
-    def build(self, code: types.CodeType, exports: list[Source] = ()) -> "_C.RootGuardManager":
+    def build(self, code: types.CodeType, exports: list[Source] = (), grouped_inputs: int = 0) -> "_C.RootGuardManager":
         """Lower to the C++ tree checked by the eval-frame hook on every call of `code`. The
         values of `exports` (the first graph's inputs, then what the code reads through long
-        paths: PyCodegen.exports) are handed to the transformed code, in order."""
+        paths: PyCodegen.exports) are handed to the transformed code, in order; the first
+        `grouped_inputs` of them in a tuple of their own (PyCodegen.grouped_inputs)."""
         self.storage_facts()
         root = _C.RootGuardManager(config.skip_guards_on_unchanged_objects)
         for g in self.global_state:
@@ -370,6 +371,8 @@ class GuardSet:
         for i, source in enumerate(exports):
             if root.export(_node_for(source, root, nodes, code)) != i:
                 raise ValueError(f"{source.name()} is exported twice")
+        if grouped_inputs:
+            root.group_exports(grouped_inputs)
         return root
 
     def fetched_sources(self) -> frozenset[Source]:

@@ -663,3 +663,22 @@ def test_exports_come_from_the_check_and_from_an_unchanged_subtree():
     again = root.check_exports({"o": lin}, G, B)
     assert again[1] is lin.bias
     assert root.check_exports({"o": torch.nn.Linear(2, 2)}, G, B) is None  # fails: None
+
+
+def test_a_graph_s_arguments_are_exported_in_a_tuple_of_their_own():
+    # With values after a graph's arguments, the arguments come as one tuple (the graph call
+    # takes it as it is) ahead of the values, on a full check as on a skipped one.
+    lin = torch.nn.Linear(2, 2)
+    root = _C.RootGuardManager()
+    node = root.local("o", 0)
+    node.add_id_match(lin, "o is lin")
+    params = node.attr("_parameters")
+    for i, child in enumerate((params.item("weight"), params.item("bias"), node.attr("training"))):
+        assert root.export(child) == i
+    for bad in (0, 3):
+        with pytest.raises(ValueError, match="a group of 1 to 2 exports"):
+            root.group_exports(bad)
+    root.group_exports(2)
+    for _ in range(2):  # full, then skipped
+        (weight, bias), training = root.check_exports({"o": lin}, G, B)
+        assert weight is lin.weight and bias is lin.bias and training is lin.training

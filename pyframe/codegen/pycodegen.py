@@ -47,6 +47,7 @@ class PyCodegen:
         self.exported_values: list[Source] = []
         self.exportable: frozenset[Source] = frozenset()
         self._graph_call_args: Instr | None = None  # the graph call's LOAD_FAST of the exports
+        self._export_indexes: list[tuple[Instr, Source]] = []  # each `___guard_exports[i]`'s i
         self.temps = 0
         self.rerun_handler: Label | None = None  # where a graph call that raised goes (rerun.py)
         self.rerun: Rerun | None = None
@@ -110,28 +111,50 @@ class PyCodegen:
         """The sources whose values the guards export to this code, in order."""
         return self.exported_inputs + self.exported_values
 
-    def body(self) -> list[Instr | Label]:
-        """The instructions emitted; a graph call given the whole exports tuple takes only its
-        inputs (`*___guard_exports[:n]`) when values follow them."""
+    def grouped_inputs(self) -> int:
+        """How many of the exports are the graph's inputs, grouped in a tuple of their own ahead
+        of the other values (`___guard_exports = ((inputs...), value, ...)`), so that the graph
+        call takes that tuple as it is rather than a slice of a flat one; 0 for a flat tuple (no
+        values after the inputs, or no graph call to give them to)."""
         if self._graph_call_args is None or not self.exported_values:
-            return self.instructions
-        at = next(i for i, inst in enumerate(self.instructions) if inst is self._graph_call_args) + 1
+            return 0
+        return len(self.exported_inputs)
+
+    def body(self) -> list[Instr | Label]:
+        """The instructions emitted, each export's index set for the exports' layout: with the
+        inputs grouped, the graph call takes `___guard_exports[0]`, an input read later
+        `___guard_exports[0][i]`, and the value after them `___guard_exports[1 + j]`."""
+        grouped = self.grouped_inputs()
         n_inputs = len(self.exported_inputs)
-        return [*self.instructions[:at], Instr("LOAD_CONST", slice(None, n_inputs), lineno=self.lineno),
-                Instr("BINARY_SUBSCR", lineno=self.lineno), *self.instructions[at:]]
+        indexes = {}
+        for load, source in self._export_indexes:
+            if source in self.exported_inputs:
+                group = [Instr("LOAD_CONST", 0, lineno=load.lineno), Instr("BINARY_SUBSCR", lineno=load.lineno)]
+                indexes[id(load)] = [*(group if grouped else ()),
+                                     Instr("LOAD_CONST", self.exported_inputs.index(source), lineno=load.lineno)]
+            else:
+                j = self.exported_values.index(source)
+                indexes[id(load)] = [Instr("LOAD_CONST", 1 + j if grouped else n_inputs + j, lineno=load.lineno)]
+        body: list[Instr | Label] = []
+        for inst in self.instructions:
+            if id(inst) in indexes:
+                body.extend(indexes[id(inst)])
+                continue
+            body.append(inst)
+            if grouped and inst is self._graph_call_args:
+                body += [Instr("LOAD_CONST", 0, lineno=self.lineno), Instr("BINARY_SUBSCR", lineno=self.lineno)]
+        return body
 
     def _load_export(self, source: Source) -> None:
         """`___guard_exports[i]`: the value the guards fetched at `source` on this call, one
         subscript where evaluating the path again costs a load per step (a library's globals sit
-        behind `self._modules['model'].__class__.forward.__globals__`)."""
-        if source in self.exported_inputs:
-            index = self.exported_inputs.index(source)
-        else:
-            if source not in self.exported_values:
-                self.exported_values.append(source)
-            index = len(self.exported_inputs) + self.exported_values.index(source)
+        behind `self._modules['model'].__class__.forward.__globals__`). The index depends on the
+        exports' layout, known once the code is done: body() sets it."""
+        if source not in self.exported_inputs and source not in self.exported_values:
+            self.exported_values.append(source)
         self.emit("LOAD_FAST", _C.EXPORTS_LOCAL)
-        self.load_const(index)
+        self.load_const(None)  # (the index: body())
+        self._export_indexes.append((self.instructions[-1], source))
         self.emit("BINARY_SUBSCR")
 
     def _evaluate(self, source: Source) -> None:

@@ -56,6 +56,7 @@ class TranslationResult:
     break_reason: Unsupported | None = None
     resume_codes: list[types.CodeType] = field(default_factory=list)
     exports: list[Source] = field(default_factory=list)  # what the guards hand to `code`, in order (PyCodegen.exports)
+    grouped_inputs: int = 0  # how many exports the graph takes, in a tuple of their own (PyCodegen.grouped_inputs)
 
 
 def emit_graph_call(tx: InstructionTranslator, cg: PyCodegen, live: list[VariableTracker],
@@ -99,7 +100,8 @@ def finish_return(tx: InstructionTranslator, value: VariableTracker,
     value.reconstruct(cg)
     cg.emit("RETURN_VALUE")
     cg.emit_rerun_handler(tx.passed_cells)
-    return TranslationResult(make_code(tx.code, tx.prologue(), cg.body()), graphs, exports=cg.exports())
+    return TranslationResult(make_code(tx.code, tx.prologue(), cg.body()), graphs, exports=cg.exports(),
+                             grouped_inputs=cg.grouped_inputs())
 
 
 def store_locals(cg: PyCodegen, values: dict[str, VariableTracker]) -> None:
@@ -196,7 +198,8 @@ def finish_break(tx: InstructionTranslator, index: int, reason: Unsupported,
     if handler is not None:
         emit_block_handler(cg, handler, len(plan.blocks))
     cg.emit_rerun_handler(tx.passed_cells)
-    return TranslationResult(make_code(tx.code, tx.prologue(), cg.body()), graphs, reason, resumes, cg.exports())
+    return TranslationResult(make_code(tx.code, tx.prologue(), cg.body()), graphs, reason, resumes, cg.exports(),
+                             cg.grouped_inputs())
 
 
 def plan_break(tx: InstructionTranslator, index: int, reason: Unsupported) -> BreakPlan:
