@@ -290,6 +290,14 @@ class OutputGraph:
         node.meta["example_value"] = None
         return node
 
+    def record_metadata_read(self, node: torch.fx.Node, name: str, value: Any) -> None:
+        """`getattr(x, name)` of a tensor attribute whose value is known while tracing (`x.is_leaf`),
+        recorded where torch._dynamo records it (it has no rule for the attribute), and kept though
+        nothing uses it, as in Dynamo's graph."""
+        read = self.graph.create_node("call_function", getattr, (node, name), {})
+        read.meta["example_value"] = value
+        read.meta["kept_unused"] = True
+
     def install_subgraph(self, prefix: str, gm: torch.fx.GraphModule) -> torch.fx.Node:
         """Make `gm` an attribute of the graph's module (`fwd_body_0`, numbered per prefix as
         torch._dynamo numbers them) and return the get_attr node that reads it; its example value
@@ -527,7 +535,8 @@ def drop_unused_bookkeeping(graph: torch.fx.Graph) -> None:
     (`values, indices = x.max(0)` with only `values` read) and calls that made no tensor (helpers
     such as F._canonical_mask(None), which torch._dynamo runs inline)."""
     for node in reversed(list(graph.nodes)):
-        if node.op != "call_function" or node.users or _mutates(node) or node.target in _KEPT_FOR_EFFECT:
+        if node.op != "call_function" or node.users or _mutates(node) or node.target in _KEPT_FOR_EFFECT \
+                or node.meta.get("kept_unused"):
             continue
         if node.target is operator.getitem or not _holds_tensor(node.meta.get("example_value")):
             graph.erase_node(node)

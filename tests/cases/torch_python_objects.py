@@ -53,6 +53,17 @@ def tensor_methods_deciding_branches(a, b):
     return y
 
 
+@case(inputs=lambda: torch.randn(2, 3, requires_grad=True))
+def tensor_attributes_read_as_values(x):
+    """is_leaf, is_cpu, is_meta, itemsize, nbytes: known while tracing (torch._dynamo records a read
+    of each in its graph, used by nothing) and deciding what the frame computes."""
+    y = x * 2
+    scale = x.itemsize + y.nbytes / 24
+    if x.is_leaf and not y.is_leaf and x.is_cpu and not y.is_meta:
+        y = y + scale
+    return y
+
+
 @case(inputs=lambda: torch.randn(4))
 def dtype_table_lookup(x):
     """A dtype as a dict key and as a default argument."""

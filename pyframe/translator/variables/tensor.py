@@ -34,6 +34,9 @@ from .namedtuples import NamedTupleVariable
 # Tensor attributes and no-argument methods whose value is metadata, known while tracing.
 _METADATA_ATTRS = {"dtype", "device", "layout", "ndim", "requires_grad", "is_cuda", "is_cpu", "is_meta",
                    "is_sparse", "is_quantized", "is_mkldnn", "is_nested", "is_leaf", "itemsize", "nbytes"}
+# Of those, the ones torch._dynamo has no rule for: it records `getattr(x, name)` in the graph (and
+# takes the value from its example), a node nothing uses; pyframe records it too.
+_RECORDED_METADATA_ATTRS = {"is_cpu", "is_meta", "is_mkldnn", "is_leaf", "itemsize", "nbytes"}
 _METADATA_METHODS = {"dim", "ndimension", "numel", "nelement", "is_contiguous", "is_floating_point",
                      "is_complex", "is_signed", "element_size", "get_device", "stride", "storage_offset",
                      "is_inference"}
@@ -225,7 +228,10 @@ class TensorVariable(VariableTracker):
         if name in ("shape",):
             return SizeVariable(_sizes(tx, self, self.example.shape))
         if name in _METADATA_ATTRS:
-            return ConstantVariable(getattr(self.example, name))
+            value = getattr(self.example, name)
+            if name in _RECORDED_METADATA_ATTRS:
+                tx.output.record_metadata_read(self.node, name, value)
+            return ConstantVariable(value)
         if callable(getattr(torch.Tensor, name, None)):
             return BoundMethodVariable(self, name)
         if name in ("T", "mT", "H", "mH", "real", "imag"):
