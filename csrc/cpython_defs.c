@@ -466,6 +466,27 @@ PyObject *pf_tuple_iterator_rest(PyObject *it)
     return PyTuple_GetSlice((PyObject *)ti->it_seq, ti->it_index, PyTuple_GET_SIZE(ti->it_seq));
 }
 
+/* ---- a type's version tag (snapshots record it: guard_snapshot.h) ------------------------- */
+
+/* 3.11 Objects/typeobject.c: a type loses its version tag on every change (PyType_Modified) and
+   gets a new one at the next lookup through the method cache (_PyType_Lookup with a cacheable name
+   calls assign_version_tag); 3.12 adds PyUnstable_Type_AssignVersionTag for this. */
+int pf_type_assign_version_tag(PyTypeObject *tp)
+{
+    static PyObject *name = NULL;
+    if (!PyType_HasFeature(tp, Py_TPFLAGS_VALID_VERSION_TAG)) {
+        if (name == NULL) {
+            name = PyUnicode_InternFromString("__getattribute__");
+            if (name == NULL) {
+                PyErr_Clear();
+                return 0;
+            }
+        }
+        (void)_PyType_Lookup(tp, name);  /* (never raises) */
+    }
+    return PyType_HasFeature(tp, Py_TPFLAGS_VALID_VERSION_TAG);
+}
+
 #else
 /* Each function above mirrors a 3.11 source (frame.c, frameobject.c, pystate.c, codeobject.c):
    re-check every one of them, and csrc/eval_frame.c, against the new version before porting. */

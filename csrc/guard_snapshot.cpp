@@ -61,6 +61,18 @@ bool attr_is_from_instance_dict(PyObject *obj, PyObject *name, PyObject *value, 
     return found == value;
 }
 
+// Where v's instance dict is, if a TypeAndDict fact can cover it (an exact dict, and v's type with
+// a version tag): what record_facts records and what record_attr relies on for an attribute found
+// in that dict. NULL if not.
+PyObject **versioned_instance_dict_slot(PyObject *v) {
+    PyObject **slot = pf_instance_dict_slot(v);
+    if (slot == nullptr || *slot == nullptr || !PyDict_CheckExact(*slot) ||
+        !pf_type_assign_version_tag(Py_TYPE(v))) {
+        return nullptr;
+    }
+    return slot;
+}
+
 PyObject *co_prefix() {
     static PyObject *prefix = PyUnicode_InternFromString("co_");
     return prefix;
@@ -139,7 +151,7 @@ bool record_field(PyObject *v, PyObject *name, PyObject *value, bool generic, Sn
 bool record_class_attr(PyObject *v, PyObject *name, PyObject *value, bool generic, Snapshot &s) {
     PyTypeObject *tp = Py_TYPE(v);
     if (PyType_Check(v) || !lookup_is_objects(tp, generic) || _PyType_Lookup(tp, name) != value ||
-        Py_TYPE(value)->tp_descr_get != nullptr || !PyType_HasFeature(tp, Py_TPFLAGS_VALID_VERSION_TAG)) {
+        Py_TYPE(value)->tp_descr_get != nullptr || !pf_type_assign_version_tag(tp)) {
         return false;
     }
     PyObject **slot = pf_instance_dict_slot(v);
@@ -163,8 +175,9 @@ bool record_class_attr(PyObject *v, PyObject *name, PyObject *value, bool generi
 // a type's versions, or else an anchor (fetched again and compared by identity).
 void GuardManager::record_attr(PyObject *v, const GuardManager &child, PyObject *value, Snapshot &s) {
     PyObject *name = child.key_.ptr();
-    if (attr_is_from_instance_dict(v, name, value, child.generic_) || attr_is_fixed(v, name)) {
-        return;
+    if ((attr_is_from_instance_dict(v, name, value, child.generic_) && versioned_instance_dict_slot(v) != nullptr) ||
+        attr_is_fixed(v, name)) {
+        return;  // (the instance dict covered by v's TypeAndDict fact: record_facts)
     }
     if (child.generic_ && value == (PyObject *)Py_TYPE(v) && class_is_objects(Py_TYPE(v), name) &&
         s.try_type_of(v)) {
@@ -216,16 +229,13 @@ void GuardManager::record_facts(PyObject *v, Snapshot &s) const {
         // A class: what lookups on it find changes only with its version tag (type's setattr
         // modifies the type, and its subclasses), which covers its own dict too.
     } else if (reads_attrs || has_attr_children_) {
-        PyObject **slot = pf_instance_dict_slot(v);
-        PyObject *dict = slot != nullptr ? *slot : nullptr;
-        PyTypeObject *tp = Py_TYPE(v);
-        if (dict == nullptr || !PyDict_CheckExact(dict) ||
-            !PyType_HasFeature(tp, Py_TPFLAGS_VALID_VERSION_TAG)) {
+        PyObject **slot = versioned_instance_dict_slot(v);
+        if (slot == nullptr) {
             if (reads_attrs) {
                 s.safe = false;
             }  // (else every attribute child is an anchor: nothing about v itself to record)
         } else {
-            s.tags.push_back(Tag::of_type_and_dict(v, dict, slot));
+            s.tags.push_back(Tag::of_type_and_dict(v, *slot, slot));
         }
     }
     if (has_item_children_) {

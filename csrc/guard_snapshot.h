@@ -252,7 +252,7 @@ struct Snapshot {
     // type(obj) and its version (everything found through its MRO), if it has a valid one.
     bool try_type_of(PyObject *obj) {
         PyTypeObject *tp = Py_TYPE(obj);
-        if (!PyType_HasFeature(tp, Py_TPFLAGS_VALID_VERSION_TAG)) {
+        if (!pf_type_assign_version_tag(tp)) {
             return false;
         }
         tags.push_back(Tag::of_type(obj));
@@ -260,7 +260,7 @@ struct Snapshot {
     }
     // The class `cls`'s own version: what a lookup through its MRO finds.
     bool try_class_version(PyObject *cls) {
-        if (!PyType_HasFeature((PyTypeObject *)cls, Py_TPFLAGS_VALID_VERSION_TAG)) {
+        if (!pf_type_assign_version_tag((PyTypeObject *)cls)) {
             return false;
         }
         tags.push_back(Tag::class_version((PyTypeObject *)cls));

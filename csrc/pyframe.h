@@ -113,6 +113,8 @@ PyObject *pf_mappingproxy_mapping(PyObject *proxy);
 /* The items a tuple iterator has still to give, as a new tuple (NULL with TypeError if `it` is
    not a tuple iterator). */
 PyObject *pf_tuple_iterator_rest(PyObject *it);
+/* Whether `tp` has a valid version tag, giving it one if it lost it to a change (never raises). */
+int pf_type_assign_version_tag(PyTypeObject *tp);
 /* The co_extra index requested by pf_eval_frame_init (-1 before). */
 extern Py_ssize_t pf_extra_index;
 

@@ -628,6 +628,26 @@ def test_hasattr_below_a_pinned_node_is_rechecked_when_the_attribute_appears():
     assert check(root, {"o": obj})
 
 
+def test_a_class_changed_just_before_a_snapshot_is_recorded_still_gets_its_version():
+    # A class loses its version tag on every change and gets a new one at its next lookup; a
+    # snapshot recorded in between gives it one, so that the instance dict's version covers the
+    # attributes below. (An attribute found in an instance dict no fact covers is anchored: it
+    # once went unchecked, and `obj.a = 5` was not seen.)
+    class Fresh:
+        pass
+
+    obj = Holder(a=1, b=2)
+    obj.__class__ = Fresh
+    root = pinned_root(obj, lambda n: (n.attr("a").add_equals_match(1, "a == 1"),
+                                       n.attr("b").add_equals_match(2, "b == 2")))
+    Fresh.marker = 1  # no lookup of Fresh after this: no version tag
+    assert check(root, {"o": obj}) and check(root, {"o": obj})
+    (source, state, n_facts, anchors, kinds), = root.snapshots()
+    assert state == "valid" and anchors == [] and kinds == {"type_and_dict": 1}
+    obj.a = 5
+    assert not check(root, {"o": obj})
+
+
 def test_parameter_metadata_changed_in_place_is_the_documented_assumption():
     lin = torch.nn.Linear(2, 2)
     w = lin.weight
