@@ -281,7 +281,34 @@ _generic_getattr = object.__getattribute__
 _getset_descriptor = type(type.__dict__["__dict__"])
 
 
-_plain_metaclasses: "weakref.WeakKeyDictionary[type, bool]" = weakref.WeakKeyDictionary()
+class IdentityCache:
+    """A cache of facts about objects, by identity, that lets its objects die: a
+    WeakKeyDictionary's job, with a lookup of a dict by `id` (a WeakKeyDictionary's get is Python
+    code that makes a weak reference and hashes the object: a code object's hash walks its
+    constants). An entry holds a weak reference to its object, so a dead object's id, reused by a
+    new one, finds no answer; its callback drops the entry when the object dies."""
+
+    def __init__(self) -> None:
+        self._entries: dict[int, tuple[weakref.ref, Any]] = {}
+
+    def get(self, obj: Any) -> Any:
+        """The fact remembered for `obj` (None if none)."""
+        entry = self._entries.get(id(obj))
+        return entry[1] if entry is not None and entry[0]() is obj else None
+
+    def __setitem__(self, obj: Any, fact: Any) -> None:
+        key, entries = id(obj), self._entries
+        entries[key] = (weakref.ref(obj, lambda _, key=key: entries.pop(key, None)), fact)
+
+    def pop(self, obj: Any, default: Any = None) -> Any:
+        found = self.get(obj)
+        if found is None:
+            return default
+        del self._entries[id(obj)]
+        return found
+
+
+_plain_metaclasses = IdentityCache()
 
 
 def _is_plain_metaclass(meta: type) -> bool:
@@ -292,9 +319,9 @@ def _is_plain_metaclass(meta: type) -> bool:
         return True
     plain = _plain_metaclasses.get(meta)
     if plain is None:
-        plain = _plain_metaclasses[meta] = all(
-            type(d) is _getset_descriptor and d.__objclass__ is entry
-            for entry in meta.__mro__ if "__dict__" in (d_map := _type_dict(entry)) for d in (d_map["__dict__"],))
+        plain = all(type(d) is _getset_descriptor and d.__objclass__ is entry
+                    for entry in meta.__mro__ if "__dict__" in (d_map := _type_dict(entry)) for d in (d_map["__dict__"],))
+        _plain_metaclasses[meta] = plain
     return plain
 
 
