@@ -49,12 +49,12 @@ def instance_dict_of(obj: Any) -> dict:
     return found if isinstance(found, dict) else {}
 
 
+# What static_attribute(obj, name, ABSENT) gives when obj has no attribute name.
+ABSENT = object()
+
+
 def has_static_attr(obj: Any, name: str) -> bool:
-    try:
-        static_attribute(obj, name)
-    except AttributeError:
-        return False
-    return True
+    return static_attribute(obj, name, ABSENT) is not ABSENT
 
 
 def static_attr(obj: Any, name: str, generic: bool = False) -> Any:
@@ -64,6 +64,11 @@ def static_attr(obj: Any, name: str, generic: bool = False) -> Any:
         static = static_attribute(obj, name)
     except AttributeError as e:
         raise Unsupported(f"{describe_value(obj)} has no attribute {name!r}") from e
+    return read_static(obj, name, static, generic)
+
+
+def read_static(obj: Any, name: str, static: Any, generic: bool = False) -> Any:
+    """static_attr, given what static_attribute found for `name` (`static`, not ABSENT)."""
     if hasattr(type(static), "__get__") and not isinstance(static, PLAIN_DESCRIPTORS):
         kind = "property" if isinstance(static, property) else f"descriptor {type(static).__name__}"
         raise Unsupported(f"{kind} {name!r} of {describe_value(obj)}")
