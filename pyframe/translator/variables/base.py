@@ -78,6 +78,8 @@ class VariableTracker:
     is_symbolic = False
 
     def is_python_constant(self) -> bool:
+        if type(self).as_python_constant is VariableTracker.as_python_constant:
+            return False  # (it raises, with a reason made for nothing)
         try:
             self.as_python_constant()
             return True
@@ -338,15 +340,22 @@ def static_attribute(obj: Any, name: str, default: Any = _STATIC_MISSING) -> Any
     default is given."""
     cls = type(obj)
     # (`issubclass(cls, type)`, not `isinstance(obj, type)`: isinstance asks an object that is no
-    # class for its `__class__`, which runs a class's own Python `__getattribute__`)
+    # class for its `__class__`, which runs a class's own Python `__getattribute__`). A class of
+    # `__slots__` only (dataclasses.Field: no `__dict__` on the MRO, no instance dict) is read so
+    # too: getattr_static finds no instance dict there either.
+    dict_descriptor = _mro_attribute(cls, "__dict__")
+    slots_only = dict_descriptor is _STATIC_MISSING and not cls.__dictoffset__
     if issubclass(cls, type) or not _has_plain_metaclasses(cls) or \
-            type(_mro_attribute(cls, "__dict__")) is not _getset_descriptor:
+            (type(dict_descriptor) is not _getset_descriptor and not slots_only):
         return _getattr_static(obj, name) if default is _STATIC_MISSING else _getattr_static(obj, name, default)
     found = _mro_attribute(cls, name)
-    try:
-        instance_dict = _generic_getattr(obj, "__dict__")
-    except AttributeError:
+    if slots_only:
         instance_dict = None
+    else:
+        try:
+            instance_dict = _generic_getattr(obj, "__dict__")
+        except AttributeError:
+            instance_dict = None
     if type(instance_dict) is dict and name in instance_dict:
         if found is _STATIC_MISSING:
             return instance_dict[name]

@@ -16,7 +16,7 @@ from typing import Any, Iterator
 import torch
 
 from ...exc import Unsupported
-from .base import class_attribute, static_attribute
+from .base import class_attribute, mro_lookup, static_attribute
 from .descriptions import describe_value
 
 
@@ -42,6 +42,8 @@ def is_data_descriptor(attr: Any) -> bool:
 
 def instance_dict_of(obj: Any) -> dict:
     """The instance dict, read as object's lookup reads it (no class's __getattribute__ asked)."""
+    if not type(obj).__dictoffset__ and mro_lookup(type(obj), "__dict__") is None:
+        return {}  # (no instance dict, and no class attribute `__dict__`: object's lookup raises)
     try:
         found = object.__getattribute__(obj, "__dict__")
     except AttributeError:
