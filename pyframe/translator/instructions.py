@@ -386,11 +386,19 @@ class InstructionTranslator(LoadStoreOps, CellOps, CallOps, StackOps, OperatorOp
 
     def bind_arguments(self, fn: types.FunctionType, args: list[VariableTracker],
                        kwargs: dict[str, VariableTracker], fn_source: Source | None = None) -> dict[str, VariableTracker]:
-        bound = _bind_plainly(fn, args, kwargs)
-        if bound is not None:
-            return {name: value if isinstance(value, VariableTracker) else
-                    self.wrap(value, _default_source(fn, fn_source, name), guard=fn_source is not None)
-                    for name, value in bound.items()}
+        plain = _bind_plainly(fn, args, kwargs)
+        if plain is not None:
+            bound, varargs, varkw = plain
+            result: dict[str, VariableTracker] = {}
+            for name, value in bound.items():
+                if name == varargs:
+                    value = TupleVariable(list(value))
+                elif name == varkw:
+                    value = DictVariable(value)
+                elif not isinstance(value, VariableTracker):  # a default: guarded where it lives
+                    value = self.wrap(value, _default_source(fn, fn_source, name), guard=fn_source is not None)
+                result[name] = value
+            return result
         signature = _code_signature(fn)
         try:
             bound = signature.bind(*args, **kwargs)
@@ -414,33 +422,42 @@ class InstructionTranslator(LoadStoreOps, CellOps, CallOps, StackOps, OperatorOp
 
 
 
-_PLAIN_PARAMETERS = ~(inspect.CO_VARARGS | inspect.CO_VARKEYWORDS)
-
-
-def _bind_plainly(fn: types.FunctionType, args: list, kwargs: dict) -> dict[str, Any] | None:
-    """The call's arguments by parameter name, in order, defaults filled (values, not trackers), for
-    a function without *args, **kwargs or positional-only parameters: what inspect's bind gives
-    there, read off the code object (bind costs most of an inlined call's setup). None: anything
-    else, or a call that does not bind (inspect then says why)."""
+def _bind_plainly(fn: types.FunctionType, args: list, kwargs: dict) -> tuple[dict[str, Any], str | None, str | None] | None:
+    """The call's arguments by parameter name, in the code's order, defaults filled (values, not
+    trackers), read off the code object as inspect's bind gives them (bind costs most of an
+    inlined call's setup): `*args` as a tuple and `**kwargs` as a dict, whose names come second and
+    third. None for a function with positional-only parameters, or a call that does not bind
+    (inspect then says why)."""
     code = fn.__code__
-    if code.co_flags & ~_PLAIN_PARAMETERS or code.co_posonlyargcount:
+    if code.co_posonlyargcount:
         return None
     n_positional, n_kwonly = code.co_argcount, code.co_kwonlyargcount
-    if len(args) > n_positional:
-        return None
     names = code.co_varnames[:n_positional + n_kwonly]
-    bound = dict(zip(names, args))
+    flags, after = code.co_flags, n_positional + n_kwonly
+    varargs = code.co_varnames[after] if flags & inspect.CO_VARARGS else None
+    varkw = code.co_varnames[after + (varargs is not None)] if flags & inspect.CO_VARKEYWORDS else None
+    if len(args) > n_positional and varargs is None:
+        return None
+    bound = dict(zip(names, args[:n_positional]))
+    extra_kwargs: dict[str, Any] = {}
     for name, value in kwargs.items():
-        if name in bound or name not in names:
+        if name in bound:
             return None
-        bound[name] = value
-    if len(bound) == len(names):
-        return {name: bound[name] for name in names}
+        if name in names:
+            bound[name] = value
+        elif varkw is not None:
+            extra_kwargs[name] = value
+        else:
+            return None
+    if len(bound) == len(names) and varargs is None and varkw is None:
+        return {name: bound[name] for name in names}, None, None
     defaults = fn.__defaults__ or ()
     first_default = n_positional - len(defaults)
     kwdefaults = fn.__kwdefaults__ or {}
     result = {}
     for i, name in enumerate(names):
+        if i == n_positional and varargs is not None:  # (inspect's order: the parameters' own)
+            result[varargs] = tuple(args[n_positional:])
         if name in bound:
             result[name] = bound[name]
         elif i < n_positional and i >= first_default:
@@ -449,7 +466,11 @@ def _bind_plainly(fn: types.FunctionType, args: list, kwargs: dict) -> dict[str,
             result[name] = kwdefaults[name]
         else:
             return None  # a missing argument: inspect's message
-    return result
+    if varargs is not None and varargs not in result:
+        result[varargs] = tuple(args[n_positional:])
+    if varkw is not None:
+        result[varkw] = extra_kwargs
+    return result, varargs, varkw
 
 
 _signatures: "weakref.WeakKeyDictionary[types.FunctionType, tuple]" = weakref.WeakKeyDictionary()
