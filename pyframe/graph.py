@@ -104,7 +104,7 @@ class OutputGraph:
         self.subgraphs: dict[str, torch.fx.GraphModule] = {}
         # Trackers of modules and functions the trace read, by (source, guarded): see builder.wrap.
         self.immutable_trackers: dict[tuple, Any] = {}
-        # Reads through a class's own __getattribute__, to repeat: see attribute_protocol.py.
+        # Reads through a class's own __getattribute__, to repeat: see variables/methods.py, inline_getattribute.
         self.getattribute_reads: dict[tuple, tuple] = {}
     # -- building -----------------------------------------------------------------------------
     def add_input(self, source: Source, value: torch.Tensor, module_state: bool = False) -> torch.fx.Node:

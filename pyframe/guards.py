@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import operator
 import types
 import weakref
 from dataclasses import dataclass
@@ -19,9 +20,9 @@ import torch
 
 from . import _C, config
 from .source import (
-    AttrSource, BuiltinSource, CellContentsSource, ChildSource, ClosureSource, DictKeySource, DictValueSource, GenericAttrSource,
-    GlobalSource, GlobalsDictSource, ItemSource, LocalSource, Source, TensorPropertySource, TupleIteratorRestSource,
-    remembered,
+    AttrSource, BaseItemSource, BuiltinSource, CellContentsSource, ChildSource, ClosureSource, DictItemSource, DictKeySource,
+    DictValueSource, GenericAttrSource, GlobalSource, GlobalsDictSource, ItemSource, LocalSource, Source,
+    TensorPropertySource, TupleIteratorRestSource, remembered,
 )
 
 
@@ -359,7 +360,7 @@ class GuardSet:
         for g in self.global_state:
             root.add_torch_state_match(g.state, g.expected, g.text())
         nodes: dict[Source, Any] = {}
-        for guard in sorted(self, key=lambda g: g.kind):  # stable: cheap kinds first
+        for guard in sorted(self, key=_KIND):  # stable: cheap kinds first
             _add_leaf(_node_for(_checked_at(guard), root, nodes, code), guard)
         aliasing = self.aliasing_guard()
         if aliasing is not None:
@@ -393,13 +394,19 @@ class GuardSet:
         return frozenset(fetched)
 
 
+_KIND = operator.attrgetter("kind")
+
+
 def _checked_at(guard: Guard) -> Source:
     """The node a guard's check runs on: its source's, but the object's for HASATTR_MATCH and
     CLASS_ATTR_MATCH and the dict's for DICT_CONTAINS_MATCH (the attribute or entry itself may
     not exist)."""
-    if guard.kind in (GuardKind.HASATTR_MATCH, GuardKind.CLASS_ATTR_MATCH):
+    kind = guard.kind
+    if kind < GuardKind.HASATTR_MATCH:  # (the kinds checked on the value itself)
+        return guard.source
+    if kind is GuardKind.HASATTR_MATCH or kind is GuardKind.CLASS_ATTR_MATCH:
         return guard.source.base
-    if guard.kind is GuardKind.DICT_CONTAINS_MATCH:
+    if kind is GuardKind.DICT_CONTAINS_MATCH:
         return _dict_entry(guard.source)[1]
     return guard.source
 
@@ -423,68 +430,69 @@ def _node_for(source: Source, root: Any, nodes: dict[Source, Any], code: types.C
     node = nodes.get(source)
     if node is not None:
         return node
-    if isinstance(source, LocalSource):
-        # At frame entry only arguments are bound; they sit in co_varnames order.
-        node = root.local(source.local_name, code.co_varnames.index(source.local_name))
-    elif isinstance(source, CellContentsSource):
-        node = root.local(source.local_name, code.co_varnames.index(source.local_name)).attr("cell_contents")
-    elif isinstance(source, GlobalSource):
-        node = root.global_(source.global_name)
-    elif isinstance(source, GlobalsDictSource):
-        node = root.globals_dict()
-    elif isinstance(source, BuiltinSource):
-        node = root.builtin(source.builtin_name)
-    elif isinstance(source, ClosureSource):
-        node = root.closure(source.index)
-    elif isinstance(source, GenericAttrSource):
-        node = _node_for(source.base, root, nodes, code).generic_attr(source.attr)
-    elif isinstance(source, AttrSource):
-        node = _node_for(source.base, root, nodes, code).attr(source.attr)
-    elif isinstance(source, ItemSource):
-        node = _node_for(source.base, root, nodes, code).item(source.key)
-    elif isinstance(source, DictKeySource):
-        node = _node_for(source.base, root, nodes, code).dict_key(source.index)
-    elif isinstance(source, DictValueSource):
-        node = _node_for(source.base, root, nodes, code).dict_value(source.index)
-    elif isinstance(source, TupleIteratorRestSource):
-        node = _node_for(source.base, root, nodes, code).tuple_iterator_rest()
-    elif isinstance(source, TensorPropertySource):
-        node = _node_for(source.base, root, nodes, code).tensor_property(source.prop, source.dim)
-    else:
+    lower = _LOWERINGS.get(type(source)) or next(
+        (_LOWERINGS[kind] for kind in type(source).__mro__ if kind in _LOWERINGS), None)  # (a subclass)
+    if lower is None:
         raise TypeError(f"no guard lowering for source {source!r}")
+    if isinstance(source, ChildSource):
+        node = lower(_node_for(source.base, root, nodes, code), source)
+    else:
+        node = lower(root, source, code)
     nodes[source] = node
     return node
 
 
+# How each kind of source becomes a node of the C++ tree: a root source from the root (and the
+# code, whose co_varnames give a local's slot: at frame entry only arguments are bound, in that
+# order), a child source from its base's node. Looked up by the source's exact class, as a tree
+# of hundreds of guards lowers every node through here.
+_LOWERINGS: dict[type, Any] = {
+    LocalSource: lambda root, s, code: root.local(s.local_name, code.co_varnames.index(s.local_name)),
+    CellContentsSource: lambda root, s, code: root.local(s.local_name, code.co_varnames.index(s.local_name))
+    .attr("cell_contents"),
+    GlobalSource: lambda root, s, code: root.global_(s.global_name),
+    GlobalsDictSource: lambda root, s, code: root.globals_dict(),
+    BuiltinSource: lambda root, s, code: root.builtin(s.builtin_name),
+    ClosureSource: lambda root, s, code: root.closure(s.index),
+    GenericAttrSource: lambda base, s: base.generic_attr(s.attr),
+    AttrSource: lambda base, s: base.attr(s.attr),
+    ItemSource: lambda base, s: base.item(s.key),
+    DictItemSource: lambda base, s: base.item(s.key),
+    BaseItemSource: lambda base, s: base.item(s.key),
+    DictKeySource: lambda base, s: base.dict_key(s.index),
+    DictValueSource: lambda base, s: base.dict_value(s.index),
+    TupleIteratorRestSource: lambda base, s: base.tuple_iterator_rest(),
+    TensorPropertySource: lambda base, s: base.tensor_property(s.prop, s.dim),
+}
+
+
 def _add_leaf(node: Any, guard: Guard) -> None:
-    kind, value, text = guard.kind, guard.value, guard.text()
-    if kind is GuardKind.ID_MATCH:
-        node.add_id_match(value, text)
-    elif kind is GuardKind.TYPE_MATCH:
-        node.add_type_match(value, text)
-    elif kind is GuardKind.NONE_MATCH:
-        node.add_none_match(text)
-    elif kind is GuardKind.NOT_NONE_MATCH:
-        node.add_not_none_match(text)
-    elif kind is GuardKind.EQUALS_MATCH:
-        node.add_equals_match(value, text)
-    elif kind is GuardKind.LEN_MATCH:
-        node.add_len_match(value, text)
-    elif kind is GuardKind.DICT_KEYS_MATCH:
-        node.add_dict_keys_match(tuple(value), text)
-    elif kind is GuardKind.DICT_KEYS_ID_MATCH:
-        node.add_dict_keys_id_match(value.keys, list(value.by_id), text)
-    elif kind is GuardKind.HASATTR_MATCH:
-        node.add_hasattr_match(guard.source.attr, value, text)
-    elif kind is GuardKind.CLASS_ATTR_MATCH:
-        node.add_class_attr_match(guard.source.attr, value.value, value.check_instance, text)
-    elif kind is GuardKind.DICT_CONTAINS_MATCH:
-        node.add_dict_contains_match(_dict_entry(guard.source)[0], value, text)
-    else:
-        m: TensorMeta = value
-        node.add_tensor_match(m.type, m.dtype, m.device, _dynamic_as_unchecked(m.sizes),
-                              _dynamic_as_unchecked(m.strides), m.requires_grad, text,
-                              _or_unchecked(m.storage_offset), _or_unchecked(m.storage_nbytes))
+    _LEAVES[guard.kind](node, guard, guard.value, guard.text())
+
+
+def _add_tensor_match(node: Any, guard: Guard, m: TensorMeta, text: str) -> None:
+    node.add_tensor_match(m.type, m.dtype, m.device, _dynamic_as_unchecked(m.sizes), _dynamic_as_unchecked(m.strides),
+                          m.requires_grad, text, _or_unchecked(m.storage_offset), _or_unchecked(m.storage_nbytes))
+
+
+# The C++ leaf of each guard kind: (node, guard, guard.value, guard.text()) -> None.
+_LEAVES: dict[GuardKind, Any] = {
+    GuardKind.ID_MATCH: lambda node, g, value, text: node.add_id_match(value, text),
+    GuardKind.TYPE_MATCH: lambda node, g, value, text: node.add_type_match(value, text),
+    GuardKind.NONE_MATCH: lambda node, g, value, text: node.add_none_match(text),
+    GuardKind.NOT_NONE_MATCH: lambda node, g, value, text: node.add_not_none_match(text),
+    GuardKind.EQUALS_MATCH: lambda node, g, value, text: node.add_equals_match(value, text),
+    GuardKind.LEN_MATCH: lambda node, g, value, text: node.add_len_match(value, text),
+    GuardKind.DICT_KEYS_MATCH: lambda node, g, value, text: node.add_dict_keys_match(tuple(value), text),
+    GuardKind.DICT_KEYS_ID_MATCH: lambda node, g, value, text: node.add_dict_keys_id_match(value.keys, list(value.by_id),
+                                                                                         text),
+    GuardKind.HASATTR_MATCH: lambda node, g, value, text: node.add_hasattr_match(g.source.attr, value, text),
+    GuardKind.CLASS_ATTR_MATCH: lambda node, g, value, text: node.add_class_attr_match(g.source.attr, value.value,
+                                                                                       value.check_instance, text),
+    GuardKind.DICT_CONTAINS_MATCH: lambda node, g, value, text: node.add_dict_contains_match(_dict_entry(g.source)[0],
+                                                                                             value, text),
+    GuardKind.TENSOR_MATCH: _add_tensor_match,
+}
 
 
 def _dynamic_as_unchecked(values: tuple[Optional[int], ...]) -> list[int]:

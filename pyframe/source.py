@@ -46,6 +46,13 @@ class Source:
     def __str__(self) -> str:
         return self.name()
 
+    def __post_init__(self) -> None:
+        """Hash the fields at birth (see _remember_hashes): nearly every source becomes a key."""
+        try:
+            self.__dict__["_hash"] = self._hash_fields()
+        except TypeError:  # a field that does not hash: hash(source) raises then, as a dataclass's does
+            pass
+
 
 @dataclass(frozen=True)
 class LocalSource(Source):
@@ -254,21 +261,24 @@ class TensorPropertySource(ChildSource):
 
 
 def _remember_hashes(cls: type) -> None:
-    """Make each source hash its fields once: a source is a key of the trace's input, guard and
-    constant tables, and the dataclass hash walks the whole chain (`self.features.block1.conv.weight`)
-    every time."""
+    """Make each source hash its fields once, when it is made (Source.__post_init__): a source is
+    a key of the trace's input, guard and constant tables, and the dataclass hash walks the whole
+    chain (`self.features.block1.conv.weight`) every time. Hashing at birth also spares the first
+    hash an AttributeError raised and caught (a third of a source's cost)."""
     for sub in cls.__subclasses__():
         compute = sub.__dict__.get("__hash__")
-        if compute is not None and not getattr(compute, "remembers", False):
-            def __hash__(self: Source, compute=compute) -> int:
-                try:
-                    return self._hash
-                except AttributeError:  # (the first time only)
-                    found = self.__dict__["_hash"] = compute(self)
-                    return found
-            __hash__.remembers = True
-            sub.__hash__ = __hash__
+        if compute is not None and compute is not _remembered_hash:
+            sub._hash_fields = compute  # the dataclass's own hash of the fields
+            sub.__hash__ = _remembered_hash
         _remember_hashes(sub)
+
+
+def _remembered_hash(self: Source) -> int:
+    try:
+        return self._hash
+    except AttributeError:  # (a field did not hash at birth: raises again, or a field hashes now)
+        found = self.__dict__["_hash"] = self._hash_fields()
+        return found
 
 
 _remember_hashes(Source)

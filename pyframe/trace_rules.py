@@ -138,6 +138,8 @@ def _names(setting: str) -> tuple[str, ...]:
     """config.skip_modules / config.trace_modules as a tuple of module names (one name alone is
     taken as a list of one)."""
     value = getattr(config, setting)
+    if not value and type(value) in (list, tuple):  # (the default, asked at every inlined call)
+        return ()
     names = (value,) if isinstance(value, str) else tuple(value)
     if not all(isinstance(n, str) for n in names):
         raise TypeError(f"pyframe.config.{setting} takes module names (str), not {value!r}")

@@ -19,6 +19,7 @@ import os
 import sys
 import types
 import weakref
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -46,6 +47,7 @@ from .ops_stack import StackOps
 from .ops_with import WithOps
 from .side_effects import SideEffects
 from .variables import VariableTracker, wrap
+from .variables.base import IdentityCache
 from .variables.builder import is_immutable_tracker
 from .variables.constant import ConstantVariable
 from .variables.dicts import DictVariable
@@ -80,11 +82,12 @@ class InstructionTranslator(LoadStoreOps, CellOps, CallOps, StackOps, OperatorOp
         self.fn: types.FunctionType | None = None  # the real function inlined (see function_source)
         self.depth = 0 if parent is None else parent.depth + 1
         # Code of trusted libraries (torch's own modules) reads its globals without guards.
-        self.trusted = code.co_filename.startswith(_TORCH_DIR)
-        self.instructions, self.label_index, handler_tables = decoded(code)
-        handlers = handler_tables.get(type(self))
+        facts = decoded(code)
+        self.trusted = facts.trusted
+        self.instructions, self.label_index = facts.instructions, facts.label_index
+        handlers = facts.handler_tables.get(type(self))
         self.handlers = handlers if handlers is not None else handler_table(type(self), self.instructions,
-                                                                            handler_tables)
+                                                                            facts.handler_tables)
         self.ip = 0
         self.stack: list[VariableTracker] = []
         self.locals: dict[str, VariableTracker] = {}
@@ -107,7 +110,7 @@ class InstructionTranslator(LoadStoreOps, CellOps, CallOps, StackOps, OperatorOp
         self.exception_stack: list[VariableTracker] = []  # exceptions being handled (PUSH_EXC_INFO)
         self._handlers: list | None = None  # innermost try range at each position, when first needed
         # Cell variables whose MAKE_CELL the prologue skips: resume functions receive the cell.
-        self.passed_cells = set(code.co_cellvars) - self._made_cells() if code.co_cellvars else set()
+        self.passed_cells = facts.passed_cells
         self.cell_objects: dict[str, Any] = {}  # passed cells already read, by local name
         # root frame: classes a `__class__` cell gave super() unwrapped (CellOps.super_class), by id
         self.super_classes: dict[int, type] = {}
@@ -122,11 +125,6 @@ class InstructionTranslator(LoadStoreOps, CellOps, CallOps, StackOps, OperatorOp
         tables = self._immutable_globals = {} if parent is None else None
         self.immutable_globals: dict[str, VariableTracker] = \
             (tables if tables is not None else self.root._immutable_globals).setdefault(id(f_globals), {})
-
-    def _made_cells(self) -> set[str]:
-        """The cell variables whose MAKE_CELL the prologue runs (a resume function skips those of
-        the cells it receives)."""
-        return {i.arg.name for i in self.instructions[:self.first_body_index()] if getattr(i, "name", "") == "MAKE_CELL"}
 
     # -- the interpreter loop ------------------------------------------------------------------
     def run(self) -> VariableTracker | None:
@@ -224,10 +222,7 @@ class InstructionTranslator(LoadStoreOps, CellOps, CallOps, StackOps, OperatorOp
 
     def first_body_index(self) -> int:
         """Index just past the prologue's RESUME."""
-        for i, inst in enumerate(self.instructions):
-            if getattr(inst, "name", None) == "RESUME":
-                return i + 1
-        return 0
+        return _first_body_index(self.instructions)
 
     def read_local(self, name: str) -> VariableTracker:
         value = self.locals.get(name)
@@ -391,11 +386,19 @@ class InstructionTranslator(LoadStoreOps, CellOps, CallOps, StackOps, OperatorOp
 
     def bind_arguments(self, fn: types.FunctionType, args: list[VariableTracker],
                        kwargs: dict[str, VariableTracker], fn_source: Source | None = None) -> dict[str, VariableTracker]:
-        bound = _bind_plainly(fn, args, kwargs)
-        if bound is not None:
-            return {name: value if isinstance(value, VariableTracker) else
-                    self.wrap(value, _default_source(fn, fn_source, name), guard=fn_source is not None)
-                    for name, value in bound.items()}
+        plain = _bind_plainly(fn, args, kwargs)
+        if plain is not None:
+            bound, varargs, varkw = plain
+            result: dict[str, VariableTracker] = {}
+            for name, value in bound.items():
+                if name == varargs:
+                    value = TupleVariable(list(value))
+                elif name == varkw:
+                    value = DictVariable(value)
+                elif not isinstance(value, VariableTracker):  # a default: guarded where it lives
+                    value = self.wrap(value, _default_source(fn, fn_source, name), guard=fn_source is not None)
+                result[name] = value
+            return result
         signature = _code_signature(fn)
         try:
             bound = signature.bind(*args, **kwargs)
@@ -419,33 +422,42 @@ class InstructionTranslator(LoadStoreOps, CellOps, CallOps, StackOps, OperatorOp
 
 
 
-_PLAIN_PARAMETERS = ~(inspect.CO_VARARGS | inspect.CO_VARKEYWORDS)
-
-
-def _bind_plainly(fn: types.FunctionType, args: list, kwargs: dict) -> dict[str, Any] | None:
-    """The call's arguments by parameter name, in order, defaults filled (values, not trackers), for
-    a function without *args, **kwargs or positional-only parameters: what inspect's bind gives
-    there, read off the code object (bind costs most of an inlined call's setup). None: anything
-    else, or a call that does not bind (inspect then says why)."""
+def _bind_plainly(fn: types.FunctionType, args: list, kwargs: dict) -> tuple[dict[str, Any], str | None, str | None] | None:
+    """The call's arguments by parameter name, in the code's order, defaults filled (values, not
+    trackers), read off the code object as inspect's bind gives them (bind costs most of an
+    inlined call's setup): `*args` as a tuple and `**kwargs` as a dict, whose names come second and
+    third. None for a function with positional-only parameters, or a call that does not bind
+    (inspect then says why)."""
     code = fn.__code__
-    if code.co_flags & ~_PLAIN_PARAMETERS or code.co_posonlyargcount:
+    if code.co_posonlyargcount:
         return None
     n_positional, n_kwonly = code.co_argcount, code.co_kwonlyargcount
-    if len(args) > n_positional:
-        return None
     names = code.co_varnames[:n_positional + n_kwonly]
-    bound = dict(zip(names, args))
+    flags, after = code.co_flags, n_positional + n_kwonly
+    varargs = code.co_varnames[after] if flags & inspect.CO_VARARGS else None
+    varkw = code.co_varnames[after + (varargs is not None)] if flags & inspect.CO_VARKEYWORDS else None
+    if len(args) > n_positional and varargs is None:
+        return None
+    bound = dict(zip(names, args[:n_positional]))
+    extra_kwargs: dict[str, Any] = {}
     for name, value in kwargs.items():
-        if name in bound or name not in names:
+        if name in bound:
             return None
-        bound[name] = value
-    if len(bound) == len(names):
-        return {name: bound[name] for name in names}
+        if name in names:
+            bound[name] = value
+        elif varkw is not None:
+            extra_kwargs[name] = value
+        else:
+            return None
+    if len(bound) == len(names) and varargs is None and varkw is None:
+        return {name: bound[name] for name in names}, None, None
     defaults = fn.__defaults__ or ()
     first_default = n_positional - len(defaults)
     kwdefaults = fn.__kwdefaults__ or {}
     result = {}
     for i, name in enumerate(names):
+        if i == n_positional and varargs is not None:  # (inspect's order: the parameters' own)
+            result[varargs] = tuple(args[n_positional:])
         if name in bound:
             result[name] = bound[name]
         elif i < n_positional and i >= first_default:
@@ -454,7 +466,11 @@ def _bind_plainly(fn: types.FunctionType, args: list, kwargs: dict) -> dict[str,
             result[name] = kwdefaults[name]
         else:
             return None  # a missing argument: inspect's message
-    return result
+    if varargs is not None and varargs not in result:
+        result[varargs] = tuple(args[n_positional:])
+    if varkw is not None:
+        result[varkw] = extra_kwargs
+    return result, varargs, varkw
 
 
 _signatures: "weakref.WeakKeyDictionary[types.FunctionType, tuple]" = weakref.WeakKeyDictionary()
@@ -505,8 +521,20 @@ def handler_table(cls: type, instructions: list[Any], tables: dict[type, list[An
     return table
 
 
-_decoded: "weakref.WeakKeyDictionary[types.CodeType, tuple[list[Any], dict[Label, int], dict]]" = \
-    weakref.WeakKeyDictionary()
+@dataclass(frozen=True)
+class DecodedCode:
+    """What a translator needs of its code object that depends on the code alone: made once per
+    code object (decoded()), shared by every translator of it. Translators only read it."""
+
+    instructions: list[Any]            # the `bytecode` library's instructions, labels and try markers
+    label_index: dict[Label, int]      # the index of each label in `instructions`
+    handler_tables: dict[type, list[Any]]  # by translator class: the handler of each entry (handler_table)
+    trusted: bool                      # code of torch's own modules (globals read without guards)
+    # Cell variables whose MAKE_CELL the prologue skips (a resume function receives those cells)
+    passed_cells: frozenset[str]
+
+
+_decoded = IdentityCache()  # code object -> DecodedCode
 
 
 def decode(code: types.CodeType) -> tuple[list[Any], dict[Label, int]]:
@@ -516,13 +544,13 @@ def decode(code: types.CodeType) -> tuple[list[Any], dict[Label, int]]:
     costs more than tracing a short function. Translators only read the shared list. The list is
     built by `fast_decode` (a few times faster than the library); code it does not model is read
     by the library itself."""
-    instructions, labels, _ = decoded(code)
-    return instructions, labels
+    found = decoded(code)
+    return found.instructions, found.label_index
 
 
-def decoded(code: types.CodeType) -> tuple[list[Any], dict[Label, int], dict[type, list[Any]]]:
+def decoded(code: types.CodeType) -> DecodedCode:
     """What decode() gives, with the handler tables made of the instructions (handler_table), by
-    translator class: one cache entry per code object for the three."""
+    translator class, and the other facts of the code alone: one cache entry per code object."""
     found = _decoded.get(code)
     if found is None:
         # (the try ranges keep their stack depths: an exception raised while tracing cuts the stack to them)
@@ -531,8 +559,19 @@ def decoded(code: types.CodeType) -> tuple[list[Any], dict[Label, int], dict[typ
         except _NotModelled:
             instructions = list(Bytecode.from_code(code, conserve_exception_block_stackdepth=True))
         labels = {inst: i for i, inst in enumerate(instructions) if isinstance(inst, Label)}
-        found = _decoded[code] = (instructions, labels, {})
+        made_cells = {i.arg.name for i in instructions[:_first_body_index(instructions)]
+                      if getattr(i, "name", "") == "MAKE_CELL"}
+        found = _decoded[code] = DecodedCode(instructions, labels, {}, code.co_filename.startswith(_TORCH_DIR),
+                                             frozenset(code.co_cellvars) - made_cells)
     return found
+
+
+def _first_body_index(instructions: list[Any]) -> int:
+    """Index just past the prologue's RESUME (0 without one)."""
+    for i, inst in enumerate(instructions):
+        if getattr(inst, "name", None) == "RESUME":
+            return i + 1
+    return 0
 
 
 def check_inlinable(code: types.CodeType) -> None:

@@ -34,10 +34,25 @@ _COMPARE_OPS = {Compare.LT: operator.lt, Compare.LE: operator.le, Compare.EQ: op
                 Compare.NE: operator.ne, Compare.GT: operator.gt, Compare.GE: operator.ge}
 
 
+# Operators folded directly on plain numbers and strings (what BuiltinVariable's rules come to
+# there: no handler takes them, the operator runs on the values, a constant is made of the result).
+_FOLDED = frozenset({*(op for op in _BINARY_OPS.values() if op not in (operator.matmul, operator.imatmul)),
+                     *_COMPARE_OPS.values(), operator.neg, operator.pos, operator.invert})
+_SCALARS = frozenset({int, float, bool, str})
+
+
 class OperatorOps:
     """Binary, unary and comparison operators, `is`, `in`, subscripts and slices."""
 
     def _apply(self, fn, *args) -> None:
+        if fn in _FOLDED and all(type(a) is ConstantVariable and type(a.value) in _SCALARS for a in args):
+            try:
+                result = fn(*(a.value for a in args))
+            except Exception:  # noqa: BLE001 (the rules below say why, as Unsupported)
+                result = None
+            if type(result) in _SCALARS:
+                self.push(ConstantVariable(result))
+                return
         self.push(BuiltinVariable(fn).call(self, list(args), {}))
 
     def BINARY_OP(self, inst: Instr) -> None:

@@ -19,6 +19,7 @@ from .base import VariableTracker, class_attribute
 from .constant import ConstantVariable
 from .exceptions import RaisedException
 from .iterators import iterate
+from .methods import inline_getattribute
 from .static_lookup import PLAIN_DESCRIPTORS
 from .tensor import TensorVariable
 
@@ -44,28 +45,9 @@ def getattr_protocol(tx, obj: VariableTracker, cls: type, class_attr_source: Cal
 
 def _inline_getattribute(tx, obj: VariableTracker, getattribute: types.FunctionType,
                          class_attr_source: Callable[[str], Source | None], name: str) -> VariableTracker:
-    """The class's own `__getattribute__(obj, name)`, inlined, or the value its last inlining gave.
-
-    Library objects read on every line (a Hugging Face config: `self.config.use_cache`, through
-    `PretrainedConfig.__getattribute__`) would have the same function inlined hundreds of times.
-    A read of an object from the frame (it has a source) repeats the last one when nothing was
-    mutated since (the trace's count of side effects is unchanged: an attribute, item, global or
-    cell store, an iterator advanced...), grad mode as traced is the same, and that read changed
-    nothing, recorded no graph op and gave a constant or an object from the frame. Such a read is
-    a function of unchanged state, so it gives the same object, and its guards are in place already."""
-    key = (obj.source, name, tx.output.grad_enabled) if obj.source is not None else None
-    reads = tx.output.getattribute_reads
-    if key is not None:
-        last = reads.get(key)
-        if last is not None and last[0] is getattribute and last[1] == tx.side_effects.effects:
-            return last[2]
-    effects, ops = tx.side_effects.effects, len(tx.output.graph.nodes)
-    value = tx.inline_call(getattribute, [obj, ConstantVariable(name)], {},
-                           fn_source=class_attr_source("__getattribute__"))
-    if (key is not None and tx.side_effects.effects == effects and len(tx.output.graph.nodes) == ops
-            and (type(value) is ConstantVariable or value.source is not None)):
-        reads[key] = (getattribute, effects, value)
-    return value
+    """The class's own `__getattribute__(obj, name)`, inlined, or the value its last inlining gave
+    (inline_getattribute)."""
+    return inline_getattribute(tx, obj, getattribute, class_attr_source("__getattribute__"), name)
 
 
 def setattr_protocol(tx, obj: VariableTracker, cls: type, class_attr_source: Callable[[str], Source | None],

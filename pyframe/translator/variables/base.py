@@ -78,6 +78,8 @@ class VariableTracker:
     is_symbolic = False
 
     def is_python_constant(self) -> bool:
+        if type(self).as_python_constant is VariableTracker.as_python_constant:
+            return False  # (it raises, with a reason made for nothing)
         try:
             self.as_python_constant()
             return True
@@ -281,7 +283,34 @@ _generic_getattr = object.__getattribute__
 _getset_descriptor = type(type.__dict__["__dict__"])
 
 
-_plain_metaclasses: "weakref.WeakKeyDictionary[type, bool]" = weakref.WeakKeyDictionary()
+class IdentityCache:
+    """A cache of facts about objects, by identity, that lets its objects die: a
+    WeakKeyDictionary's job, with a lookup of a dict by `id` (a WeakKeyDictionary's get is Python
+    code that makes a weak reference and hashes the object: a code object's hash walks its
+    constants). An entry holds a weak reference to its object, so a dead object's id, reused by a
+    new one, finds no answer; its callback drops the entry when the object dies."""
+
+    def __init__(self) -> None:
+        self._entries: dict[int, tuple[weakref.ref, Any]] = {}
+
+    def get(self, obj: Any) -> Any:
+        """The fact remembered for `obj` (None if none)."""
+        entry = self._entries.get(id(obj))
+        return entry[1] if entry is not None and entry[0]() is obj else None
+
+    def __setitem__(self, obj: Any, fact: Any) -> None:
+        key, entries = id(obj), self._entries
+        entries[key] = (weakref.ref(obj, lambda _, key=key: entries.pop(key, None)), fact)
+
+    def pop(self, obj: Any, default: Any = None) -> Any:
+        found = self.get(obj)
+        if found is None:
+            return default
+        del self._entries[id(obj)]
+        return found
+
+
+_plain_metaclasses = IdentityCache()
 
 
 def _is_plain_metaclass(meta: type) -> bool:
@@ -292,9 +321,9 @@ def _is_plain_metaclass(meta: type) -> bool:
         return True
     plain = _plain_metaclasses.get(meta)
     if plain is None:
-        plain = _plain_metaclasses[meta] = all(
-            type(d) is _getset_descriptor and d.__objclass__ is entry
-            for entry in meta.__mro__ if "__dict__" in (d_map := _type_dict(entry)) for d in (d_map["__dict__"],))
+        plain = all(type(d) is _getset_descriptor and d.__objclass__ is entry
+                    for entry in meta.__mro__ if "__dict__" in (d_map := _type_dict(entry)) for d in (d_map["__dict__"],))
+        _plain_metaclasses[meta] = plain
     return plain
 
 
@@ -311,15 +340,22 @@ def static_attribute(obj: Any, name: str, default: Any = _STATIC_MISSING) -> Any
     default is given."""
     cls = type(obj)
     # (`issubclass(cls, type)`, not `isinstance(obj, type)`: isinstance asks an object that is no
-    # class for its `__class__`, which runs a class's own Python `__getattribute__`)
+    # class for its `__class__`, which runs a class's own Python `__getattribute__`). A class of
+    # `__slots__` only (dataclasses.Field: no `__dict__` on the MRO, no instance dict) is read so
+    # too: getattr_static finds no instance dict there either.
+    dict_descriptor = _mro_attribute(cls, "__dict__")
+    slots_only = dict_descriptor is _STATIC_MISSING and not cls.__dictoffset__
     if issubclass(cls, type) or not _has_plain_metaclasses(cls) or \
-            type(_mro_attribute(cls, "__dict__")) is not _getset_descriptor:
+            (type(dict_descriptor) is not _getset_descriptor and not slots_only):
         return _getattr_static(obj, name) if default is _STATIC_MISSING else _getattr_static(obj, name, default)
     found = _mro_attribute(cls, name)
-    try:
-        instance_dict = _generic_getattr(obj, "__dict__")
-    except AttributeError:
+    if slots_only:
         instance_dict = None
+    else:
+        try:
+            instance_dict = _generic_getattr(obj, "__dict__")
+        except AttributeError:
+            instance_dict = None
     if type(instance_dict) is dict and name in instance_dict:
         if found is _STATIC_MISSING:
             return instance_dict[name]

@@ -82,7 +82,7 @@ class BuiltinVariable(VariableTracker):
 
     def call(self, tx, args: Sequence[VariableTracker], kwargs: dict[str, VariableTracker]) -> VariableTracker:
         fn = self.fn
-        if is_exception_class(fn):
+        if isinstance(fn, type) and is_exception_class(fn):
             return ExceptionVariable.make(fn, list(args), kwargs)
         if (fn is locals or fn is vars) and not args and not kwargs:
             try:
@@ -91,7 +91,7 @@ class BuiltinVariable(VariableTracker):
                 e = Unsupported(f"{fn.__name__}() of a frame with a local pyframe cannot trace: {cause}")
                 e.whole_frame = tx.parent is None
                 raise e from cause
-        if _reads_caller_frame(fn, args, kwargs):
+        if fn in _CALLER_FRAME_READERS and _reads_caller_frame(fn, args, kwargs):
             # In an inlined call, the break at the root's call runs that function for real.
             e = Unsupported(f"{fn.__name__}() reads the frame's local variables")
             e.whole_frame = tx.parent is None
@@ -228,6 +228,9 @@ def _isinstance(tx, obj: VariableTracker, classinfo: VariableTracker) -> Variabl
             tx.output.guards.add(obj.source, GuardKind.ID_MATCH, known)
         return ConstantVariable(isinstance(known, cls))
     return ConstantVariable(issubclass(obj.python_type(), cls))
+
+
+_CALLER_FRAME_READERS = (breakpoint, dir, eval, exec)
 
 
 def _reads_caller_frame(fn: Any, args: Sequence[VariableTracker], kwargs: dict) -> bool:

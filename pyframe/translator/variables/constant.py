@@ -44,7 +44,7 @@ def python_scalar(vt: VariableTracker) -> VariableTracker:
 
 class ConstantVariable(VariableTracker):
     def __init__(self, value: Any, source: Source | None = None):
-        super().__init__(source)
+        self.source = source  # (VariableTracker.__init__'s one field, set here: constants are made by the thousand)
         self.value = value
 
     def real_object(self) -> Any:

@@ -42,7 +42,7 @@ def container_base(cls: Any) -> type | None:
     """list, tuple, set or frozenset: the builtin class whose storage and methods instances of
     `cls` use; None unless `cls` is a Python subclass of exactly one of them (a plain metaclass, no
     other class written in C on its MRO; a named tuple is a kind of its own)."""
-    if not isinstance(cls, type) or type(cls) not in (type, abc.ABCMeta) or cls in _BASES:
+    if not isinstance(cls, type) or type(cls) not in (type, abc.ABCMeta) or cls in _BASES or not issubclass(cls, _BASES):
         return None
     bases = [b for b in _BASES if issubclass(cls, b)]
     if len(bases) != 1 or hasattr(cls, "_fields"):

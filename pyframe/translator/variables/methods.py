@@ -106,6 +106,10 @@ class InlinedMethodVariable(VariableTracker):
 
     def call(self, tx, args, kwargs) -> VariableTracker:
         fn_source = AttrSource(self.source, "__func__") if self.source is not None else None
+        if self.fn.__name__ == "__getattribute__" and len(args) == 1 and not kwargs and args[0].is_python_constant() \
+                and type(args[0].as_python_constant()) is str:
+            # `super().__getattribute__(name)` in a class's own __getattribute__, reaching a base's
+            return inline_getattribute(tx, self.obj, self.fn, fn_source, args[0].as_python_constant())
         return tx.inline_call(self.fn, [self.obj, *args], kwargs, fn_source=fn_source)
 
     def python_function(self, tx) -> tuple[types.FunctionType, Source, bool]:
@@ -142,3 +146,30 @@ def make_method(tx, cls: type, cls_source, args, kwargs) -> VariableTracker:
     if not isinstance(fn, types.FunctionType):
         raise Unsupported("types.MethodType() of what is not a Python function")
     return InlinedMethodVariable(fn, args[1])
+
+
+def inline_getattribute(tx, obj: VariableTracker, getattribute: types.FunctionType, fn_source: Source | None,
+                        name: str) -> VariableTracker:
+    """A Python `__getattribute__(obj, name)`, inlined (`fn_source`: where the function is read
+    from), or the value its last inlining gave.
+
+    Library objects read on every line (a Hugging Face config: `self.config.use_cache`, through
+    `PretrainedConfig.__getattribute__`, whose `super().__getattribute__` is a base's own again)
+    would have the same function inlined hundreds of times. A read of an object from the frame (it
+    has a source) repeats the last one by the same function when nothing was mutated since (the
+    trace's count of side effects is unchanged: an attribute, item, global or cell store, an
+    iterator advanced...), grad mode as traced is the same, and that read changed nothing, recorded
+    no graph op and gave a constant or an object from the frame. Such a read is a function of
+    unchanged state, so it gives the same object, and its guards are in place already."""
+    key = (getattribute, obj.source, name, tx.output.grad_enabled) if obj.source is not None else None
+    reads = tx.output.getattribute_reads
+    if key is not None:
+        last = reads.get(key)
+        if last is not None and last[0] == tx.side_effects.effects:
+            return last[1]
+    effects, ops = tx.side_effects.effects, len(tx.output.graph.nodes)
+    value = tx.inline_call(getattribute, [obj, ConstantVariable(name)], {}, fn_source=fn_source)
+    if (key is not None and tx.side_effects.effects == effects and len(tx.output.graph.nodes) == ops
+            and (type(value) is ConstantVariable or value.source is not None)):
+        reads[key] = (effects, value)
+    return value

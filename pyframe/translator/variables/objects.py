@@ -23,6 +23,7 @@ from ...guards import GuardKind
 from ...source import AttrSource, GenericAttrSource, ItemSource, Source
 from .base import (
     BoundMethodVariable, VariableTracker, class_attribute, constant_args, guard_class_attribute, mro_lookup,
+    static_attribute,
 )
 from .iterators import iterate
 from .constant import ConstantVariable
@@ -39,8 +40,8 @@ from .attribute_protocol import (
     iterate_object, python_descriptor, realize_stored, setattr_protocol, store_class_attribute,
 )
 from .static_lookup import (
-    bound_init_arguments, has_own_getattribute, has_static_attr, instance_dict_of, is_data_descriptor, is_enum_lookup,
-    is_plain_class, plain_protocol, static_attr,
+    ABSENT, bound_init_arguments, has_own_getattribute, instance_dict_of, is_data_descriptor,
+    is_enum_lookup, is_plain_class, plain_protocol, read_static, static_attr,
 )
 
 _MISSING = object()
@@ -264,13 +265,14 @@ class UserObjectVariable(VariableTracker):
             constant = functools.partial(tx.wrap, source=None, guard=False)
             return PartialVariable(InlinedMethodVariable(static.func, self), [constant(a) for a in static.args],
                                    {k: constant(v) for k, v in static.keywords.items()})
-        if not has_static_attr(self.value, name):
+        found = static_attribute(self.value, name, ABSENT)
+        if found is ABSENT:
             self._guard_missing(tx, name)
             raise_symbolic(AttributeError, f"{type(self.value).__name__!r} object has no attribute {name!r}")
         if name == "__dict__" and self.source is not None:
             return self.instance_dict_tracker(tx)
         own_getattribute = has_own_getattribute(type(self.value))
-        value = static_attr(self.value, name, generic=own_getattribute)
+        value = read_static(self.value, name, found, generic=own_getattribute)
         if isinstance(value, types.MethodType) and name not in instance_dict:
             guard_class_attribute(tx, self, name)  # `obj.act = fn` later, or `C.act = ...`
             return BoundMethodVariable(self, name)

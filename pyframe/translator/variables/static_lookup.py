@@ -16,7 +16,7 @@ from typing import Any, Iterator
 import torch
 
 from ...exc import Unsupported
-from .base import class_attribute, static_attribute
+from .base import class_attribute, mro_lookup, static_attribute
 from .descriptions import describe_value
 
 
@@ -42,6 +42,8 @@ def is_data_descriptor(attr: Any) -> bool:
 
 def instance_dict_of(obj: Any) -> dict:
     """The instance dict, read as object's lookup reads it (no class's __getattribute__ asked)."""
+    if not type(obj).__dictoffset__ and mro_lookup(type(obj), "__dict__") is None:
+        return {}  # (no instance dict, and no class attribute `__dict__`: object's lookup raises)
     try:
         found = object.__getattribute__(obj, "__dict__")
     except AttributeError:
@@ -49,12 +51,12 @@ def instance_dict_of(obj: Any) -> dict:
     return found if isinstance(found, dict) else {}
 
 
+# What static_attribute(obj, name, ABSENT) gives when obj has no attribute name.
+ABSENT = object()
+
+
 def has_static_attr(obj: Any, name: str) -> bool:
-    try:
-        static_attribute(obj, name)
-    except AttributeError:
-        return False
-    return True
+    return static_attribute(obj, name, ABSENT) is not ABSENT
 
 
 def static_attr(obj: Any, name: str, generic: bool = False) -> Any:
@@ -64,6 +66,11 @@ def static_attr(obj: Any, name: str, generic: bool = False) -> Any:
         static = static_attribute(obj, name)
     except AttributeError as e:
         raise Unsupported(f"{describe_value(obj)} has no attribute {name!r}") from e
+    return read_static(obj, name, static, generic)
+
+
+def read_static(obj: Any, name: str, static: Any, generic: bool = False) -> Any:
+    """static_attr, given what static_attribute found for `name` (`static`, not ABSENT)."""
     if hasattr(type(static), "__get__") and not isinstance(static, PLAIN_DESCRIPTORS):
         kind = "property" if isinstance(static, property) else f"descriptor {type(static).__name__}"
         raise Unsupported(f"{kind} {name!r} of {describe_value(obj)}")
