@@ -23,6 +23,7 @@ from . import config
 from .backends import CompiledGraph, compile_with_backend
 from .exc import Unsupported
 from .fake import rules as fake_rules
+from .fake import sym_rules
 from .fake.memo import PropagationMemo, plain_fake, tensor_inputs
 from .fake.mode import PyframeFakeTensorMode
 from .fake.shapes import (
@@ -61,9 +62,10 @@ def propagation_memo() -> PropagationMemo:
 
 class OutputGraph:
     """`symbolic`: the trace has tensors with dynamic dimensions (fake/shapes.py): it runs on a
-    FakeTensorMode over a ShapeEnv of its own, without the memo and shape rules (written for static
-    sizes), and each symbol of an input's sizes is a graph input of its own (`s77: Sym(s77)`, before
-    the tensor's placeholder, handed the size on each call) as in torch._dynamo's graphs."""
+    FakeTensorMode over a ShapeEnv of its own, with a memo of its own (keyed by the sizes'
+    expressions: fake/memo.py) and the shape rules for symbolic sizes (fake/sym_rules.py) besides
+    the static ones, and each symbol of an input's sizes is a graph input of its own (`s77: Sym(s77)`,
+    before the tensor's placeholder, handed the size on each call) as in torch._dynamo's graphs."""
 
     def __init__(self, backend: Callable, backend_name: str, symbolic: bool = False,
                  shapes: ShapePolicy = STATIC):
@@ -85,14 +87,15 @@ class OutputGraph:
         self.shapes = shapes
         self.fake_mode = new_symbolic_mode() if symbolic else fake_mode()
         self.shape_env = self.fake_mode.shape_env
-        self.fast_propagation = config.fast_fake_propagation and not symbolic
+        self.fast_propagation = config.fast_fake_propagation
         # Symbolic: every tensor read with symbolic sizes (source, FakeTensor), in order, and the
         # placeholder of each symbol of their sizes.
         self.symbolic_tensors: list[tuple[Source, torch.Tensor]] = []
         self.symbolic_ints: list[tuple[Source, Any]] = []  # int arguments made SymInt inputs
         self.symbol_nodes: dict[Any, torch.fx.Node] = {}
         self._sym_exprs: dict[Any, list[torch.fx.Node]] = {}  # see sym_node
-        self.memo = propagation_memo()
+        # (a symbolic trace's memo holds what its own ShapeEnv decided: it serves that trace only)
+        self.memo = PropagationMemo(self.fake_mode) if symbolic else propagation_memo()
         self._memo_state = self.memo.global_state()
         # An autocast region around the whole call (the memo's state holds its dtypes): rules decline.
         self._autocast_around = self._memo_state is not None and any(d is not None for d in self._memo_state[1:])
@@ -242,6 +245,8 @@ class OutputGraph:
         if out is None:
             autocast = len(modes) > 1 or self._autocast_around  # (modes: grad mode, then the trace's regions)
             out = fake_rules.infer(op, target, args, kwargs, self.grad_enabled, autocast)
+            if out is None and self.symbolic:
+                out = sym_rules.infer(op, target, args, kwargs, self.grad_enabled, autocast)
             if out is None:
                 return fake_rules.infer_inplace(op, target, args, kwargs, self.grad_enabled, autocast), None
             self.memo.store(memo_key, out)

@@ -583,7 +583,9 @@ def _to_itself(args: tuple, kwargs: dict) -> Optional[FakeTensor]:
 
 def _contiguous_itself(args: tuple, kwargs: dict) -> Optional[FakeTensor]:
     t = _fake(args[0]) if len(args) == 1 and not kwargs else None
-    return t if t is not None and t.is_contiguous() else None
+    if t is None or t._has_symbolic_sizes_strides:
+        return None  # (over symbolic sizes, is_contiguous() may be a guard: the real propagation)
+    return t if t.is_contiguous() else None
 
 
 def _dropout_outside_training(args: tuple, kwargs: dict) -> Optional[FakeTensor]:
