@@ -1,0 +1,243 @@
+"""Fast FakeTensor propagation over symbolic sizes (pyframe/fake/sym_rules.py, and the memo of a
+trace with dynamic shapes, pyframe/fake/memo.py), against FakeTensorMode over a ShapeEnv.
+
+A rule either declines or gives exactly what the real propagation gives (sizes and strides as the
+same expressions, dtype, grad flags), and it answers only where the real propagation leaves the
+ShapeEnv as it was: no guard, no replacement, no narrowed range. Where the real propagation does
+decide something about a symbol (`s0` broadcast with `s1` or with 5), the rule declines.
+
+End to end, a trace with fast propagation on and one with it off give the same graphs (every node's
+metadata, symbolic sizes included) and leave the same knowledge in the ShapeEnv (its guards,
+replacements and ranges, and the guards lowered for C++), and the memo of a transformer's trace is
+hit by its second block.
+"""
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+import pytest
+import torch
+import torch.fx
+import torch.nn.functional as F
+from torch._dispatch.python import enable_python_dispatcher
+
+import pyframe
+from pyframe import config, convert_frame, graph
+from pyframe.fake import sym_rules
+from pyframe.fake.memo import PropagationMemo, _symbolic_tensor_key
+from pyframe.fake.shapes import new_symbolic_mode, symbolic_fake
+from pyframe.source import LocalSource
+from tests.test_dynamic_shapes import CASES as SHAPE_CASES
+
+
+def _meta(t: torch.Tensor) -> tuple:
+    return (tuple(str(s) for s in t.shape), tuple(str(s) for s in t.stride()), str(t.storage_offset()),
+            t.dtype, t.device, t.requires_grad, t.is_leaf)
+
+
+def _knowledge(shape_env) -> tuple:
+    """What a ShapeEnv has decided about its symbols."""
+    return ([str(g.expr) for g in shape_env.guards], dict(shape_env.replacements),
+            {k: (v.lower, v.upper) for k, v in shape_env.var_to_range.items()})
+
+
+class Harness:
+    """FakeTensors over one ShapeEnv as fx nodes (what a rule reads), and the real propagation."""
+
+    def __init__(self) -> None:
+        self.mode = new_symbolic_mode()
+        self.graph = torch.fx.Graph()
+
+    def tensor(self, shape: tuple, dynamic: tuple = (), requires_grad: bool = False,
+               name: str | None = None) -> torch.fx.Node:
+        """A tensor of `shape`, the dimensions `dynamic` symbolic (each a symbol of its own: the
+        source names it, so two tensors' dimensions share a symbol only when named alike)."""
+        name = name or f"t{len(self.graph.nodes)}"
+        real = torch.randn(shape, requires_grad=requires_grad)
+        if dynamic:
+            fake = symbolic_fake(self.mode, real, LocalSource(name), dynamic, duck=False)
+        else:
+            fake = self.mode.from_tensor(real, static_shapes=True)
+        node = self.graph.placeholder(name)
+        node.meta["example_value"] = fake
+        return node
+
+    def same_symbols(self, shape: tuple, like: torch.fx.Node) -> torch.fx.Node:
+        """A tensor of `shape` whose sizes equal to `like`'s symbolic ones are those SymInts."""
+        fake = like.meta["example_value"]
+        sizes = [next((s for s in fake.shape if type(s) is not int and s.node.hint == n), n) for n in shape]
+        node = self.graph.placeholder(f"t{len(self.graph.nodes)}")
+        with self.mode:
+            node.meta["example_value"] = torch.empty(sizes)
+        return node
+
+    def check(self, op: str, target: Any, args: tuple, kwargs: dict | None = None, grad: bool = True) -> bool:
+        """Whether the rule answered; when it did, its output is the real one and the real
+        propagation decided nothing."""
+        kwargs = kwargs or {}
+        out = sym_rules.infer(op, target, args, kwargs, grad, autocast=False)
+        before = _knowledge(self.mode.shape_env)
+        fake_args = torch.fx.node.map_arg(args, lambda n: n.meta["example_value"])
+        fake_kwargs = torch.fx.node.map_arg(kwargs, lambda n: n.meta["example_value"])
+        try:
+            with self.mode, torch.set_grad_enabled(grad), enable_python_dispatcher():
+                real = (getattr(fake_args[0], target)(*fake_args[1:], **fake_kwargs) if op == "call_method"
+                        else target(*fake_args, **fake_kwargs))
+        except Exception as e:  # noqa: BLE001
+            assert out is None, f"{target} answered where the op raises {type(e).__name__}: {e}"
+            return False
+        if out is None:
+            return False
+        assert _knowledge(self.mode.shape_env) == before, f"{target}: the real propagation decided something"
+        assert _meta(out.build(self.mode)) == _meta(real), (target, args, kwargs)
+        assert out.value_key == _symbolic_tensor_key(real)
+        return True
+
+
+def test_rules_give_the_real_output_and_leave_the_shape_env_as_it_was():
+    h = Harness()
+    x = h.tensor((2, 9, 32), dynamic=(1,), name="x")
+    x_grad = h.tensor((2, 9, 32), dynamic=(1,), requires_grad=True, name="xg")
+    w, b = h.tensor((64, 32)), h.tensor((64,))
+    ln_w, ln_b = h.tensor((32,)), h.tensor((32,))
+    row = h.tensor((1, 1, 32))
+    same = h.same_symbols((2, 9, 32), x)
+    square = h.same_symbols((2, 7, 7), h.tensor((2, 7), dynamic=(1,), name="sq"))  # (2, s, s)
+    answered = [
+        h.check("call_function", F.linear, (x, w, b)),
+        h.check("call_function", F.linear, (x, w)),
+        h.check("call_function", torch._C._nn.linear, (x_grad, w, b)),
+        h.check("call_function", torch._C._nn.linear, (x_grad, w, b), grad=False),
+        h.check("call_function", operator.add, (x, same)),
+        h.check("call_function", operator.mul, (x, row)),  # s with 1: s, without a guard
+        h.check("call_function", operator.truediv, (x, 8.0)),
+        h.check("call_method", "__radd__", (x_grad, 1)),
+        h.check("call_function", torch.tanh, (x,)),
+        h.check("call_method", "sigmoid", (x_grad,)),
+        h.check("call_function", F.gelu, (x,), {"approximate": "tanh"}),
+        h.check("call_function", F.silu, (x, False)),
+        h.check("call_function", F.layer_norm, (x, (32,), ln_w, ln_b, 1e-5)),
+        h.check("call_function", F.layer_norm, (x_grad, (32,))),
+        h.check("call_method", "softmax", (x, -1)),
+        h.check("call_method", "log_softmax", (x,), {"dim": 1}),
+        h.check("call_function", torch.matmul, (x, h.tensor((32, 5)))),
+        h.check("call_function", operator.matmul, (square, square)),  # (s with itself)
+    ]
+    assert all(answered), [i for i, a in enumerate(answered) if not a]
+
+
+def test_rules_decline_what_would_decide_something_about_a_symbol():
+    h = Harness()
+    x = h.tensor((2, 9, 32), dynamic=(1,), name="x")
+    y = h.tensor((2, 9, 32), dynamic=(1,), name="y")       # another symbol (of the same size now)
+    five = h.tensor((2, 5, 32))                              # a static size other than 1
+    last = h.tensor((2, 9, 6), dynamic=(1, 2), name="z")    # a symbolic hidden size
+    w = h.tensor((64, 32))
+    for op, target, args in [
+        ("call_function", operator.add, (x, y)),       # Eq(s0, s1)
+        ("call_function", operator.mul, (x, five)),    # s0 == 5
+        ("call_function", F.linear, (last, w)),        # s2 == 32
+        ("call_function", torch.matmul, (x, x)),       # 32 == s0
+        ("call_method", "transpose", (x, 1, 2)),       # a view: never rebuilt
+    ]:
+        assert sym_rules.infer(op, target, args, {}, True, autocast=False) is None, target
+    # ... where the real propagation does decide something (so a rule answering there would be wrong)
+    before = _knowledge(h.mode.shape_env)
+    with h.mode, enable_python_dispatcher():
+        x.meta["example_value"] + y.meta["example_value"]
+    assert _knowledge(h.mode.shape_env) != before
+
+
+def test_a_symbolic_memo_keys_sizes_by_expression():
+    h = Harness()
+    x = h.tensor((2, 9, 32), dynamic=(1,), name="x")
+    y = h.tensor((2, 11, 32), dynamic=(1,), name="y")
+    memo = PropagationMemo(h.mode)
+    state = memo.global_state()
+    key_x = memo.key("call_function", torch.sin, (x,), {}, (True,), state, {})
+    key_y = memo.key("call_function", torch.sin, (y,), {}, (True,), state, {})
+    assert key_x is not None and key_x != key_y
+    assert key_x == memo.key("call_function", torch.sin, (h.same_symbols((2, 9, 32), x),), {}, (True,), state, {})
+    # a symbolic size is keyed apart from an int of its value
+    assert ("sym", x.meta["example_value"].shape[1].node.expr) in key_x[2][0][0]
+
+
+_LOWER_GUARDS = convert_frame.lower_guards
+
+
+def _guards_and_graphs(fn: Any, calls: list[tuple[tuple, dict]], fast: bool, monkeypatch) -> tuple[list, list]:
+    """Each compile's ShapeEnv knowledge and lowered guards, and each graph's nodes with their
+    example values' metadata (symbolic sizes as text)."""
+    monkeypatch.setattr(config, "fast_fake_propagation", fast)
+    lowered: list = []
+    graphs: list = []
+    def recording_lower(shape_env, tensors, ints=()):
+        guards = _LOWER_GUARDS(shape_env, list(tensors), list(ints))
+        lowered.append((_knowledge(shape_env), [g.text() for g in guards]))
+        return guards
+
+    def backend(gm: torch.fx.GraphModule, example_inputs: list) -> Any:
+        graphs.append([(n.op, str(n.target), _meta(n.meta["example_value"])
+                        if isinstance(n.meta.get("example_value"), torch.Tensor) else str(n.meta.get("example_value")))
+                       for n in gm.graph.nodes])
+        return gm.forward
+
+    monkeypatch.setattr(convert_frame, "lower_guards", recording_lower)
+    pyframe.reset()
+    compiled = pyframe.optimize(backend)(fn)
+    with torch.no_grad():
+        for args, kwargs in calls:
+            compiled(*args, **kwargs)
+    pyframe.reset()
+    return lowered, graphs
+
+
+@pytest.mark.parametrize("name", list(SHAPE_CASES))
+def test_fast_propagation_on_the_dynamic_shape_cases_is_the_real_one(name, monkeypatch):
+    make, calls = SHAPE_CASES[name]
+    fast = _guards_and_graphs(make(), [(args, {}) for args in calls], True, monkeypatch)
+    real = _guards_and_graphs(make(), [(args, {}) for args in calls], False, monkeypatch)
+    assert fast == real
+
+
+transformers = pytest.importorskip("transformers")
+from tests.cases.transformers_models import ARCHITECTURES  # noqa: E402
+
+
+@pytest.mark.parametrize("name", ["BertModel", "GPT2LMHeadModel", "LlamaForCausalLM", "T5Model"])
+def test_fast_propagation_leaves_the_shape_env_and_graphs_as_the_real_one(name, monkeypatch):
+    torch.manual_seed(0)
+    model = ARCHITECTURES[name][0]().eval()
+    calls = []
+    for n in (12, 16, 9):
+        kwargs = dict(ARCHITECTURES[name][1]().kwargs)
+        kwargs["input_ids"] = torch.randint(0, 256, (2, n))
+        calls.append(((), kwargs))
+    fast = _guards_and_graphs(model, calls, True, monkeypatch)
+    real = _guards_and_graphs(model, calls, False, monkeypatch)
+    assert fast[0], "the recompile traced with symbolic sizes"
+    assert fast == real
+
+
+def test_a_transformers_second_block_hits_the_first_blocks_memo_entries(monkeypatch):
+    memos: list[PropagationMemo] = []
+
+    class Recorded(PropagationMemo):
+        def __init__(self, mode):
+            super().__init__(mode)
+            memos.append(self)
+
+    monkeypatch.setattr(graph, "PropagationMemo", Recorded)
+    monkeypatch.setattr(config, "fast_fake_propagation", True)
+    torch.manual_seed(0)
+    model = ARCHITECTURES["BertModel"][0]().eval()
+    compiled = pyframe.optimize("eager")(model)
+    pyframe.reset()
+    with torch.no_grad():
+        for n in (12, 16):
+            compiled(input_ids=torch.randint(0, 256, (2, n)))
+    pyframe.reset()
+    assert len(memos) == 1 and memos[0].symbolic
+    # each of the block's linears, layer norms, adds and activations, met again in the second block
+    assert memos[0].hits >= 10, (memos[0].hits, memos[0].misses)
