@@ -166,6 +166,23 @@ def test_a_symbolic_memo_keys_sizes_by_expression():
 _LOWER_GUARDS = convert_frame.lower_guards
 
 
+def _describe(gm: torch.fx.GraphModule) -> list:
+    """Each node's op, target, example value's metadata (symbolic sizes as text) and the earlier
+    nodes whose values share its storage. (Not whether a value no other graph value aliases is a
+    view: F.linear of a batch is a view of its own addmm's output, which a rule builds fresh; see
+    tests/test_fake_memo.py.)"""
+    described, seen = [], []
+    for n in gm.graph.nodes:
+        value = n.meta.get("example_value")
+        if not isinstance(value, torch.Tensor):
+            described.append((n.op, str(n.target), str(value)))
+            continue
+        aliases = tuple(name for name, earlier in seen if torch._C._is_alias_of(value, earlier))
+        described.append((n.op, str(n.target), _meta(value), aliases))
+        seen.append((n.name, value))
+    return described
+
+
 def _guards_and_graphs(fn: Any, calls: list[tuple[tuple, dict]], fast: bool, monkeypatch) -> tuple[list, list]:
     """Each compile's ShapeEnv knowledge and lowered guards, and each graph's nodes with their
     example values' metadata (symbolic sizes as text)."""
@@ -178,9 +195,7 @@ def _guards_and_graphs(fn: Any, calls: list[tuple[tuple, dict]], fast: bool, mon
         return guards
 
     def backend(gm: torch.fx.GraphModule, example_inputs: list) -> Any:
-        graphs.append([(n.op, str(n.target), _meta(n.meta["example_value"])
-                        if isinstance(n.meta.get("example_value"), torch.Tensor) else str(n.meta.get("example_value")))
-                       for n in gm.graph.nodes])
+        graphs.append(_describe(gm))
         return gm.forward
 
     monkeypatch.setattr(convert_frame, "lower_guards", recording_lower)
