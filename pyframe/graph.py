@@ -130,7 +130,7 @@ class OutputGraph:
         node = self._new_placeholder(source.placeholder_name(), type(value))
         fake = self._fake_inputs.get(id(value))
         if fake is None:  # the same tensor under two sources is one FakeTensor, as from_tensor makes it
-            fake = plain_fake(self.fake_mode, value) if not self.symbolic else None
+            fake = plain_fake(self.fake_mode, value)  # (static sizes, whatever the mode)
             if fake is None:
                 fake = self.fake_mode.from_tensor(value, static_shapes=True)
             self._fake_inputs[id(value)] = fake
