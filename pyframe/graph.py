@@ -87,6 +87,12 @@ class OutputGraph:
         self.shapes = shapes
         self.fake_mode = new_symbolic_mode() if symbolic else fake_mode()
         self.shape_env = self.fake_mode.shape_env
+        if symbolic:
+            # While tracing, FakeTensorMode's dispatch cache is off: what repeats is answered before
+            # it (the memo, fake/sym_views.py), and over a ShapeEnv each entry it makes is checked by
+            # building its output a second time. It is back on for the backend (compile()).
+            self._dispatch_cache = self.fake_mode.cache_enabled
+            self.fake_mode.cache_enabled = False
         self.fast_propagation = config.fast_fake_propagation
         # Symbolic: every tensor read with symbolic sizes (source, FakeTensor), in order, and the
         # placeholder of each symbol of their sizes.
@@ -352,6 +358,8 @@ class OutputGraph:
         # FakeTensorMode, with its ShapeEnv, in the tracing context, as under torch._dynamo)
         examples = [inp.node.meta["example_value"] if not isinstance(inp.example, torch.Tensor) else inp.example
                     for inp in self.inputs.values()]
+        if self.symbolic:
+            self.fake_mode.cache_enabled = self._dispatch_cache
         return compile_with_backend(self.backend, self.backend_name, gm, examples, name,
                                     self.fake_mode if self.symbolic else None)
 

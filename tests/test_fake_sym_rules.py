@@ -9,7 +9,8 @@ decide something about a symbol (`s0` broadcast with `s1` or with 5), the rule d
 End to end, a trace with fast propagation on and one with it off give the same graphs (every node's
 metadata, symbolic sizes included) and leave the same knowledge in the ShapeEnv (its guards,
 replacements and ranges, and the guards lowered for C++), and the memo of a transformer's trace is
-hit by its second block.
+hit by its second block. And the ShapeEnv of each symbolic compile knows what torch._dynamo's knows
+(the same guards, replacements and ranges), on the transformers models and the dynamic shape cases.
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from typing import Any
 import pytest
 import torch
 import torch.fx
+import torch._dynamo
 import torch.nn.functional as F
 from torch._dispatch.python import enable_python_dispatcher
 
@@ -208,6 +210,55 @@ def _guards_and_graphs(fn: Any, calls: list[tuple[tuple, dict]], fast: bool, mon
     return lowered, graphs
 
 
+def _dynamos_knowledge(fn: Any, calls: list[tuple[tuple, dict]]) -> list:
+    """What the ShapeEnv of each of torch._dynamo's symbolic compiles knows, read by its backend."""
+    found: list = []
+
+    def backend(gm: torch.fx.GraphModule, example_inputs: list) -> Any:
+        if any(isinstance(e, torch.SymInt) for e in example_inputs):
+            found.append(_sorted_knowledge(torch._guards.TracingContext.try_get().fake_mode.shape_env))
+        return gm.forward
+
+    torch._dynamo.reset()
+    compiled = torch.compile(fn, backend=backend)
+    with torch.no_grad():
+        for args, kwargs in calls:
+            compiled(*args, **kwargs)
+    torch._dynamo.reset()
+    return found
+
+
+def _pyframes_knowledge(fn: Any, calls: list[tuple[tuple, dict]], monkeypatch) -> list:
+    found: list = []
+
+    def recording_lower(shape_env, tensors, ints=()):
+        found.append(_sorted_knowledge(shape_env))
+        return _LOWER_GUARDS(shape_env, tensors, ints)
+
+    monkeypatch.setattr(convert_frame, "lower_guards", recording_lower)
+    pyframe.reset()
+    compiled = pyframe.optimize("eager")(fn)
+    with torch.no_grad():
+        for args, kwargs in calls:
+            compiled(*args, **kwargs)
+    pyframe.reset()
+    return found
+
+
+def _sorted_knowledge(shape_env) -> tuple:
+    """_knowledge in an order of its own (the two engines may record guards in another order)."""
+    guards, replacements, ranges = _knowledge(shape_env)
+    return (sorted(guards), sorted((str(k), str(v)) for k, v in replacements.items()),
+            sorted((str(k), str(v)) for k, v in ranges.items()))
+
+
+@pytest.mark.parametrize("name", list(SHAPE_CASES))
+def test_the_shape_env_knows_what_dynamos_knows_on_the_dynamic_shape_cases(name, monkeypatch):
+    make, calls = SHAPE_CASES[name]
+    ours = _pyframes_knowledge(make(), [(args, {}) for args in calls], monkeypatch)
+    assert ours == _dynamos_knowledge(make(), [(args, {}) for args in calls])
+
+
 @pytest.mark.parametrize("name", list(SHAPE_CASES))
 def test_fast_propagation_on_the_dynamic_shape_cases_is_the_real_one(name, monkeypatch):
     make, calls = SHAPE_CASES[name]
@@ -233,6 +284,19 @@ def test_fast_propagation_leaves_the_shape_env_and_graphs_as_the_real_one(name, 
     real = _guards_and_graphs(model, calls, False, monkeypatch)
     assert fast[0], "the recompile traced with symbolic sizes"
     assert fast == real
+
+
+@pytest.mark.parametrize("name", ["BertModel", "GPT2LMHeadModel", "LlamaForCausalLM", "T5Model"])
+def test_the_shape_env_knows_what_dynamos_knows_on_the_transformers_models(name, monkeypatch):
+    torch.manual_seed(0)
+    model = ARCHITECTURES[name][0]().eval()
+    calls = []
+    for n in (12, 16, 9):
+        kwargs = dict(ARCHITECTURES[name][1]().kwargs)
+        kwargs["input_ids"] = torch.randint(0, 256, (2, n))
+        calls.append(((), kwargs))
+    ours = _pyframes_knowledge(model, calls, monkeypatch)
+    assert ours and ours == _dynamos_knowledge(model, calls)
 
 
 def test_a_transformers_second_block_hits_the_first_blocks_memo_entries(monkeypatch):
