@@ -65,6 +65,11 @@ class Harness:
         node.meta["example_value"] = fake
         return node
 
+    def node_of(self, fake: Any) -> torch.fx.Node:
+        node = self.graph.placeholder(f"t{len(self.graph.nodes)}")
+        node.meta["example_value"] = fake
+        return node
+
     def same_symbols(self, shape: tuple, like: torch.fx.Node) -> torch.fx.Node:
         """A tensor of `shape` whose sizes equal to `like`'s symbolic ones are those SymInts."""
         fake = like.meta["example_value"]
@@ -106,6 +111,8 @@ def test_rules_give_the_real_output_and_leave_the_shape_env_as_it_was():
     row = h.tensor((1, 1, 32))
     same = h.same_symbols((2, 9, 32), x)
     square = h.same_symbols((2, 7, 7), h.tensor((2, 7), dynamic=(1,), name="sq"))  # (2, s, s)
+    flat = h.node_of(x.meta["example_value"].view(-1, 32))  # (2*s, 32)
+    ids = h.node_of(h.tensor((2, 9), dynamic=(1,), name="ids").meta["example_value"].long())
     answered = [
         h.check("call_function", F.linear, (x, w, b)),
         h.check("call_function", F.linear, (x, w)),
@@ -125,6 +132,17 @@ def test_rules_give_the_real_output_and_leave_the_shape_env_as_it_was():
         h.check("call_method", "log_softmax", (x,), {"dim": 1}),
         h.check("call_function", torch.matmul, (x, h.tensor((32, 5)))),
         h.check("call_function", operator.matmul, (square, square)),  # (s with itself)
+        h.check("call_function", torch.addmm, (h.tensor((96,)), flat, h.tensor((32, 96)))),
+        h.check("call_function", F.linear, (flat, w, b)),
+        h.check("call_function", torch.tanh, (flat,)),
+        h.check("call_function", torch.pow, (x, 3.0)),
+        h.check("call_method", "pow", (x_grad, 2)),
+        h.check("call_method", "mean", (x, -1), {"keepdim": True}),
+        h.check("call_function", torch.cat, ([x, same, x],), {"dim": -1}),
+        h.check("call_function", torch.cat, ((x, h.same_symbols((2, 9, 8), x)), 2)),
+        h.check("call_function", F.embedding, (ids, h.tensor((256, 32)))),
+        h.check("call_function", F.embedding, (ids, h.tensor((256, 32), requires_grad=True), 0, None)),
+        h.check("call_function", F.embedding, (ids, h.tensor((256, 32), requires_grad=True)), grad=False),
     ]
     assert all(answered), [i for i, a in enumerate(answered) if not a]
 
@@ -136,14 +154,18 @@ def test_rules_decline_what_would_decide_something_about_a_symbol():
     five = h.tensor((2, 5, 32))                              # a static size other than 1
     last = h.tensor((2, 9, 6), dynamic=(1, 2), name="z")    # a symbolic hidden size
     w = h.tensor((64, 32))
-    for op, target, args in [
+    for op, target, args, *kwargs in [
         ("call_function", operator.add, (x, y)),       # Eq(s0, s1)
         ("call_function", operator.mul, (x, five)),    # s0 == 5
         ("call_function", F.linear, (last, w)),        # s2 == 32
         ("call_function", torch.matmul, (x, x)),       # 32 == s0
         ("call_method", "transpose", (x, 1, 2)),       # a view: never rebuilt
+        ("call_function", torch.cat, ([x, x], 1)),     # s0 + s0: a symbolic sum
+        ("call_function", torch.cat, ([x, y], 2)),     # s0 == s1
+        ("call_method", "mean", (x, 1), {"keepdim": True}),  # over a symbolic size
+        ("call_function", F.embedding, (x, w)),        # floating indices
     ]:
-        assert sym_rules.infer(op, target, args, {}, True, autocast=False) is None, target
+        assert sym_rules.infer(op, target, args, kwargs[0] if kwargs else {}, True, autocast=False) is None, target
     # ... where the real propagation does decide something (so a rule answering there would be wrong)
     before = _knowledge(h.mode.shape_env)
     with h.mode, enable_python_dispatcher():

@@ -11,8 +11,9 @@ A rule answers only where the real propagation decides nothing about the symbols
 ShapeEnv records no guard and learns nothing (no replacement, no narrowed range), and the output is
 the one FakeTensorMode makes:
 
-- every symbolic size is a plain backed symbol (`s77`, never `s77 - 1` or an unbacked `u0`), whose
-  range (sizes 0 and 1 are specialized, never symbols) puts it at 2 or more;
+- every symbolic size is a plain backed symbol (`s77`) or a product of them and a positive int
+  (`2*s77`), never `s77 - 1` or an unbacked `u0`: its range (sizes 0 and 1 are specialized, never
+  symbols) puts it at 2 or more;
 - every comparison the op makes between sizes is decided without asking the ShapeEnv: two ints, a
   symbol with itself, or a symbol with 0 or 1 (broadcasting `s77` with 1 gives `s77`). A symbol
   against another symbol or against a larger int (`s77` broadcast with `s23`, which records
@@ -80,13 +81,27 @@ def contiguous_strides(shape: tuple) -> tuple:
     return tuple(reversed(strides))
 
 
-def _symbol_at_least_two(size: torch.SymInt) -> bool:
+def _size_at_least_two(size: torch.SymInt) -> bool:
+    """A plain backed symbol (`s77`), or a product of such symbols and a positive int (`2*s77`,
+    the rows of a flattened batch): its range puts it at 2 or more, so no comparison with 0 or 1 is
+    a guard."""
     node = size.node
-    expr = node.expr
-    if not expr.is_Symbol or not node.has_hint():  # (an unbacked symbol has no hint)
+    if not node.has_hint():  # (an unbacked symbol has no hint)
         return False
-    bounds = node.shape_env.var_to_range.get(expr)
-    return bounds is not None and bounds.lower >= 2
+    expr = node.expr
+    factors = expr.args if expr.is_Mul else (expr,)
+    ranges = node.shape_env.var_to_range
+    for factor in factors:
+        if factor.is_Integer:
+            if factor < 1:
+                return False
+        elif not factor.is_Symbol:
+            return False
+        else:
+            bounds = ranges.get(factor)
+            if bounds is None or bounds.lower < 2:
+                return False
+    return True
 
 
 def _eq(a: Any, b: Any) -> Optional[bool]:
@@ -97,7 +112,7 @@ def _eq(a: Any, b: Any) -> Optional[bool]:
     if ta is not int and tb is not int:
         return True if a.node.expr == b.node.expr else None
     number = a if ta is int else b
-    return False if number <= 1 else None  # (a symbol is at least 2)
+    return False if number <= 1 else None  # (a symbolic size here is at least 2)
 
 
 def _dense(v: Any) -> Optional[tuple[FakeTensor, tuple]]:
@@ -116,7 +131,7 @@ def _dense(v: Any) -> Optional[tuple[FakeTensor, tuple]]:
     if type(t.storage_offset()) is not int or t.storage_offset() != 0:
         return None
     for size in shape:
-        if type(size) is not int and not _symbol_at_least_two(size):
+        if type(size) is not int and not _size_at_least_two(size):
             return None
     if not _strides_match(t.stride(), shape):
         return None
@@ -282,3 +297,108 @@ def _softmax(args: tuple, kwargs: dict) -> Optional[tuple]:
     if x is None or type(dim) is not int or not -max(len(x[1]), 1) <= dim < max(len(x[1]), 1):
         return None
     return x[1], [x[0]]
+
+
+@_rule("call_function", torch.addmm)
+def _addmm(args: tuple, kwargs: dict) -> Optional[tuple]:
+    """bias + a @ b (GPT-2's Conv1D on a flattened batch): `a` of symbolic rows, `b` and the bias
+    static."""
+    if len(args) != 3 or kwargs:
+        return None
+    bias, a, b = _dense(args[0]), _dense(args[1]), _dense(args[2])
+    if bias is None or a is None or b is None or len(a[1]) != 2 or len(b[1]) != 2:
+        return None
+    if b[0]._has_symbolic_sizes_strides or bias[0]._has_symbolic_sizes_strides:
+        return None
+    if type(a[1][1]) is not int or a[1][1] != b[1][0] or bias[1] != (b[1][1],):
+        return None
+    return (a[1][0], b[1][1]), [a[0], b[0], bias[0]]
+
+
+@_rule("call_function", torch.pow, operator.pow)
+@_rule("call_method", "pow", "__pow__")
+def _power(args: tuple, kwargs: dict) -> Optional[tuple]:
+    """A floating tensor to a Python number's power: the tensor's dtype."""
+    if len(args) != 2 or kwargs or type(args[1]) not in (int, float):
+        return None
+    return _unary(args[:1], {})
+
+
+@_rule("call_method", "mean")
+def _mean(args: tuple, kwargs: dict) -> Optional[tuple]:
+    """`x.mean(dim, keepdim=True)` over one static dimension (RMSNorm's variance)."""
+    if len(args) != 2 or set(kwargs) != {"keepdim"} or kwargs["keepdim"] is not True or type(args[1]) is not int:
+        return None
+    found = _dense(args[0])
+    if found is None or not -len(found[1]) <= args[1] < len(found[1]):
+        return None
+    shape = list(found[1])
+    dim = args[1] % len(shape)
+    if type(shape[dim]) is not int:
+        return None
+    shape[dim] = 1
+    return tuple(shape), [found[0]]
+
+
+@_rule("call_function", torch.cat)
+def _cat(args: tuple, kwargs: dict) -> Optional[tuple]:
+    """Tensors joined along a static dimension, their other sizes equal as expressions."""
+    if not _only(kwargs, {"dim": None}) or not 1 <= len(args) + len(kwargs) <= 2:
+        return None
+    items = args[0]
+    dim = args[1] if len(args) == 2 else kwargs.get("dim", 0)
+    if type(items) not in (tuple, list) or not items or type(dim) is not int:
+        return None
+    found = [_dense(item) for item in items]
+    if any(f is None for f in found):
+        return None
+    ndim = len(found[0][1])
+    if ndim == 0 or not -ndim <= dim < ndim or any(len(f[1]) != ndim for f in found):
+        return None
+    dim %= ndim
+    shape = list(found[0][1])
+    for f in found:
+        size = f[1][dim]
+        if type(size) is not int or size == 0:
+            return None  # (a symbolic sum, or an empty tensor cat may skip)
+        if any(not _eq(f[1][i], shape[i]) for i in range(ndim) if i != dim):
+            return None
+    shape[dim] = sum(f[1][dim] for f in found)
+    return tuple(shape), [f[0] for f in found]
+
+
+_INDEX_DTYPES = (torch.int64, torch.int32)
+
+
+@_rule("call_function", F.embedding)
+def _embedding(args: tuple, kwargs: dict) -> Optional[tuple]:
+    """Rows of a static weight picked by a tensor of indices of symbolic sizes: the indices' sizes
+    and the weight's width, the weight's dtype (`infer` sees only the weight)."""
+    names = ("input", "weight", "padding_idx", "max_norm", "norm_type", "scale_grad_by_freq", "sparse")
+    if len(args) > len(names) or not _only(kwargs, {n: None for n in names[len(args):]}):
+        return None
+    bound = dict(zip(names, args), **kwargs)
+    if bound.get("max_norm") is not None or bound.get("sparse", False) is not False:
+        return None  # (max_norm renormalizes the weight in place)
+    padding = bound.get("padding_idx")
+    if padding is not None and type(padding) is not int:
+        return None
+    if type(bound.get("scale_grad_by_freq", False)) is not bool:
+        return None
+    weight = _dense(bound.get("weight"))
+    ids = bound.get("input")
+    t = ids.meta.get("example_value") if type(ids) is torch.fx.Node else None
+    if weight is None or len(weight[1]) != 2 or weight[0]._has_symbolic_sizes_strides:
+        return None
+    if padding is not None and not -weight[1][0] <= padding < weight[1][0]:
+        return None  # (F.embedding raises)
+    if type(t) is not FakeTensor or t.constant is not None or t.layout is not torch.strided:
+        return None
+    if t.dtype not in _INDEX_DTYPES or t.fake_device != weight[0].fake_device or t.dim() == 0:
+        return None
+    shape = tuple(t.shape)
+    if type(t.storage_offset()) is not int or t.storage_offset() != 0:
+        return None
+    if any(type(n) is not int and not _size_at_least_two(n) for n in shape) or not _strides_match(t.stride(), shape):
+        return None
+    return (*shape, weight[1][1]), [weight[0]]
