@@ -254,11 +254,8 @@ class OutputGraph:
             if out is None and self.symbolic:
                 out = sym_rules.infer(op, target, args, kwargs, self.grad_enabled, autocast)
             if out is None:
-                if self.symbolic:
-                    # (over a ShapeEnv the Python dispatcher may decompose what ATen answers with
-                    # its input itself: dropout outside training gives a copy there)
-                    return None, None
-                return fake_rules.infer_inplace(op, target, args, kwargs, self.grad_enabled, autocast), None
+                return fake_rules.infer_inplace(op, target, args, kwargs, self.grad_enabled, autocast,
+                                                self.symbolic), None
             self.memo.store(memo_key, out)
         return out.build(self.fake_mode), getattr(out, "value_key", None)
 
