@@ -90,9 +90,10 @@ class OutputGraph:
         if symbolic:
             # While tracing, FakeTensorMode's dispatch cache is off: what repeats is answered before
             # it (the memo, fake/sym_views.py), and over a ShapeEnv each entry it makes is checked by
-            # building its output a second time. It is back on for the backend (compile()).
+            # building its output a second time. The backend gets the mode as torch made it (compile()).
             self._dispatch_cache = self.fake_mode.cache_enabled
             self.fake_mode.cache_enabled = False
+            self.fake_mode.remember_views = True
         self.fast_propagation = config.fast_fake_propagation
         # Symbolic: every tensor read with symbolic sizes (source, FakeTensor), in order, and the
         # placeholder of each symbol of their sizes.
@@ -357,6 +358,7 @@ class OutputGraph:
                     for inp in self.inputs.values()]
         if self.symbolic:
             self.fake_mode.cache_enabled = self._dispatch_cache
+            self.fake_mode.remember_views = False
         return compile_with_backend(self.backend, self.backend_name, gm, examples, name,
                                     self.fake_mode if self.symbolic else None)
 

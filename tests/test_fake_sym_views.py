@@ -10,6 +10,7 @@ import torch
 from torch._dispatch.python import enable_python_dispatcher
 from torch._subclasses.fake_tensor import FakeTensorMode
 
+import pyframe
 from pyframe.fake.mode import PyframeFakeTensorMode
 from pyframe.fake.shapes import _NamedSource
 from pyframe.source import LocalSource
@@ -17,8 +18,10 @@ from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, Stateles
 
 
 def _mode(cls: type) -> FakeTensorMode:
-    return cls(allow_non_fake_inputs=False, shape_env=ShapeEnv(allow_scalar_outputs=False,
+    mode = cls(allow_non_fake_inputs=False, shape_env=ShapeEnv(allow_scalar_outputs=False,
                                                                 allow_dynamic_output_shape_ops=False))
+    mode.remember_views = True  # (as a symbolic OutputGraph sets it while tracing)
+    return mode
 
 
 def _symbolic(mode: FakeTensorMode, shape: tuple, dynamic: tuple, name: str = "x") -> torch.Tensor:
@@ -91,3 +94,24 @@ def test_repeated_views_hit_the_memo_and_permutations_need_no_dispatch():
         # made directly: neither FakeTensorMode's dispatch cache nor the memo was asked
         assert FakeTensorMode.cache_hits + FakeTensorMode.cache_misses == before
         assert views.misses == misses
+
+
+def test_the_backend_gets_the_mode_without_pyframes_shortcuts():
+    seen = []
+
+    def backend(gm, example_inputs):
+        mode = torch._guards.TracingContext.try_get().fake_mode
+        if mode.shape_env is not None:
+            seen.append((mode.remember_views, mode.cache_enabled))
+        return gm.forward
+
+    def fn(x):
+        return x.transpose(0, 1).reshape(-1) * 2
+
+    pyframe.reset()
+    compiled = pyframe.optimize(backend)(fn)
+    for n in (3, 4):  # (the second compile is symbolic)
+        x = torch.randn(n, 5)
+        torch.testing.assert_close(compiled(x), fn(x))
+    pyframe.reset()
+    assert seen == [(False, FakeTensorMode(shape_env=None).cache_enabled)]

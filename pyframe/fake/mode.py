@@ -80,6 +80,10 @@ def _plain_path_view(func: Any) -> bool:
 
 
 class PyframeFakeTensorMode(FakeTensorMode):
+    # Over a ShapeEnv: views from the memo of fake/sym_views.py, while pyframe traces (graph.py
+    # turns it off before the backend, which traces with this mode under its own proxy modes).
+    remember_views: bool = False
+
     @functools.cached_property
     def avoid_device_init(self) -> bool:
         """FakeTensorMode asks on every entry whether any accelerator is available (a tenth of a
@@ -95,8 +99,8 @@ class PyframeFakeTensorMode(FakeTensorMode):
                 with in_kernel_invocation_manager(self):
                     out = func(*args)
                 return _wrap(self, out, device)
-        if self.shape_env is not None and memoizable_view(func) and not self.in_kernel_invocation \
-                and not self.propagate_real_tensors:
+        if self.remember_views and memoizable_view(func) and not self.in_kernel_invocation \
+                and not self.propagate_real_tensors and self.shape_env is not None:
             return self._view_over_symbols(func, types, args, kwargs or {})
         return super().dispatch(func, types, args, kwargs or {})
 
