@@ -98,6 +98,7 @@ class Harness:
             return False
         assert _knowledge(self.mode.shape_env) == before, f"{target}: the real propagation decided something"
         assert _meta(out.build(self.mode)) == _meta(real), (target, args, kwargs)
+        assert _knowledge(self.mode.shape_env) == before, f"{target}: building the answer decided something"
         assert out.value_key == _symbolic_tensor_key(real)
         return True
 
