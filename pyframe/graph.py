@@ -23,6 +23,7 @@ from . import config
 from .backends import CompiledGraph, compile_with_backend
 from .exc import Unsupported
 from .fake import rules as fake_rules
+from .fake import sym_rules
 from .fake.memo import PropagationMemo, plain_fake, tensor_inputs
 from .fake.mode import PyframeFakeTensorMode
 from .fake.shapes import (
@@ -61,9 +62,10 @@ def propagation_memo() -> PropagationMemo:
 
 class OutputGraph:
     """`symbolic`: the trace has tensors with dynamic dimensions (fake/shapes.py): it runs on a
-    FakeTensorMode over a ShapeEnv of its own, without the memo and shape rules (written for static
-    sizes), and each symbol of an input's sizes is a graph input of its own (`s77: Sym(s77)`, before
-    the tensor's placeholder, handed the size on each call) as in torch._dynamo's graphs."""
+    FakeTensorMode over a ShapeEnv of its own, with a memo of its own (keyed by the sizes'
+    expressions: fake/memo.py) and the shape rules for symbolic sizes (fake/sym_rules.py) besides
+    the static ones, and each symbol of an input's sizes is a graph input of its own (`s77: Sym(s77)`,
+    before the tensor's placeholder, handed the size on each call) as in torch._dynamo's graphs."""
 
     def __init__(self, backend: Callable, backend_name: str, symbolic: bool = False,
                  shapes: ShapePolicy = STATIC):
@@ -85,14 +87,22 @@ class OutputGraph:
         self.shapes = shapes
         self.fake_mode = new_symbolic_mode() if symbolic else fake_mode()
         self.shape_env = self.fake_mode.shape_env
-        self.fast_propagation = config.fast_fake_propagation and not symbolic
+        if symbolic:
+            # While tracing, FakeTensorMode's dispatch cache is off: what repeats is answered before
+            # it (the memo, fake/sym_views.py), and over a ShapeEnv each entry it makes is checked by
+            # building its output a second time. The backend gets the mode as torch made it (compile()).
+            self._dispatch_cache = self.fake_mode.cache_enabled
+            self.fake_mode.cache_enabled = False
+            self.fake_mode.remember_views = True
+        self.fast_propagation = config.fast_fake_propagation
         # Symbolic: every tensor read with symbolic sizes (source, FakeTensor), in order, and the
         # placeholder of each symbol of their sizes.
         self.symbolic_tensors: list[tuple[Source, torch.Tensor]] = []
         self.symbolic_ints: list[tuple[Source, Any]] = []  # int arguments made SymInt inputs
         self.symbol_nodes: dict[Any, torch.fx.Node] = {}
         self._sym_exprs: dict[Any, list[torch.fx.Node]] = {}  # see sym_node
-        self.memo = propagation_memo()
+        # (a symbolic trace's memo holds what its own ShapeEnv decided: it serves that trace only)
+        self.memo = PropagationMemo(self.fake_mode) if symbolic else propagation_memo()
         self._memo_state = self.memo.global_state()
         # An autocast region around the whole call (the memo's state holds its dtypes): rules decline.
         self._autocast_around = self._memo_state is not None and any(d is not None for d in self._memo_state[1:])
@@ -127,7 +137,7 @@ class OutputGraph:
         node = self._new_placeholder(source.placeholder_name(), type(value))
         fake = self._fake_inputs.get(id(value))
         if fake is None:  # the same tensor under two sources is one FakeTensor, as from_tensor makes it
-            fake = plain_fake(self.fake_mode, value) if not self.symbolic else None
+            fake = plain_fake(self.fake_mode, value)  # (static sizes, whatever the mode)
             if fake is None:
                 fake = self.fake_mode.from_tensor(value, static_shapes=True)
             self._fake_inputs[id(value)] = fake
@@ -242,8 +252,11 @@ class OutputGraph:
         if out is None:
             autocast = len(modes) > 1 or self._autocast_around  # (modes: grad mode, then the trace's regions)
             out = fake_rules.infer(op, target, args, kwargs, self.grad_enabled, autocast)
+            if out is None and self.symbolic:
+                out = sym_rules.infer(op, target, args, kwargs, self.grad_enabled, autocast)
             if out is None:
-                return fake_rules.infer_inplace(op, target, args, kwargs, self.grad_enabled, autocast), None
+                return fake_rules.infer_inplace(op, target, args, kwargs, self.grad_enabled, autocast,
+                                                self.symbolic), None
             self.memo.store(memo_key, out)
         return out.build(self.fake_mode), getattr(out, "value_key", None)
 
@@ -351,6 +364,9 @@ class OutputGraph:
         # FakeTensorMode, with its ShapeEnv, in the tracing context, as under torch._dynamo)
         examples = [inp.node.meta["example_value"] if not isinstance(inp.example, torch.Tensor) else inp.example
                     for inp in self.inputs.values()]
+        if self.symbolic:
+            self.fake_mode.cache_enabled = self._dispatch_cache
+            self.fake_mode.remember_views = False
         return compile_with_backend(self.backend, self.backend_name, gm, examples, name,
                                     self.fake_mode if self.symbolic else None)
 

@@ -20,6 +20,14 @@ values whose identity or value decides the output: tensors by metadata (a consta
 keeps the values of only when it is empty, marked apart: `torch.tensor([])`), and constants of a
 few immutable types; any other argument makes the op unmemoizable.
 
+Over a ShapeEnv (a trace with dynamic shapes) a memo of its own serves one trace: its keys hold
+symbolic sizes as their sympy expressions (`s77`, `64*s77`), so the second block of a transformer,
+which repeats the first's ops on the same symbolic shapes, hits the first's entries, and a hit
+builds a FakeTensor with the remembered SymInts. It adds no guard, as FakeTensorMode's own cache
+over a ShapeEnv adds none: whatever the first propagation decided on those expressions it recorded
+in this ShapeEnv, which then knows it. Such a memo never outlives its ShapeEnv (another ShapeEnv
+has not recorded those guards).
+
 The direct path (`plain_fake`): FakeTensorMode.from_tensor describes a real tensor's storage,
 view base and subclass in full (~90 us a tensor). Most graph inputs are parameters, buffers and
 arguments that are none of these special things (a dense leaf tensor on the CPU that owns its
@@ -27,7 +35,7 @@ storage exactly), and their FakeTensor is built in ~15 us from the same metadata
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import torch
 import torch.fx
@@ -54,7 +62,7 @@ class _Output:
         self.requires_grad, self.is_leaf = requires_grad, is_leaf
         # What _tensor_key gives for every tensor build() makes (fresh: no offset, conj or neg bit),
         # so the key of a node made from a hit needs no reading back.
-        self.value_key = (tuple(shape), tuple(stride), 0, dtype, device, requires_grad)
+        self.value_key = (_dims_key(shape), _dims_key(stride), 0, dtype, device, requires_grad)
 
     @classmethod
     def of(cls, t: FakeTensor) -> "_Output":
@@ -70,8 +78,14 @@ class _Output:
         return fake
 
     def fresh(self, mode: FakeTensorMode) -> FakeTensor:
-        return new_fake(mode, torch.empty_strided(self.shape, self.stride, dtype=self.dtype, device=_META),
-                        self.device)
+        if mode.shape_env is None:
+            meta = torch.empty_strided(self.shape, self.stride, dtype=self.dtype, device=_META)
+        else:
+            # (as FakeTensorMode rebuilds a cached output: what the sizes imply was decided when
+            # they were first computed; the meta tensor's own bookkeeping adds no guard)
+            with mode.shape_env.suppress_guards():
+                meta = torch.empty_strided(self.shape, self.stride, dtype=self.dtype, device=_META)
+        return new_fake(mode, meta, self.device)
 
 
 class _Outputs:
@@ -112,8 +126,13 @@ def _give_grad_fn(fake: FakeTensor, mode: FakeTensorMode) -> None:
 
 
 class PropagationMemo:
+    """`mode`: the FakeTensorMode the outputs are built for. Over a ShapeEnv (`mode.shape_env`) the
+    memo keys symbolic sizes by expression, and must serve that ShapeEnv's trace only."""
+
     def __init__(self, mode: FakeTensorMode) -> None:
         self.mode = mode
+        self.symbolic = mode.shape_env is not None
+        self._tensor_key = _symbolic_tensor_key if self.symbolic else _tensor_key
         self._entries: dict[tuple, _Output] = {}
         self.hits = self.misses = 0
 
@@ -136,8 +155,9 @@ class PropagationMemo:
         if state is None:
             return None
         try:
-            args_key = tuple([_key_of(arg, node_keys) for arg in args])
-            kwargs_key = tuple([(k, _key_of(v, node_keys)) for k, v in kwargs.items()]) if kwargs else ()
+            tensor_key = self._tensor_key
+            args_key = tuple([_key_of(arg, node_keys, tensor_key) for arg in args])
+            kwargs_key = tuple([(k, _key_of(v, node_keys, tensor_key)) for k, v in kwargs.items()]) if kwargs else ()
             return (op, target, args_key, kwargs_key, modes, state)
         except (_Unkeyable, TypeError):  # TypeError: an unhashable target
             return None
@@ -192,11 +212,16 @@ def new_fake(mode: FakeTensorMode, meta: torch.Tensor, device: torch.device) -> 
     same values every time (the mode, the device, empty memos). Here the wrapping is done as the
     constructor does it and the attributes are copied from one FakeTensor the constructor made for
     this mode and device, so the two are alike in every attribute (tests/test_fake_memo.py)."""
-    template = _templates.get((mode, device))
+    # (kept on the mode, not in a table of this module: a trace with dynamic shapes has a mode of
+    # its own, which must not outlive it)
+    templates = mode.__dict__.get("_pyframe_fake_templates")
+    if templates is None:
+        templates = mode.__dict__["_pyframe_fake_templates"] = {}
+    template = templates.get(device)
     if template is None:
         if FakeTensorConfig.debug:
             return FakeTensor(mode, meta, device)  # the constructor records a traceback: take its path
-        template = _templates[(mode, device)] = dict(FakeTensor(mode, meta, device).__dict__)
+        template = templates[device] = dict(FakeTensor(mode, meta, device).__dict__)
     fake = _make_subclass(FakeTensor, meta, False, dispatch_device=True, device_for_backend_keys=device)
     if mode._allow_unsafe_data_ptr_access:
         torch._C._set_warn_deprecated_on_mutable_data_ptr(fake)
@@ -206,7 +231,6 @@ def new_fake(mode: FakeTensorMode, meta: torch.Tensor, device: torch.device) -> 
     return fake
 
 
-_templates: dict[tuple[FakeTensorMode, torch.device], dict[str, Any]] = {}
 _make_subclass = torch.Tensor._make_subclass
 
 
@@ -252,21 +276,22 @@ def tensor_inputs(args: tuple, kwargs: dict) -> list[torch.Tensor]:
     return found
 
 
-def _key_of(v: Any, node_keys: dict) -> Any:
+def _key_of(v: Any, node_keys: dict, tensor_key: Callable[[Any], tuple]) -> Any:
     tp = type(v)
     if tp is torch.fx.Node:
         key = node_keys.get(v)
         if key is None:
-            key = node_keys[v] = _tensor_key(v.meta.get("example_value"))
+            key = node_keys[v] = tensor_key(v.meta.get("example_value"))
         return key
     if tp in _CONSTANT_TYPES:
         return (tp, v)
     if tp is tuple or tp is list or tp is torch.Size:
-        return (tp, tuple([_key_of(item, node_keys) for item in v]))
+        return (tp, tuple([_key_of(item, node_keys, tensor_key) for item in v]))
     if tp is dict:
-        return (tp, tuple([(k, _key_of(item, node_keys)) for k, item in v.items()]))
+        return (tp, tuple([(k, _key_of(item, node_keys, tensor_key)) for k, item in v.items()]))
     if tp is slice:
-        return (tp, _key_of(v.start, node_keys), _key_of(v.stop, node_keys), _key_of(v.step, node_keys))
+        return (tp, _key_of(v.start, node_keys, tensor_key), _key_of(v.stop, node_keys, tensor_key),
+                _key_of(v.step, node_keys, tensor_key))
     raise _Unkeyable
 
 
@@ -287,6 +312,32 @@ def _tensor_key(t: Any) -> tuple:
     return key
 
 
+def _symbolic_tensor_key(t: Any) -> tuple:
+    """The key of a value of a trace over a ShapeEnv: a FakeTensor's metadata with its symbolic
+    sizes and strides as their expressions, or a symbolic size itself (`x.shape[1]`, an argument of
+    `view`). A SymInt is keyed apart from an int of its value (the output may be symbolic or not)."""
+    if type(t) is torch.SymInt:
+        return ("sym", t.node.expr)
+    if type(t) is not FakeTensor or t.layout is not torch.strided:
+        raise _Unkeyable
+    if t.is_conj() or t.is_neg() or t.is_inference():
+        raise _Unkeyable
+    offset = t.storage_offset()
+    if type(offset) is not int:
+        raise _Unkeyable
+    key = _dims_key(t.shape), _dims_key(t.stride()), offset, t.dtype, t.fake_device, t.requires_grad
+    if t.constant is not None:
+        if t.constant.numel() != 0:
+            raise _Unkeyable
+        return (*key, "empty constant")
+    return key
+
+
+def _dims_key(dims: Any) -> tuple:
+    """Sizes or strides as a key: ints as they are, a SymInt as ("sym", its expression)."""
+    return tuple([d if type(d) is int else ("sym", d.node.expr) for d in dims])
+
+
 def _is_fresh(example: Any, mode: FakeTensorMode, inputs: list[torch.Tensor], versions: list[int]) -> bool:
     if type(example) is not FakeTensor or example.fake_mode is not mode:
         return False
@@ -295,7 +346,10 @@ def _is_fresh(example: Any, mode: FakeTensorMode, inputs: list[torch.Tensor], ve
     # A view is remembered only when it is a view of the op's own temporary (F.linear of a batch is
     # a view of its addmm's output): no graph value shares its storage, so it is a fresh tensor to
     # everything the trace or a backend can ask (the alias checks below).
-    if example._has_symbolic_sizes_strides or example.storage_offset() != 0:
+    if example._has_symbolic_sizes_strides and mode.shape_env is None:
+        return False
+    offset = example.storage_offset()  # (a SymInt is not compared: that would be a guard)
+    if type(offset) is not int or offset != 0:
         return False
     if example.is_conj() or example.is_neg():
         return False

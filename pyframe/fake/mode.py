@@ -18,6 +18,10 @@ written for symbolic sizes and compute the meta kernel's view on static ones, ex
 strides of size-1 dimensions, where the meta kernel gives what the program's own tensors have and
 FakeTensorMode's Python view kernel its own choice (`view` of a (1, 3) tensor with strides (1, 1)
 to (1, 1, 3): (3, 3, 1) in eager, (1, 3, 1) there).
+
+Over a ShapeEnv (dynamic shapes) that path is closed (a C++ meta kernel may specialize a symbolic
+size to an int); there views go to FakeTensorMode once per kind and are remembered
+(fake/sym_views.py).
 """
 from __future__ import annotations
 
@@ -32,6 +36,8 @@ from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode, in_kernel_
 from torch.fx.experimental import _config as fx_config
 
 from .memo import new_fake
+from .sym_views import SymbolicViews
+from .sym_views import memoizable as memoizable_view
 
 
 @functools.cache
@@ -74,6 +80,10 @@ def _plain_path_view(func: Any) -> bool:
 
 
 class PyframeFakeTensorMode(FakeTensorMode):
+    # Over a ShapeEnv: views from the memo of fake/sym_views.py, while pyframe traces (graph.py
+    # turns it off before the backend, which traces with this mode under its own proxy modes).
+    remember_views: bool = False
+
     @functools.cached_property
     def avoid_device_init(self) -> bool:
         """FakeTensorMode asks on every entry whether any accelerator is available (a tenth of a
@@ -89,7 +99,30 @@ class PyframeFakeTensorMode(FakeTensorMode):
                 with in_kernel_invocation_manager(self):
                     out = func(*args)
                 return _wrap(self, out, device)
+        if self.remember_views and memoizable_view(func) and not self.in_kernel_invocation \
+                and not self.propagate_real_tensors and self.shape_env is not None:
+            return self._view_over_symbols(func, types, args, kwargs or {})
         return super().dispatch(func, types, args, kwargs or {})
+
+    @functools.cached_property
+    def symbolic_views(self) -> SymbolicViews:
+        """The memo of the views made over this mode's ShapeEnv (fake/sym_views.py)."""
+        return SymbolicViews(self)
+
+    def _view_over_symbols(self, func: Any, types: Any, args: tuple, kwargs: dict) -> Any:
+        views = self.symbolic_views
+        out = views.permuted(func, args, kwargs)
+        if out is not None:
+            return out
+        found = views.key(func, args, kwargs)
+        if found is None:
+            return super().dispatch(func, types, args, kwargs)
+        key, base = found
+        out = views.lookup(key, base)
+        if out is None:
+            out = super().dispatch(func, types, args, kwargs)
+            views.remember(key, base, out)
+        return out
 
 
 def _common_device(mode: FakeTensorMode, args: tuple) -> torch.device | None:

@@ -472,15 +472,17 @@ _INPLACE_RULES: dict[tuple[str, Any], InplaceRule] = {}
 
 
 def infer_inplace(op: str, target: Any, args: tuple, kwargs: dict, grad_enabled: bool,
-                  autocast: bool) -> Optional[FakeTensor]:
+                  autocast: bool, symbolic: bool = False) -> Optional[FakeTensor]:
     """The FakeTensor an in-place op gives back (its first argument's) if a rule knows the op
     leaves it as it was, or that an op that returns its argument itself gives (_SELF_RULES);
-    None to propagate it for real."""
+    None to propagate it for real. `symbolic`: the trace is over a ShapeEnv, where the Python
+    dispatcher decomposes some of these ops otherwise (dropout outside training into a copy):
+    there only `x.to(...)` of its own dtype and device, which ATen answers before any dispatch."""
     if autocast:
         return None
     try:
-        rule = _INPLACE_RULES.get((op, target))
-        same = _SELF_RULES.get((op, target))
+        rule = _INPLACE_RULES.get((op, target)) if not symbolic else None
+        same = _SELF_RULES.get((op, target)) if not symbolic or (op, target) in _SYMBOLIC_SELF_RULES else None
     except TypeError:
         return None
     if same is not None:
@@ -583,7 +585,9 @@ def _to_itself(args: tuple, kwargs: dict) -> Optional[FakeTensor]:
 
 def _contiguous_itself(args: tuple, kwargs: dict) -> Optional[FakeTensor]:
     t = _fake(args[0]) if len(args) == 1 and not kwargs else None
-    return t if t is not None and t.is_contiguous() else None
+    if t is None or t._has_symbolic_sizes_strides:
+        return None  # (over symbolic sizes, is_contiguous() may be a guard: the real propagation)
+    return t if t.is_contiguous() else None
 
 
 def _dropout_outside_training(args: tuple, kwargs: dict) -> Optional[FakeTensor]:
@@ -601,5 +605,6 @@ def _dropout_outside_training(args: tuple, kwargs: dict) -> Optional[FakeTensor]
 
 _DROPOUT_SIGNATURE = inspect.signature(F.dropout)
 _SELF_RULES[("call_method", "to")] = _to_itself
+_SYMBOLIC_SELF_RULES = {("call_method", "to")}
 _SELF_RULES[("call_method", "contiguous")] = _contiguous_itself
 _SELF_RULES[("call_function", F.dropout)] = _dropout_outside_training

@@ -1,0 +1,345 @@
+"""Fast FakeTensor propagation over symbolic sizes (pyframe/fake/sym_rules.py, and the memo of a
+trace with dynamic shapes, pyframe/fake/memo.py), against FakeTensorMode over a ShapeEnv.
+
+A rule either declines or gives exactly what the real propagation gives (sizes and strides as the
+same expressions, dtype, grad flags), and it answers only where the real propagation leaves the
+ShapeEnv as it was: no guard, no replacement, no narrowed range. Where the real propagation does
+decide something about a symbol (`s0` broadcast with `s1` or with 5), the rule declines.
+
+End to end, a trace with fast propagation on and one with it off give the same graphs (every node's
+metadata, symbolic sizes included) and leave the same knowledge in the ShapeEnv (its guards,
+replacements and ranges, and the guards lowered for C++), and the memo of a transformer's trace is
+hit by its second block. And the ShapeEnv of each symbolic compile knows what torch._dynamo's knows
+(the same guards, replacements and ranges), on the transformers models and the dynamic shape cases.
+"""
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+import pytest
+import torch
+import torch.fx
+import torch._dynamo
+import torch.nn.functional as F
+from torch._dispatch.python import enable_python_dispatcher
+
+import pyframe
+from pyframe import config, convert_frame, graph
+from pyframe.fake import sym_rules
+from pyframe.fake.memo import PropagationMemo, _symbolic_tensor_key
+from pyframe.fake.shapes import new_symbolic_mode, symbolic_fake
+from pyframe.source import LocalSource
+from tests.test_dynamic_shapes import CASES as SHAPE_CASES
+
+
+def _meta(t: torch.Tensor) -> tuple:
+    return (tuple(str(s) for s in t.shape), tuple(str(s) for s in t.stride()), str(t.storage_offset()),
+            t.dtype, t.device, t.requires_grad, t.is_leaf)
+
+
+def _knowledge(shape_env) -> tuple:
+    """What a ShapeEnv has decided about its symbols."""
+    return ([str(g.expr) for g in shape_env.guards], dict(shape_env.replacements),
+            {k: (v.lower, v.upper) for k, v in shape_env.var_to_range.items()})
+
+
+class Harness:
+    """FakeTensors over one ShapeEnv as fx nodes (what a rule reads), and the real propagation."""
+
+    def __init__(self) -> None:
+        self.mode = new_symbolic_mode()
+        self.graph = torch.fx.Graph()
+
+    def tensor(self, shape: tuple, dynamic: tuple = (), requires_grad: bool = False,
+               name: str | None = None) -> torch.fx.Node:
+        """A tensor of `shape`, the dimensions `dynamic` symbolic (each a symbol of its own: the
+        source names it, so two tensors' dimensions share a symbol only when named alike)."""
+        name = name or f"t{len(self.graph.nodes)}"
+        real = torch.randn(shape, requires_grad=requires_grad)
+        if dynamic:
+            fake = symbolic_fake(self.mode, real, LocalSource(name), dynamic, duck=False)
+        else:
+            fake = self.mode.from_tensor(real, static_shapes=True)
+        node = self.graph.placeholder(name)
+        node.meta["example_value"] = fake
+        return node
+
+    def node_of(self, fake: Any) -> torch.fx.Node:
+        node = self.graph.placeholder(f"t{len(self.graph.nodes)}")
+        node.meta["example_value"] = fake
+        return node
+
+    def same_symbols(self, shape: tuple, like: torch.fx.Node) -> torch.fx.Node:
+        """A tensor of `shape` whose sizes equal to `like`'s symbolic ones are those SymInts."""
+        fake = like.meta["example_value"]
+        sizes = [next((s for s in fake.shape if type(s) is not int and s.node.hint == n), n) for n in shape]
+        node = self.graph.placeholder(f"t{len(self.graph.nodes)}")
+        with self.mode:
+            node.meta["example_value"] = torch.empty(sizes)
+        return node
+
+    def check(self, op: str, target: Any, args: tuple, kwargs: dict | None = None, grad: bool = True) -> bool:
+        """Whether the rule answered; when it did, its output is the real one and the real
+        propagation decided nothing."""
+        kwargs = kwargs or {}
+        out = sym_rules.infer(op, target, args, kwargs, grad, autocast=False)
+        before = _knowledge(self.mode.shape_env)
+        fake_args = torch.fx.node.map_arg(args, lambda n: n.meta["example_value"])
+        fake_kwargs = torch.fx.node.map_arg(kwargs, lambda n: n.meta["example_value"])
+        try:
+            with self.mode, torch.set_grad_enabled(grad), enable_python_dispatcher():
+                real = (getattr(fake_args[0], target)(*fake_args[1:], **fake_kwargs) if op == "call_method"
+                        else target(*fake_args, **fake_kwargs))
+        except Exception as e:  # noqa: BLE001
+            assert out is None, f"{target} answered where the op raises {type(e).__name__}: {e}"
+            return False
+        if out is None:
+            return False
+        assert _knowledge(self.mode.shape_env) == before, f"{target}: the real propagation decided something"
+        assert _meta(out.build(self.mode)) == _meta(real), (target, args, kwargs)
+        assert _knowledge(self.mode.shape_env) == before, f"{target}: building the answer decided something"
+        assert out.value_key == _symbolic_tensor_key(real)
+        return True
+
+
+def test_rules_give_the_real_output_and_leave_the_shape_env_as_it_was():
+    h = Harness()
+    x = h.tensor((2, 9, 32), dynamic=(1,), name="x")
+    x_grad = h.tensor((2, 9, 32), dynamic=(1,), requires_grad=True, name="xg")
+    w, b = h.tensor((64, 32)), h.tensor((64,))
+    ln_w, ln_b = h.tensor((32,)), h.tensor((32,))
+    row = h.tensor((1, 1, 32))
+    same = h.same_symbols((2, 9, 32), x)
+    square = h.same_symbols((2, 7, 7), h.tensor((2, 7), dynamic=(1,), name="sq"))  # (2, s, s)
+    flat = h.node_of(x.meta["example_value"].view(-1, 32))  # (2*s, 32)
+    ids = h.node_of(h.tensor((2, 9), dynamic=(1,), name="ids").meta["example_value"].long())
+    answered = [
+        h.check("call_function", F.linear, (x, w, b)),
+        h.check("call_function", F.linear, (x, w)),
+        h.check("call_function", torch._C._nn.linear, (x_grad, w, b)),
+        h.check("call_function", torch._C._nn.linear, (x_grad, w, b), grad=False),
+        h.check("call_function", operator.add, (x, same)),
+        h.check("call_function", operator.mul, (x, row)),  # s with 1: s, without a guard
+        h.check("call_function", operator.truediv, (x, 8.0)),
+        h.check("call_method", "__radd__", (x_grad, 1)),
+        h.check("call_function", torch.tanh, (x,)),
+        h.check("call_method", "sigmoid", (x_grad,)),
+        h.check("call_function", F.gelu, (x,), {"approximate": "tanh"}),
+        h.check("call_function", F.silu, (x, False)),
+        h.check("call_function", F.layer_norm, (x, (32,), ln_w, ln_b, 1e-5)),
+        h.check("call_function", F.layer_norm, (x_grad, (32,))),
+        h.check("call_method", "softmax", (x, -1)),
+        h.check("call_method", "log_softmax", (x,), {"dim": 1}),
+        h.check("call_function", torch.matmul, (x, h.tensor((32, 5)))),
+        h.check("call_function", operator.matmul, (square, square)),  # (s with itself)
+        h.check("call_function", torch.addmm, (h.tensor((96,)), flat, h.tensor((32, 96)))),
+        h.check("call_function", F.linear, (flat, w, b)),
+        h.check("call_function", torch.tanh, (flat,)),
+        h.check("call_function", torch.pow, (x, 3.0)),
+        h.check("call_method", "pow", (x_grad, 2)),
+        h.check("call_method", "mean", (x, -1), {"keepdim": True}),
+        h.check("call_function", torch.cat, ([x, same, x],), {"dim": -1}),
+        h.check("call_function", torch.cat, ((x, h.same_symbols((2, 9, 8), x)), 2)),
+        h.check("call_function", F.embedding, (ids, h.tensor((256, 32)))),
+        h.check("call_function", F.embedding, (ids, h.tensor((256, 32), requires_grad=True), 0, None)),
+        h.check("call_function", F.embedding, (ids, h.tensor((256, 32), requires_grad=True)), grad=False),
+    ]
+    assert all(answered), [i for i, a in enumerate(answered) if not a]
+
+
+def test_rules_decline_what_would_decide_something_about_a_symbol():
+    h = Harness()
+    x = h.tensor((2, 9, 32), dynamic=(1,), name="x")
+    y = h.tensor((2, 9, 32), dynamic=(1,), name="y")       # another symbol (of the same size now)
+    five = h.tensor((2, 5, 32))                              # a static size other than 1
+    last = h.tensor((2, 9, 6), dynamic=(1, 2), name="z")    # a symbolic hidden size
+    w = h.tensor((64, 32))
+    for op, target, args, *kwargs in [
+        ("call_function", operator.add, (x, y)),       # Eq(s0, s1)
+        ("call_function", operator.mul, (x, five)),    # s0 == 5
+        ("call_function", F.linear, (last, w)),        # s2 == 32
+        ("call_function", torch.matmul, (x, x)),       # 32 == s0
+        ("call_method", "transpose", (x, 1, 2)),       # a view: never rebuilt
+        ("call_function", torch.cat, ([x, x], 1)),     # s0 + s0: a symbolic sum
+        ("call_function", torch.cat, ([x, y], 2)),     # s0 == s1
+        ("call_method", "mean", (x, 1), {"keepdim": True}),  # over a symbolic size
+        ("call_function", F.embedding, (x, w)),        # floating indices
+    ]:
+        assert sym_rules.infer(op, target, args, kwargs[0] if kwargs else {}, True, autocast=False) is None, target
+    # ... where the real propagation does decide something (so a rule answering there would be wrong)
+    before = _knowledge(h.mode.shape_env)
+    with h.mode, enable_python_dispatcher():
+        x.meta["example_value"] + y.meta["example_value"]
+    assert _knowledge(h.mode.shape_env) != before
+
+
+def test_a_symbolic_memo_keys_sizes_by_expression():
+    h = Harness()
+    x = h.tensor((2, 9, 32), dynamic=(1,), name="x")
+    y = h.tensor((2, 11, 32), dynamic=(1,), name="y")
+    memo = PropagationMemo(h.mode)
+    state = memo.global_state()
+    key_x = memo.key("call_function", torch.sin, (x,), {}, (True,), state, {})
+    key_y = memo.key("call_function", torch.sin, (y,), {}, (True,), state, {})
+    assert key_x is not None and key_x != key_y
+    assert key_x == memo.key("call_function", torch.sin, (h.same_symbols((2, 9, 32), x),), {}, (True,), state, {})
+    # a symbolic size is keyed apart from an int of its value
+    assert ("sym", x.meta["example_value"].shape[1].node.expr) in key_x[2][0][0]
+
+
+_LOWER_GUARDS = convert_frame.lower_guards
+
+
+def _describe(gm: torch.fx.GraphModule) -> list:
+    """Each node's op, target, example value's metadata (symbolic sizes as text) and the earlier
+    nodes whose values share its storage. (Not whether a value no other graph value aliases is a
+    view: F.linear of a batch is a view of its own addmm's output, which a rule builds fresh; see
+    tests/test_fake_memo.py.)"""
+    described, seen = [], []
+    for n in gm.graph.nodes:
+        value = n.meta.get("example_value")
+        if not isinstance(value, torch.Tensor):
+            described.append((n.op, str(n.target), str(value)))
+            continue
+        aliases = tuple(name for name, earlier in seen if torch._C._is_alias_of(value, earlier))
+        described.append((n.op, str(n.target), _meta(value), aliases))
+        seen.append((n.name, value))
+    return described
+
+
+def _guards_and_graphs(fn: Any, calls: list[tuple[tuple, dict]], fast: bool, monkeypatch) -> tuple[list, list]:
+    """Each compile's ShapeEnv knowledge and lowered guards, and each graph's nodes with their
+    example values' metadata (symbolic sizes as text)."""
+    monkeypatch.setattr(config, "fast_fake_propagation", fast)
+    lowered: list = []
+    graphs: list = []
+    def recording_lower(shape_env, tensors, ints=()):
+        guards = _LOWER_GUARDS(shape_env, list(tensors), list(ints))
+        lowered.append((_knowledge(shape_env), [g.text() for g in guards]))
+        return guards
+
+    def backend(gm: torch.fx.GraphModule, example_inputs: list) -> Any:
+        graphs.append(_describe(gm))
+        return gm.forward
+
+    monkeypatch.setattr(convert_frame, "lower_guards", recording_lower)
+    pyframe.reset()
+    compiled = pyframe.optimize(backend)(fn)
+    with torch.no_grad():
+        for args, kwargs in calls:
+            compiled(*args, **kwargs)
+    pyframe.reset()
+    return lowered, graphs
+
+
+def _dynamos_knowledge(fn: Any, calls: list[tuple[tuple, dict]]) -> list:
+    """What the ShapeEnv of each of torch._dynamo's symbolic compiles knows, read by its backend."""
+    found: list = []
+
+    def backend(gm: torch.fx.GraphModule, example_inputs: list) -> Any:
+        if any(isinstance(e, torch.SymInt) for e in example_inputs):
+            found.append(_sorted_knowledge(torch._guards.TracingContext.try_get().fake_mode.shape_env))
+        return gm.forward
+
+    torch._dynamo.reset()
+    compiled = torch.compile(fn, backend=backend)
+    with torch.no_grad():
+        for args, kwargs in calls:
+            compiled(*args, **kwargs)
+    torch._dynamo.reset()
+    return found
+
+
+def _pyframes_knowledge(fn: Any, calls: list[tuple[tuple, dict]], monkeypatch) -> list:
+    found: list = []
+
+    def recording_lower(shape_env, tensors, ints=()):
+        found.append(_sorted_knowledge(shape_env))
+        return _LOWER_GUARDS(shape_env, tensors, ints)
+
+    monkeypatch.setattr(convert_frame, "lower_guards", recording_lower)
+    pyframe.reset()
+    compiled = pyframe.optimize("eager")(fn)
+    with torch.no_grad():
+        for args, kwargs in calls:
+            compiled(*args, **kwargs)
+    pyframe.reset()
+    return found
+
+
+def _sorted_knowledge(shape_env) -> tuple:
+    """_knowledge in an order of its own (the two engines may record guards in another order)."""
+    guards, replacements, ranges = _knowledge(shape_env)
+    return (sorted(guards), sorted((str(k), str(v)) for k, v in replacements.items()),
+            sorted((str(k), str(v)) for k, v in ranges.items()))
+
+
+@pytest.mark.parametrize("name", list(SHAPE_CASES))
+def test_the_shape_env_knows_what_dynamos_knows_on_the_dynamic_shape_cases(name, monkeypatch):
+    make, calls = SHAPE_CASES[name]
+    ours = _pyframes_knowledge(make(), [(args, {}) for args in calls], monkeypatch)
+    assert ours == _dynamos_knowledge(make(), [(args, {}) for args in calls])
+
+
+@pytest.mark.parametrize("name", list(SHAPE_CASES))
+def test_fast_propagation_on_the_dynamic_shape_cases_is_the_real_one(name, monkeypatch):
+    make, calls = SHAPE_CASES[name]
+    fast = _guards_and_graphs(make(), [(args, {}) for args in calls], True, monkeypatch)
+    real = _guards_and_graphs(make(), [(args, {}) for args in calls], False, monkeypatch)
+    assert fast == real
+
+
+transformers = pytest.importorskip("transformers")
+from tests.cases.transformers_models import ARCHITECTURES  # noqa: E402
+
+
+@pytest.mark.parametrize("name", ["BertModel", "GPT2LMHeadModel", "LlamaForCausalLM", "T5Model"])
+def test_fast_propagation_leaves_the_shape_env_and_graphs_as_the_real_one(name, monkeypatch):
+    torch.manual_seed(0)
+    model = ARCHITECTURES[name][0]().eval()
+    calls = []
+    for n in (12, 16, 9):
+        kwargs = dict(ARCHITECTURES[name][1]().kwargs)
+        kwargs["input_ids"] = torch.randint(0, 256, (2, n))
+        calls.append(((), kwargs))
+    fast = _guards_and_graphs(model, calls, True, monkeypatch)
+    real = _guards_and_graphs(model, calls, False, monkeypatch)
+    assert fast[0], "the recompile traced with symbolic sizes"
+    assert fast == real
+
+
+@pytest.mark.parametrize("name", ["BertModel", "GPT2LMHeadModel", "LlamaForCausalLM", "T5Model"])
+def test_the_shape_env_knows_what_dynamos_knows_on_the_transformers_models(name, monkeypatch):
+    torch.manual_seed(0)
+    model = ARCHITECTURES[name][0]().eval()
+    calls = []
+    for n in (12, 16, 9):
+        kwargs = dict(ARCHITECTURES[name][1]().kwargs)
+        kwargs["input_ids"] = torch.randint(0, 256, (2, n))
+        calls.append(((), kwargs))
+    ours = _pyframes_knowledge(model, calls, monkeypatch)
+    assert ours and ours == _dynamos_knowledge(model, calls)
+
+
+def test_a_transformers_second_block_hits_the_first_blocks_memo_entries(monkeypatch):
+    memos: list[PropagationMemo] = []
+
+    class Recorded(PropagationMemo):
+        def __init__(self, mode):
+            super().__init__(mode)
+            memos.append(self)
+
+    monkeypatch.setattr(graph, "PropagationMemo", Recorded)
+    monkeypatch.setattr(config, "fast_fake_propagation", True)
+    torch.manual_seed(0)
+    model = ARCHITECTURES["BertModel"][0]().eval()
+    compiled = pyframe.optimize("eager")(model)
+    pyframe.reset()
+    with torch.no_grad():
+        for n in (12, 16):
+            compiled(input_ids=torch.randint(0, 256, (2, n)))
+    pyframe.reset()
+    assert len(memos) == 1 and memos[0].symbolic
+    # each of the block's linears, layer norms, adds and activations, met again in the second block
+    assert memos[0].hits >= 10, (memos[0].hits, memos[0].misses)

@@ -1,0 +1,117 @@
+"""Views over symbolic sizes (pyframe/fake/sym_views.py): PyframeFakeTensorMode over a ShapeEnv
+remembers the views it made and makes `transpose` and `permute` directly. Each view must be what
+FakeTensorMode itself gives (sizes and strides as the same expressions, the offset, the input's
+storage, an autograd view of the input), and the ShapeEnv must be left as FakeTensorMode leaves it.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+from torch._dispatch.python import enable_python_dispatcher
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+import pyframe
+from pyframe.fake.mode import PyframeFakeTensorMode
+from pyframe.fake.shapes import _NamedSource
+from pyframe.source import LocalSource
+from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, StatelessSymbolicContext
+
+
+def _mode(cls: type) -> FakeTensorMode:
+    mode = cls(allow_non_fake_inputs=False, shape_env=ShapeEnv(allow_scalar_outputs=False,
+                                                                allow_dynamic_output_shape_ops=False))
+    mode.remember_views = True  # (as a symbolic OutputGraph sets it while tracing)
+    return mode
+
+
+def _symbolic(mode: FakeTensorMode, shape: tuple, dynamic: tuple, name: str = "x") -> torch.Tensor:
+    sizes = [DimDynamic.DYNAMIC if i in dynamic else DimDynamic.STATIC for i in range(len(shape))]
+    context = StatelessSymbolicContext(dynamic_sizes=sizes, constraint_sizes=[None] * len(shape))
+    return mode.from_tensor(torch.randn(shape), source=_NamedSource(LocalSource(name)), symbolic_context=context)
+
+
+def _meta(t: torch.Tensor, base: torch.Tensor) -> tuple:
+    return (tuple(str(s) for s in t.shape), tuple(str(s) for s in t.stride()), str(t.storage_offset()),
+            t.dtype, t._is_view(), t._base is base, torch._C._is_alias_of(t, base), t is base)
+
+
+def _knowledge(mode: FakeTensorMode) -> tuple:
+    env = mode.shape_env
+    return ([str(g.expr) for g in env.guards], dict(env.replacements),
+            {k: (v.lower, v.upper) for k, v in env.var_to_range.items()})
+
+
+PROGRAMS = {
+    "transpose": lambda x: x.transpose(1, 2),
+    "transpose_negative": lambda x: x.transpose(-1, 0),
+    "permute": lambda x: x.permute(0, 2, 1, 3),
+    "t_of_a_matrix": lambda x: x[0, 0].t(),
+    "view": lambda x: x.view(x.shape[0], x.shape[1], 12),
+    "view_flat": lambda x: x.view(-1),
+    "reshape_of_a_transpose": lambda x: x.transpose(1, 2).reshape(x.shape[0], -1),
+    "expand": lambda x: x[:, :1].expand(x.shape[0], x.shape[1], 3, 4),
+    "slice": lambda x: x[:, 1:],
+    "select": lambda x: x[:, 1],
+    "split": lambda x: x.split(2, dim=-1),
+    "unbind": lambda x: x.unbind(2),
+    "unsqueeze": lambda x: x.unsqueeze(1),
+    "to_its_own_dtype": lambda x: x.to(x.dtype),
+    "aten_to_its_own_dtype": lambda x: torch.ops.aten.to.dtype(x, x.dtype),  # (x itself: no view)
+    "alias": lambda x: torch.ops.aten.alias(x),
+}
+
+
+def _run(cls: type, program) -> tuple:
+    mode = _mode(cls)
+    x = _symbolic(mode, (2, 5, 3, 4), dynamic=(1,))
+    outs = []
+    with mode, enable_python_dispatcher():
+        for _ in range(3):  # (the first dispatch, then the memo's hits)
+            out = program(x)
+            outs.append([_meta(o, x) for o in out] if isinstance(out, (tuple, list)) else _meta(out, x))
+    return outs, _knowledge(mode), mode
+
+
+@pytest.mark.parametrize("name", list(PROGRAMS))
+def test_views_are_fake_tensor_modes_own(name):
+    ours, our_knowledge, mode = _run(PyframeFakeTensorMode, PROGRAMS[name])
+    theirs, their_knowledge, _ = _run(FakeTensorMode, PROGRAMS[name])
+    assert ours == theirs
+    assert our_knowledge == their_knowledge
+
+
+def test_repeated_views_hit_the_memo_and_permutations_need_no_dispatch():
+    mode = _mode(PyframeFakeTensorMode)
+    x = _symbolic(mode, (2, 5, 12), dynamic=(1,))
+    with mode, enable_python_dispatcher():
+        for _ in range(4):
+            x.view(x.shape[0], x.shape[1], 3, 4)
+        views = mode.symbolic_views
+        assert views.misses >= 1 and views.hits >= 3
+        before = FakeTensorMode.cache_hits + FakeTensorMode.cache_misses
+        misses = views.misses
+        x.transpose(1, 2).permute(2, 1, 0)
+        # made directly: neither FakeTensorMode's dispatch cache nor the memo was asked
+        assert FakeTensorMode.cache_hits + FakeTensorMode.cache_misses == before
+        assert views.misses == misses
+
+
+def test_the_backend_gets_the_mode_without_pyframes_shortcuts():
+    seen = []
+
+    def backend(gm, example_inputs):
+        mode = torch._guards.TracingContext.try_get().fake_mode
+        if mode.shape_env is not None:
+            seen.append((mode.remember_views, mode.cache_enabled))
+        return gm.forward
+
+    def fn(x):
+        return x.transpose(0, 1).reshape(-1) * 2
+
+    pyframe.reset()
+    compiled = pyframe.optimize(backend)(fn)
+    for n in (3, 4):  # (the second compile is symbolic)
+        x = torch.randn(n, 5)
+        torch.testing.assert_close(compiled(x), fn(x))
+    pyframe.reset()
+    assert seen == [(False, FakeTensorMode(shape_env=None).cache_enabled)]
