@@ -99,7 +99,6 @@ std::string GuardManager::key_text(Py_ssize_t index) const {
 
 GuardManager *GuardManager::child(Access access, const py::object &key, Py_ssize_t index,
                     std::string source) {
-    has_attr_children_ = has_attr_children_ || access == Access::Attr || access == Access::GenericAttr;
     // (an iterator moves on without a version: a snapshot of its parent is never safe)
     // (nor a tensor's sizes: resize_ changes them in place)
     has_item_children_ = has_item_children_ || access == Access::Item ||

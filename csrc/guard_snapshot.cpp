@@ -175,9 +175,14 @@ bool record_class_attr(PyObject *v, PyObject *name, PyObject *value, bool generi
 // a type's versions, or else an anchor (fetched again and compared by identity).
 void GuardManager::record_attr(PyObject *v, const GuardManager &child, PyObject *value, Snapshot &s) {
     PyObject *name = child.key_.ptr();
-    if ((attr_is_from_instance_dict(v, name, value, child.generic_) && versioned_instance_dict_slot(v) != nullptr) ||
-        attr_is_fixed(v, name)) {
-        return;  // (the instance dict covered by v's TypeAndDict fact: record_facts)
+    if (attr_is_fixed(v, name)) {
+        return;
+    }
+    if (attr_is_from_instance_dict(v, name, value, child.generic_)) {
+        if (PyObject **slot = versioned_instance_dict_slot(v)) {
+            s.tags.push_back(Tag::of_type_and_dict(v, *slot, slot));  // (once: drop_repeats)
+            return;
+        }
     }
     if (child.generic_ && value == (PyObject *)Py_TYPE(v) && class_is_objects(Py_TYPE(v), name) &&
         s.try_type_of(v)) {
@@ -194,8 +199,8 @@ void GuardManager::record_attr(PyObject *v, const GuardManager &child, PyObject 
 
 // What the checks of this node (its leaves, and the fetches of its children) rely on.
 void GuardManager::record_facts(PyObject *v, Snapshot &s) const {
-    bool reads_attrs = false;  // a leaf depends on v's attributes (its children are anchored
-                               // where they do not come from v's instance dict)
+    bool reads_attrs = false;  // a leaf depends on v's attributes (an attribute child records
+                               // what its own fetch relies on: record_attr)
     for (const auto &leaf : leaves_) {
         switch (leaf->kind()) {
             case LeafKind::Value:
@@ -225,15 +230,14 @@ void GuardManager::record_facts(PyObject *v, Snapshot &s) const {
                 break;
         }
     }
-    if ((reads_attrs || has_attr_children_) && PyType_Check(v) && s.try_type_of(v) && s.try_class_version(v)) {
+    // (An attribute child records what its fetch relies on itself: record_attr.)
+    if (reads_attrs && PyType_Check(v) && s.try_type_of(v) && s.try_class_version(v)) {
         // A class: what lookups on it find changes only with its version tag (type's setattr
         // modifies the type, and its subclasses), which covers its own dict too.
-    } else if (reads_attrs || has_attr_children_) {
+    } else if (reads_attrs) {
         PyObject **slot = versioned_instance_dict_slot(v);
         if (slot == nullptr) {
-            if (reads_attrs) {
-                s.safe = false;
-            }  // (else every attribute child is an anchor: nothing about v itself to record)
+            s.safe = false;
         } else {
             s.tags.push_back(Tag::of_type_and_dict(v, *slot, slot));
         }

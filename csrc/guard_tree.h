@@ -168,7 +168,6 @@ private:
     mutable PyObject *entry_key_ = nullptr;
     mutable PyObject *entry_value_ = nullptr;
     bool pins_identity_ = false;
-    bool has_attr_children_ = false;
     bool has_item_children_ = false;
     bool has_position_children_ = false;
     // Recorded by check_value (a cache of facts, not part of the tree's meaning).
