@@ -436,14 +436,23 @@ def _adaptive_avg_pool2d(args: tuple, kwargs: dict) -> Optional[tuple]:
     return (x.shape[0], x.shape[1], *out), [x]
 
 
-@_rule("call_function", torch.cat)
-def _cat(args: tuple, kwargs: dict) -> Optional[tuple]:
+def cat_operands(args: tuple, kwargs: dict) -> Optional[tuple[list, int]]:
+    """torch.cat's tensors and dimension, given as `(tensors[, dim])` with an int `dim`; else None."""
     if not _only(kwargs, {"dim": None}) or not 1 <= len(args) + len(kwargs) <= 2:
         return None
     items = args[0]
     dim = args[1] if len(args) == 2 else kwargs.get("dim", 0)
     if type(items) not in (tuple, list) or not items or type(dim) is not int:
         return None
+    return list(items), dim
+
+
+@_rule("call_function", torch.cat)
+def _cat(args: tuple, kwargs: dict) -> Optional[tuple]:
+    operands = cat_operands(args, kwargs)
+    if operands is None:
+        return None
+    items, dim = operands
     tensors = [_dense(item) for item in items]
     if any(t is None for t in tensors):
         return None

@@ -36,7 +36,7 @@ import torch.nn.functional as F
 from torch._subclasses.fake_tensor import FakeTensor
 
 from .memo import _Output
-from .rules import _FLOATING, _SCALARS, _UNARY, _only
+from .rules import _FLOATING, _SCALARS, _UNARY, _only, cat_operands
 
 # (args, kwargs) -> (shape of ints and SymInts, [tensor inputs]) or None
 SymRule = Callable[[tuple, dict], Optional[tuple]]
@@ -343,12 +343,10 @@ def _mean(args: tuple, kwargs: dict) -> Optional[tuple]:
 @_rule("call_function", torch.cat)
 def _cat(args: tuple, kwargs: dict) -> Optional[tuple]:
     """Tensors joined along a static dimension, their other sizes equal as expressions."""
-    if not _only(kwargs, {"dim": None}) or not 1 <= len(args) + len(kwargs) <= 2:
+    operands = cat_operands(args, kwargs)
+    if operands is None:
         return None
-    items = args[0]
-    dim = args[1] if len(args) == 2 else kwargs.get("dim", 0)
-    if type(items) not in (tuple, list) or not items or type(dim) is not int:
-        return None
+    items, dim = operands
     found = [_dense(item) for item in items]
     if any(f is None for f in found):
         return None
