@@ -167,10 +167,10 @@ struct Snapshot {
     // Keep the first of equal facts (a class, a module's globals... met on many paths), and drop
     // a fact an earlier one implies: an object's type after its type-and-dict, a dict's version
     // after a type-and-dict holding that dict at that version. A dict met as a leaf and as a
-    // parent is a parent. A type-and-dict whose object's type
-    // came earlier takes that fact's place: it reads the same object, alive there, and its dict
-    // only while the object still holds it. Order stays parent first (each kept fact's parents
-    // came before it), so every fact reads objects alive under the facts before it.
+    // parent is a parent. A type-and-dict whose object's type came earlier takes that fact's
+    // place: it reads the same object, alive there, and its dict only while the object still
+    // holds it. Order stays parent first (each kept fact's parents came before it), so every fact
+    // reads objects alive under the facts before it.
     void drop_repeats() {
         std::set<std::tuple<Tag::Kind, PyObject *, PyTypeObject *, PyObject *, PyObject **, const GuardManager *>> seen;
         std::unordered_map<PyObject *, size_t> type_fact;  // obj -> index in `kept` of its Type/TypeAndDict
