@@ -294,8 +294,9 @@ transformers = pytest.importorskip("transformers")
 from tests.cases.transformers_models import ARCHITECTURES  # noqa: E402
 
 
-@pytest.mark.parametrize("name", ["BertModel", "GPT2LMHeadModel", "LlamaForCausalLM", "T5Model"])
-def test_fast_propagation_leaves_the_shape_env_and_graphs_as_the_real_one(name, monkeypatch):
+def _model_and_calls(name):
+    """A tiny model of the architecture, and calls at three sequence lengths (the second recompiles
+    with symbolic sizes, the third hits)."""
     torch.manual_seed(0)
     model = ARCHITECTURES[name][0]().eval()
     calls = []
@@ -303,6 +304,12 @@ def test_fast_propagation_leaves_the_shape_env_and_graphs_as_the_real_one(name, 
         kwargs = dict(ARCHITECTURES[name][1]().kwargs)
         kwargs["input_ids"] = torch.randint(0, 256, (2, n))
         calls.append(((), kwargs))
+    return model, calls
+
+
+@pytest.mark.parametrize("name", ["BertModel", "GPT2LMHeadModel", "LlamaForCausalLM", "T5Model"])
+def test_fast_propagation_leaves_the_shape_env_and_graphs_as_the_real_one(name, monkeypatch):
+    model, calls = _model_and_calls(name)
     fast = _guards_and_graphs(model, calls, True, monkeypatch)
     real = _guards_and_graphs(model, calls, False, monkeypatch)
     assert fast[0], "the recompile traced with symbolic sizes"
@@ -311,13 +318,7 @@ def test_fast_propagation_leaves_the_shape_env_and_graphs_as_the_real_one(name, 
 
 @pytest.mark.parametrize("name", ["BertModel", "GPT2LMHeadModel", "LlamaForCausalLM", "T5Model"])
 def test_the_shape_env_knows_what_dynamos_knows_on_the_transformers_models(name, monkeypatch):
-    torch.manual_seed(0)
-    model = ARCHITECTURES[name][0]().eval()
-    calls = []
-    for n in (12, 16, 9):
-        kwargs = dict(ARCHITECTURES[name][1]().kwargs)
-        kwargs["input_ids"] = torch.randint(0, 256, (2, n))
-        calls.append(((), kwargs))
+    model, calls = _model_and_calls(name)
     ours = _pyframes_knowledge(model, calls, monkeypatch)
     assert ours and ours == _dynamos_knowledge(model, calls)
 

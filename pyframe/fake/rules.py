@@ -57,14 +57,21 @@ def infer(op: str, target: Any, args: tuple, kwargs: dict, grad_enabled: bool,
     if found is None:
         return None
     shape, inputs = found[0], found[1]
-    first = inputs[0]
-    dtype, device = first.dtype, first.fake_device
+    out = fresh_output(shape, contiguous_strides(shape), inputs, grad_enabled)
+    if out is None:
+        return None
+    return _Outputs(tuple, [out, None]) if len(found) == 3 and found[2] == "with None" else out
+
+
+def fresh_output(shape: tuple, strides: tuple, inputs: list[FakeTensor], grad_enabled: bool) -> Optional[_Output]:
+    """A new tensor of `shape` and `strides` made from `inputs`: their dtype and device (None where
+    they differ), requiring grad (as a non-leaf) where autograd would make it so."""
+    dtype, device = inputs[0].dtype, inputs[0].fake_device
     for t in inputs:
         if t.dtype is not dtype or t.fake_device != device:
             return None
     requires_grad = grad_enabled and any(t.requires_grad for t in inputs)
-    out = _Output(shape, contiguous_strides(shape), dtype, device, requires_grad, not requires_grad)
-    return _Outputs(tuple, [out, None]) if len(found) == 3 and found[2] == "with None" else out
+    return _Output(shape, strides, dtype, device, requires_grad, not requires_grad)
 
 
 def contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:

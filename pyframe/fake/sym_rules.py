@@ -36,7 +36,7 @@ import torch.nn.functional as F
 from torch._subclasses.fake_tensor import FakeTensor
 
 from .memo import _Output
-from .rules import _FLOATING, _SCALARS, _UNARY, _only, cat_operands
+from .rules import _FLOATING, _SCALARS, _UNARY, _only, cat_operands, fresh_output
 
 # (args, kwargs) -> (shape of ints and SymInts, [tensor inputs]) or None
 SymRule = Callable[[tuple, dict], Optional[tuple]]
@@ -59,13 +59,7 @@ def infer(op: str, target: Any, args: tuple, kwargs: dict, grad_enabled: bool,
     if found is None:
         return None
     shape, inputs = found
-    first = inputs[0]
-    dtype, device = first.dtype, first.fake_device
-    for t in inputs:
-        if t.dtype is not dtype or t.fake_device != device:
-            return None
-    requires_grad = grad_enabled and any(t.requires_grad for t in inputs)
-    return _Output(shape, contiguous_strides(shape), dtype, device, requires_grad, not requires_grad)
+    return fresh_output(shape, contiguous_strides(shape), inputs, grad_enabled)
 
 
 def contiguous_strides(shape: tuple) -> tuple:
