@@ -20,7 +20,7 @@ from .constant import ConstantVariable
 from .exceptions import RaisedException
 from .iterators import iterate
 from .methods import inline_getattribute
-from .static_lookup import PLAIN_DESCRIPTORS
+from .static_lookup import PLAIN_DESCRIPTORS, is_data_descriptor
 from .tensor import TensorVariable
 
 
@@ -83,7 +83,7 @@ def check_plain_delete(cls: type, name: str) -> None:
     """Unsupported unless object's `del obj.name` only takes name out of the instance's __dict__
     (a descriptor of the class, a `__slots__` member included, would run instead)."""
     static = class_attribute(cls, name, None)
-    if hasattr(type(static), "__set__") or hasattr(type(static), "__delete__"):
+    if is_data_descriptor(static):
         raise Unsupported(f"deletion of attribute {name!r} of a {cls.__qualname__} through a descriptor")
 
 
@@ -149,7 +149,7 @@ def check_plain_store(cls: type, name: str, own_setattr_ran: bool = False) -> No
     static = class_attribute(cls, name, None)
     if is_plain_member(static):  # a `__slots__` member (or one like it): stored in the object, as plainly
         return
-    if hasattr(type(static), "__set__") or hasattr(type(static), "__delete__"):
+    if is_data_descriptor(static):
         raise Unsupported(f"assignment to attribute {name!r} of {cls.__qualname__} through a descriptor")
 
 

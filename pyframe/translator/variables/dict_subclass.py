@@ -39,8 +39,8 @@ from .dicts import (
 )
 from .iterators import ListIteratorVariable, iterate
 from .lists import BaseListVariable
-from .exceptions import raise_symbolic
 from .methods import ObjectSlotMethodVariable
+from .static_lookup import is_data_descriptor
 from .objects import (
     NewObjectVariable, PythonObjectVariable, UserObjectVariable, register_constructor, store_raw_attributes,
 )
@@ -269,7 +269,7 @@ class DictSubclassMixin:
         """object.__setattr__(self, name, value): into the instance dict, unless a data descriptor
         of the class takes it (not modelled)."""
         static = class_attribute(self.python_type(), name, None)
-        if hasattr(type(static), "__set__") or hasattr(type(static), "__delete__"):
+        if is_data_descriptor(static):
             raise Unsupported(f"assignment to attribute {name!r} of {self.python_type().__qualname__} "
                               f"through a descriptor")
         if self.python_type().__dictoffset__ == 0:

@@ -590,7 +590,7 @@ def store_raw_attributes(cg, cls: type, attrs: dict[str, VariableTracker]) -> No
     `object.__setattr__(obj, '__dict__', {name: value, ...})`, a fraction of the time of one call
     per attribute (a Hugging Face ModelOutput has six)."""
     whole_dict = len(attrs) > 1 and type(mro_lookup(cls, "__dict__")) is types.GetSetDescriptorType and not any(
-        _is_data_descriptor(mro_lookup(cls, name)) for name in attrs)
+        is_data_descriptor(mro_lookup(cls, name)) for name in attrs)
     if whole_dict:
         cg.push_null()
         cg.load_const(object.__setattr__)
@@ -612,10 +612,6 @@ def store_raw_attributes(cg, cls: type, attrs: dict[str, VariableTracker]) -> No
         cg.call(3)
         cg.emit("POP_TOP")
 
-
-def _is_data_descriptor(attr: Any) -> bool:
-    kind = type(attr)
-    return hasattr(kind, "__set__") or hasattr(kind, "__delete__")
 
 
 class InstanceDictVariable(DictVariable):
