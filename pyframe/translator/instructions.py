@@ -19,7 +19,7 @@ import os
 import sys
 import types
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -82,7 +82,7 @@ class InstructionTranslator(LoadStoreOps, CellOps, CallOps, StackOps, OperatorOp
         self.fn: types.FunctionType | None = None  # the real function inlined (see function_source)
         self.depth = 0 if parent is None else parent.depth + 1
         # Code of trusted libraries (torch's own modules) reads its globals without guards.
-        facts = decoded(code)
+        facts = self.facts = decoded(code)
         self.trusted = facts.trusted
         self.instructions, self.label_index = facts.instructions, facts.label_index
         handlers = facts.handler_tables.get(type(self))
@@ -108,7 +108,6 @@ class InstructionTranslator(LoadStoreOps, CellOps, CallOps, StackOps, OperatorOp
         self.closure_refs: dict[str, Any] = {}  # free variables of a function made while tracing
         self.cell_references: dict[tuple[str, bool], CellReference] = {}  # what LOAD_CLOSURE pushed
         self.exception_stack: list[VariableTracker] = []  # exceptions being handled (PUSH_EXC_INFO)
-        self._handlers: list | None = None  # innermost try range at each position, when first needed
         # Cell variables whose MAKE_CELL the prologue skips: resume functions receive the cell.
         self.passed_cells = facts.passed_cells
         self.cell_objects: dict[str, Any] = {}  # passed cells already read, by local name
@@ -162,9 +161,7 @@ class InstructionTranslator(LoadStoreOps, CellOps, CallOps, StackOps, OperatorOp
         """An exception raised by instruction `index`: jump to its handler as CPython does (stack cut
         to the try's depth, the offset if the range asks for it, then the exception), or let it
         leave this frame; leaving the compiled frame is a graph break at the raising instruction."""
-        if self._handlers is None:
-            self._handlers = innermost_handlers(self.instructions)
-        entry = self._handlers[index]
+        entry = self.facts.innermost_handlers()[index]
         if entry is None:
             if self.parent is not None:
                 raise raised
@@ -532,6 +529,15 @@ class DecodedCode:
     trusted: bool                      # code of torch's own modules (globals read without guards)
     # Cell variables whose MAKE_CELL the prologue skips (a resume function receives those cells)
     passed_cells: frozenset[str]
+    # The try range whose handler catches an exception raised at each position: made when a
+    # translator of the code first catches one (library code raises and catches as control flow,
+    # `getattr(obj, name, default)`, in functions inlined many times), then shared.
+    innermost: list[Any] = field(default_factory=list, compare=False)
+
+    def innermost_handlers(self) -> list[Any]:
+        if not self.innermost:
+            self.innermost.extend(innermost_handlers(self.instructions))
+        return self.innermost
 
 
 _decoded = IdentityCache()  # code object -> DecodedCode
