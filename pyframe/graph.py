@@ -24,7 +24,7 @@ from .backends import CompiledGraph, compile_with_backend
 from .exc import Unsupported
 from .fake import rules as fake_rules
 from .fake import sym_rules
-from .fake.memo import PropagationMemo, plain_fake, tensor_inputs
+from .fake.memo import PropagationMemo, constant_tensor, plain_fake, tensor_inputs
 from .fake.mode import PyframeFakeTensorMode
 from .fake.shapes import (
     STATIC, NeedsSymbolicTrace, ShapePolicy, has_symbolic_sizes, new_symbolic_mode, symbolic_fake, symbolic_int,
@@ -262,6 +262,10 @@ class OutputGraph:
 
     def _propagate(self, op: str, target: Any, args: tuple, kwargs: dict, memo_key: tuple | None) -> Any:
         """Run the call on the arguments' FakeTensors; remember the output's metadata if it may be."""
+        if target is torch.tensor and memo_key is not None:  # (no mode of the user's active)
+            example = constant_tensor(self.fake_mode, args, kwargs)
+            if example is not None:
+                return example
         self._node_keys.clear()  # a real propagation may change an input's metadata (`x.t_()`)
         fake_args = torch.fx.node.map_arg(args, _example_value)
         fake_kwargs = torch.fx.node.map_arg(kwargs, _example_value)

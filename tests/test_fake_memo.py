@@ -384,3 +384,56 @@ def test_value_key_of_a_hit_is_the_key_of_what_it_builds(make):
         built = out.build(memo.mode)
     assert out.value_key == _tensor_key(built) == _tensor_key(real)
     assert hash(out.value_key) == hash(_tensor_key(built))
+
+
+@pytest.mark.parametrize("args, kwargs", [
+    (([],), {"dtype": torch.float32, "device": torch.device("cpu")}),  # a cache's empty start
+    ((0.5,), {}), ((True,), {}), ((3,), {"device": "cpu"}),              # one element: kept as a constant
+    (([1, 2, 3],), {}), (([[1.0], [2.0]],), {"dtype": torch.float16}),   # more: no constant
+])
+def test_constant_tensor_equals_the_lift(args, kwargs):
+    from pyframe.fake.memo import constant_tensor
+    from pyframe.graph import fake_mode
+
+    fast = constant_tensor(fake_mode(), args, kwargs)
+    with fake_mode():
+        reference = torch.tensor(*args, **kwargs)
+    assert fast is not None and fast.fake_mode is fake_mode()
+    assert _fake_meta(fast) == _fake_meta(reference)
+    assert set(fast.__dict__) == set(reference.__dict__)
+    if reference.constant is None:
+        assert fast.constant is None
+    else:
+        torch.testing.assert_close(fast.constant, reference.constant, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("args, kwargs", [
+    ((torch.ones(2),), {}),                    # a tensor: FakeTensorMode's path
+    ((0.5,), {"requires_grad": True}),         # another keyword
+    (("a",), {}),                              # data torch.tensor rejects: the real error is raised there
+])
+def test_constant_tensor_leaves_the_rest_to_fake_tensor_mode(args, kwargs):
+    from pyframe.fake.memo import constant_tensor
+    from pyframe.graph import fake_mode
+
+    assert constant_tensor(fake_mode(), args, kwargs) is None
+
+
+def test_a_constant_made_in_the_trace_keeps_its_value():
+    def f(x):
+        scale = torch.tensor(2.0)
+        empty = torch.tensor([], dtype=x.dtype)
+        return torch.cat([empty, x * scale]) + torch.tensor([1.0, 2.0, 3.0])
+
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    x = torch.randn(3)
+    torch.testing.assert_close(pyframe.optimize(backend)(f)(x), f(x))
+    assert len(graphs) == 1
+    made = [n.meta["example_value"] for n in graphs[0].graph.nodes if n.target is torch.tensor]
+    assert [t.constant is not None for t in made] == [True, True, False]  # as FakeTensorMode keeps them
+    assert made[0].constant.item() == 2.0
