@@ -116,6 +116,8 @@ class OutputGraph:
         self.immutable_trackers: dict[tuple, Any] = {}
         # Reads through a class's own __getattribute__, to repeat: see variables/methods.py, inline_getattribute.
         self.getattribute_reads: dict[tuple, tuple] = {}
+        # Calls that read only their argument's class, to repeat: see variables/class_reads.py.
+        self.class_reads: dict[tuple, tuple] = {}
     # -- building -----------------------------------------------------------------------------
     def add_input(self, source: Source, value: torch.Tensor, module_state: bool = False) -> torch.fx.Node:
         """The placeholder for a tensor read from the frame (one per source while tracing; one per

@@ -73,6 +73,10 @@ class SideEffects:
         self.global_stores: dict[int, tuple[Source | None, dict[str, VariableTracker]]] = {}
         self._modules_tracked: dict[int, Any] = {}      # id of a module's tracker -> the module
         self.effects = 0  # mutations traced so far, of any object (made here or not): see `note`
+        # Of those, the ones the replay makes: stores, mutations and deletions on objects that
+        # existed before the frame, globals and hooks (not an iterator of the frame moved on).
+        # While it is unchanged, anything read of those objects reads as it did.
+        self.replayed = 0
 
     # -- reading ----------------------------------------------------------------------------------
     def known(self, source: Source) -> VariableTracker | None:
@@ -159,6 +163,7 @@ class SideEffects:
         """`global name; name = value` in code whose globals are `f_globals` (read by the
         transformed code from `dict_source`, or the frame's own when None)."""
         self.effects += 1
+        self.replayed += 1
         if id(f_globals) not in self.global_stores:
             self._objects.append(f_globals)  # keeps the id valid for the trace
         self.global_stores.setdefault(id(f_globals), (dict_source, {}))[1][name] = value
@@ -173,6 +178,7 @@ class SideEffects:
         self.effects += 1
         if container.source is None:
             return  # built in the frame: rebuilt with its final items if it outlives the trace
+        self.replayed += 1
         real = self._values.get(id(container))
         if _is_module_globals(real):
             # (`globals()[name] = v` reaching the trace as a dict): a later LOAD_GLOBAL of name
@@ -184,6 +190,7 @@ class SideEffects:
         """`obj.name = value` on an object read from the frame, or on a tensor (a graph output
         then, if the graph made it: the replay stores the attribute on the very tensor returned)."""
         self.effects += 1
+        self.replayed += 1
         if obj.source is None and not isinstance(obj, (TensorVariable, UserFunctionVariable)) \
                 and not _is_class(obj):  # (a class found without a source is loaded as a constant)
             raise Unsupported(f"assignment to attribute {name!r} of {obj}, which has no source")
@@ -200,6 +207,7 @@ class SideEffects:
         """`x.register_hook(fn)` on a tensor passed in: replayed after the graph (backward, where
         the hook fires, runs after the frame)."""
         self.effects += 1
+        self.replayed += 1
         self.hooks.append((tensor, fn))
 
     def delete_attr(self, obj: VariableTracker, name: str, in_real_object: bool) -> None:
@@ -207,6 +215,7 @@ class SideEffects:
         real object has the attribute (`in_real_object`, guarded by the caller); an attribute the
         trace stored first and then deleted leaves nothing to replay."""
         self.effects += 1
+        self.replayed += 1
         if obj.source is None:
             raise Unsupported(f"deletion of attribute {name!r} of {obj}, which has no source")
         entry = self.stores.get(_store_key(obj))

@@ -18,6 +18,7 @@ from ...exc import Unsupported
 from ...guards import GuardKind
 from ...source import AttrSource, ItemSource, Source
 from .base import BoundMethodVariable, VariableTracker, constant_args
+from .class_reads import CLASS_READS, call_reading_class
 from .constant import ConstantVariable, is_constant_value
 from .dicts import DictVariable
 from .lists import TupleVariable
@@ -39,6 +40,8 @@ class UserFunctionVariable(VariableTracker):
         return self.fn
 
     def call(self, tx, args, kwargs) -> VariableTracker:
+        if self.fn in CLASS_READS:  # `dataclasses.fields(obj)`: repeated per class (class_reads.py)
+            return call_reading_class(tx, self, args, kwargs)
         return tx.inline_call(self.fn, list(args), kwargs, fn_source=self.source)
 
     def var_getattr(self, tx, name: str) -> VariableTracker:

@@ -1,0 +1,62 @@
+"""Calls that read nothing of their argument but its class: inlined once per class, then repeated.
+
+`dataclasses.fields(obj)` is `getattr(obj, "__dataclass_fields__")`, then the `Field`s of that
+dict whose `_field_type` is `_FIELD`. On an object made while tracing, whose instance dict the
+trace holds (`attrs`) and whose class has Python's own attribute lookup, that getattr finds the
+class's dict: the answer is a function of the class and of objects that existed before the frame
+(the class, its fields dict, the Field objects, the dataclasses module's globals). A Hugging Face
+`ModelOutput` calls it from its `__setattr__`, once per field it sets, so a model's output is made
+with `fields()` inlined a dozen times over (a generator over the fields each time).
+
+The first call on a class is inlined as any call is, and its guards are installed then. A later
+call with an object of the same class (reached through the same class source) gives a new tuple
+of the same items, as long as no object that existed before the frame was changed since
+(`SideEffects.replayed` is unchanged: an attribute, item, global or cell store the replay makes),
+the object has no attribute of that name of its own, and the first call changed nothing and
+recorded no graph op. The state the call reads is then the state the first call read and guarded.
+"""
+from __future__ import annotations
+
+import dataclasses
+import types
+from typing import Any
+
+from .base import VariableTracker
+from .lists import TupleVariable
+from .static_lookup import plain_protocol
+
+# The function, and the one attribute it reads of its argument (found on the argument's class).
+CLASS_READS: dict[types.FunctionType, str] = {dataclasses.fields: "__dataclass_fields__"}
+
+
+def call_reading_class(tx, fn: VariableTracker, args: list[VariableTracker],
+                       kwargs: dict[str, VariableTracker]) -> VariableTracker:
+    """`fn(obj)` for a function of CLASS_READS: repeated from the first call on `obj`'s class, or
+    inlined (and remembered)."""
+    key = _key(fn, args, kwargs)
+    reads = tx.output.class_reads
+    if key is not None:
+        last = reads.get(key)
+        if last is not None and last[0] == tx.side_effects.replayed:
+            return TupleVariable(list(last[1]))
+    replayed, effects, ops = tx.side_effects.replayed, tx.side_effects.effects, len(tx.output.graph.nodes)
+    result = tx.inline_call(fn.fn, list(args), kwargs, fn_source=fn.source)
+    if (key is not None and tx.side_effects.effects == effects and tx.side_effects.replayed == replayed
+            and len(tx.output.graph.nodes) == ops and type(result) is TupleVariable
+            and all(item.source is not None for item in result.items)):
+        reads[key] = (replayed, tuple(result.items))
+    return result
+
+
+def _key(fn: VariableTracker, args: list[VariableTracker], kwargs: dict[str, VariableTracker]) -> Any:
+    """(function, its source, class, class source) when the call reads only the class: one
+    argument, an object made while tracing without the attribute in its own dict, of a class
+    with Python's own attribute lookup; None otherwise."""
+    from .objects import NewObjectVariable  # (objects.py imports the functions module, which imports this)
+
+    if len(args) != 1 or kwargs or fn.source is None:
+        return None
+    obj = args[0]
+    if not isinstance(obj, NewObjectVariable) or CLASS_READS[fn.fn] in obj.attrs or not plain_protocol(obj.cls):
+        return None
+    return fn.fn, fn.source, obj.cls, obj.cls_source
