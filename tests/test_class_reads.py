@@ -119,3 +119,29 @@ def test_the_guards_of_the_first_call_reject_a_changed_class():
     Box.c = 0
     torch.testing.assert_close(opt(x), f(x))
     assert len(backend.graphs) == 2  # recompiled
+
+
+def test_a_dict_made_in_the_trace_and_stored_on_the_class_is_read_again():
+    @dataclasses.dataclass
+    class Box:
+        a: int = 1
+        b: int = 2
+
+    def f(x):
+        Box.__dataclass_fields__ = {}                      # a dict of the trace's, on the class
+        before = len(dataclasses.fields(Box()))
+        Box.__dataclass_fields__["a"] = saved["a"]         # changed without a store on the class
+        after = len(dataclasses.fields(Box()))
+        return x + before * 10 + after
+
+    saved = dict(Box.__dataclass_fields__)
+    x = torch.randn(2)
+    try:
+        expected = f(x)
+    finally:
+        Box.__dataclass_fields__ = dict(saved)
+    try:
+        result, _, _ = _inlined_fields_calls(f, x)
+    finally:
+        Box.__dataclass_fields__ = dict(saved)
+    torch.testing.assert_close(result, expected)  # (1: a repeat of the first call would give 0)

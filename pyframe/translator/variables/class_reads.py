@@ -13,7 +13,11 @@ call with an object of the same class (reached through the same class source) gi
 of the same items, as long as no object that existed before the frame was changed since
 (`SideEffects.replayed` is unchanged: an attribute, item, global or cell store the replay makes),
 the object has no attribute of that name of its own, and the first call changed nothing and
-recorded no graph op. The state the call reads is then the state the first call read and guarded.
+recorded no graph op. The state the call reads is then the state the first call read and guarded:
+the class attribute is the class's own (the trace stored none of that name on the class or a base,
+so it is not an object made while tracing, whose changes the replay count would not see), the
+Fields are objects from before the frame (every item of the answer has a source), and so are the
+dataclasses module's globals.
 """
 from __future__ import annotations
 
@@ -33,7 +37,7 @@ def call_reading_class(tx, fn: VariableTracker, args: list[VariableTracker],
                        kwargs: dict[str, VariableTracker]) -> VariableTracker:
     """`fn(obj)` for a function of CLASS_READS: repeated from the first call on `obj`'s class, or
     inlined (and remembered)."""
-    key = _key(fn, args, kwargs)
+    key = _key(tx, fn, args, kwargs)
     reads = tx.output.class_reads
     if key is not None:
         last = reads.get(key)
@@ -48,15 +52,18 @@ def call_reading_class(tx, fn: VariableTracker, args: list[VariableTracker],
     return result
 
 
-def _key(fn: VariableTracker, args: list[VariableTracker], kwargs: dict[str, VariableTracker]) -> Any:
+def _key(tx, fn: VariableTracker, args: list[VariableTracker], kwargs: dict[str, VariableTracker]) -> Any:
     """(function, its source, class, class source) when the call reads only the class: one
     argument, an object made while tracing without the attribute in its own dict, of a class
-    with Python's own attribute lookup; None otherwise."""
+    with Python's own attribute lookup, whose attribute of that name the trace has not stored;
+    None otherwise."""
     from .objects import NewObjectVariable  # (objects.py imports the functions module, which imports this)
 
     if len(args) != 1 or kwargs or fn.source is None:
         return None
-    obj = args[0]
-    if not isinstance(obj, NewObjectVariable) or CLASS_READS[fn.fn] in obj.attrs or not plain_protocol(obj.cls):
+    obj, name = args[0], CLASS_READS[fn.fn]
+    if not isinstance(obj, NewObjectVariable) or name in obj.attrs or not plain_protocol(obj.cls):
+        return None
+    if tx.side_effects.load_class_attr(obj.cls, name) is not None:  # `Cls.__dataclass_fields__ = {...}`
         return None
     return fn.fn, fn.source, obj.cls, obj.cls_source
