@@ -524,3 +524,37 @@ def test_del_through_the_class_own_delattr_and_its_guard() -> None:
         pass
     else:
         raise AssertionError("del of a missing attribute did not raise")
+
+
+class _Counted:
+    """`count` computed by its own __getattribute__ from a list it holds."""
+
+    def __init__(self, items):
+        self.items = items
+
+    def __getattribute__(self, name):
+        if name == "count":
+            return len(object.__getattribute__(self, "items"))
+        return object.__getattribute__(self, name)
+
+
+def test_a_repeated_getattribute_read_sees_every_change_of_what_it_read():
+    # The read is repeated while what it read is unchanged (SideEffects.remember_read): here a
+    # list of the object's own, then a list the trace made and stored, changed without a store.
+    counted = _Counted([1])
+
+    def f(x):
+        a = counted.count
+        again = counted.count            # repeated: nothing changed
+        counted.items = []               # a store on the object
+        b = counted.count
+        counted.items.append(1)          # the trace's own list, changed in place
+        c = counted.count
+        return x + a * 1000 + again * 100 + b * 10 + c
+
+    x = torch.randn(2)
+    expected = f(x)
+    counted.items = [1]
+    backend = CountingBackend()
+    torch.testing.assert_close(pyframe.optimize(backend)(f)(x), expected)  # (1101 + x: not 1100)
+    assert counted.items == [1] and len(backend.graphs) == 1

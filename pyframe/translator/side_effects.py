@@ -75,13 +75,21 @@ class SideEffects:
         self.effects = 0  # mutations traced so far, of any object (made here or not): see `note`
         # Of those, the ones the replay makes: stores, mutations and deletions on objects that
         # existed before the frame, globals and hooks (not an iterator of the frame moved on).
-        # While it is unchanged, anything read of those objects reads as it did.
+        # While it is unchanged, what a read of those objects finds in them is what it found.
         self.replayed = 0
+        # Reads answered from this record (a stored attribute or global, a deletion, a tracker of
+        # an object the trace mutated): a read that made none found only what the objects held
+        # at frame entry, and no object made while tracing, whose changes `replayed` does not count.
+        self.record_reads = 0
 
     # -- reading ----------------------------------------------------------------------------------
     def known(self, source: Source) -> VariableTracker | None:
         """The tracker already made for the mutable object at `source` in this trace."""
-        return self._by_source.get(source)
+        tracker = self._by_source.get(source)
+        if tracker is not None and (self.mutated or self.stores) and \
+                (id(tracker) in self.mutated or _store_key(tracker) in self.stores):
+            self.record_reads += 1
+        return tracker
 
     def track(self, source: Source, value: Any, tracker: VariableTracker, guards: GuardSet) -> VariableTracker:
         """Remember the tracker of a mutable object read from `source`; an object read before
@@ -115,7 +123,10 @@ class SideEffects:
 
     def known_cell(self, cell: Any) -> VariableTracker | None:
         """The tracker of the closure cell `cell`, if the trace reached it before (by any function)."""
-        return self._cells.get(id(cell))
+        tracker = self._cells.get(id(cell))
+        if tracker is not None and _store_key(tracker) in self.stores:
+            self.record_reads += 1
+        return tracker
 
     def track_cell(self, cell: Any, tracker: VariableTracker) -> VariableTracker:
         """Remember the tracker of a closure cell (`tracker.source` loads the cell object itself)."""
@@ -126,7 +137,10 @@ class SideEffects:
     def load_attr(self, obj: VariableTracker, name: str) -> VariableTracker | None:
         """The value the trace stored in `obj.name`, if it did."""
         entry = self.stores.get(_store_key(obj))
-        return entry[1].get(name) if entry is not None else None
+        found = entry[1].get(name) if entry is not None else None
+        if found is not None:
+            self.record_reads += 1
+        return found
 
     def load_class_attr(self, cls: type, name: str) -> VariableTracker | None:
         """What `cls.name` (and an instance's `obj.name` that reaches the class) finds of what the
@@ -135,6 +149,7 @@ class SideEffects:
         for klass in cls.__mro__:
             entry = self.stores.get(id(klass))
             if entry is not None and name in entry[1]:
+                self.record_reads += 1
                 return entry[1][name]
             if name in _type_dict(klass):
                 return None
@@ -143,20 +158,54 @@ class SideEffects:
     def is_deleted(self, obj: VariableTracker, name: str) -> bool:
         """The trace deleted `obj.name` (`del obj.name`) and has not stored it again."""
         entry = self.deletions.get(_store_key(obj))
-        return entry is not None and name in entry[1]
+        deleted = entry is not None and name in entry[1]
+        self.record_reads += deleted
+        return deleted
 
     def deleted_names(self, obj: VariableTracker) -> set[str]:
         entry = self.deletions.get(_store_key(obj))
+        self.record_reads += bool(entry and entry[1])
         return set(entry[1]) if entry is not None else set()
 
     def stores_to(self, obj: VariableTracker) -> bool:
         """The trace assigned some attribute of `obj`."""
-        return _store_key(obj) in self.stores
+        stored = _store_key(obj) in self.stores
+        self.record_reads += stored
+        return stored
 
     def load_global(self, f_globals: dict, name: str) -> VariableTracker | None:
         """The value the trace assigned to the global `name` of `f_globals`, if it did."""
         entry = self.global_stores.get(id(f_globals))
-        return entry[1].get(name) if entry is not None else None
+        found = entry[1].get(name) if entry is not None else None
+        if found is not None:
+            self.record_reads += 1
+        return found
+
+    # -- repeating reads ----------------------------------------------------------------------------
+    def start_read(self) -> tuple[int, int, int]:
+        """Before a read that may be repeated (`remember_read`): the counts now."""
+        return self.effects, self.replayed, self.record_reads
+
+    def remember_read(self, reads: dict, key: Any, start: tuple[int, int, int], result: Any) -> None:
+        """Keep `result` of a read that began at `start` (start_read) under `key` in `reads`, if it
+        changed nothing. One that found only what objects from before the frame held at entry
+        (it read nothing of this record) reads the same while `replayed` is unchanged; any other
+        while nothing at all has changed (`effects`)."""
+        effects, replayed, record_reads = start
+        if self.effects != effects:
+            return
+        if self.record_reads == record_reads:
+            reads[key] = (True, replayed, result)
+        else:
+            reads[key] = (False, effects, result)
+
+    def repeat_read(self, reads: dict, key: Any) -> Any:
+        """What the read under `key` gave (remember_read), if it would give the same now; else None."""
+        entry = reads.get(key)
+        if entry is None:
+            return None
+        by_replayed, count, result = entry
+        return result if count == (self.replayed if by_replayed else self.effects) else None
 
     # -- writing ----------------------------------------------------------------------------------
     def store_global(self, f_globals: dict, dict_source: Source | None, name: str, value: VariableTracker) -> None:

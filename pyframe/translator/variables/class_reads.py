@@ -10,14 +10,10 @@ with `fields()` inlined a dozen times over (a generator over the fields each tim
 
 The first call on a class is inlined as any call is, and its guards are installed then. A later
 call with an object of the same class (reached through the same class source) gives a new tuple
-of the same items, as long as no object that existed before the frame was changed since
-(`SideEffects.replayed` is unchanged: an attribute, item, global or cell store the replay makes),
-the object has no attribute of that name of its own, and the first call changed nothing and
-recorded no graph op. The state the call reads is then the state the first call read and guarded:
-the class attribute is the class's own (the trace stored none of that name on the class or a base,
-so it is not an object made while tracing, whose changes the replay count would not see), the
-Fields are objects from before the frame (every item of the answer has a source), and so are the
-dataclasses module's globals.
+of the same items while the state the first call read is unchanged (SideEffects.remember_read: if
+it found only objects from before the frame, as they were at entry, none of them changed since),
+the object still has no attribute of that name of its own, and the first call changed nothing,
+recorded no graph op and gave Fields from before the frame (every item has a source).
 """
 from __future__ import annotations
 
@@ -37,33 +33,29 @@ def call_reading_class(tx, fn: VariableTracker, args: list[VariableTracker],
                        kwargs: dict[str, VariableTracker]) -> VariableTracker:
     """`fn(obj)` for a function of CLASS_READS: repeated from the first call on `obj`'s class, or
     inlined (and remembered)."""
-    key = _key(tx, fn, args, kwargs)
-    reads = tx.output.class_reads
+    key = _key(fn, args, kwargs)
+    reads, side_effects = tx.output.class_reads, tx.side_effects
     if key is not None:
-        last = reads.get(key)
-        if last is not None and last[0] == tx.side_effects.replayed:
-            return TupleVariable(list(last[1]))
-    replayed, effects, ops = tx.side_effects.replayed, tx.side_effects.effects, len(tx.output.graph.nodes)
+        last = side_effects.repeat_read(reads, key)
+        if last is not None:
+            return TupleVariable(list(last))
+    start, ops = side_effects.start_read(), len(tx.output.graph.nodes)
     result = tx.inline_call(fn.fn, list(args), kwargs, fn_source=fn.source)
-    if (key is not None and tx.side_effects.effects == effects and tx.side_effects.replayed == replayed
-            and len(tx.output.graph.nodes) == ops and type(result) is TupleVariable
+    if (key is not None and len(tx.output.graph.nodes) == ops and type(result) is TupleVariable
             and all(item.source is not None for item in result.items)):
-        reads[key] = (replayed, tuple(result.items))
+        side_effects.remember_read(reads, key, start, tuple(result.items))
     return result
 
 
-def _key(tx, fn: VariableTracker, args: list[VariableTracker], kwargs: dict[str, VariableTracker]) -> Any:
+def _key(fn: VariableTracker, args: list[VariableTracker], kwargs: dict[str, VariableTracker]) -> Any:
     """(function, its source, class, class source) when the call reads only the class: one
     argument, an object made while tracing without the attribute in its own dict, of a class
-    with Python's own attribute lookup, whose attribute of that name the trace has not stored;
-    None otherwise."""
+    with Python's own attribute lookup; None otherwise."""
     from .objects import NewObjectVariable  # (objects.py imports the functions module, which imports this)
 
     if len(args) != 1 or kwargs or fn.source is None:
         return None
     obj, name = args[0], CLASS_READS[fn.fn]
     if not isinstance(obj, NewObjectVariable) or name in obj.attrs or not plain_protocol(obj.cls):
-        return None
-    if tx.side_effects.load_class_attr(obj.cls, name) is not None:  # `Cls.__dataclass_fields__ = {...}`
         return None
     return fn.fn, fn.source, obj.cls, obj.cls_source

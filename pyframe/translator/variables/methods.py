@@ -156,20 +156,21 @@ def inline_getattribute(tx, obj: VariableTracker, getattribute: types.FunctionTy
     Library objects read on every line (a Hugging Face config: `self.config.use_cache`, through
     `PretrainedConfig.__getattribute__`, whose `super().__getattribute__` is a base's own again)
     would have the same function inlined hundreds of times. A read of an object from the frame (it
-    has a source) repeats the last one by the same function when nothing was mutated since (the
-    trace's count of side effects is unchanged: an attribute, item, global or cell store, an
-    iterator advanced...), grad mode as traced is the same, and that read changed nothing, recorded
-    no graph op and gave a constant or an object from the frame. Such a read is a function of
-    unchanged state, so it gives the same object, and its guards are in place already."""
-    key = (getattribute, obj.source, name, tx.output.grad_enabled) if obj.source is not None else None
-    reads = tx.output.getattribute_reads
+    has a source) that changed nothing, recorded no graph op and gave a constant or an object from
+    the frame is a function of the state it read: it is repeated, with grad mode and autocast as
+    traced the same, while that state is unchanged (SideEffects.remember_read: no object from
+    before the frame changed, if that is all it read; nothing changed at all, otherwise). Its
+    guards are in place already."""
+    key = (getattribute, obj.source, name, tx.output.grad_enabled, tuple(tx.output.autocast_stack)) \
+        if obj.source is not None else None
+    reads, side_effects = tx.output.getattribute_reads, tx.side_effects
     if key is not None:
-        last = reads.get(key)
-        if last is not None and last[0] == tx.side_effects.effects:
-            return last[1]
-    effects, ops = tx.side_effects.effects, len(tx.output.graph.nodes)
+        last = side_effects.repeat_read(reads, key)
+        if last is not None:
+            return last
+    start, ops = side_effects.start_read(), len(tx.output.graph.nodes)
     value = tx.inline_call(getattribute, [obj, ConstantVariable(name)], {}, fn_source=fn_source)
-    if (key is not None and tx.side_effects.effects == effects and len(tx.output.graph.nodes) == ops
-            and (type(value) is ConstantVariable or value.source is not None)):
-        reads[key] = (effects, value)
+    if key is not None and len(tx.output.graph.nodes) == ops and \
+            (type(value) is ConstantVariable or value.source is not None):
+        side_effects.remember_read(reads, key, start, value)
     return value
