@@ -48,12 +48,10 @@ SIGNATURE_DIFFERS: dict[str, str] = {
 # (its `difference`): torch._dynamo and pyframe split the frame into different graphs, so the code
 # of the graphs cannot be the same.
 _NUMPY_TRACE = "Dynamo traces numpy code into the graph (torch._numpy); pyframe breaks at .numpy()"
-_CHECKPOINT = "Dynamo records checkpoint() as its tag_activation_checkpoint higher-order op; pyframe breaks at it"
 _MATERIALIZE = "Dynamo traces an autograd.Function with set_materialize_grads(False); pyframe breaks at its apply"
 CODE_DIFFERS: dict[str, str] = {
     "autograd_function_breaks.set_materialize_grads_false": _MATERIALIZE,
     "graph_breaks.numpy_round_trip": _NUMPY_TRACE,
-    "vision_transformers.ViTCheckpointedTrain": _CHECKPOINT,
 }
 
 

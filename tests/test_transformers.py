@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+import torch._dynamo
 
 import pyframe
 from pyframe.debug.cases import load_cases
@@ -39,8 +40,20 @@ def test_training_step_through_aot_eager_gives_eager_gradients(case):
         for _ in range(2):  # the first call compiles, the second hits the cache
             loss, grads = _loss_and_grads(model, compiled, inputs, case.seed)
             torch.testing.assert_close(loss, expected_loss)
-            assert grads.keys() == expected_grads.keys()
-            for name, grad in grads.items():
-                torch.testing.assert_close(grad, expected_grads[name], msg=lambda m, n=name: f"{n}: {m}")
+            assert grads.keys() >= expected_grads.keys()
+            for name, grad in expected_grads.items():
+                torch.testing.assert_close(grads[name], grad, msg=lambda m, n=name: f"{n}: {m}")
+            extra = grads.keys() - expected_grads.keys()
+            # A parameter the loss does not reach has no gradient in eager; aot_autograd gives one of
+            # zeros to the parameters a checkpointed body reads (the pooler of a checkpointed BERT),
+            # under torch._dynamo as under pyframe.
+            assert all(not grads[name].any() for name in extra)
     finally:
         pyframe.reset()
+    if extra:
+        torch._dynamo.reset()
+        try:
+            _, dynamo_grads = _loss_and_grads(model, torch._dynamo.optimize("aot_eager")(model), inputs, case.seed)
+        finally:
+            torch._dynamo.reset()
+        assert dynamo_grads.keys() == grads.keys()

@@ -35,6 +35,7 @@ STRAIGHT_LINE = [
     "tests.cases.dict_subclasses",
     "tests.cases.pattern_matching",
     "tests.cases.autograd_functions",
+    "tests.cases.activation_checkpoint",
     "tests.cases.builtin_subclasses",
     "tests.cases.set_algebra",
     "tests.cases.stdlib_calls",

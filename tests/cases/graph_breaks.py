@@ -633,3 +633,12 @@ def branch_inside_autocast_region(x):
             y = y * 2
         z = y @ x
     return z.float()
+
+
+@case(inputs=lambda: torch.randn(3), tags={"break"})
+def requires_grad_turned_on(x):
+    """`y.requires_grad_()` on a tensor of the graph that does not require grad: a graph break, as
+    torch._dynamo breaks there; the rest is traced with y requiring grad."""
+    y = x * 2
+    y.requires_grad_()
+    return y.sin()

@@ -73,3 +73,12 @@ def dtype_table_lookup(x):
         return (t.to(dtype).abs() + eps[dtype]).log()
 
     return stable_log(x) + stable_log(x, x.dtype)
+
+
+@case(inputs=lambda: (torch.randn(3), torch.randn(3, requires_grad=True)))
+def requires_grad_already_set(x, w):
+    """`y.requires_grad_(True)` on a tensor that requires grad already (transformers' hook on the
+    input embeddings under gradient checkpointing): nothing to do, and no node, as torch._dynamo."""
+    y = x * w
+    y.requires_grad_(True)
+    return y.sin()

@@ -9,6 +9,8 @@ library's own classes (no downloads: random weights from a small config, hidden 
 - ``<Class>Train``: ``model.train()`` (dropout draws from the case's seed: tag ``"rng"``), a scalar loss
   returned (the library's own loss where the model has a head and takes ``labels``, else the mean
   square of the last hidden state); tests/test_transformers.py runs its backward through aot_eager.
+- ``<Class>CheckpointedTrain`` (BERT and LLaMA): the same with the library's gradient checkpointing
+  on (``gradient_checkpointing_enable``, non-reentrant): each layer a ``torch.utils.checkpoint`` call.
 
 The model is the case module's only child (``self.model``): the case's forward is the one line a
 user writes around a library model. Without transformers installed the module declares no cases.
@@ -115,22 +117,27 @@ def _eval_case(name: str, make_model: Callable[[], torch.nn.Module], inputs: Cal
 
 
 def _train_case(name: str, make_model: Callable[[], torch.nn.Module], inputs: Callable[[], Inputs],
-                takes_labels: bool) -> type:
+                takes_labels: bool, checkpointed: bool = False) -> type:
     class Train(torch.nn.Module):
         def __init__(self) -> None:
             super().__init__()
             self.model = make_model().train()
+            if checkpointed:
+                self.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
 
         def forward(self, **inputs: Any) -> torch.Tensor:
             if takes_labels:
                 return self.model(**inputs, labels=inputs["input_ids"]).loss
             return self.model(**inputs).last_hidden_state.pow(2).mean()
 
-    Train.__name__ = Train.__qualname__ = f"{name}Train"
-    Train.__doc__ = f"transformers' {name} in training mode: a scalar loss (backward in tests/test_transformers.py)."
+    Train.__name__ = Train.__qualname__ = f"{name}{'Checkpointed' if checkpointed else ''}Train"
+    Train.__doc__ = (f"transformers' {name} in training mode{' with gradient checkpointing' if checkpointed else ''}: "
+                     f"a scalar loss (backward in tests/test_transformers.py).")
     return case(inputs=inputs, tags={"train", "rng", "library"})(Train)
 
 
 for _name, (_make, _inputs, _labels) in ARCHITECTURES.items():
     globals()[f"{_name}Eval"] = _eval_case(_name, _make, _inputs)
     globals()[f"{_name}Train"] = _train_case(_name, _make, _inputs, _labels)
+    if _name in ("BertModel", "LlamaForCausalLM"):
+        globals()[f"{_name}CheckpointedTrain"] = _train_case(_name, _make, _inputs, _labels, checkpointed=True)

@@ -1008,17 +1008,7 @@ class SpatialTransformerEval(SpatialTransformerStyle):
 # ------------------------------------------------------------------------------------------------
 # Training with timm's activation checkpointing
 
-@case(
-    inputs=_images,
-    tags={"train", "rng"},
-    difference=(
-        "torch._dynamo traces torch.utils.checkpoint.checkpoint as its tag_activation_checkpoint "
-        "higher-order op (each block a subgraph called from the one graph); pyframe has no higher-order "
-        "op for it: the checkpoint call is a graph break, checkpoint runs for real and the blocks are "
-        "compiled as frames of their own (the break falls inside the loop over the blocks, so "
-        "forward_features runs as Python, as torch._dynamo would run it); results are equal"
-    ),
-)
+@case(inputs=_images, tags={"train", "rng"})
 class ViTCheckpointedTrain(VisionTransformer):
     """timm's ``set_grad_checkpointing()``: blocks run through ``torch.utils.checkpoint.checkpoint``
     (``use_reentrant=False``), as ``checkpoint_seq`` does for each block."""

@@ -57,6 +57,11 @@ class VariableTracker:
     def python_type(self) -> type:
         raise Unsupported(f"the type of {self._describe_without_type()} is not known while tracing")
 
+    def made_instance(self) -> "tuple[type, Source | None, dict[str, VariableTracker]] | None":
+        """For an instance of a user class made while tracing: its class, where the class was read
+        from, and its instance dict as the trace holds it; None for anything else."""
+        return None
+
     def describe(self) -> str:
         """This value as its user would name it, for graph-break reasons (`a list`, `an instance of
         Foo (defined at foo.py:12)`, `the method forward of module Net`): descriptions.py. Never a

@@ -28,6 +28,7 @@ from .autograd_function import AutogradFunctionVariable, is_autograd_function, i
 from .base import Tracer, VariableTracker, class_attribute
 from .builtins import BUILTIN_FUNCTIONS, PURE_FUNCTIONS, BuiltinVariable
 from .constant import ConstantVariable, is_constant_value, is_numpy_scalar
+from .checkpoint import CHECKPOINT, CheckpointVariable
 from .copying import DeepcopyFunctionVariable, is_deepcopy
 from .dicts import DictVariable, ObjectKey, hashes_by_identity, is_constant_key
 from .iterators import ListIteratorVariable
@@ -279,7 +280,11 @@ def _wrap_constant_collection(tx: Tracer, value: Any, source: Source | None, gua
 def _wrap_marked_function(tx: Tracer, value: Any, source: Source | None, guard: bool,
                           guards: Any) -> VariableTracker | None:
     """A function torch._dynamo, pyframe or torch.jit marked: graph_break and disable are honoured;
-    what pyframe.optimize or torch.jit.script wrapped is inlined."""
+    what pyframe.optimize or torch.jit.script wrapped is inlined; torch.utils.checkpoint's
+    checkpoint (disabled for torch._dynamo, which traces it as a higher-order op) is that op."""
+    if value is CHECKPOINT:
+        _add(guards, source, GuardKind.ID_MATCH, value)
+        return CheckpointVariable(source)
     if isinstance(value, types.FunctionType) and _is_dynamo_hint(value):
         _add(guards, source, GuardKind.ID_MATCH, value)
         if value.__name__ == "graph_break":

@@ -51,11 +51,12 @@ def _key(fn: VariableTracker, args: list[VariableTracker], kwargs: dict[str, Var
     """(function, its source, class, class source) when the call reads only the class: one
     argument, an object made while tracing without the attribute in its own dict, of a class
     with Python's own attribute lookup; None otherwise."""
-    from .objects import NewObjectVariable  # (objects.py imports the functions module, which imports this)
-
     if len(args) != 1 or kwargs or fn.source is None:
         return None
-    obj, name = args[0], CLASS_READS[fn.fn]
-    if not isinstance(obj, NewObjectVariable) or name in obj.attrs or not plain_protocol(obj.cls):
+    made = args[0].made_instance()
+    if made is None:
         return None
-    return fn.fn, fn.source, obj.cls, obj.cls_source
+    cls, cls_source, attrs = made
+    if CLASS_READS[fn.fn] in attrs or not plain_protocol(cls):
+        return None
+    return fn.fn, fn.source, cls, cls_source

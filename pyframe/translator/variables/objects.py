@@ -455,6 +455,9 @@ class NewObjectVariable(VariableTracker):
     def python_type(self) -> type:
         return self.cls
 
+    def made_instance(self) -> tuple[type, Source | None, dict[str, VariableTracker]]:
+        return self.cls, self.cls_source, self.attrs
+
     def identity(self) -> Any:
         return self
 

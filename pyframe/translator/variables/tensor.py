@@ -287,6 +287,16 @@ class TensorVariable(VariableTracker):
             return HookHandleVariable(tx.root.ip - 1)
         if name in _AUTOGRAD_METHODS:
             raise Unsupported(f"Tensor.{name}() runs autograd outside the graph")
+        if name == "requires_grad_":
+            # As torch._dynamo 2.13: a no-op when the flag is already what is asked (transformers'
+            # enable_input_require_grads hook on an embedding's output in training), recorded by no
+            # node; changing it on a tensor of the graph is a graph break.
+            flag = (args[0] if args else kwargs.get("requires_grad", ConstantVariable(True)))
+            if not flag.is_python_constant() or len(args) + len(kwargs) > 1:
+                raise Unsupported("Tensor.requires_grad_() with a flag that is not a constant")
+            if bool(flag.as_python_constant()) == self.example.requires_grad:
+                return self
+            raise Unsupported("Tensor.requires_grad_() changes requires_grad of a tensor of the graph")
         if name == "__getitem__" and len(args) == 1 and not kwargs:  # `x[i]`, recorded as torch._dynamo records it
             if isinstance(args[0], SymNodeVariable) and args[0].python_type() is int:
                 return call_in_graph(tx, "call_function", torch.select, [self, ConstantVariable(0), args[0]], {})
