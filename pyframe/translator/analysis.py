@@ -6,6 +6,8 @@ path starting at `instructions[index]`. A graph break passes exactly these to th
 has no SETUP_* opcodes; the `bytecode` library marks try ranges with TryBegin/TryEnd).
 `may_loop_back(instructions, index)`: whether a break at `index` may sit inside a loop, decided
 as torch._dynamo decides it.
+`may_read_own_scope(instructions, index)`: whether code run after a break at `index` may call
+locals(), vars(), dir(), eval(), exec() or breakpoint() by their builtin names.
 """
 from __future__ import annotations
 
@@ -104,5 +106,30 @@ def may_loop_back(instructions: list[Any], index: int) -> bool:
             while not isinstance(instructions[target], Instr):  # the instruction the label marks
                 target += 1
             if target < index:
+                return True
+    return False
+
+
+# Builtins that, called without namespaces, read the variables of the frame that calls them.
+_SCOPE_READERS = frozenset({"locals", "vars", "dir", "eval", "exec", "breakpoint"})
+
+
+def may_read_own_scope(instructions: list[Any], index: int) -> bool:
+    """Whether code that may run after a graph break at `instructions[index]` loads one of the
+    builtins that read the calling frame's variables (`locals()`, `vars()`...). A resume function
+    is a frame of its own, with other locals (`___stack0`, only the live ones): such a call there
+    would see them, not the original frame's, so the break must not resume. Conservative: any load
+    of the name from `index` on counts, and the whole code when a jump after `index` goes back
+    before it (a loop)."""
+    label_index = {inst: i for i, inst in enumerate(instructions) if isinstance(inst, Label)}
+    start = index
+    for inst in instructions[index:]:
+        if isinstance(inst, Instr) and isinstance(inst.arg, Label) and label_index[inst.arg] < index:
+            start = 0
+            break
+    for inst in instructions[start:]:
+        if isinstance(inst, Instr) and inst.name in ("LOAD_GLOBAL", "LOAD_NAME"):
+            name = inst.arg[1] if isinstance(inst.arg, tuple) else inst.arg  # 3.11: (push_null, name)
+            if name in _SCOPE_READERS:
                 return True
     return False

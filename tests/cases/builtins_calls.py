@@ -140,3 +140,33 @@ def list_sort_in_place(x):
     names = ["b", "a", "c"]
     names.sort(reverse=True)
     return torch.stack([t for _, t in pairs]), names
+
+
+@case(inputs=lambda: torch.randn(4))
+def number_formatting_builtins(x):
+    """bin(), oct(), hex() and ascii() on constants fold to strings."""
+    return x * bin(5).count("1") + int(hex(255), 16) + len(oct(8)) + len(ascii("é"))
+
+
+@case(inputs=lambda: torch.randn(4))
+def error_of_a_builtin_on_constants_is_caught(x):
+    """`1 / 0` and `int("zz")` raise in the traced program, where the try or with block catches them."""
+    try:
+        y = x + int("zz")
+    except ValueError as e:
+        y = x - len(str(e))
+    with _Suppress(ZeroDivisionError):
+        y = y * 2
+        y = y + 1 / 0
+    return y
+
+
+class _Suppress:
+    def __init__(self, kind):
+        self.kind = kind
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, value, tb):
+        return kind is self.kind

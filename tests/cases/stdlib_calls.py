@@ -240,3 +240,20 @@ def enum_features(x):
     return x * (mode is _Mode.EVAL) + int(both) + len(_Mode), names, mode.value, _Flag.B in both
 
 
+
+
+@case(inputs=lambda: torch.randn(5))
+def deque_with_maxlen_above_its_length(x):
+    """A maxlen larger than the items given keeps them all; only a push past it drops one."""
+    d = collections.deque([1, 2, 3], maxlen=4)
+    d.appendleft(0)
+    d.append(4)
+    return x * d[0] + d.popleft() + len(d), list(d)
+
+
+@case(inputs=lambda: torch.randn(5))
+def str_join_of_a_generator(x):
+    """str.join takes all of a generator's items: a generator expression of strings."""
+    parts = "Hello, World".lower().split(", ")
+    joined = "-".join(p.upper() for p in parts)
+    return x * len(joined), joined

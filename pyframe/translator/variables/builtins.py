@@ -27,7 +27,7 @@ from .dicts import DICT_HANDLERS, DictVariable, DictViewVariable, name_as_constr
 from .iterators import iterate
 from .lists import BaseListVariable, ListVariable, SizeVariable, TupleVariable
 from .sets import SET_HANDLERS, SetVariable, build_set
-from .exceptions import ExceptionVariable, RaisedException, is_exception_class
+from .exceptions import ExceptionVariable, RaisedException, is_exception_class, raise_symbolic
 from .functions import PartialVariable, UserFunctionVariable
 from .super_object import SuperVariable, zero_arg_super
 from .nn_module import NNModuleVariable
@@ -42,7 +42,8 @@ from .tensor import SymNodeVariable, SymSliceVariable, TensorVariable, call_in_g
 # Builtins with no side effects: calling them on constants while tracing is safe.
 _PURE_BUILTINS = {abs, all, any, bool, chr, divmod, float, format, hash, int, isinstance, issubclass, len,
                   max, min, ord, pow, range, repr, round, sorted, str, sum, tuple, list, dict, type, slice,
-                  reversed, enumerate, zip, getattr, hasattr, callable, frozenset, set, complex, bytes}
+                  reversed, enumerate, zip, getattr, hasattr, callable, frozenset, set, complex, bytes,
+                  bin, oct, hex, ascii}
 PURE_FUNCTIONS = (_PURE_BUILTINS
                   | {getattr(operator, n) for n in dir(operator) if not n.startswith("_")}
                   | {getattr(math, n) for n in dir(math) if callable(getattr(math, n)) and not n.startswith("_")})
@@ -142,7 +143,11 @@ class BuiltinVariable(VariableTracker):
             pargs, pkwargs = constant_args(args, kwargs, f"{getattr(fn, '__name__', fn)}()")
             try:
                 return tx.wrap_constant(fn(*pargs, **pkwargs))
-            except Exception as e:  # the same error will be raised when the frame runs normally
+            except Exception as e:
+                if type(e).__module__ == "builtins" and all(type(a) in (str, int) for a in e.args):
+                    # `1 / 0`, `int("x")`: the same error, raised in the traced program, where a
+                    # try or with block may catch it (uncaught, the frame runs as Python)
+                    raise_symbolic(type(e), *e.args)
                 raise Unsupported(f"{getattr(fn, '__name__', fn)}() raises {type(e).__name__}: {e}") from e
         raise Unsupported(f"call to builtin {getattr(fn, '__qualname__', fn)}")
 
