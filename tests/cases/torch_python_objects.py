@@ -73,3 +73,24 @@ def dtype_table_lookup(x):
         return (t.to(dtype).abs() + eps[dtype]).log()
 
     return stable_log(x) + stable_log(x, x.dtype)
+
+
+@case(inputs=lambda: (torch.randn(4), (torch.randn(4),)))
+def is_tensor_of_containers_of_tensors(x, pair):
+    """torch.is_tensor of a tuple or list holding tensors is answered by the type (False)."""
+    n = 0
+    for item in [x, 1.0, pair, [x]]:
+        if torch.is_tensor(item):
+            n += item.numel()
+        elif isinstance(item, (tuple, list)):
+            n += len(item)
+    return x * n
+
+
+@case(inputs=lambda: torch.randn(4))
+def torch_version_compared_and_split(x):
+    """torch.__version__ (a TorchVersion, a str compared as a version) as a constant."""
+    if torch.__version__ >= "2.0":
+        x = x + 1
+    major = int(torch.__version__.split(".")[0])
+    return x * major

@@ -144,7 +144,8 @@ def _wrap_constant(tx: Tracer, value: Any, source: Source | None, guard: bool,
     if type(value) in _EQUALS_TYPES or is_numpy_scalar(value):
         _add(guards, source, GuardKind.EQUALS_MATCH, value)
         return ConstantVariable(value, source)
-    if isinstance(value, (torch.dtype, torch.layout, torch.memory_format, enum.Enum)) or value is Ellipsis:
+    if isinstance(value, (torch.dtype, torch.layout, torch.memory_format, enum.Enum)) or value is Ellipsis \
+            or type(value) is torch.torch_version.TorchVersion:  # torch.__version__: a str, compared by version
         _add(guards, source, GuardKind.ID_MATCH, value)
         return ConstantVariable(value, source)
     return None

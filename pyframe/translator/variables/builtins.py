@@ -35,7 +35,7 @@ from .methods import make_method
 from .objects import NewObjectVariable, PythonObjectVariable, UserObjectVariable, register_constructor
 from .object_hasattr import object_has_attr
 from .iteration_builtins import ITERATION_HANDLERS, reduce_items
-from .special_methods import DUNDERS, contains, identity, is_tensor, length, python_method, user_operator
+from .special_methods import DUNDERS, contains, identity, is_tensor, length, python_method, text_of, truth, user_operator
 from .static_lookup import checks_by_type, flatten_classinfo, is_legacy_tensor_type, is_plain_class
 from .tensor import SymNodeVariable, SymSliceVariable, TensorVariable, call_in_graph, sym_operation
 
@@ -45,6 +45,8 @@ _PURE_BUILTINS = {abs, all, any, bool, chr, divmod, float, format, hash, int, is
                   reversed, enumerate, zip, getattr, hasattr, callable, frozenset, set, complex, bytes,
                   bin, oct, hex, ascii}
 PURE_FUNCTIONS = (_PURE_BUILTINS
+                  # class methods of the immutable builtins, which make a new value from constants
+                  | {int.from_bytes, float.fromhex, bytes.fromhex, str.maketrans, bytes.maketrans}
                   | {getattr(operator, n) for n in dir(operator) if not n.startswith("_")}
                   | {getattr(math, n) for n in dir(math) if callable(getattr(math, n)) and not n.startswith("_")})
 
@@ -587,7 +589,7 @@ def _object_new(tx, cls: VariableTracker, *args: VariableTracker) -> VariableTra
 
 
 def _not(tx, obj: VariableTracker) -> VariableTracker:
-    return ConstantVariable(not obj.truth())
+    return ConstantVariable(not truth(tx, obj))
 
 
 def _either(*tables: dict[Callable, Callable]) -> dict[Callable, Callable]:
@@ -615,7 +617,7 @@ def _either(*tables: dict[Callable, Callable]) -> dict[Callable, Callable]:
 
 _HANDLERS: dict[Callable, Callable] = {
     len: length, callable: _callable, isinstance: _isinstance, getattr: _getattr, hasattr: _hasattr, setattr: _setattr, delattr: _delattr,
-    type: _type,
+    type: _type, str: text_of(str), repr: text_of(repr),
     **ITERATION_HANDLERS, **_either(SET_HANDLERS, DICT_HANDLERS),
     operator.is_: identity(False), operator.is_not: identity(True), operator.contains: contains,
     operator.getitem: _getitem, operator.not_: _not, super: _super, sum: _sum,
@@ -623,7 +625,7 @@ _HANDLERS: dict[Callable, Callable] = {
     operator.methodcaller: _methodcaller, operator.itemgetter: _getter(operator.itemgetter), operator.attrgetter: _getter(operator.attrgetter),
     functools.partial: _partial, **{t.fromkeys: _fromkeys(t) for t in _DICT_TYPES},
     sys.exc_info: _exc_info, sys.exception: _exception,
-    bool: lambda tx, obj: ConstantVariable(obj.truth()), object.__new__: _object_new,
+    bool: lambda tx, obj: ConstantVariable(truth(tx, obj)), object.__new__: _object_new,
     **{fn: _binary(fn) for fn in (operator.add, operator.iadd, operator.mul, operator.imul)},
 }
 

@@ -37,7 +37,7 @@ from .nn_module import MadeCrossEntropyLossVariable, record_module_init
 from .descriptions import describe_value
 from .attribute_protocol import (
     check_plain_delete, check_plain_store, delattr_protocol, descriptor_get, descriptor_set, getattr_protocol, is_plain_member,
-    iterate_object, python_descriptor, realize_stored, setattr_protocol, store_class_attribute,
+    iterate_object, property_setter, python_descriptor, realize_stored, setattr_protocol, store_class_attribute,
 )
 from .static_lookup import (
     ABSENT, bound_init_arguments, has_own_getattribute, instance_dict_of, is_data_descriptor,
@@ -345,6 +345,11 @@ class UserObjectVariable(VariableTracker):
         return instance_dict
 
     def generic_setattr(self, tx, name: str, value: VariableTracker) -> None:
+        setter = property_setter(type(self.value), name)
+        if setter is not None:  # `obj.scale = v` through a property: its setter inlined
+            guard_class_attribute(tx, self, name, check_instance=False)
+            tx.inline_call(setter, [self, value], {})
+            return
         descriptor = python_descriptor(type(self.value), name, setter=True)
         if descriptor is not None:
             guard_class_attribute(tx, self, name)
@@ -513,6 +518,11 @@ class NewObjectVariable(VariableTracker):
             tx.output.guards.add(AttrSource(self.cls_source, name), GuardKind.ID_MATCH, member)
 
     def generic_setattr(self, tx, name: str, value: VariableTracker) -> None:
+        setter = property_setter(self.cls, name)
+        if setter is not None:  # `obj.scale = v` through a property: its setter inlined
+            self._guard_class_member(tx, name, class_attribute(self.cls, name, None))
+            tx.inline_call(setter, [self, value], {})
+            return
         descriptor = python_descriptor(self.cls, name, setter=True)
         if descriptor is not None:
             descriptor_set(tx, self, PythonObjectVariable(self.cls, self.cls_source), name, descriptor, value)
