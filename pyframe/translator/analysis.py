@@ -119,17 +119,23 @@ def may_read_own_scope(instructions: list[Any], index: int) -> bool:
     builtins that read the calling frame's variables (`locals()`, `vars()`...). A resume function
     is a frame of its own, with other locals (`___stack0`, only the live ones): such a call there
     would see them, not the original frame's, so the break must not resume. Conservative: any load
-    of the name from `index` on counts, and the whole code when a jump after `index` goes back
-    before it (a loop)."""
+    of the name from `index` on counts (`vars` and `dir` only when called at once without an
+    argument), and the whole code when a jump after `index` goes back before it (a loop)."""
     label_index = {inst: i for i, inst in enumerate(instructions) if isinstance(inst, Label)}
     start = index
     for inst in instructions[index:]:
         if isinstance(inst, Instr) and isinstance(inst.arg, Label) and label_index[inst.arg] < index:
             start = 0
             break
-    for inst in instructions[start:]:
-        if isinstance(inst, Instr) and inst.name in ("LOAD_GLOBAL", "LOAD_NAME"):
+    code = [inst for inst in instructions[start:] if isinstance(inst, Instr)]
+    for i, inst in enumerate(code):
+        if inst.name in ("LOAD_GLOBAL", "LOAD_NAME"):
             name = inst.arg[1] if isinstance(inst.arg, tuple) else inst.arg  # 3.11: (push_null, name)
-            if name in _SCOPE_READERS:
-                return True
+            if name not in _SCOPE_READERS:
+                continue
+            if name in ("vars", "dir"):  # only without an argument: `vars(obj)` reads obj
+                following = code[i + 1] if i + 1 < len(code) else None
+                if following is None or following.name != "PRECALL" or following.arg != 0:
+                    continue
+            return True
     return False
