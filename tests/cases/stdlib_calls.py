@@ -257,3 +257,11 @@ def str_join_of_a_generator(x):
     parts = "Hello, World".lower().split(", ")
     joined = "-".join(p.upper() for p in parts)
     return x * len(joined), joined
+
+
+@case(inputs=lambda: torch.randn(5))
+def enum_members_mapping(x):
+    """An enum class's __members__ (EnumType's property: a mappingproxy of name to member)."""
+    members = _Mode.__members__
+    weights = {m: float(i + 1) for i, m in enumerate(_Mode)}
+    return sum(x * weights[m] for m in members.values()) + len(members), list(members), "EVAL" in members

@@ -69,6 +69,9 @@ def _traced_like_a_users(cls: type) -> bool:
         and class_attribute(cls, "__enter__", None) is None
 
 
+_ENUM_MEMBERS = vars(enum.EnumMeta)["__members__"]
+
+
 class PythonObjectVariable(VariableTracker):
     """An opaque Python value used as a constant: a class, an enum member, a frozen config..."""
 
@@ -90,8 +93,13 @@ class PythonObjectVariable(VariableTracker):
             stored = tx.side_effects.load_class_attr(self.value, name)
             if stored is not None:
                 return stored
-        value = static_attr(self.value, name)
         source = AttrSource(self.source, name) if self.source is not None else None
+        if name == "__members__" and isinstance(self.value, enum.EnumMeta) \
+                and class_attribute(type(self.value), name, None) is _ENUM_MEMBERS:
+            # EnumType's property: a new mappingproxy of the members at each read (fixed since the
+            # class statement ran), read for real: it runs no user code
+            return tx.wrap(self.value.__members__, source, guard=self.source is not None)
+        value = static_attr(self.value, name)
         return tx.wrap(value, source, guard=self.source is not None)
 
     def store_attr(self, tx, name: str, value: VariableTracker) -> None:
