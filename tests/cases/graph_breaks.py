@@ -633,3 +633,11 @@ def branch_inside_autocast_region(x):
             y = y * 2
         z = y @ x
     return z.float()
+
+
+@case(inputs=lambda: torch.randn(4), tags=["break"])
+def resume_with_the_tensor_in_a_cell(x):
+    """x is a cell variable (the generator expression reads it): the resume function after the
+    break gets the cell, whose tensor makes the frame worth compiling, as in the original frame."""
+    print("pyframe corpus: resume_with_the_tensor_in_a_cell")
+    return sum(x * k for k in range(3))
