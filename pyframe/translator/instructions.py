@@ -165,6 +165,10 @@ class InstructionTranslator(LoadStoreOps, CellOps, CallOps, StackOps, OperatorOp
         """An exception raised by instruction `index`: jump to its handler as CPython does (stack cut
         to the try's depth, the offset if the range asks for it, then the exception), or let it
         leave this frame; leaving the compiled frame is a graph break at the raising instruction."""
+        exc = raised.value
+        if not exc.context_known:  # where it is first seen raised: chained to the one being handled
+            context = self.handled_exception()
+            exc.context, exc.context_known = (context if context is not exc else None), True
         if self._handlers is None:
             self._handlers = innermost_handlers(self.instructions)
         entry = self._handlers[index]

@@ -261,3 +261,24 @@ def namedtuple_class_methods_and_properties(span):
     moved = span.shifted(1.0)
     made = _Span(span.start * 2, span.stop, 0.5)
     return span.scaled(3) + moved.width + made.scaled(1), made.weight
+
+
+@case(inputs=lambda: torch.randn(4))
+def exception_context_and_suppression(x):
+    """An exception raised while another is handled is chained to it (__context__); `raise ... from
+    None` sets __suppress_context__, `from e` sets __cause__ too."""
+    try:
+        try:
+            {}["missing"]
+        except KeyError:
+            raise ValueError("plain")
+    except ValueError as e:
+        chained = isinstance(e.__context__, KeyError) and not e.__suppress_context__
+    try:
+        try:
+            raise KeyError("a")
+        except KeyError:
+            raise ValueError("b") from None
+    except ValueError as e:
+        hidden = e.__suppress_context__ and e.__cause__ is None and e.__context__ is not None
+    return x * chained + hidden
