@@ -12,6 +12,7 @@ import math
 import operator
 import sys
 import types
+import typing
 from typing import Any, Callable, Sequence
 
 import torch
@@ -216,10 +217,36 @@ def _callable(tx, obj: VariableTracker) -> VariableTracker:
     return ConstantVariable(any("__call__" in vars(k) for k in obj.python_type().__mro__))
 
 
+def _without_typing_aliases(classinfo: Any) -> Any:
+    """classinfo with typing's bare aliases (`typing.Sequence`, `typing.List`, `typing.Callable`)
+    replaced by the classes they stand for: their __instancecheck__ is issubclass(type(obj),
+    alias.__origin__)."""
+    if isinstance(classinfo, tuple):
+        return tuple(_without_typing_aliases(k) for k in classinfo)
+    if isinstance(classinfo, typing._SpecialGenericAlias) and isinstance(classinfo.__origin__, type):
+        return classinfo.__origin__
+    return classinfo
+
+
+def _classinfo_value(tx, classinfo: VariableTracker) -> Any:
+    """The classes isinstance() is asked about: a constant, or a typing alias (an object pyframe
+    holds as an instance, pinned by identity where it was read from)."""
+    if classinfo.is_python_constant():
+        return classinfo.as_python_constant()
+    if isinstance(classinfo, TupleVariable):
+        return tuple(_classinfo_value(tx, item) for item in classinfo.items)
+    alias = classinfo.real_object()
+    if not isinstance(alias, typing._SpecialGenericAlias):
+        return classinfo.as_python_constant()  # (Unsupported, naming it)
+    if classinfo.source is not None:
+        tx.output.guards.add(classinfo.source, GuardKind.ID_MATCH, alias)
+    return alias
+
+
 def _isinstance(tx, obj: VariableTracker, classinfo: VariableTracker) -> VariableTracker:
     if isinstance(obj, TensorVariable):
         obj.realize(tx)  # (torch._dynamo realizes a lazy input whose type is asked: type() too)
-    cls = classinfo.as_python_constant()
+    cls = _without_typing_aliases(_classinfo_value(tx, classinfo))
     kinds = cls if isinstance(cls, tuple) else (cls,)
     if isinstance(obj, TensorVariable) and any(is_legacy_tensor_type(k) for k in kinds):
         # torch.FloatTensor and the like match a tensor by its dtype and device (static here)
