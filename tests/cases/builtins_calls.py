@@ -176,3 +176,23 @@ class _Suppress:
 def class_methods_of_builtin_types(x):
     """int.from_bytes and float.fromhex on constants fold."""
     return x * int.from_bytes(b"\x01\x00", "little") + float.fromhex("0x1p3")
+
+
+@case(inputs=lambda: torch.randn(4))
+def interpreter_version_checks(x):
+    """sys.version_info (a structseq of constants) compared with a tuple, indexed and read by name."""
+    import sys
+
+    if sys.version_info >= (3, 8):
+        x = x + 1
+    return x * sys.version_info.major + sys.version_info[1] * 0
+
+
+@case(inputs=lambda: torch.randn(4))
+def identity_of_containers_made_in_the_frame(x):
+    """Two lists, dicts or sets made while tracing are two objects; one bound to two names is one."""
+    a = [1]
+    b = a
+    c = [1]
+    d, e = {}, {}
+    return x * ((a is b) + (a is not c) + (a == c) + (d is e) + ({1} is not {1}))

@@ -18,7 +18,7 @@ from .base import UNKNOWN_OBJECT, VariableTracker, class_attribute, guard_class_
 from .constant import ConstantVariable
 from .dict_subclass import DictSubclassMixin
 from .dicts import DictVariable, DictViewVariable
-from .lists import BaseListVariable, TupleVariable
+from .lists import BaseListVariable, ListVariable, TupleVariable
 from .mappingproxy import MappingProxyVariable
 from .objects import NewObjectVariable, UserObjectVariable
 from .sets import SetVariable
@@ -119,6 +119,12 @@ def identity_equality(a: VariableTracker, b: VariableTracker) -> bool:
     return (default_eq(a) or default_eq(b)) and all(default_eq(v) or scalar(v) for v in (a, b))
 
 
+# Mutable containers made while tracing: each BUILD_LIST / BUILD_MAP / BUILD_SET (or list(),
+# dict(), a slice...) makes a new object with a tracker of its own, which every name bound to it
+# shares (the tracker is the object), so two trackers are two objects.
+_FRESH_CONTAINERS = (ListVariable, DictVariable, SetVariable)
+
+
 def identity(negate: bool) -> Callable:
     """`a is b` / `a is not b`: decided from the real objects the trackers stand for, from types
     (objects of different types are distinct), or from freshness (an object made while tracing is
@@ -168,6 +174,8 @@ def identity(negate: bool) -> Callable:
                 return ConstantVariable(negate)
         if isinstance(a, NewObjectVariable) or isinstance(b, NewObjectVariable):
             return ConstantVariable(negate)  # an instance made while tracing has one tracker: a is not b
+        if all(type(vt) in _FRESH_CONTAINERS and vt.source is None for vt in (a, b)):
+            return ConstantVariable(negate)  # so has a list, dict or set made while tracing
         raise Unsupported(f"identity of {a} and {b}")
     return handler
 
