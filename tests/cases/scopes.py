@@ -74,11 +74,3 @@ def locals_in_a_nested_function(x):
     return scope["b"] + scope["a"] * scope["k"]
 
 
-
-@case(inputs=lambda: torch.randn(4), tags=["break"])
-def vars_of_an_object_after_a_graph_break(x):
-    """vars(obj) reads obj, not the frame: a graph break before it still resumes (only vars() and
-    locals() without an argument must see the frame's own variables)."""
-    h = _Holder(x + 1)
-    print("pyframe corpus: vars_of_an_object_after_a_graph_break")
-    return vars(h)["t"] * 2
