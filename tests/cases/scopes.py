@@ -72,5 +72,3 @@ def locals_in_a_nested_function(x):
 
     scope = inner(x)
     return scope["b"] + scope["a"] * scope["k"]
-
-
