@@ -347,3 +347,27 @@ def iterator_class_of_the_users(x, arg):
     for k in arg:
         x = x + k
     return x * total + len(list(_Countdown(4))), arg.n
+
+
+class _Squares:
+    """The old sequence protocol: __getitem__ until IndexError, no __iter__."""
+
+    def __init__(self, n):
+        self.n = n
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        if i >= self.n:
+            raise IndexError(i)
+        return i * i
+
+
+@case(inputs=lambda: (torch.randn(4), _Squares(3)))
+def iteration_by_getitem(x, arg):
+    """iter() of a class with __getitem__ and no __iter__ indexes it from 0 until IndexError, for
+    sum(), list() and a for loop; reversed() indexes it from len() - 1 down."""
+    for v in arg:
+        x = x + v
+    return x * sum(_Squares(4)) + list(arg)[-1] + list(reversed(arg))[0]

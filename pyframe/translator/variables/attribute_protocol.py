@@ -141,6 +141,9 @@ def iterate_object(tx, obj: VariableTracker, cls: type,
     """The items of `for v in obj`: the iterator the class's own `__iter__` returns (inlined; a
     generator, `iter(a dict)`...), taken to its end."""
     method = class_attribute(cls, "__iter__", None)
+    getitem = class_attribute(cls, "__getitem__", None)
+    if method is None and isinstance(getitem, types.FunctionType):
+        return _index_until_error(tx, obj, getitem, class_attr_source("__getitem__"))
     if not isinstance(method, types.FunctionType):
         raise Unsupported(f"iteration over a {cls.__qualname__}"
                           f"{'' if method is None else ', whose __iter__ is a ' + type(method).__name__}")
@@ -155,6 +158,22 @@ def iterate_object(tx, obj: VariableTracker, cls: type,
 
 
 _MAX_ITEMS = 10_000  # an iterator that never stops would trace forever
+
+
+def _index_until_error(tx, obj: VariableTracker, getitem: types.FunctionType,
+                       source: Source | None) -> list[VariableTracker]:
+    """The items of a class with `__getitem__` and no `__iter__` (the old sequence protocol, as
+    CPython's iter() makes it): obj[0], obj[1]... inlined until one raises IndexError or
+    StopIteration."""
+    items = []
+    while len(items) < _MAX_ITEMS:
+        try:
+            items.append(tx.inline_call(getitem, [obj, ConstantVariable(len(items))], {}, fn_source=source))
+        except RaisedException as raised:
+            if issubclass(raised.value.exc_type, (IndexError, StopIteration)):
+                return items
+            raise
+    raise Unsupported(f"a {obj.python_type().__qualname__} indexed for over {_MAX_ITEMS} items")
 
 
 def _drain(tx, iterator: VariableTracker, next_method: types.FunctionType, source: Source | None) -> list[VariableTracker]:
