@@ -94,3 +94,18 @@ def torch_version_compared_and_split(x):
         x = x + 1
     major = int(torch.__version__.split(".")[0])
     return x * major
+
+
+@case(inputs=lambda: torch.randn(4, requires_grad=True))
+def grad_mode_decorators_on_local_functions(x):
+    """`@torch.no_grad()` / `@torch.enable_grad()` on functions defined in the frame: each call runs
+    in that mode and puts the mode found back."""
+    @torch.no_grad()
+    def frozen(t):
+        return t * 2
+
+    @torch.enable_grad()
+    def tracked(t):
+        return t * 3
+
+    return frozen(x) + tracked(x), torch.is_grad_enabled()
