@@ -94,6 +94,9 @@ class GradModeFunctionVariable(VariableTracker):
         finally:
             set_grad_mode(tx, previous)
 
+    def rebuilt_from(self) -> list[VariableTracker]:
+        return [self.fn]
+
     def reconstruct(self, cg) -> None:
         # the same decorator applied to the function again: `torch.no_grad()(fn)`
         cg.push_null()  # (for the call of the decorator object)
