@@ -130,7 +130,10 @@ def has_tensor_in_frame(code: types.CodeType, f_locals: dict[str, Any], f_global
         if name in f_globals and _is_torch_or_numpy(f_globals[name]):
             return True
     seen: dict[int, bool] = {}
-    values = [*f_locals.values(), *(_cell_contents(cell) for cell in closure or ())]
+    # (a resume function gets the original frame's cell variables as cells: their contents count,
+    # as they would in the original frame, where 3.11 holds a cell variable's raw value at entry)
+    values = [*(_cell_contents(v) if type(v) is types.CellType else v for v in f_locals.values()),
+              *(_cell_contents(cell) for cell in closure or ())]
     return any(_has_tensor(value, seen) for value in values)
 
 

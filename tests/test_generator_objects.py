@@ -169,3 +169,56 @@ def test_generator_protocol_in_one_graph(fn):
     torch.testing.assert_close(compiled(x), fn(x))
     torch.testing.assert_close(compiled(x), fn(x))  # the cache hit
     assert len(backend.graphs) == 1, pyframe.explain(fn)(x).break_reasons
+
+
+def _counted_with_cleanup(log):
+    try:
+        for i in range(5):
+            yield i
+    finally:
+        log.append("closed")
+
+
+def _counted_catching_value_errors():
+    for i in range(5):
+        try:
+            yield i
+        except ValueError:
+            pass
+
+
+def test_a_generator_dropped_in_its_try_block_runs_the_frame_as_python():
+    """`break` out of `for v in gen()` drops the generator: CPython closes it then, and its finally
+    block runs. The trace cannot know when the last reference goes, so the frame runs as Python.
+    (torch._dynamo 2.13 compiles it and never runs the finally block.)"""
+    def fn(x):
+        log = []
+        total = 0
+        for v in _counted_with_cleanup(log):
+            if v == 2:
+                break
+            total += v
+        return x * total, list(log)
+
+    x = torch.randn(4)
+    got = pyframe.optimize(CountingBackend())(fn)(x)
+    expected = fn(x)
+    torch.testing.assert_close(got[0], expected[0])
+    assert got[1] == expected[1] == ["closed"]
+
+
+def test_a_generator_dropped_where_no_handler_sees_generator_exit_stays_compiled():
+    """Paused inside `try: ... except ValueError:`, closing the generator runs none of its code
+    (GeneratorExit does not match): the frame is still one graph."""
+    def fn(x):
+        total = 0
+        for v in _counted_catching_value_errors():
+            if v == 2:
+                break
+            total += v
+        return x * total
+
+    x = torch.randn(4)
+    backend = CountingBackend()
+    torch.testing.assert_close(pyframe.optimize(backend)(fn)(x), fn(x))
+    assert len(backend.graphs) == 1

@@ -92,3 +92,20 @@ def test_a_store_through_globals_is_seen_by_a_later_global_read() -> None:
         torch.testing.assert_close(pyframe.optimize(CountingBackend())(fn)(torch.ones(2)), torch.full((2,), 3.0))
     finally:
         SCALE = 2.0
+
+
+def test_a_break_before_vars_runs_the_frame_as_python() -> None:
+    """A resume function is a frame of its own (`___stack0`, only the live locals): vars() or
+    locals() after a graph break would see its variables, so the whole frame runs as Python.
+    (torch._dynamo 2.13 resumes here and returns the resume function's names.)"""
+    def fn(x):
+        a = x + 1
+        print("", end="")  # a graph break
+        names = sorted(vars())
+        return a * len(names), names, "zz" in globals()
+
+    x = torch.randn(3)
+    got = pyframe.optimize(CountingBackend())(fn)(x)
+    expected = fn(x)
+    torch.testing.assert_close(got[0], expected[0])
+    assert got[1:] == expected[1:] == (["a", "x"], False)

@@ -83,9 +83,23 @@ def emit_graph_call(tx: InstructionTranslator, cg: PyCodegen, live: list[Variabl
     return [compiled]
 
 
+def check_paused_generators(tx: InstructionTranslator) -> None:
+    """Unsupported (the whole frame runs as Python) if a generator the trace made is left paused
+    inside a try block: CPython closes a generator when the last reference to it goes (a `break`
+    out of `for v in gen()`), which runs its `finally` / `except GeneratorExit` / `__exit__` then,
+    at a moment the trace cannot know; the compiled code would never run it."""
+    for generator in tx.generators:
+        if not generator.finished and generator.translator.paused_in_a_try():
+            e = Unsupported(f"{generator.describe()} is left paused inside a try block (closing it "
+                            f"would run its handler when it is dropped)")
+            e.whole_frame = True
+            raise e
+
+
 def finish_return(tx: InstructionTranslator, value: VariableTracker,
                   wrap_compiled: Callable[[Any], Any]) -> TranslationResult:
     """The transformed code of a frame traced all the way to its return."""
+    check_paused_generators(tx)
     cg = PyCodegen(tx.code)
     cg.exportable = tx.output.guards.fetched_sources()
     cells = escaping_cells(tx, [value, *tx.side_effects.live_values()])
@@ -181,6 +195,7 @@ def finish_break(tx: InstructionTranslator, index: int, reason: Unsupported,
     """The transformed code of a frame that breaks at `tx.instructions[index]`: the state before the
     instruction, the instruction itself (inside the `with` blocks it sat in), and one resume call
     per way out of it."""
+    check_paused_generators(tx)
     plan = plan_break(tx, index, reason)
     for block in reversed(plan.blocks):  # the graph leaves them, as the blocks' exits would
         block.call(tx, [], {})

@@ -31,7 +31,7 @@ from ..exc import Unsupported, UserLocation
 from ..guards import GuardKind
 from ..graph import OutputGraph
 from ..source import AttrSource, BuiltinSource, CellContentsSource, GlobalSource, ItemSource, LocalSource, Source
-from .analysis import innermost_handlers
+from .analysis import innermost_handlers, reaches_a_handler
 from .decode import _NotModelled, fast_decode
 from .hooks import TranslatorHooks
 from .cells import CellOps
@@ -117,6 +117,9 @@ class InstructionTranslator(LoadStoreOps, CellOps, CallOps, StackOps, OperatorOp
         # Mutations of objects that outlive the frame: one record for the whole trace.
         self.side_effects = parent.side_effects if parent is not None else SideEffects()
         self.root: InstructionTranslator = self if parent is None else parent.root  # the compiled frame's
+        # root frame: the generators inlined generator functions made (finish.py checks that none is
+        # left paused where dropping it would run a handler: `finally`, `except`, `with`)
+        self.generators: list[GeneratorVariable] = []
         # What convert_frame hands the trace (hooks.py): one record for the root and its inlined calls.
         self.hooks: TranslatorHooks = hooks if parent is None else parent.hooks
         # Modules and functions read from this code's globals, by name: one table per globals dict
@@ -161,6 +164,10 @@ class InstructionTranslator(LoadStoreOps, CellOps, CallOps, StackOps, OperatorOp
         """An exception raised by instruction `index`: jump to its handler as CPython does (stack cut
         to the try's depth, the offset if the range asks for it, then the exception), or let it
         leave this frame; leaving the compiled frame is a graph break at the raising instruction."""
+        exc = raised.value
+        if not exc.context_known:  # where it is first seen raised: chained to the one being handled
+            context = self.handled_exception()
+            exc.context, exc.context_known = (context if context is not exc else None), True
         entry = self.facts.innermost_handlers()[index]
         if entry is None:
             if self.parent is not None:
@@ -378,8 +385,23 @@ class InstructionTranslator(LoadStoreOps, CellOps, CallOps, StackOps, OperatorOp
         body runs as its consumer asks for items (GeneratorVariable)."""
         if self.code.co_flags & inspect.CO_GENERATOR:
             self.is_generator = True
-            return GeneratorVariable(self)
+            generator = GeneratorVariable(self)
+            self.root.generators.append(generator)
+            return generator
         return self.run()
+
+    def paused_in_a_try(self) -> bool:
+        """An inlined generator paused at a yield where GeneratorExit would run its code (a
+        `finally`, an `except` that catches it, a `with`): closing it, as CPython does when the
+        generator is dropped, would run that handler."""
+        if not self.suspended:
+            return False
+        builtins_dict = self.f_builtins
+
+        def resolve(name: str) -> Any:
+            return self.f_globals[name] if name in self.f_globals else builtins_dict.get(name)
+
+        return reaches_a_handler(self.instructions, self.ip - 1, GeneratorExit, resolve)
 
     def bind_arguments(self, fn: types.FunctionType, args: list[VariableTracker],
                        kwargs: dict[str, VariableTracker], fn_source: Source | None = None) -> dict[str, VariableTracker]:

@@ -23,7 +23,7 @@ class ExceptionOps:
                 raise Unsupported(f"raise of {exc}")
             exc = ExceptionVariable.make(exc.as_python_constant(), [], {})  # `raise ValueError`
         if cause is not None:
-            exc.cause = cause
+            exc.cause, exc.suppress_context = cause, True
         raise RaisedException(exc)
 
     def PUSH_EXC_INFO(self, inst: Instr) -> None:

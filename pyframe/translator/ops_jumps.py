@@ -17,12 +17,13 @@ from .variables import ConstantVariable, ListVariable, TensorVariable
 from .variables.torch import TorchFunctionVariable
 from .variables.iterators import ListIteratorVariable
 from .variables.lists import FrameListVariable
+from .variables.special_methods import truth
 
 
 class JumpOps:
     def _branch(self, inst: Instr, jump_if: bool) -> None:
         value = self.pop()
-        if value.truth() == jump_if:
+        if truth(self, value) == jump_if:
             self.jump_to(inst.arg)
 
     def _branch_none(self, inst: Instr, jump_if_none: bool) -> None:
@@ -76,13 +77,13 @@ class JumpOps:
     POP_JUMP_BACKWARD_IF_NOT_NONE = POP_JUMP_FORWARD_IF_NOT_NONE
 
     def JUMP_IF_TRUE_OR_POP(self, inst: Instr) -> None:
-        if self.stack[-1].truth():
+        if truth(self, self.stack[-1]):
             self.jump_to(inst.arg)
         else:
             self.pop()
 
     def JUMP_IF_FALSE_OR_POP(self, inst: Instr) -> None:
-        if not self.stack[-1].truth():
+        if not truth(self, self.stack[-1]):
             self.jump_to(inst.arg)
         else:
             self.pop()

@@ -10,7 +10,7 @@ import types
 from typing import Any
 
 from ..exc import Unsupported
-from .analysis import may_loop_back
+from .analysis import may_loop_back, may_read_own_scope
 from .finish import TranslationResult, finish_break, finish_return
 from .hooks import TranslatorHooks
 from .instructions import InstructionTranslator
@@ -49,6 +49,8 @@ def translate_frame(code: types.CodeType, f_locals: dict[str, Any], f_globals: d
             # this trace (its OutputGraph, FakeTensors, the graph) in a cycle with the exception.
             if may_loop_back(tx.instructions, e.break_index):
                 raise _loop_break(e) from None
+            if may_read_own_scope(tx.instructions, e.break_index):
+                raise _scope_break(e) from None
             break_at, reason = e.break_index, e.without_tracebacks()
 
 
@@ -59,3 +61,12 @@ def _loop_break(e: Unsupported) -> Unsupported:
     loop = Unsupported(f"graph break in a loop, so the frame runs as Python ({e.reason})", e.location)
     loop.whole_frame = loop.by_rule = True
     return loop
+
+
+def _scope_break(e: Unsupported) -> Unsupported:
+    """A break before a call of locals(), vars(), dir() or eval() runs the whole frame as Python: in a
+    resume function that call would read the resume function's variables, not the frame's."""
+    whole = Unsupported(f"graph break before a call that reads the frame's variables, so the frame "
+                        f"runs as Python ({e.reason})", e.location)
+    whole.whole_frame = True
+    return whole

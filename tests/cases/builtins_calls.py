@@ -140,3 +140,59 @@ def list_sort_in_place(x):
     names = ["b", "a", "c"]
     names.sort(reverse=True)
     return torch.stack([t for _, t in pairs]), names
+
+
+@case(inputs=lambda: torch.randn(4))
+def number_formatting_builtins(x):
+    """bin(), oct(), hex() and ascii() on constants fold to strings."""
+    return x * bin(5).count("1") + int(hex(255), 16) + len(oct(8)) + len(ascii("é"))
+
+
+@case(inputs=lambda: torch.randn(4))
+def error_of_a_builtin_on_constants_is_caught(x):
+    """`1 / 0` and `int("zz")` raise in the traced program, where the try or with block catches them."""
+    try:
+        y = x + int("zz")
+    except ValueError as e:
+        y = x - len(str(e))
+    with _Suppress(ZeroDivisionError):
+        y = y * 2
+        y = y + 1 / 0
+    return y
+
+
+class _Suppress:
+    def __init__(self, kind):
+        self.kind = kind
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, value, tb):
+        return kind is self.kind
+
+
+@case(inputs=lambda: torch.randn(4))
+def class_methods_of_builtin_types(x):
+    """int.from_bytes and float.fromhex on constants fold."""
+    return x * int.from_bytes(b"\x01\x00", "little") + float.fromhex("0x1p3")
+
+
+@case(inputs=lambda: torch.randn(4))
+def interpreter_version_checks(x):
+    """sys.version_info (a structseq of constants) compared with a tuple, indexed and read by name."""
+    import sys
+
+    if sys.version_info >= (3, 8):
+        x = x + 1
+    return x * sys.version_info.major + sys.version_info[1] * 0
+
+
+@case(inputs=lambda: torch.randn(4))
+def identity_of_containers_made_in_the_frame(x):
+    """Two lists, dicts or sets made while tracing are two objects; one bound to two names is one."""
+    a = [1]
+    b = a
+    c = [1]
+    d, e = {}, {}
+    return x * ((a is b) + (a is not c) + (a == c) + (d is e) + ({1} is not {1}))

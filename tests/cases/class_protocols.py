@@ -1,7 +1,8 @@
 """Corpus: the protocols of user classes. __init_subclass__ and __class_getitem__, a metaclass's
 __call__, descriptors (__get__/__set__/__set_name__), __slots__, attribute hooks
 (__getattr__/__getattribute__/__setattr__/__delattr__, `del obj.attr`), class attributes written
-in the frame, and classmethod/staticmethod objects read from a class's __dict__."""
+in the frame, and classmethod/staticmethod objects read from a class's __dict__; property setters,
+__repr__/__str__, __bool__/__len__ as truth, and iterator classes (__iter__ returning self, __next__)."""
 
 import torch
 
@@ -258,3 +259,115 @@ def metaclass_call_makes_the_instance(x):
     built = _Built(x + 1)
     marked = _Marked(x, scale=3.0)
     return built.w * marked.scale + marked.w
+
+
+class _Gain:
+    def __init__(self, gain):
+        self._gain = gain
+
+    @property
+    def gain(self):
+        return self._gain
+
+    @gain.setter
+    def gain(self, value):
+        self._gain = value * 2
+
+    def __repr__(self):
+        return f"{type(self).__name__}(gain={self._gain})"
+
+
+class _Boost(_Gain):
+    def __str__(self):
+        return "boost"
+
+
+@case(inputs=lambda: (torch.randn(4), _Gain(1.5)))
+def property_setter_and_repr(x, arg):
+    """`obj.gain = v` runs the property's setter (on an object made in the frame and on one passed
+    in); repr() and str() run the class's own __repr__ / __str__ (str falls back to __repr__)."""
+    made = _Boost(2.0)
+    made.gain = 3.0
+    arg.gain = 0.5
+    return x * made.gain + arg.gain, repr(made), str(made)
+
+
+class _Sized:
+    def __init__(self, items):
+        self.items = items
+
+    def __len__(self):
+        return len(self.items)
+
+
+class _Switch:
+    def __init__(self, on):
+        self.on = on
+
+    def __bool__(self):
+        return self.on
+
+
+class _Plain:
+    pass
+
+
+@case(inputs=lambda: (torch.randn(4), _Sized([1, 2]), _Plain()))
+def truth_of_user_objects(x, sized, plain):
+    """`if obj:`, `not obj` and bool(obj) call __bool__, else __len__, else are True."""
+    y = x
+    if sized:
+        y = y + len(sized)
+    if not _Sized([]):
+        y = y * 2
+    if _Switch(False) or not plain:
+        y = y - 100
+    return y + bool(_Switch(True)) + bool(plain)
+
+
+class _Countdown:
+    def __init__(self, n):
+        self.n = n
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self.n <= 0:
+            raise StopIteration
+        self.n -= 1
+        return self.n
+
+
+@case(inputs=lambda: (torch.randn(4), _Countdown(2)))
+def iterator_class_of_the_users(x, arg):
+    """A class that is its own iterator: __next__ inlined until it raises StopIteration, for
+    sum(), list() and a for loop, on objects made in the frame and passed in."""
+    total = sum(_Countdown(3))
+    for k in arg:
+        x = x + k
+    return x * total + len(list(_Countdown(4))), arg.n
+
+
+class _Squares:
+    """The old sequence protocol: __getitem__ until IndexError, no __iter__."""
+
+    def __init__(self, n):
+        self.n = n
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        if i >= self.n:
+            raise IndexError(i)
+        return i * i
+
+
+@case(inputs=lambda: (torch.randn(4), _Squares(3)))
+def iteration_by_getitem(x, arg):
+    """iter() of a class with __getitem__ and no __iter__ indexes it from 0 until IndexError, for
+    sum(), list() and a for loop; reversed() indexes it from len() - 1 down."""
+    for v in arg:
+        x = x + v
+    return x * sum(_Squares(4)) + list(arg)[-1] + list(reversed(arg))[0]

@@ -325,3 +325,26 @@ def namedtuple_replace_and_asdict(x, pair):
         bad = True
     fields = doubled._asdict()
     return built, doubled, fields["first"] + built.first, list(fields), bad
+
+
+@case(inputs=lambda: torch.randn(6))
+def list_remove_and_copy(x):
+    """list.remove drops the first equal item (ValueError when there is none); list.copy is shallow."""
+    items = [3, 1, 2, 1]
+    items.remove(1)
+    copied = items.copy()
+    copied.append(9)
+    try:
+        items.remove(7)
+    except ValueError:
+        missing = True
+    return x * sum(items) + len(copied), items, copied, missing
+
+
+@case(inputs=lambda: (torch.randn(6), [torch.randn(6), 2]))
+def list_remove_of_the_same_tensor(x, pair):
+    """remove() of the very tensor an item holds finds it by identity, as CPython's compare does first."""
+    t = pair[0]
+    stack = [t, x]
+    stack.remove(t)
+    return stack[0] * len(stack)

@@ -642,3 +642,25 @@ def requires_grad_turned_on(x):
     y = x * 2
     y.requires_grad_()
     return y.sin()
+
+
+@case(inputs=lambda: torch.randn(4), tags=["break"])
+def resume_with_the_tensor_in_a_cell(x):
+    """x is a cell variable (the generator expression reads it): the resume function after the
+    break gets the cell, whose tensor makes the frame worth compiling, as in the original frame."""
+    print("pyframe corpus: resume_with_the_tensor_in_a_cell")
+    return sum(x * k for k in range(3))
+
+
+class _Holder:
+    def __init__(self, t):
+        self.t = t
+
+
+@case(inputs=lambda: torch.randn(4), tags=["break"])
+def vars_of_an_object_after_a_graph_break(x):
+    """vars(obj) reads obj, not the frame: a graph break before it still resumes (only vars() and
+    locals() without an argument must see the frame's own variables)."""
+    h = _Holder(x + 1)
+    print("pyframe corpus: vars_of_an_object_after_a_graph_break")
+    return vars(h)["t"] * 2

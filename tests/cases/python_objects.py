@@ -236,3 +236,49 @@ def attribute_protocol_of_configs(x, config):
         x = x + table[name](x) * getattr(config, f"{name}_scale", 0.5)
     made = _Rows(x)
     return x * len(table) + len(vars(made))
+
+
+class _Span(typing.NamedTuple):
+    start: torch.Tensor
+    stop: torch.Tensor
+    weight: float = 1.0
+
+    @property
+    def width(self):
+        return self.stop - self.start
+
+    def scaled(self, k):
+        return self.width * self.weight * k
+
+    def shifted(self, d):
+        return self._replace(start=self.start + d, stop=self.stop + d)
+
+
+@case(inputs=lambda: (_Span(torch.randn(4), torch.randn(4), 2.0),))
+def namedtuple_class_methods_and_properties(span):
+    """A typing.NamedTuple's own methods and properties are inlined, on one read from the frame and
+    on one made while tracing."""
+    moved = span.shifted(1.0)
+    made = _Span(span.start * 2, span.stop, 0.5)
+    return span.scaled(3) + moved.width + made.scaled(1), made.weight
+
+
+@case(inputs=lambda: torch.randn(4))
+def exception_context_and_suppression(x):
+    """An exception raised while another is handled is chained to it (__context__); `raise ... from
+    None` sets __suppress_context__, `from e` sets __cause__ too."""
+    try:
+        try:
+            {}["missing"]
+        except KeyError:
+            raise ValueError("plain")
+    except ValueError as e:
+        chained = isinstance(e.__context__, KeyError) and not e.__suppress_context__
+    try:
+        try:
+            raise KeyError("a")
+        except KeyError:
+            raise ValueError("b") from None
+    except ValueError as e:
+        hidden = e.__suppress_context__ and e.__cause__ is None and e.__context__ is not None
+    return x * chained + hidden

@@ -14,6 +14,7 @@ import enum
 import functools
 import itertools
 import operator
+import typing
 import unittest
 
 import torch
@@ -240,3 +241,47 @@ def enum_features(x):
     return x * (mode is _Mode.EVAL) + int(both) + len(_Mode), names, mode.value, _Flag.B in both
 
 
+
+
+@case(inputs=lambda: torch.randn(5))
+def deque_with_maxlen_above_its_length(x):
+    """A maxlen larger than the items given keeps them all; only a push past it drops one."""
+    d = collections.deque([1, 2, 3], maxlen=4)
+    d.appendleft(0)
+    d.append(4)
+    return x * d[0] + d.popleft() + len(d), list(d)
+
+
+@case(inputs=lambda: torch.randn(5))
+def str_join_of_a_generator(x):
+    """str.join takes all of a generator's items: a generator expression of strings."""
+    parts = "Hello, World".lower().split(", ")
+    joined = "-".join(p.upper() for p in parts)
+    return x * len(joined), joined
+
+
+@case(inputs=lambda: torch.randn(5))
+def enum_members_mapping(x):
+    """An enum class's __members__ (EnumType's property: a mappingproxy of name to member)."""
+    members = _Mode.__members__
+    weights = {m: float(i + 1) for i, m in enumerate(_Mode)}
+    return sum(x * weights[m] for m in members.values()) + len(members), list(members), "EVAL" in members
+
+
+@case(inputs=lambda: torch.randn(5))
+def isinstance_with_typing_aliases(x):
+    """isinstance() against typing.Sequence / typing.Mapping / typing.List (bare aliases): the
+    collections.abc classes or builtins they stand for."""
+    vals = [1, "a", [1], {"a": 1}, (2,)]
+    seqs = sum(isinstance(v, typing.Sequence) for v in vals)
+    maps = sum(isinstance(v, (typing.Mapping, typing.List)) for v in vals)
+    return x * seqs + maps
+
+
+@case(inputs=lambda: torch.randn(5))
+def counter_arithmetic_and_elements(x):
+    """Counter + and -, and elements() (a chain.from_iterable: a chain object)."""
+    a, b = collections.Counter(a=3, b=1), collections.Counter(a=1, b=2)
+    both, rest = a + b, a - b
+    items = a.elements()
+    return x * (both["a"] + both["b"] + rest["a"] + len(rest)) + len(list(items))

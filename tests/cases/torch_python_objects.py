@@ -82,3 +82,39 @@ def requires_grad_already_set(x, w):
     y = x * w
     y.requires_grad_(True)
     return y.sin()
+
+
+@case(inputs=lambda: (torch.randn(4), (torch.randn(4),)))
+def is_tensor_of_containers_of_tensors(x, pair):
+    """torch.is_tensor of a tuple or list holding tensors is answered by the type (False)."""
+    n = 0
+    for item in [x, 1.0, pair, [x]]:
+        if torch.is_tensor(item):
+            n += item.numel()
+        elif isinstance(item, (tuple, list)):
+            n += len(item)
+    return x * n
+
+
+@case(inputs=lambda: torch.randn(4))
+def torch_version_compared_and_split(x):
+    """torch.__version__ (a TorchVersion, a str compared as a version) as a constant."""
+    if torch.__version__ >= "2.0":
+        x = x + 1
+    major = int(torch.__version__.split(".")[0])
+    return x * major
+
+
+@case(inputs=lambda: torch.randn(4, requires_grad=True))
+def grad_mode_decorators_on_local_functions(x):
+    """`@torch.no_grad()` / `@torch.enable_grad()` on functions defined in the frame: each call runs
+    in that mode and puts the mode found back."""
+    @torch.no_grad()
+    def frozen(t):
+        return t * 2
+
+    @torch.enable_grad()
+    def tracked(t):
+        return t * 3
+
+    return frozen(x) + tracked(x), torch.is_grad_enabled()

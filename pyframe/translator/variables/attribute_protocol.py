@@ -58,7 +58,7 @@ def setattr_protocol(tx, obj: VariableTracker, cls: type, class_attr_source: Cal
     if isinstance(setattr_fn, types.FunctionType) and type(cls).__setattr__ is type.__setattr__:
         tx.inline_call(setattr_fn, [obj, ConstantVariable(name), value], {}, fn_source=class_attr_source("__setattr__"))
         return
-    if python_descriptor(cls, name, setter=True) is None:
+    if python_descriptor(cls, name, setter=True) is None and property_setter(cls, name) is None:
         check_plain_store(cls, name)
     elif type(cls).__setattr__ is not type.__setattr__ or cls.__setattr__ is not object.__setattr__:
         raise Unsupported(f"assignment to attribute {name!r} of {cls.__qualname__}, which defines __setattr__")
@@ -103,6 +103,15 @@ def python_descriptor(cls: type, name: str, setter: bool = False, static: Any = 
     return static if isinstance(method, types.FunctionType) else None
 
 
+def property_setter(cls: type, name: str) -> types.FunctionType | None:
+    """The Python setter of a property `cls` holds under `name` (the one `obj.name = v` calls),
+    or None: no property there, or one whose setter is missing or not a Python function."""
+    static = class_attribute(cls, name, None)
+    if isinstance(static, property) and isinstance(static.fset, types.FunctionType):
+        return static.fset
+    return None
+
+
 def _descriptor_tracker(tx, cls: type, cls_source: Source | None, name: str, descriptor: Any) -> VariableTracker:
     """The descriptor object, read from the dict of the class on cls's MRO that holds it (reading
     `cls.name` would call its __get__); guarded like any object read from the frame."""
@@ -132,13 +141,53 @@ def iterate_object(tx, obj: VariableTracker, cls: type,
     """The items of `for v in obj`: the iterator the class's own `__iter__` returns (inlined; a
     generator, `iter(a dict)`...), taken to its end."""
     method = class_attribute(cls, "__iter__", None)
+    getitem = class_attribute(cls, "__getitem__", None)
+    if method is None and isinstance(getitem, types.FunctionType):
+        return _index_until_error(tx, obj, getitem, class_attr_source("__getitem__"))
     if not isinstance(method, types.FunctionType):
         raise Unsupported(f"iteration over a {cls.__qualname__}"
                           f"{'' if method is None else ', whose __iter__ is a ' + type(method).__name__}")
     iterator = tx.inline_call(method, [obj], {}, fn_source=class_attr_source("__iter__"))
-    if iterator is obj:  # (an iterator class: its __next__ is not modelled)
-        raise Unsupported(f"iteration over a {cls.__qualname__}, its own iterator")
+    next_method = class_attribute(iterator.python_type(), "__next__", None)
+    if isinstance(next_method, types.FunctionType):  # an iterator class of the user's (often obj itself)
+        return _drain(tx, iterator, next_method, class_attr_source("__next__") if iterator is obj else None)
+    if iterator is obj:
+        raise Unsupported(f"iteration over a {cls.__qualname__}, its own iterator, whose __next__ is "
+                          f"a {type(next_method).__name__}")
     return list(iterate(tx, iterator))
+
+
+_MAX_ITEMS = 10_000  # an iterator that never stops would trace forever
+
+
+def _index_until_error(tx, obj: VariableTracker, getitem: types.FunctionType,
+                       source: Source | None) -> list[VariableTracker]:
+    """The items of a class with `__getitem__` and no `__iter__` (the old sequence protocol, as
+    CPython's iter() makes it): obj[0], obj[1]... inlined until one raises IndexError or
+    StopIteration."""
+    items = []
+    while len(items) < _MAX_ITEMS:
+        try:
+            items.append(tx.inline_call(getitem, [obj, ConstantVariable(len(items))], {}, fn_source=source))
+        except RaisedException as raised:
+            if issubclass(raised.value.exc_type, (IndexError, StopIteration)):
+                return items
+            raise
+    raise Unsupported(f"a {obj.python_type().__qualname__} indexed for over {_MAX_ITEMS} items")
+
+
+def _drain(tx, iterator: VariableTracker, next_method: types.FunctionType, source: Source | None) -> list[VariableTracker]:
+    """The items of a user's iterator: its Python `__next__` inlined until it raises StopIteration
+    (any other exception leaves the loop, as in Python)."""
+    items = []
+    while len(items) < _MAX_ITEMS:
+        try:
+            items.append(tx.inline_call(next_method, [iterator], {}, fn_source=source))
+        except RaisedException as raised:
+            if issubclass(raised.value.exc_type, StopIteration):
+                return items
+            raise
+    raise Unsupported(f"an iterator of a {iterator.python_type().__qualname__} that gives over {_MAX_ITEMS} items")
 
 
 def check_plain_store(cls: type, name: str, own_setattr_ran: bool = False) -> None:

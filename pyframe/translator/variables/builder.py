@@ -10,6 +10,7 @@ import collections
 import enum
 import functools
 import inspect
+import sys
 import types
 import weakref
 from typing import Any
@@ -130,6 +131,10 @@ def _wrap_tensor(tx: Tracer, value: Any, source: Source | None, guard: bool,
     return None
 
 
+# The interpreter's fixed records, structseqs of constants (`sys.version_info >= (3, 10)`).
+_INTERPRETER_INFO = (sys.version_info, sys.flags, sys.float_info, sys.int_info, sys.hash_info)
+
+
 def _wrap_constant(tx: Tracer, value: Any, source: Source | None, guard: bool,
                    guards: Any) -> VariableTracker | None:
     """None, a number, a string, a dtype, an enum member: a constant, guarded by its value (or identity)."""
@@ -145,7 +150,11 @@ def _wrap_constant(tx: Tracer, value: Any, source: Source | None, guard: bool,
     if type(value) in _EQUALS_TYPES or is_numpy_scalar(value):
         _add(guards, source, GuardKind.EQUALS_MATCH, value)
         return ConstantVariable(value, source)
-    if isinstance(value, (torch.dtype, torch.layout, torch.memory_format, enum.Enum)) or value is Ellipsis:
+    if isinstance(value, (torch.dtype, torch.layout, torch.memory_format, enum.Enum)) or value is Ellipsis \
+            or type(value) is torch.torch_version.TorchVersion \
+            or any(value is info for info in _INTERPRETER_INFO):
+        # (torch.__version__: a str, compared as a version; sys.version_info and the like: tuples
+        # of constants the interpreter fixed at start, of a type that cannot be made again)
         _add(guards, source, GuardKind.ID_MATCH, value)
         return ConstantVariable(value, source)
     return None

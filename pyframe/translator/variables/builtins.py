@@ -12,6 +12,7 @@ import math
 import operator
 import sys
 import types
+import typing
 from typing import Any, Callable, Sequence
 
 import torch
@@ -27,7 +28,7 @@ from .dicts import DICT_HANDLERS, DictVariable, DictViewVariable, name_as_constr
 from .iterators import iterate
 from .lists import BaseListVariable, ListVariable, SizeVariable, TupleVariable
 from .sets import SET_HANDLERS, SetVariable, build_set
-from .exceptions import ExceptionVariable, RaisedException, is_exception_class
+from .exceptions import ExceptionVariable, RaisedException, is_exception_class, raise_symbolic
 from .functions import PartialVariable, UserFunctionVariable
 from .super_object import SuperVariable, zero_arg_super
 from .nn_module import NNModuleVariable
@@ -35,15 +36,18 @@ from .methods import make_method
 from .objects import NewObjectVariable, PythonObjectVariable, UserObjectVariable, register_constructor
 from .object_hasattr import object_has_attr
 from .iteration_builtins import ITERATION_HANDLERS, reduce_items
-from .special_methods import DUNDERS, contains, identity, is_tensor, length, python_method, user_operator
+from .special_methods import DUNDERS, contains, identity, is_tensor, length, python_method, text_of, truth, user_operator
 from .static_lookup import checks_by_type, flatten_classinfo, is_legacy_tensor_type, is_plain_class
 from .tensor import SymNodeVariable, SymSliceVariable, TensorVariable, call_in_graph, sym_operation
 
 # Builtins with no side effects: calling them on constants while tracing is safe.
 _PURE_BUILTINS = {abs, all, any, bool, chr, divmod, float, format, hash, int, isinstance, issubclass, len,
                   max, min, ord, pow, range, repr, round, sorted, str, sum, tuple, list, dict, type, slice,
-                  reversed, enumerate, zip, getattr, hasattr, callable, frozenset, set, complex, bytes}
+                  reversed, enumerate, zip, getattr, hasattr, callable, frozenset, set, complex, bytes,
+                  bin, oct, hex, ascii}
 PURE_FUNCTIONS = (_PURE_BUILTINS
+                  # class methods of the immutable builtins, which make a new value from constants
+                  | {int.from_bytes, float.fromhex, bytes.fromhex, str.maketrans, bytes.maketrans}
                   | {getattr(operator, n) for n in dir(operator) if not n.startswith("_")}
                   | {getattr(math, n) for n in dir(math) if callable(getattr(math, n)) and not n.startswith("_")})
 
@@ -142,7 +146,11 @@ class BuiltinVariable(VariableTracker):
             pargs, pkwargs = constant_args(args, kwargs, f"{getattr(fn, '__name__', fn)}()")
             try:
                 return tx.wrap_constant(fn(*pargs, **pkwargs))
-            except Exception as e:  # the same error will be raised when the frame runs normally
+            except Exception as e:
+                if type(e).__module__ == "builtins" and all(type(a) in (str, int) for a in e.args):
+                    # `1 / 0`, `int("x")`: the same error, raised in the traced program, where a
+                    # try or with block may catch it (uncaught, the frame runs as Python)
+                    raise_symbolic(type(e), *e.args)
                 raise Unsupported(f"{getattr(fn, '__name__', fn)}() raises {type(e).__name__}: {e}") from e
         raise Unsupported(f"call to builtin {getattr(fn, '__qualname__', fn)}")
 
@@ -209,10 +217,36 @@ def _callable(tx, obj: VariableTracker) -> VariableTracker:
     return ConstantVariable(any("__call__" in vars(k) for k in obj.python_type().__mro__))
 
 
+def _without_typing_aliases(classinfo: Any) -> Any:
+    """classinfo with typing's bare aliases (`typing.Sequence`, `typing.List`, `typing.Callable`)
+    replaced by the classes they stand for: their __instancecheck__ is issubclass(type(obj),
+    alias.__origin__)."""
+    if isinstance(classinfo, tuple):
+        return tuple(_without_typing_aliases(k) for k in classinfo)
+    if isinstance(classinfo, typing._SpecialGenericAlias) and isinstance(classinfo.__origin__, type):
+        return classinfo.__origin__
+    return classinfo
+
+
+def _classinfo_value(tx, classinfo: VariableTracker) -> Any:
+    """The classes isinstance() is asked about: a constant, or a typing alias (an object pyframe
+    holds as an instance, pinned by identity where it was read from)."""
+    if classinfo.is_python_constant():
+        return classinfo.as_python_constant()
+    if isinstance(classinfo, TupleVariable):
+        return tuple(_classinfo_value(tx, item) for item in classinfo.items)
+    alias = classinfo.real_object()
+    if not isinstance(alias, typing._SpecialGenericAlias):
+        return classinfo.as_python_constant()  # (Unsupported, naming it)
+    if classinfo.source is not None:
+        tx.output.guards.add(classinfo.source, GuardKind.ID_MATCH, alias)
+    return alias
+
+
 def _isinstance(tx, obj: VariableTracker, classinfo: VariableTracker) -> VariableTracker:
     if isinstance(obj, TensorVariable):
         obj.realize(tx)  # (torch._dynamo realizes a lazy input whose type is asked: type() too)
-    cls = classinfo.as_python_constant()
+    cls = _without_typing_aliases(_classinfo_value(tx, classinfo))
     kinds = cls if isinstance(cls, tuple) else (cls,)
     if isinstance(obj, TensorVariable) and any(is_legacy_tensor_type(k) for k in kinds):
         # torch.FloatTensor and the like match a tensor by its dtype and device (static here)
@@ -582,7 +616,7 @@ def _object_new(tx, cls: VariableTracker, *args: VariableTracker) -> VariableTra
 
 
 def _not(tx, obj: VariableTracker) -> VariableTracker:
-    return ConstantVariable(not obj.truth())
+    return ConstantVariable(not truth(tx, obj))
 
 
 def _either(*tables: dict[Callable, Callable]) -> dict[Callable, Callable]:
@@ -610,7 +644,7 @@ def _either(*tables: dict[Callable, Callable]) -> dict[Callable, Callable]:
 
 _HANDLERS: dict[Callable, Callable] = {
     len: length, callable: _callable, isinstance: _isinstance, getattr: _getattr, hasattr: _hasattr, setattr: _setattr, delattr: _delattr,
-    type: _type,
+    type: _type, str: text_of(str), repr: text_of(repr),
     **ITERATION_HANDLERS, **_either(SET_HANDLERS, DICT_HANDLERS),
     operator.is_: identity(False), operator.is_not: identity(True), operator.contains: contains,
     operator.getitem: _getitem, operator.not_: _not, super: _super, sum: _sum,
@@ -618,7 +652,7 @@ _HANDLERS: dict[Callable, Callable] = {
     operator.methodcaller: _methodcaller, operator.itemgetter: _getter(operator.itemgetter), operator.attrgetter: _getter(operator.attrgetter),
     functools.partial: _partial, **{t.fromkeys: _fromkeys(t) for t in _DICT_TYPES},
     sys.exc_info: _exc_info, sys.exception: _exception,
-    bool: lambda tx, obj: ConstantVariable(obj.truth()), object.__new__: _object_new,
+    bool: lambda tx, obj: ConstantVariable(truth(tx, obj)), object.__new__: _object_new,
     **{fn: _binary(fn) for fn in (operator.add, operator.iadd, operator.mul, operator.imul)},
 }
 

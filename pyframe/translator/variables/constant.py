@@ -66,6 +66,11 @@ class ConstantVariable(VariableTracker):
         return tx.wrap_constant(attr)
 
     def call_method(self, tx, name, args, kwargs) -> VariableTracker:
+        if name == "join" and isinstance(self.value, (str, bytes)) and len(args) == 1 and not kwargs \
+                and not args[0].is_python_constant():
+            # `sep.join(p.upper() for p in parts)`: join takes all of its iterable's items first
+            # (PySequence_Fast), so a generator or a list of constants is joined as a tuple of them
+            args = [tx.make_tuple(args[0].unpack(tx))]
         pargs, pkwargs = constant_args(args, kwargs, f"{type(self.value).__name__}.{name}()")
         return tx.wrap_constant(getattr(self.value, name)(*pargs, **pkwargs))
 

@@ -70,6 +70,42 @@ class GradModeVariable(VariableTracker):
     def exit_callable(self) -> VariableTracker:
         return GradModeExitVariable(self)
 
+    def call(self, tx, args, kwargs) -> VariableTracker:
+        """`torch.no_grad()(fn)`, the decorator: fn run in the block's mode at each call."""
+        if len(args) != 1 or kwargs or self.enter_mode is None:
+            raise Unsupported("a grad-mode context manager called with these arguments")
+        return GradModeFunctionVariable(args[0], self.inside)
+
+
+class GradModeFunctionVariable(VariableTracker):
+    """A function decorated by a grad-mode context manager (`@torch.no_grad()` on a function made
+    in the frame): each call sets the mode, runs the function, and puts the mode found back, as
+    the decorator's wrapper does (also when the function raises)."""
+
+    def __init__(self, fn: VariableTracker, mode: bool):
+        super().__init__()
+        self.fn, self.mode = fn, mode
+
+    def call(self, tx, args, kwargs) -> VariableTracker:
+        previous = tx.output.grad_enabled
+        set_grad_mode(tx, self.mode)
+        try:
+            return self.fn.call(tx, args, kwargs)
+        finally:
+            set_grad_mode(tx, previous)
+
+    def rebuilt_from(self) -> list[VariableTracker]:
+        return [self.fn]
+
+    def reconstruct(self, cg) -> None:
+        # the same decorator applied to the function again: `torch.no_grad()(fn)`
+        cg.push_null()  # (for the call of the decorator object)
+        cg.push_null()
+        cg.load_const(torch.enable_grad if self.mode else torch.no_grad)
+        cg.call(0)
+        self.fn.reconstruct(cg)
+        cg.call(1)
+
 
 class GeneratorContextVariable(VariableTracker):
     """A @contextlib.contextmanager made while tracing, entered: its generator runs to the yield on

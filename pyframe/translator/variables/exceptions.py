@@ -24,6 +24,11 @@ class ExceptionVariable(VariableTracker):
         self.exc_type = exc_type
         self.args = args
         self.cause: VariableTracker | None = None
+        self.suppress_context = False  # `raise ... from cause` ran (`from None` too)
+        # the exception being handled where this one was raised (CPython chains it then): known
+        # once the translator that saw it raised has set it (InstructionTranslator.catch)
+        self.context: VariableTracker | None = None
+        self.context_known = False
 
     @classmethod
     def make(cls, exc_type: type, args: list[VariableTracker], kwargs: dict[str, VariableTracker]) -> "ExceptionVariable":
@@ -49,6 +54,10 @@ class ExceptionVariable(VariableTracker):
             return self.args[0] if self.args else ConstantVariable(None)
         if name == "__cause__":
             return self.cause if self.cause is not None else ConstantVariable(None)
+        if name == "__suppress_context__":
+            return ConstantVariable(self.suppress_context)
+        if name == "__context__" and self.context_known:
+            return self.context if self.context is not None else ConstantVariable(None)
         if name == "__class__":
             return tx.wrap(self.exc_type, None, guard=False)
         return super().var_getattr(tx, name)

@@ -134,8 +134,9 @@ def _itertools(fn: Callable) -> Callable:
         options = {k: v if k == "fillvalue" else v.as_python_constant() for k, v in kwargs.items()}
         if fn is itertools.zip_longest:
             options.setdefault("fillvalue", ConstantVariable(None))
+        kind = fn if isinstance(fn, type) else fn.__self__  # chain.from_iterable makes a chain
         return ListIteratorVariable([TupleVariable(list(i)) if isinstance(i, tuple) else i
-                                     for i in fn(*iterables, **options)], fn)
+                                     for i in fn(*iterables, **options)], kind)
     return handler
 
 

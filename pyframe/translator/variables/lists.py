@@ -137,8 +137,17 @@ class ListVariable(BaseListVariable):
 
     def call_method(self, tx, name, args, kwargs) -> VariableTracker:
         mutating = {"append", "extend", "insert", "pop", "clear", "reverse", "remove", "sort", "__delitem__"}
+        if name == "copy" and not args and not kwargs:  # a shallow copy: the same item trackers
+            return ListVariable(list(self.items))
         if name not in mutating:
             return super().call_method(tx, name, args, kwargs)
+        if name == "remove" and len(args) == 1 and not kwargs:
+            index = _first_equal(self.items, args[0])
+            if index is None:
+                raise_symbolic(ValueError, "list.remove(x): x not in list")
+            tx.side_effects.mutate(self)
+            del self.items[index]
+            return ConstantVariable(None)
         if name == "__delitem__" and len(args) == 1 and isinstance(_index(args[0]), (int, slice)):
             index = _index(args[0])
             if isinstance(index, int) and not -len(self.items) <= index < len(self.items):
@@ -167,6 +176,22 @@ class ListVariable(BaseListVariable):
         else:
             raise Unsupported(f"list.{name}() with these arguments")
         return ConstantVariable(None)
+
+
+def _first_equal(items: list[VariableTracker], value: VariableTracker) -> int | None:
+    """The index of the first item equal to `value`, as list.remove and list.index compare (the
+    item itself first, then ==), when every comparison up to it is known while tracing: the very
+    tracker, or two constants. An item unknown while tracing (a tensor) before the match makes the
+    answer data dependent: Unsupported."""
+    known = value.is_python_constant() and not value.is_symbolic
+    for i, item in enumerate(items):
+        if item is value:
+            return i
+        if not (known and item.is_python_constant() and not item.is_symbolic):
+            raise Unsupported("list.remove() comparing values unknown while tracing")
+        if item.as_python_constant() == value.as_python_constant():
+            return i
+    return None
 
 
 def sort_trackers(tx, items: list[VariableTracker], key: VariableTracker | None,
@@ -253,7 +278,8 @@ class DequeVariable(ListVariable):
     container_type = collections.deque
 
     def __init__(self, items: list[VariableTracker], maxlen: int | None = None):
-        super().__init__(items if maxlen is None else items[len(items) - maxlen:] if maxlen else [])
+        # the last `maxlen` items (all of them when there are fewer: never a negative start)
+        super().__init__(items if maxlen is None else items[max(len(items) - maxlen, 0):])
         self.maxlen = maxlen
 
     def as_python_constant(self) -> Any:

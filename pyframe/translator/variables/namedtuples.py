@@ -1,17 +1,19 @@
 """Named tuples (`collections.namedtuple` and `typing.NamedTuple` classes): tuples with fields.
 
 Their methods (`_replace`, `_asdict`, `_make`) are recognized by their code objects, the ones
-collections.namedtuple generates for every class, and done on the tracker.
+collections.namedtuple generates for every class, and done on the tracker. Methods and properties
+a class defines itself (`class Point(NamedTuple): def norm(self): ...`) are inlined.
 """
 from __future__ import annotations
 
 import collections
 import inspect
+import types
 from typing import Any
 
 from ...exc import Unsupported
-from ...source import Source
-from .base import VariableTracker
+from ...source import AttrSource, Source
+from .base import BoundMethodVariable, VariableTracker, class_attribute
 from .constant import ConstantVariable, is_constant_value
 from .dicts import DictVariable
 from .exceptions import raise_symbolic
@@ -41,7 +43,25 @@ class NamedTupleVariable(TupleVariable):
             value = getattr(self.container_type, name, None)  # what the class says (no instance can override it)
             if is_constant_value(value):
                 return ConstantVariable(value)
+        own = self._own_attribute(name)
+        if isinstance(own, property) and isinstance(own.fget, types.FunctionType):
+            return tx.inline_call(own.fget, [self], {})  # (the class is guarded; as objects.py does)
+        if isinstance(own, types.FunctionType):
+            return BoundMethodVariable(self, name)
         return super().var_getattr(tx, name)
+
+    def _own_attribute(self, name: str) -> Any:
+        """What a class of the user's (below tuple in the MRO, not namedtuple's generated code)
+        holds under `name`: a function or a property to inline; None for the rest."""
+        attr = class_attribute(self.container_type, name, None)
+        if isinstance(attr, types.FunctionType) and attr.__code__ in _NAMEDTUPLE_CODES.values():
+            return None
+        if getattr(attr, "__module__", None) == "collections":  # _make and the generated others
+            return None
+        return attr if isinstance(attr, (types.FunctionType, property)) else None
+
+    def _class_attr_source(self, name: str) -> Source | None:
+        return AttrSource(AttrSource(self.source, "__class__"), name) if self.source is not None else None
 
     def getitem(self, tx, key: VariableTracker) -> VariableTracker:
         result = super().getitem(tx, key)
@@ -60,6 +80,9 @@ class NamedTupleVariable(TupleVariable):
             return NamedTupleVariable(items, self.container_type)
         if code is _NAMEDTUPLE_CODES["_asdict"] and not args and not kwargs:
             return DictVariable(dict(zip(self.fields, self.items)))
+        own = self._own_attribute(name)
+        if isinstance(own, types.FunctionType):
+            return tx.inline_call(own, [self, *args], kwargs, fn_source=self._class_attr_source(name))
         return super().call_method(tx, name, args, kwargs)
 
     def reconstruct(self, cg) -> None:

@@ -37,7 +37,7 @@ from .nn_module import MadeCrossEntropyLossVariable, record_module_init
 from .descriptions import describe_value
 from .attribute_protocol import (
     check_plain_delete, check_plain_store, delattr_protocol, descriptor_get, descriptor_set, getattr_protocol, is_plain_member,
-    iterate_object, python_descriptor, realize_stored, setattr_protocol, store_class_attribute,
+    iterate_object, property_setter, python_descriptor, realize_stored, setattr_protocol, store_class_attribute,
 )
 from .static_lookup import (
     ABSENT, bound_init_arguments, has_own_getattribute, instance_dict_of, is_data_descriptor,
@@ -69,6 +69,9 @@ def _traced_like_a_users(cls: type) -> bool:
         and class_attribute(cls, "__enter__", None) is None
 
 
+_ENUM_MEMBERS = vars(enum.EnumMeta)["__members__"]
+
+
 class PythonObjectVariable(VariableTracker):
     """An opaque Python value used as a constant: a class, an enum member, a frozen config..."""
 
@@ -90,8 +93,13 @@ class PythonObjectVariable(VariableTracker):
             stored = tx.side_effects.load_class_attr(self.value, name)
             if stored is not None:
                 return stored
-        value = static_attr(self.value, name)
         source = AttrSource(self.source, name) if self.source is not None else None
+        if name == "__members__" and isinstance(self.value, enum.EnumMeta) \
+                and class_attribute(type(self.value), name, None) is _ENUM_MEMBERS:
+            # EnumType's property: a new mappingproxy of the members at each read (fixed since the
+            # class statement ran), read for real: it runs no user code
+            return tx.wrap(self.value.__members__, source, guard=self.source is not None)
+        value = static_attr(self.value, name)
         return tx.wrap(value, source, guard=self.source is not None)
 
     def store_attr(self, tx, name: str, value: VariableTracker) -> None:
@@ -345,6 +353,11 @@ class UserObjectVariable(VariableTracker):
         return instance_dict
 
     def generic_setattr(self, tx, name: str, value: VariableTracker) -> None:
+        setter = property_setter(type(self.value), name)
+        if setter is not None:  # `obj.scale = v` through a property: its setter inlined
+            guard_class_attribute(tx, self, name, check_instance=False)
+            tx.inline_call(setter, [self, value], {})
+            return
         descriptor = python_descriptor(type(self.value), name, setter=True)
         if descriptor is not None:
             guard_class_attribute(tx, self, name)
@@ -516,6 +529,11 @@ class NewObjectVariable(VariableTracker):
             tx.output.guards.add(AttrSource(self.cls_source, name), GuardKind.ID_MATCH, member)
 
     def generic_setattr(self, tx, name: str, value: VariableTracker) -> None:
+        setter = property_setter(self.cls, name)
+        if setter is not None:  # `obj.scale = v` through a property: its setter inlined
+            self._guard_class_member(tx, name, class_attribute(self.cls, name, None))
+            tx.inline_call(setter, [self, value], {})
+            return
         descriptor = python_descriptor(self.cls, name, setter=True)
         if descriptor is not None:
             descriptor_set(tx, self, PythonObjectVariable(self.cls, self.cls_source), name, descriptor, value)

@@ -18,7 +18,7 @@ from .base import UNKNOWN_OBJECT, VariableTracker, class_attribute, guard_class_
 from .constant import ConstantVariable
 from .dict_subclass import DictSubclassMixin
 from .dicts import DictVariable, DictViewVariable
-from .lists import BaseListVariable, TupleVariable
+from .lists import BaseListVariable, ListVariable, TupleVariable
 from .mappingproxy import MappingProxyVariable
 from .objects import NewObjectVariable, UserObjectVariable
 from .sets import SetVariable
@@ -119,6 +119,12 @@ def identity_equality(a: VariableTracker, b: VariableTracker) -> bool:
     return (default_eq(a) or default_eq(b)) and all(default_eq(v) or scalar(v) for v in (a, b))
 
 
+# Mutable containers made while tracing: each BUILD_LIST / BUILD_MAP / BUILD_SET (or list(),
+# dict(), a slice...) makes a new object with a tracker of its own, which every name bound to it
+# shares (the tracker is the object), so two trackers are two objects.
+_FRESH_CONTAINERS = (ListVariable, DictVariable, SetVariable)
+
+
 def identity(negate: bool) -> Callable:
     """`a is b` / `a is not b`: decided from the real objects the trackers stand for, from types
     (objects of different types are distinct), or from freshness (an object made while tracing is
@@ -168,6 +174,8 @@ def identity(negate: bool) -> Callable:
                 return ConstantVariable(negate)
         if isinstance(a, NewObjectVariable) or isinstance(b, NewObjectVariable):
             return ConstantVariable(negate)  # an instance made while tracing has one tracker: a is not b
+        if all(type(vt) in _FRESH_CONTAINERS and vt.source is None for vt in (a, b)):
+            return ConstantVariable(negate)  # so has a list, dict or set made while tracing
         raise Unsupported(f"identity of {a} and {b}")
     return handler
 
@@ -189,6 +197,55 @@ def length(tx, obj: VariableTracker) -> VariableTracker | None:
     if isinstance(obj, DictSubclassMixin):  # a dict subclass keeping dict's __len__
         return obj.call_special(tx, "__len__", [])
     return None
+
+
+def truth(tx, value: VariableTracker) -> bool:
+    """bool(value), as a branch, `not` and bool() take it: for an instance of a user class its
+    Python `__bool__` inlined (which must give a bool known while tracing), else its `__len__`
+    (non-zero), else True when its class defines neither; the value's own `truth()` otherwise."""
+    if not isinstance(value, (NewObjectVariable, UserObjectVariable)):
+        return value.truth()
+    cls = value.cls if isinstance(value, NewObjectVariable) else type(value.value)
+    for name in ("__bool__", "__len__"):
+        static = class_attribute(cls, name, None)
+        if static is None:
+            continue
+        if not isinstance(static, types.FunctionType):
+            return value.truth()  # (a builtin base's: not modelled here)
+        result = inline_special(tx, value, name, [])
+        known = result.as_python_constant() if result.is_python_constant() else None
+        if name == "__bool__" and type(known) is not bool or name == "__len__" and (type(known) is not int or known < 0):
+            raise Unsupported(f"bool() of a {cls.__qualname__} whose {name} returns {result}")
+        return bool(known)
+    if isinstance(value, UserObjectVariable):  # neither defined: the class must not gain them
+        guard_class_attribute(tx, value, "__bool__", check_instance=False)
+        guard_class_attribute(tx, value, "__len__", check_instance=False)
+    return True
+
+
+def text_of(kind: type) -> Callable:
+    """The handler of `str(obj)` (kind `str`) or `repr(obj)` (kind `repr`) for an instance of a
+    user class: its Python `__str__` / `__repr__` inlined (str falls to `__repr__` through
+    object.__str__, as CPython's does), which must give a string known while tracing; None for
+    other values and for a class whose method is a builtin's (object's own repr names an address)."""
+    names = ("__str__", "__repr__") if kind is str else ("__repr__",)
+
+    def handler(tx, obj: VariableTracker, *rest: VariableTracker, **kwargs: VariableTracker) -> VariableTracker | None:
+        if rest or kwargs or not isinstance(obj, (NewObjectVariable, UserObjectVariable)):
+            return None
+        cls = obj.cls if isinstance(obj, NewObjectVariable) else type(obj.value)
+        for name in names:
+            static = class_attribute(cls, name, None)
+            if isinstance(static, types.FunctionType):
+                result = inline_special(tx, obj, name, [])
+                if not (result.is_python_constant() and type(result.as_python_constant()) is str):
+                    raise Unsupported(f"{kind.__name__}() of a {cls.__qualname__} whose {name} returns {result}")
+                return result
+            if static is not object.__str__:
+                return None
+        return None
+
+    return handler
 
 
 def contains(tx, container: VariableTracker, item: VariableTracker) -> VariableTracker | None:

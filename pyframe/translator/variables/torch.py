@@ -205,6 +205,13 @@ class TorchFunctionVariable(VariableTracker):
             return _set_grad_enabled(tx, args[0])
         if self.fn in _DEFAULT_SETTERS:
             raise Unsupported(f"torch.{self.fn.__name__}() changes what the ops after it make")
+        if self.fn in (torch.is_tensor, torch.is_storage) and len(args) == 1 and not kwargs \
+                and not isinstance(args[0], TensorVariable):
+            # a test of the type alone (isinstance, `type(obj) in _storage_classes`): a tuple of
+            # tensors has no constant value, but its type answers
+            cls = args[0].python_type()
+            return ConstantVariable(issubclass(cls, torch.Tensor) if self.fn is torch.is_tensor
+                                    else cls in torch._storage_classes)
         if self.fn in _FOLDABLE:
             values = [a.example if isinstance(a, TensorVariable) else a.as_python_constant() for a in args]
             kw = {k: v.as_python_constant() for k, v in kwargs.items()}
