@@ -19,17 +19,32 @@ storage) are decided by it, and run with guards suppressed as FakeTensorMode's c
 
 `transpose` and `permute` need no first dispatch: their view is the input's sizes and strides in
 another order, at the same offset, which no comparison of sizes decides (`permuted`).
+
+`unsqueeze` and `view` of a contiguous tensor need none either (`computed`, on a miss of the memo):
+their view is computed as torch's own decompositions compute it (`torch._refs.unsqueeze`'s
+`broadcast_in_dim`; `view`'s `_reshape_view_helper`: `infer_size`, then the split and collapse
+of dimensions), asking each question those ask about the sizes in the same form, and answered only
+where the ShapeEnv answers it statically (`_maybe_evaluate_static`, the first step of its
+`evaluate_expr`), which records nothing. Any question it would decide by a guard (a view of
+`(s77,)` as `(-1, 2)` guards `Eq(Mod(s77, 2), 0)`), a size 0 or 1, or an input that is not
+contiguous by its strides' expressions, and the first dispatch runs as before.
 """
 from __future__ import annotations
 
+import functools
+import operator
 from typing import Any, Optional
 
+import sympy
 import torch
 from torch._ops import OpOverload
 from torch._subclasses import fake_tensor as ft
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode, in_kernel_invocation_manager
+from torch.fx.experimental import _config as fx_config
+from torch.utils._sympy.functions import FloorDiv, Mod
 
 from .memo import new_fake
+from .sym_rules import _size_at_least_two, _strides_match, contiguous_strides
 
 _CONSTANTS = (int, float, bool, str, type(None), torch.dtype, torch.device, torch.layout, torch.memory_format)
 _MAX_ENTRIES = 4096
@@ -79,6 +94,133 @@ class SymbolicViews:
             return None
         shape, stride = base.shape, base.stride()
         return self._view(base, [shape[d] for d in order], [stride[d] for d in order], base.storage_offset())
+
+    def computed(self, func: OpOverload, args: tuple, kwargs: dict) -> Optional[FakeTensor]:
+        """`x.unsqueeze(d)`, or `x.view(sizes)` of a contiguous `x`, computed without a dispatch where
+        torch's decomposition of it decides every question about the sizes statically; None to
+        dispatch it (see the module's docstring)."""
+        if kwargs or fx_config.backed_size_oblivious or len(args) != 2:
+            return None  # (size-oblivious: FakeTensorMode's view takes another path)
+        base = args[0]
+        if type(base) is not FakeTensor or base.fake_mode is not self.mode or base.constant is not None:
+            return None
+        if base.layout is not torch.strided or base.is_conj() or base.is_neg():
+            return None
+        if func is _UNSQUEEZE:
+            return self._unsqueezed(base, args[1])
+        if func is _VIEW:
+            return self._viewed(base, args[1])
+        return None
+
+    def _unsqueezed(self, base: FakeTensor, dim: Any) -> Optional[FakeTensor]:
+        """`torch._refs.unsqueeze`: `broadcast_in_dim` to the sizes with a 1 inserted. It asks of
+        each size whether it is 1 (decided here for ints and sizes of at least 2) and whether it
+        equals itself; the new dimension's stride is `stride * size` of the dimension it precedes
+        (1 at the end), ATen's rule too."""
+        ndim = base.dim()
+        if type(dim) is not int or not -(ndim + 1) <= dim <= ndim:
+            return None
+        dim %= ndim + 1
+        shape, stride = list(base.shape), list(base.stride())
+        if not all(type(n) is int or _size_at_least_two(n) for n in shape):
+            return None
+        new_stride = 1 if dim == ndim else stride[dim] * shape[dim]
+        return self._view(base, shape[:dim] + [1] + shape[dim:], stride[:dim] + [new_stride] + stride[dim:],
+                          base.storage_offset())
+
+    def _viewed(self, base: FakeTensor, sizes: Any) -> Optional[FakeTensor]:
+        """`torch._refs._reshape_view_helper` on a contiguous input whose sizes are all at least 2 (so
+        that its `== 1` questions are decided) to sizes of at least 2 and at most one -1: the view is
+        contiguous, at the input's offset; the sizes are the ones asked for, the -1 computed as
+        `infer_size` computes it (`numel // newsize`, SymInt arithmetic)."""
+        shape = tuple(base.shape)
+        if not shape or type(sizes) not in (list, tuple) or not sizes:
+            return None
+        if type(base.storage_offset()) is not int or not all(_at_least_two(n) for n in shape):
+            return None
+        if not _strides_match(base.stride(), shape):
+            return None
+        target = list(sizes)
+        inferred = [i for i, n in enumerate(target) if type(n) is int and n == -1]
+        if len(inferred) > 1 or not all(_at_least_two(n) for i, n in enumerate(target) if i not in inferred):
+            return None
+        numel = base.numel()
+        if inferred:  # infer_size: numel % newsize == 0 checked, then numel // newsize
+            newsize = functools.reduce(operator.mul, [n for i, n in enumerate(target) if i != inferred[0]], 1)
+            if _expr(numel % newsize) != 0:
+                return None
+            target[inferred[0]] = numel // newsize
+            if not _at_least_two(target[inferred[0]]):
+                return None
+        wanted = [_expr(n) for n in target]
+        if functools.reduce(operator.mul, wanted, 1) != _expr(numel):
+            return None  # (the numel check, decided as an identity of expressions)
+        if len(target) == 1 or (len(target) == 2 and len(shape) == 1) or self._regrouped(
+                [_expr(n) for n in shape], wanted):
+            # (the 1-d and 1-d-to-2-d special cases of a contiguous input give the contiguous view too)
+            return self._view(base, target, list(contiguous_strides(tuple(target))), base.storage_offset())
+        return None
+
+    def _regrouped(self, have: list, wanted: list) -> bool:
+        """Whether `_reshape_view_helper_core_alg` turns sizes `have` (of a contiguous tensor) into
+        `wanted` by collapsing and splitting dimensions, every question it asks on the way decided
+        statically; False where one is not (or it would fail)."""
+        idx = 0
+        for length in wanted:
+            if idx >= len(have):
+                return False
+            same = self._decide(_eq(length, have[idx]))
+            if same is None:
+                return False
+            if same:
+                idx += 1
+                continue
+            accum, end = have[idx], idx
+            while True:  # `while accum % length != 0: accum *= next size`
+                remainder = self._decide(_ne(_mod(accum, length), 0))
+                if remainder is None:
+                    return False
+                if not remainder:
+                    break
+                end += 1
+                if end >= len(have):
+                    return False
+                accum = accum * have[end]
+            # (collapsing contiguous dimensions is valid: their strides match by expressions)
+            have[idx:end + 1] = [accum]
+            same = self._decide(_eq(accum, length))
+            if same is None:
+                return False
+            if not same:  # split_dim: its own `% != 0` check is the one decided above
+                inner = accum // length if type(accum) is int and type(length) is int else FloorDiv(accum, length)
+                if not (inner >= 2 if type(inner) is int else self._plain(inner)):
+                    return False  # (a quotient FloorDiv leaves unsimplified: its questions are not ours)
+                have[idx:idx + 1] = [length, inner]
+            idx += 1
+        return idx == len(have)  # (a tail of 1s to squeeze is excluded: no size is 1)
+
+    def _plain(self, expr: sympy.Expr) -> bool:
+        """An expression of the sizes' symbols that is a symbol of at least 2 or a product of such
+        and a positive int (what `_size_at_least_two` asks of a SymInt's)."""
+        ranges = self.mode.shape_env.var_to_range
+        for factor in (expr.args if expr.is_Mul else (expr,)):
+            if factor.is_Integer:
+                if factor < 1:
+                    return False
+            elif not factor.is_Symbol or factor not in ranges or ranges[factor].lower < 2:
+                return False
+        return True
+
+    def _decide(self, question: Any) -> Optional[bool]:
+        """A question about sizes as the ShapeEnv's evaluate_expr would answer it without a guard:
+        Python's answer on ints, sympy's on expressions it decides, else the ShapeEnv's static
+        evaluation (its value ranges); None when only a guard would decide it."""
+        if type(question) is bool:
+            return question
+        if question is sympy.true or question is sympy.false:
+            return bool(question)
+        found = self.mode.shape_env._maybe_evaluate_static(question)
+        return None if found is None else bool(found)
 
     def lookup(self, key: tuple, base: FakeTensor) -> Any:
         """The view(s) remembered for `key`, made on `base`; None on a miss."""
@@ -146,6 +288,35 @@ class SymbolicViews:
 
 
 _PERMUTATIONS = (torch.ops.aten.transpose.int, torch.ops.aten.permute.default)
+_UNSQUEEZE, _VIEW = torch.ops.aten.unsqueeze.default, torch.ops.aten.view.default
+
+
+def _expr(n: Any) -> Any:
+    """An int as it is, a SymInt as its sympy expression."""
+    return n if type(n) is int else n.node.expr
+
+
+def _at_least_two(n: Any) -> bool:
+    """An int of at least 2, or a SymInt (or sympy expression) of backed symbols of at least 2
+    (fake/sym_rules.py's `_size_at_least_two`)."""
+    if type(n) is int:
+        return n >= 2
+    if isinstance(n, torch.SymInt):
+        return _size_at_least_two(n)
+    return False
+
+
+# The questions as SymNode's operators build them (sympy.Eq, sympy.Ne, torch's Mod for sizes).
+def _eq(a: Any, b: Any) -> Any:
+    return a == b if type(a) is int and type(b) is int else sympy.Eq(a, b)
+
+
+def _ne(a: Any, b: Any) -> Any:
+    return a != b if type(a) is int and type(b) is int else sympy.Ne(a, b)
+
+
+def _mod(a: Any, b: Any) -> Any:
+    return a % b if type(a) is int and type(b) is int else Mod(a, b)
 
 
 def _order(func: OpOverload, ndim: int, args: tuple) -> Optional[list[int]]:
