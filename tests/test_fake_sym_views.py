@@ -72,6 +72,13 @@ PROGRAMS = {
     "unsqueeze_first": lambda x: x.unsqueeze(0),
     "unsqueeze_of_a_transpose": lambda x: x.transpose(1, 2).unsqueeze(2),
     "unsqueeze_of_a_size_1": lambda x: x[:, :1].unsqueeze(1),
+    "expand_new_leading": lambda x: x.expand(3, -1, -1, -1, -1),
+    "expand_new_leading_1": lambda x: x.expand(1, x.shape[0], x.shape[1], 3, 4),
+    "expand_a_1_to_a_symbol": lambda x: x[:, :1].expand(-1, x.shape[1], -1, -1),
+    "expand_a_1_to_an_int": lambda x: x[:, :1].expand(2, 7, 3, 4),
+    "expand_of_a_transpose": lambda x: x[:, :, :1].transpose(1, 2).expand(-1, 3, -1, -1),
+    "expand_to_the_symbols_value": lambda x: x.expand(2, 5, 3, 4),  # (specializes: dispatched)
+    "expand_too_few_sizes": lambda x: x.expand(3, 4),
     "to_its_own_dtype": lambda x: x.to(x.dtype),
     "aten_to_its_own_dtype": lambda x: torch.ops.aten.to.dtype(x, x.dtype),  # (x itself: no view)
     "alias": lambda x: torch.ops.aten.alias(x),

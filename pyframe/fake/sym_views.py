@@ -20,9 +20,9 @@ storage) are decided by it, and run with guards suppressed as FakeTensorMode's c
 `transpose` and `permute` need no first dispatch: their view is the input's sizes and strides in
 another order, at the same offset, which no comparison of sizes decides (`permuted`).
 
-`unsqueeze` and `view` of a contiguous tensor need none either (`computed`, on a miss of the memo):
-their view is computed as torch's own decompositions compute it (`torch._refs.unsqueeze`'s
-`broadcast_in_dim`; `view`'s `_reshape_view_helper`: `infer_size`, then the split and collapse
+`unsqueeze`, `expand` and `view` of a contiguous tensor need none either (`computed`, on a miss of
+the memo): their view is computed as torch's own decompositions compute it (`broadcast_in_dim`
+for the first two; `view`'s `_reshape_view_helper`: `infer_size`, then the split and collapse
 of dimensions), asking each question those ask about the sizes in the same form, and answered only
 where the ShapeEnv answers it statically (`_maybe_evaluate_static`, the first step of its
 `evaluate_expr`), which records nothing. Any question it would decide by a guard (a view of
@@ -96,9 +96,9 @@ class SymbolicViews:
         return self._view(base, [shape[d] for d in order], [stride[d] for d in order], base.storage_offset())
 
     def computed(self, func: OpOverload, args: tuple, kwargs: dict) -> Optional[FakeTensor]:
-        """`x.unsqueeze(d)`, or `x.view(sizes)` of a contiguous `x`, computed without a dispatch where
-        torch's decomposition of it decides every question about the sizes statically; None to
-        dispatch it (see the module's docstring)."""
+        """`x.unsqueeze(d)`, `x.expand(sizes)`, or `x.view(sizes)` of a contiguous `x`, computed
+        without a dispatch where torch's decomposition of it decides every question about the sizes
+        statically; None to dispatch it (see the module's docstring)."""
         if kwargs or fx_config.backed_size_oblivious or len(args) != 2:
             return None  # (size-oblivious: FakeTensorMode's view takes another path)
         base = args[0]
@@ -110,7 +110,42 @@ class SymbolicViews:
             return self._unsqueezed(base, args[1])
         if func is _VIEW:
             return self._viewed(base, args[1])
+        if func is _EXPAND:
+            return self._expanded(base, args[1])
         return None
+
+    def _expanded(self, base: FakeTensor, sizes: Any) -> Optional[FakeTensor]:
+        """`torch._refs.expand`, then `broadcast_in_dim`: each size kept (-1 or itself, the stride
+        kept) or a size 1 broadcast (stride 0), new leading sizes of stride 0 (a 1: as unsqueeze
+        makes it). Decided here: ints, sizes of at least 2 against 1 and -1, and a size against
+        itself; a symbol asked for another expression dispatches (that check may guard)."""
+        if type(sizes) not in (list, tuple) or len(sizes) < base.dim():
+            return None
+        shape, stride = list(base.shape), list(base.stride())
+        if not all(type(n) is int or _size_at_least_two(n) for n in (*shape, *sizes)):
+            return None
+        lead = len(sizes) - len(shape)
+        out_shape, out_stride = list(sizes), [0] * len(sizes)
+        for i, (size, step) in enumerate(zip(shape, stride)):
+            wanted = sizes[lead + i]
+            if type(wanted) is int and wanted == -1:
+                out_shape[lead + i], out_stride[lead + i] = size, step
+            elif _expr(wanted) == _expr(size):  # (ints equal, or the same expression)
+                out_stride[lead + i] = step
+            elif type(size) is int and size == 1:
+                if type(wanted) is int and wanted < 0:
+                    return None  # (an error)
+                out_stride[lead + i] = 0
+            else:
+                return None
+        for i in range(lead):
+            wanted = sizes[i]
+            if type(wanted) is int and wanted < 0:
+                return None
+            if type(wanted) is int and wanted == 1:
+                out_stride[i] = 1 if not shape else stride[0] * shape[0]
+                # (broadcast_in_dim: a new size 1 before the first of the input's dimensions)
+        return self._view(base, out_shape, out_stride, base.storage_offset())
 
     def _unsqueezed(self, base: FakeTensor, dim: Any) -> Optional[FakeTensor]:
         """`torch._refs.unsqueeze`: `broadcast_in_dim` to the sizes with a 1 inserted. It asks of
@@ -288,7 +323,7 @@ class SymbolicViews:
 
 
 _PERMUTATIONS = (torch.ops.aten.transpose.int, torch.ops.aten.permute.default)
-_UNSQUEEZE, _VIEW = torch.ops.aten.unsqueeze.default, torch.ops.aten.view.default
+_UNSQUEEZE, _EXPAND, _VIEW = torch.ops.aten.unsqueeze.default, torch.ops.aten.expand.default, torch.ops.aten.view.default
 
 
 def _expr(n: Any) -> Any:
