@@ -20,14 +20,14 @@ storage) are decided by it, and run with guards suppressed as FakeTensorMode's c
 `transpose` and `permute` need no first dispatch: their view is the input's sizes and strides in
 another order, at the same offset, which no comparison of sizes decides (`permuted`).
 
-`unsqueeze`, `expand` and `view` of a contiguous tensor need none either (`computed`, on a miss of
+`unsqueeze`, `expand` and `view` need none either (`computed`, on a miss of
 the memo): their view is computed as torch's own decompositions compute it (`broadcast_in_dim`
 for the first two; `view`'s `_reshape_view_helper`: `infer_size`, then the split and collapse
 of dimensions), asking each question those ask about the sizes in the same form, and answered only
 where the ShapeEnv answers it statically (`_maybe_evaluate_static`, the first step of its
 `evaluate_expr`), which records nothing. Any question it would decide by a guard (a view of
-`(s77,)` as `(-1, 2)` guards `Eq(Mod(s77, 2), 0)`), a size 0 or 1, or an input that is not
-contiguous by its strides' expressions, and the first dispatch runs as before.
+`(s77,)` as `(-1, 2)` guards `Eq(Mod(s77, 2), 0)`), a size 0 or 1, a collapse of dimensions whose
+strides do not match as expressions, and the first dispatch runs as before.
 """
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ from torch._ops import OpOverload
 from torch._subclasses import fake_tensor as ft
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode, in_kernel_invocation_manager
 from torch.fx.experimental import _config as fx_config
-from torch.utils._sympy.functions import FloorDiv, Mod
+from torch.utils._sympy.functions import Mod
 
 from .memo import new_fake
 from .sym_rules import _size_at_least_two, _strides_match, contiguous_strides
@@ -96,8 +96,7 @@ class SymbolicViews:
         return self._view(base, [shape[d] for d in order], [stride[d] for d in order], base.storage_offset())
 
     def computed(self, func: OpOverload, args: tuple, kwargs: dict) -> Optional[FakeTensor]:
-        """`x.unsqueeze(d)`, `x.expand(sizes)`, or `x.view(sizes)` of a contiguous `x`, computed
-        without a dispatch where torch's decomposition of it decides every question about the sizes
+        """`x.unsqueeze(d)`, `x.expand(sizes)` or `x.view(sizes)` computed without a dispatch where torch's decomposition of it decides every question about the sizes
         statically; None to dispatch it (see the module's docstring)."""
         if kwargs or fx_config.backed_size_oblivious or len(args) != 2:
             return None  # (size-oblivious: FakeTensorMode's view takes another path)
@@ -164,16 +163,13 @@ class SymbolicViews:
                           base.storage_offset())
 
     def _viewed(self, base: FakeTensor, sizes: Any) -> Optional[FakeTensor]:
-        """`torch._refs._reshape_view_helper` on a contiguous input whose sizes are all at least 2 (so
-        that its `== 1` questions are decided) to sizes of at least 2 and at most one -1: the view is
-        contiguous, at the input's offset; the sizes are the ones asked for, the -1 computed as
-        `infer_size` computes it (`numel // newsize`, SymInt arithmetic)."""
-        shape = tuple(base.shape)
+        """`torch._refs._reshape_view_helper` (FakeTensorMode's `view`) on an input whose sizes are
+        all at least 2 (so that its `== 1` and `== 0` questions are decided) to sizes of at least 2
+        and at most one -1, the -1 computed as `infer_size` computes it (`numel // newsize`)."""
+        shape, strides = tuple(base.shape), base.stride()
         if not shape or type(sizes) not in (list, tuple) or not sizes:
             return None
         if type(base.storage_offset()) is not int or not all(_at_least_two(n) for n in shape):
-            return None
-        if not _strides_match(base.stride(), shape):
             return None
         target = list(sizes)
         inferred = [i for i, n in enumerate(target) if type(n) is int and n == -1]
@@ -187,64 +183,85 @@ class SymbolicViews:
             target[inferred[0]] = numel // newsize
             if not _at_least_two(target[inferred[0]]):
                 return None
-        wanted = [_expr(n) for n in target]
-        if functools.reduce(operator.mul, wanted, 1) != _expr(numel):
+        if functools.reduce(operator.mul, [_expr(n) for n in target], 1) != _expr(numel):
             return None  # (the numel check, decided as an identity of expressions)
-        if len(target) == 1 or (len(target) == 2 and len(shape) == 1) or self._regrouped(
-                [_expr(n) for n in shape], wanted):
-            # (the 1-d and 1-d-to-2-d special cases of a contiguous input give the contiguous view too)
+        contiguous = self._contiguous(shape, strides)
+        if contiguous is None:
+            return None
+        if contiguous and (len(target) == 1 or (len(target) == 2 and len(shape) == 1)):
+            # (the helper's special cases of a contiguous input: as_strided to the contiguous view)
             return self._view(base, target, list(contiguous_strides(tuple(target))), base.storage_offset())
-        return None
+        out_strides = self._regrouped([[n, st] for n, st in zip(shape, strides)], target)
+        if out_strides is None:
+            return None
+        return self._view(base, target, out_strides, base.storage_offset())
 
-    def _regrouped(self, have: list, wanted: list) -> bool:
-        """Whether `_reshape_view_helper_core_alg` turns sizes `have` (of a contiguous tensor) into
-        `wanted` by collapsing and splitting dimensions, every question it asks on the way decided
-        statically; False where one is not (or it would fail)."""
+    def _contiguous(self, shape: tuple, strides: tuple) -> Optional[bool]:
+        """`is_contiguous_or_false` (`check_contiguous_sizes_strides`), question by question, for
+        sizes of at least 2 (its `numel() < 2` and `x == 1` are False); None if one is undecided."""
+        expected: Any = 1
+        expected_max: Any = 1
+        for size, stride in reversed(tuple(zip(shape, strides))):
+            differs = self._decide(_ne(_expr(stride), _expr(expected)))
+            if differs is None:
+                return None
+            if differs:
+                differs = self._decide(_ne(_expr(stride), _expr(expected_max)))
+                if differs is None or differs:
+                    return None if differs is None else False
+            expected_max = expected_max * torch.sym_max(size, 1)
+            expected = expected * size
+        return True
+
+    def _regrouped(self, have: list, target: list) -> Optional[list]:
+        """The strides `_reshape_view_helper_core_alg` gives the view of sizes and strides `have`
+        (pairs, ints or SymInts) as `target`, collapsing and splitting dimensions as it does, every
+        question it asks on the way decided statically; None where one is not (or the view fails)."""
         idx = 0
-        for length in wanted:
+        for length in target:
             if idx >= len(have):
-                return False
-            same = self._decide(_eq(length, have[idx]))
+                return None
+            size, step = have[idx]
+            same = self._decide(_eq(_expr(length), _expr(size)))
             if same is None:
-                return False
+                return None
             if same:
                 idx += 1
                 continue
-            accum, end = have[idx], idx
+            accum, end = size, idx
             while True:  # `while accum % length != 0: accum *= next size`
-                remainder = self._decide(_ne(_mod(accum, length), 0))
+                remainder = self._decide(_ne(_mod(_expr(accum), _expr(length)), 0))
                 if remainder is None:
-                    return False
+                    return None
                 if not remainder:
                     break
                 end += 1
                 if end >= len(have):
-                    return False
-                accum = accum * have[end]
-            # (collapsing contiguous dimensions is valid: their strides match by expressions)
-            have[idx:end + 1] = [accum]
-            same = self._decide(_eq(accum, length))
+                    return None
+                accum = accum * have[end][0]
+            if end != idx:  # _collapse_view_helper: valid if each stride is the next's times its size
+                step = have[end][1]
+                for i in range(end - 1, idx - 1, -1):
+                    if _expr(have[i][1]) != _expr(have[i + 1][1]) * _expr(have[i + 1][0]):
+                        return None  # (not a view, or not decided as an identity)
+                    smaller = self._decide(_lt(_expr(have[i][1]), _expr(step)))  # (its min())
+                    if smaller is None:
+                        return None
+                    if smaller:
+                        step = have[i][1]
+                have[idx:end + 1] = [[accum, step]]
+            same = self._decide(_eq(_expr(accum), _expr(length)))
             if same is None:
-                return False
+                return None
             if not same:  # split_dim: its own `% != 0` check is the one decided above
-                inner = accum // length if type(accum) is int and type(length) is int else FloorDiv(accum, length)
-                if not (inner >= 2 if type(inner) is int else self._plain(inner)):
-                    return False  # (a quotient FloorDiv leaves unsimplified: its questions are not ours)
-                have[idx:idx + 1] = [length, inner]
+                inner = accum // length
+                if not _at_least_two(inner):
+                    return None  # (a quotient left unsimplified: its questions are not ours)
+                have[idx:idx + 1] = [[length, step * inner], [inner, step]]
             idx += 1
-        return idx == len(have)  # (a tail of 1s to squeeze is excluded: no size is 1)
-
-    def _plain(self, expr: sympy.Expr) -> bool:
-        """An expression of the sizes' symbols that is a symbol of at least 2 or a product of such
-        and a positive int (what `_size_at_least_two` asks of a SymInt's)."""
-        ranges = self.mode.shape_env.var_to_range
-        for factor in (expr.args if expr.is_Mul else (expr,)):
-            if factor.is_Integer:
-                if factor < 1:
-                    return False
-            elif not factor.is_Symbol or factor not in ranges or ranges[factor].lower < 2:
-                return False
-        return True
+        if idx != len(have):  # (a tail of 1s to squeeze: there is none, no size is 1)
+            return None
+        return [st for _, st in have]
 
     def _decide(self, question: Any) -> Optional[bool]:
         """A question about sizes as the ShapeEnv's evaluate_expr would answer it without a guard:
@@ -352,6 +369,10 @@ def _ne(a: Any, b: Any) -> Any:
 
 def _mod(a: Any, b: Any) -> Any:
     return a % b if type(a) is int and type(b) is int else Mod(a, b)
+
+
+def _lt(a: Any, b: Any) -> Any:
+    return a < b if type(a) is int and type(b) is int else sympy.Lt(a, b)
 
 
 def _order(func: OpOverload, ndim: int, args: tuple) -> Optional[list[int]]:
