@@ -44,7 +44,7 @@ from torch.fx.experimental import _config as fx_config
 from torch.utils._sympy.functions import Mod
 
 from .memo import new_fake
-from .sym_rules import _size_at_least_two, _strides_match, contiguous_strides
+from .sym_rules import _size_at_least_two, contiguous_strides
 
 _CONSTANTS = (int, float, bool, str, type(None), torch.dtype, torch.device, torch.layout, torch.memory_format)
 _MAX_ENTRIES = 4096
@@ -96,8 +96,9 @@ class SymbolicViews:
         return self._view(base, [shape[d] for d in order], [stride[d] for d in order], base.storage_offset())
 
     def computed(self, func: OpOverload, args: tuple, kwargs: dict) -> Optional[FakeTensor]:
-        """`x.unsqueeze(d)`, `x.expand(sizes)` or `x.view(sizes)` computed without a dispatch where torch's decomposition of it decides every question about the sizes
-        statically; None to dispatch it (see the module's docstring)."""
+        """`x.unsqueeze(d)`, `x.expand(sizes)` or `x.view(sizes)` computed without a dispatch where
+        torch's decomposition of it decides every question about the sizes statically; None to
+        dispatch it (see the module's docstring)."""
         if kwargs or fx_config.backed_size_oblivious or len(args) != 2:
             return None  # (size-oblivious: FakeTensorMode's view takes another path)
         base = args[0]
@@ -340,7 +341,8 @@ class SymbolicViews:
 
 
 _PERMUTATIONS = (torch.ops.aten.transpose.int, torch.ops.aten.permute.default)
-_UNSQUEEZE, _EXPAND, _VIEW = torch.ops.aten.unsqueeze.default, torch.ops.aten.expand.default, torch.ops.aten.view.default
+_UNSQUEEZE, _EXPAND = torch.ops.aten.unsqueeze.default, torch.ops.aten.expand.default
+_VIEW = torch.ops.aten.view.default
 
 
 def _expr(n: Any) -> Any:
