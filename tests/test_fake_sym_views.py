@@ -175,3 +175,16 @@ def test_unsqueeze_and_views_of_contiguous_tensors_need_no_dispatch(monkeypatch)
     assert [str(n) for n in heads.stride()] == [str(12 * s), "12", "4", "1"]
     assert str(rows.shape[0]) == str(2 * s) and [str(n) for n in back.stride()] == [str(n) for n in x.stride()]
     assert [str(n) for n in mask.shape] == ["2", "1", str(s), "12", "1"] and mask._base is x
+
+
+def _view_of_an_equal_symbol(cls: type) -> tuple:
+    mode = _mode(cls)
+    x, y = _symbolic(mode, (2, 5, 12), dynamic=(1,), name="x"), _symbolic(mode, (2, 5, 12), dynamic=(1,), name="y")
+    with mode, enable_python_dispatcher():
+        x + y  # (the ShapeEnv learns that the two symbols are equal)
+        view = y.view(2, x.shape[1], 3, 4)
+    return _meta(view, y), _knowledge(mode)
+
+
+def test_a_view_keeps_the_inputs_size_where_the_shape_env_knows_it_equal_to_the_one_asked_for():
+    assert _view_of_an_equal_symbol(PyframeFakeTensorMode) == _view_of_an_equal_symbol(FakeTensorMode)

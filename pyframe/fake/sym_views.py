@@ -192,10 +192,10 @@ class SymbolicViews:
         if contiguous and (len(target) == 1 or (len(target) == 2 and len(shape) == 1)):
             # (the helper's special cases of a contiguous input: as_strided to the contiguous view)
             return self._view(base, target, list(contiguous_strides(tuple(target))), base.storage_offset())
-        out_strides = self._regrouped([[n, st] for n, st in zip(shape, strides)], target)
-        if out_strides is None:
+        regrouped = self._regrouped([[n, st] for n, st in zip(shape, strides)], target)
+        if regrouped is None:
             return None
-        return self._view(base, target, out_strides, base.storage_offset())
+        return self._view(base, *regrouped, base.storage_offset())
 
     def _contiguous(self, shape: tuple, strides: tuple) -> Optional[bool]:
         """`is_contiguous_or_false` (`check_contiguous_sizes_strides`), question by question, for
@@ -214,10 +214,12 @@ class SymbolicViews:
             expected = expected * size
         return True
 
-    def _regrouped(self, have: list, target: list) -> Optional[list]:
-        """The strides `_reshape_view_helper_core_alg` gives the view of sizes and strides `have`
-        (pairs, ints or SymInts) as `target`, collapsing and splitting dimensions as it does, every
-        question it asks on the way decided statically; None where one is not (or the view fails)."""
+    def _regrouped(self, have: list, target: list) -> Optional[tuple[list, list]]:
+        """The sizes and strides `_reshape_view_helper_core_alg` gives the view of sizes and
+        strides `have` (pairs, ints or SymInts) as `target`, collapsing and splitting dimensions as
+        it does, every question it asks on the way decided statically; None where one is not (or
+        the view fails). (A size it keeps is the input's, as there, not `target`'s: the two may be
+        different expressions the ShapeEnv knows equal.)"""
         idx = 0
         for length in target:
             if idx >= len(have):
@@ -262,7 +264,7 @@ class SymbolicViews:
             idx += 1
         if idx != len(have):  # (a tail of 1s to squeeze: there is none, no size is 1)
             return None
-        return [st for _, st in have]
+        return [n for n, _ in have], [st for _, st in have]
 
     def _decide(self, question: Any) -> Optional[bool]:
         """A question about sizes as the ShapeEnv's evaluate_expr would answer it without a guard:
