@@ -120,7 +120,9 @@ class PyframeFakeTensorMode(FakeTensorMode):
         key, base = found
         out = views.lookup(key, base)
         if out is None:
-            out = super().dispatch(func, types, args, kwargs)
+            out = views.computed(func, args, kwargs)  # (unsqueeze, expand, view of a contiguous tensor)
+            if out is None:
+                out = super().dispatch(func, types, args, kwargs)
             views.remember(key, base, out)
         return out
 

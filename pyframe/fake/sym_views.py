@@ -19,17 +19,32 @@ storage) are decided by it, and run with guards suppressed as FakeTensorMode's c
 
 `transpose` and `permute` need no first dispatch: their view is the input's sizes and strides in
 another order, at the same offset, which no comparison of sizes decides (`permuted`).
+
+`unsqueeze`, `expand` and `view` need none either (`computed`, on a miss of
+the memo): their view is computed as torch's own decompositions compute it (`broadcast_in_dim`
+for the first two; `view`'s `_reshape_view_helper`: `infer_size`, then the split and collapse
+of dimensions), asking each question those ask about the sizes in the same form, and answered only
+where the ShapeEnv answers it statically (`_maybe_evaluate_static`, the first step of its
+`evaluate_expr`), which records nothing. Any question it would decide by a guard (a view of
+`(s77,)` as `(-1, 2)` guards `Eq(Mod(s77, 2), 0)`), a size 0 or 1, a collapse of dimensions whose
+strides do not match as expressions, and the first dispatch runs as before.
 """
 from __future__ import annotations
 
+import functools
+import operator
 from typing import Any, Optional
 
+import sympy
 import torch
 from torch._ops import OpOverload
 from torch._subclasses import fake_tensor as ft
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode, in_kernel_invocation_manager
+from torch.fx.experimental import _config as fx_config
+from torch.utils._sympy.functions import Mod
 
 from .memo import new_fake
+from .sym_rules import _size_at_least_two, contiguous_strides
 
 _CONSTANTS = (int, float, bool, str, type(None), torch.dtype, torch.device, torch.layout, torch.memory_format)
 _MAX_ENTRIES = 4096
@@ -79,6 +94,188 @@ class SymbolicViews:
             return None
         shape, stride = base.shape, base.stride()
         return self._view(base, [shape[d] for d in order], [stride[d] for d in order], base.storage_offset())
+
+    def computed(self, func: OpOverload, args: tuple, kwargs: dict) -> Optional[FakeTensor]:
+        """`x.unsqueeze(d)`, `x.expand(sizes)` or `x.view(sizes)` computed without a dispatch where
+        torch's decomposition of it decides every question about the sizes statically; None to
+        dispatch it (see the module's docstring)."""
+        if kwargs or fx_config.backed_size_oblivious or len(args) != 2:
+            return None  # (size-oblivious: FakeTensorMode's view takes another path)
+        base = args[0]
+        if type(base) is not FakeTensor or base.fake_mode is not self.mode or base.constant is not None:
+            return None
+        if base.layout is not torch.strided or base.is_conj() or base.is_neg():
+            return None
+        if func is _UNSQUEEZE:
+            return self._unsqueezed(base, args[1])
+        if func is _VIEW:
+            return self._viewed(base, args[1])
+        if func is _EXPAND:
+            return self._expanded(base, args[1])
+        return None
+
+    def _expanded(self, base: FakeTensor, sizes: Any) -> Optional[FakeTensor]:
+        """`torch._refs.expand`, then `broadcast_in_dim`: each size kept (-1 or itself, the stride
+        kept) or a size 1 broadcast (stride 0), new leading sizes of stride 0 (a 1: as unsqueeze
+        makes it). Decided here: ints, sizes of at least 2 against 1 and -1, and a size against
+        itself; a symbol asked for another expression dispatches (that check may guard)."""
+        if type(sizes) not in (list, tuple) or len(sizes) < base.dim():
+            return None
+        shape, stride = list(base.shape), list(base.stride())
+        if not all(type(n) is int or _size_at_least_two(n) for n in (*shape, *sizes)):
+            return None
+        lead = len(sizes) - len(shape)
+        out_shape, out_stride = list(sizes), [0] * len(sizes)
+        for i, (size, step) in enumerate(zip(shape, stride)):
+            wanted = sizes[lead + i]
+            if type(wanted) is int and wanted == -1:
+                out_shape[lead + i], out_stride[lead + i] = size, step
+            elif _expr(wanted) == _expr(size):  # (ints equal, or the same expression)
+                out_stride[lead + i] = step
+            elif type(size) is int and size == 1:
+                if type(wanted) is int and wanted < 0:
+                    return None  # (an error)
+                out_stride[lead + i] = 0
+            else:
+                return None
+        for i in range(lead):
+            wanted = sizes[i]
+            if type(wanted) is int and wanted < 0:
+                return None
+            if type(wanted) is int and wanted == 1:
+                out_stride[i] = 1 if not shape else stride[0] * shape[0]
+                # (broadcast_in_dim: a new size 1 before the first of the input's dimensions)
+        return self._view(base, out_shape, out_stride, base.storage_offset())
+
+    def _unsqueezed(self, base: FakeTensor, dim: Any) -> Optional[FakeTensor]:
+        """`torch._refs.unsqueeze`: `broadcast_in_dim` to the sizes with a 1 inserted. It asks of
+        each size whether it is 1 (decided here for ints and sizes of at least 2) and whether it
+        equals itself; the new dimension's stride is `stride * size` of the dimension it precedes
+        (1 at the end), ATen's rule too."""
+        ndim = base.dim()
+        if type(dim) is not int or not -(ndim + 1) <= dim <= ndim:
+            return None
+        dim %= ndim + 1
+        shape, stride = list(base.shape), list(base.stride())
+        if not all(type(n) is int or _size_at_least_two(n) for n in shape):
+            return None
+        new_stride = 1 if dim == ndim else stride[dim] * shape[dim]
+        return self._view(base, shape[:dim] + [1] + shape[dim:], stride[:dim] + [new_stride] + stride[dim:],
+                          base.storage_offset())
+
+    def _viewed(self, base: FakeTensor, sizes: Any) -> Optional[FakeTensor]:
+        """`torch._refs._reshape_view_helper` (FakeTensorMode's `view`) on an input whose sizes are
+        all at least 2 (so that its `== 1` and `== 0` questions are decided) to sizes of at least 2
+        and at most one -1, the -1 computed as `infer_size` computes it (`numel // newsize`)."""
+        shape, strides = tuple(base.shape), base.stride()
+        if not shape or type(sizes) not in (list, tuple) or not sizes:
+            return None
+        if type(base.storage_offset()) is not int or not all(_at_least_two(n) for n in shape):
+            return None
+        target = list(sizes)
+        inferred = [i for i, n in enumerate(target) if type(n) is int and n == -1]
+        if len(inferred) > 1 or not all(_at_least_two(n) for i, n in enumerate(target) if i not in inferred):
+            return None
+        numel = base.numel()
+        if inferred:  # infer_size: numel % newsize == 0 checked, then numel // newsize
+            newsize = functools.reduce(operator.mul, [n for i, n in enumerate(target) if i != inferred[0]], 1)
+            if _expr(numel % newsize) != 0:
+                return None
+            target[inferred[0]] = numel // newsize
+            if not _at_least_two(target[inferred[0]]):
+                return None
+        if functools.reduce(operator.mul, [_expr(n) for n in target], 1) != _expr(numel):
+            return None  # (the numel check, decided as an identity of expressions)
+        contiguous = self._contiguous(shape, strides)
+        if contiguous is None:
+            return None
+        if contiguous and (len(target) == 1 or (len(target) == 2 and len(shape) == 1)):
+            # (the helper's special cases of a contiguous input: as_strided to the contiguous view)
+            return self._view(base, target, list(contiguous_strides(tuple(target))), base.storage_offset())
+        regrouped = self._regrouped([[n, st] for n, st in zip(shape, strides)], target)
+        if regrouped is None:
+            return None
+        return self._view(base, *regrouped, base.storage_offset())
+
+    def _contiguous(self, shape: tuple, strides: tuple) -> Optional[bool]:
+        """`is_contiguous_or_false` (`check_contiguous_sizes_strides`), question by question, for
+        sizes of at least 2 (its `numel() < 2` and `x == 1` are False); None if one is undecided."""
+        expected: Any = 1
+        expected_max: Any = 1
+        for size, stride in reversed(tuple(zip(shape, strides))):
+            differs = self._decide(_ne(_expr(stride), _expr(expected)))
+            if differs is None:
+                return None
+            if differs:
+                differs = self._decide(_ne(_expr(stride), _expr(expected_max)))
+                if differs is None or differs:
+                    return None if differs is None else False
+            expected_max = expected_max * torch.sym_max(size, 1)
+            expected = expected * size
+        return True
+
+    def _regrouped(self, have: list, target: list) -> Optional[tuple[list, list]]:
+        """The sizes and strides `_reshape_view_helper_core_alg` gives the view of sizes and
+        strides `have` (pairs, ints or SymInts) as `target`, collapsing and splitting dimensions as
+        it does, every question it asks on the way decided statically; None where one is not (or
+        the view fails). (A size it keeps is the input's, as there, not `target`'s: the two may be
+        different expressions the ShapeEnv knows equal.)"""
+        idx = 0
+        for length in target:
+            if idx >= len(have):
+                return None
+            size, step = have[idx]
+            same = self._decide(_eq(_expr(length), _expr(size)))
+            if same is None:
+                return None
+            if same:
+                idx += 1
+                continue
+            accum, end = size, idx
+            while True:  # `while accum % length != 0: accum *= next size`
+                remainder = self._decide(_ne(_mod(_expr(accum), _expr(length)), 0))
+                if remainder is None:
+                    return None
+                if not remainder:
+                    break
+                end += 1
+                if end >= len(have):
+                    return None
+                accum = accum * have[end][0]
+            if end != idx:  # _collapse_view_helper: valid if each stride is the next's times its size
+                step = have[end][1]
+                for i in range(end - 1, idx - 1, -1):
+                    if _expr(have[i][1]) != _expr(have[i + 1][1]) * _expr(have[i + 1][0]):
+                        return None  # (not a view, or not decided as an identity)
+                    smaller = self._decide(_lt(_expr(have[i][1]), _expr(step)))  # (its min())
+                    if smaller is None:
+                        return None
+                    if smaller:
+                        step = have[i][1]
+                have[idx:end + 1] = [[accum, step]]
+            same = self._decide(_eq(_expr(accum), _expr(length)))
+            if same is None:
+                return None
+            if not same:  # split_dim: its own `% != 0` check is the one decided above
+                inner = accum // length
+                if not _at_least_two(inner):
+                    return None  # (a quotient left unsimplified: its questions are not ours)
+                have[idx:idx + 1] = [[length, step * inner], [inner, step]]
+            idx += 1
+        if idx != len(have):  # (a tail of 1s to squeeze: there is none, no size is 1)
+            return None
+        return [n for n, _ in have], [st for _, st in have]
+
+    def _decide(self, question: Any) -> Optional[bool]:
+        """A question about sizes as the ShapeEnv's evaluate_expr would answer it without a guard:
+        Python's answer on ints, sympy's on expressions it decides, else the ShapeEnv's static
+        evaluation (its value ranges); None when only a guard would decide it."""
+        if type(question) is bool:
+            return question
+        if question is sympy.true or question is sympy.false:
+            return bool(question)
+        found = self.mode.shape_env._maybe_evaluate_static(question)
+        return None if found is None else bool(found)
 
     def lookup(self, key: tuple, base: FakeTensor) -> Any:
         """The view(s) remembered for `key`, made on `base`; None on a miss."""
@@ -146,6 +343,40 @@ class SymbolicViews:
 
 
 _PERMUTATIONS = (torch.ops.aten.transpose.int, torch.ops.aten.permute.default)
+_UNSQUEEZE, _EXPAND = torch.ops.aten.unsqueeze.default, torch.ops.aten.expand.default
+_VIEW = torch.ops.aten.view.default
+
+
+def _expr(n: Any) -> Any:
+    """An int as it is, a SymInt as its sympy expression."""
+    return n if type(n) is int else n.node.expr
+
+
+def _at_least_two(n: Any) -> bool:
+    """An int of at least 2, or a SymInt (or sympy expression) of backed symbols of at least 2
+    (fake/sym_rules.py's `_size_at_least_two`)."""
+    if type(n) is int:
+        return n >= 2
+    if isinstance(n, torch.SymInt):
+        return _size_at_least_two(n)
+    return False
+
+
+# The questions as SymNode's operators build them (sympy.Eq, sympy.Ne, torch's Mod for sizes).
+def _eq(a: Any, b: Any) -> Any:
+    return a == b if type(a) is int and type(b) is int else sympy.Eq(a, b)
+
+
+def _ne(a: Any, b: Any) -> Any:
+    return a != b if type(a) is int and type(b) is int else sympy.Ne(a, b)
+
+
+def _mod(a: Any, b: Any) -> Any:
+    return a % b if type(a) is int and type(b) is int else Mod(a, b)
+
+
+def _lt(a: Any, b: Any) -> Any:
+    return a < b if type(a) is int and type(b) is int else sympy.Lt(a, b)
 
 
 def _order(func: OpOverload, ndim: int, args: tuple) -> Optional[list[int]]:
