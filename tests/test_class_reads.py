@@ -40,6 +40,21 @@ def _inlined_fields_calls(fn, *args) -> tuple[object, int, list]:
     return result, calls[0], backend.graphs
 
 
+def _eager_and_compiled(cls: type, fn, x) -> tuple[object, object, int]:
+    """fn(x) eagerly and under pyframe (result, fields() inlinings), `cls.__dataclass_fields__`, which
+    fn replaces, put back after each."""
+    saved = dict(cls.__dataclass_fields__)
+    try:
+        expected = fn(x)
+    finally:
+        cls.__dataclass_fields__ = dict(saved)
+    try:
+        result, inlined, _ = _inlined_fields_calls(fn, x)
+    finally:
+        cls.__dataclass_fields__ = dict(saved)
+    return expected, result, inlined
+
+
 def test_fields_of_objects_of_one_class_is_inlined_once():
     def f(x):
         a = Pair(x, x + 1)
@@ -65,16 +80,7 @@ def test_a_class_changed_in_the_trace_is_read_again():
         after = len(dataclasses.fields(Box()))
         return x + before * 10 + after
 
-    fields = dict(Box.__dataclass_fields__)
-    x = torch.randn(2)
-    try:
-        expected = f(x)
-    finally:
-        Box.__dataclass_fields__ = dict(fields)
-    try:
-        result, inlined, _ = _inlined_fields_calls(f, x)
-    finally:
-        Box.__dataclass_fields__ = dict(fields)
+    expected, result, inlined = _eager_and_compiled(Box, f, torch.randn(2))
     torch.testing.assert_close(result, expected)  # (21: a repeat of the first call would give 22)
     assert inlined >= 2  # read again after the store
 
@@ -135,13 +141,5 @@ def test_a_dict_made_in_the_trace_and_stored_on_the_class_is_read_again():
         return x + before * 10 + after
 
     saved = dict(Box.__dataclass_fields__)
-    x = torch.randn(2)
-    try:
-        expected = f(x)
-    finally:
-        Box.__dataclass_fields__ = dict(saved)
-    try:
-        result, _, _ = _inlined_fields_calls(f, x)
-    finally:
-        Box.__dataclass_fields__ = dict(saved)
+    expected, result, _ = _eager_and_compiled(Box, f, torch.randn(2))
     torch.testing.assert_close(result, expected)  # (1: a repeat of the first call would give 0)
