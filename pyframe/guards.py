@@ -269,6 +269,7 @@ class GuardSet:
 
     def __init__(self) -> None:
         self._guards: dict[tuple[Source, GuardKind], Guard] = {}
+        self._code_guarded: set[Source] = set()  # functions whose __code__ is guarded (add_code)
         self.global_state = global_state_guards()
         # Sources whose identities the graph or the trace relied on (every tensor input but
         # parameters and buffers; objects compared by identity as dict keys), with the object
@@ -290,7 +291,17 @@ class GuardSet:
             self.global_state.append(guard)
 
     def add(self, source: Source, kind: GuardKind, value: Any = None) -> None:
-        self._guards.setdefault((source, kind), Guard(source, kind, value))
+        key = (source, kind)
+        if key not in self._guards:  # (the first stands; a trace adds most guards more than once)
+            self._guards[key] = Guard(source, kind, value)
+
+    def add_code(self, function_source: Source, code: types.CodeType) -> None:
+        """ID_MATCH on `function_source.__code__` (the function's identity does not pin its code:
+        `fn.__code__ = other.__code__`). Asked at every inlined call of a function read from the
+        frame, so the repeated ones make no source or guard."""
+        if function_source not in self._code_guarded:
+            self._code_guarded.add(function_source)
+            self.add(AttrSource(function_source, "__code__"), GuardKind.ID_MATCH, code)
 
     def add_tensor(self, source: Source, value: torch.Tensor, fake: Optional[torch.Tensor] = None) -> None:
         """TENSOR_MATCH on an input tensor (`fake`: its FakeTensor when it has symbolic sizes);

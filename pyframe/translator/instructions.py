@@ -359,7 +359,7 @@ class InstructionTranslator(LoadStoreOps, CellOps, CallOps, StackOps, OperatorOp
         if skipped is not None:
             raise Unsupported(skipped)
         if fn_source is not None:  # `fn.__code__ = other.__code__` keeps the function's identity
-            (output or self.output).guards.add(AttrSource(fn_source, "__code__"), GuardKind.ID_MATCH, fn.__code__)
+            (output or self.output).guards.add_code(fn_source, fn.__code__)
         child = InstructionTranslator(fn.__code__, fn.__globals__, self.f_builtins, fn.__closure__,
                                       output or self.output, parent=self, fn_source=fn_source)
         child.fn = fn
