@@ -45,15 +45,7 @@ def infer(op: str, target: Any, args: tuple, kwargs: dict, grad_enabled: bool,
           autocast: bool) -> Optional[_Output | _Outputs]:
     """The output of `target(*args, **kwargs)` (fx arguments: nodes and constants) if a rule
     knows it; None to propagate it for real."""
-    if autocast:
-        return None
-    try:
-        rule = _RULES.get((op, target))
-    except TypeError:  # an unhashable target
-        return None
-    if rule is None:
-        return None
-    found = rule(args, kwargs)
+    found = apply_rule(_RULES, op, target, args, kwargs, autocast)
     if found is None:
         return None
     shape, inputs = found[0], found[1]
@@ -61,6 +53,30 @@ def infer(op: str, target: Any, args: tuple, kwargs: dict, grad_enabled: bool,
     if out is None:
         return None
     return _Outputs(tuple, [out, None]) if len(found) == 3 and found[2] == "with None" else out
+
+
+def apply_rule(table: dict, op: str, target: Any, args: tuple, kwargs: dict, autocast: bool) -> Optional[tuple]:
+    """What the rule `table` holds for (op, target) gives for these arguments (this module's
+    rules, or sym_rules' for symbolic sizes); None under autocast, for a target without a rule (or
+    that does not hash), or where the rule declines."""
+    if autocast:
+        return None
+    try:
+        rule = table.get((op, target))
+    except TypeError:  # an unhashable target
+        return None
+    return rule(args, kwargs) if rule is not None else None
+
+
+def registrar(table: dict) -> Callable[..., Callable[[Rule], Rule]]:
+    """The decorator that registers a rule in `table` for an op and its targets."""
+    def rule(op: str, *targets: Any) -> Callable[[Rule], Rule]:
+        def register(fn: Rule) -> Rule:
+            for target in targets:
+                table[(op, target)] = fn
+            return fn
+        return register
+    return rule
 
 
 def fresh_output(shape: tuple, strides: tuple, inputs: list[FakeTensor], grad_enabled: bool) -> Optional[_Output]:
@@ -74,11 +90,16 @@ def fresh_output(shape: tuple, strides: tuple, inputs: list[FakeTensor], grad_en
     return _Output(shape, strides, dtype, device, requires_grad, not requires_grad)
 
 
-def contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
-    strides, step = [], 1
+def contiguous_strides(shape: Sequence[Any]) -> tuple[Any, ...]:
+    """torch's contiguous strides (c10's `contiguous_strides`: each the product of the sizes after
+    it, a size below 1 counted as 1). Sizes may be symbols of at least 2 too: computed by SymInt
+    arithmetic as torch computes them, each stride is the expression FakeTensorMode's would hold
+    (`64*s77`)."""
+    strides: list = []
+    step: Any = 1
     for size in reversed(shape):
         strides.append(step)
-        step *= max(size, 1)
+        step = step * (max(size, 1) if type(size) is int else size)
     return tuple(reversed(strides))
 
 
@@ -102,12 +123,7 @@ def _dense(v: Any) -> Optional[FakeTensor]:
     return t
 
 
-def _rule(op: str, *targets: Any) -> Callable[[Rule], Rule]:
-    def register(fn: Rule) -> Rule:
-        for target in targets:
-            _RULES[(op, target)] = fn
-        return fn
-    return register
+_rule = registrar(_RULES)
 
 
 def _only(kwargs: dict, allowed: dict[str, Any]) -> bool:

@@ -36,7 +36,9 @@ import torch.nn.functional as F
 from torch._subclasses.fake_tensor import FakeTensor
 
 from .memo import _Output
-from .rules import _FLOATING, _SCALARS, _UNARY, _only, cat_operands, fresh_output
+from .rules import (
+    _FLOATING, _SCALARS, _UNARY, _only, apply_rule, cat_operands, contiguous_strides, fresh_output, registrar,
+)
 
 # (args, kwargs) -> (shape of ints and SymInts, [tensor inputs]) or None
 SymRule = Callable[[tuple, dict], Optional[tuple]]
@@ -47,32 +49,11 @@ def infer(op: str, target: Any, args: tuple, kwargs: dict, grad_enabled: bool,
           autocast: bool) -> Optional[_Output]:
     """The output of `target(*args, **kwargs)` (fx arguments) over symbolic sizes, if a rule knows
     it without deciding anything about the symbols; None to propagate it for real."""
-    if autocast:
-        return None
-    try:
-        rule = _RULES.get((op, target))
-    except TypeError:  # an unhashable target
-        return None
-    if rule is None:
-        return None
-    found = rule(args, kwargs)
+    found = apply_rule(_RULES, op, target, args, kwargs, autocast)
     if found is None:
         return None
     shape, inputs = found
     return fresh_output(shape, contiguous_strides(shape), inputs, grad_enabled)
-
-
-def contiguous_strides(shape: tuple) -> tuple:
-    """torch's contiguous strides (c10's `contiguous_strides`: each the product of the sizes after
-    it, a size below 1 counted as 1) for sizes that are ints and symbols of at least 2, computed by
-    SymInt arithmetic as torch computes them, so each stride is the expression FakeTensorMode's
-    would hold (`64*s77`)."""
-    strides: list = []
-    step: Any = 1
-    for size in reversed(shape):
-        strides.append(step)
-        step = step * (max(size, 1) if type(size) is int else size)
-    return tuple(reversed(strides))
 
 
 def _size_at_least_two(size: torch.SymInt) -> bool:
@@ -162,12 +143,7 @@ def broadcast(a: tuple, b: tuple) -> Optional[tuple]:
     return tuple(out)
 
 
-def _rule(op: str, *targets: Any) -> Callable[[SymRule], SymRule]:
-    def register(fn: SymRule) -> SymRule:
-        for target in targets:
-            _RULES[(op, target)] = fn
-        return fn
-    return register
+_rule = registrar(_RULES)
 
 
 # -- pointwise ----------------------------------------------------------------------------------

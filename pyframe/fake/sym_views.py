@@ -44,7 +44,8 @@ from torch.fx.experimental import _config as fx_config
 from torch.utils._sympy.functions import Mod
 
 from .memo import new_fake
-from .sym_rules import _size_at_least_two, contiguous_strides
+from .rules import contiguous_strides
+from .sym_rules import _size_at_least_two
 
 _CONSTANTS = (int, float, bool, str, type(None), torch.dtype, torch.device, torch.layout, torch.memory_format)
 _MAX_ENTRIES = 4096
