@@ -39,6 +39,7 @@ _COMPARE_OPS = {Compare.LT: operator.lt, Compare.LE: operator.le, Compare.EQ: op
 _FOLDED = frozenset({*(op for op in _BINARY_OPS.values() if op not in (operator.matmul, operator.imatmul)),
                      *_COMPARE_OPS.values(), operator.neg, operator.pos, operator.invert})
 _SCALARS = frozenset({int, float, bool, str})
+_SLICE_BOUNDS = frozenset({int, type(None)})
 
 
 class OperatorOps:
@@ -121,4 +122,7 @@ class OperatorOps:
 
     def BUILD_SLICE(self, inst: Instr) -> None:
         parts = self.popn(inst.arg)
+        if all(type(p) is ConstantVariable and type(p.value) in _SLICE_BOUNDS for p in parts):
+            self.push(ConstantVariable(slice(*[p.value for p in parts])))  # `x[:, :-1]`: a constant
+            return
         self._apply(slice, *parts)
