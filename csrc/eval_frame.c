@@ -738,9 +738,33 @@ static PyTypeObject PfCallbackScope_Type = {
     .tp_getset = pf_scope_getset,
 };
 
+/* ---- class versions ------------------------------------------------------------------------ */
+
+/* class_version(cls): an int that changes whenever an attribute of `cls`, of a class of its MRO
+   or of its metaclass (and the metaclass's MRO) is set or deleted, or its bases change: the
+   version tags of cls and type(cls) (PyType_Modified clears a type's tag and its subclasses'),
+   side by side. 0 when a tag cannot be assigned (then nothing may be remembered about it). The
+   translator keeps what it read of a class while this stays the same (variables/base.py). */
+static PyObject *
+pf_class_version(PyObject *self, PyObject *cls)
+{
+    if (!PyType_Check(cls)) {
+        PyErr_SetString(PyExc_TypeError, "class_version() takes a class");
+        return NULL;
+    }
+    PyTypeObject *tp = (PyTypeObject *)cls, *meta = Py_TYPE(cls);
+    if (!pf_type_assign_version_tag(tp) || !pf_type_assign_version_tag(meta)) {
+        return PyLong_FromLong(0);
+    }
+    return PyLong_FromUnsignedLongLong(((unsigned long long)tp->tp_version_tag << 32) | meta->tp_version_tag);
+}
+
 /* ---- module init --------------------------------------------------------------------------- */
 
 static PyMethodDef pf_methods[] = {
+    {"class_version", pf_class_version, METH_O,
+     "class_version(cls) -> int\n\nChanges whenever cls, a class of its MRO or its metaclass is "
+     "modified (their version tags); 0 if a tag cannot be assigned."},
     {"set_eval_frame", pf_set_eval_frame, METH_O,
      "set_eval_frame(callback) -> previous\n\nSet this thread's frame callback: None (off), "
      "False (run cached entries only) or a callable (called with a FrameInfo on a miss)."},

@@ -267,7 +267,7 @@ class Compiler:
             return outputs[-1]
 
         hooks = TranslatorHooks(make_output, disable_wrap, wrap_with_callback, _is_pyframe_wrapper,
-                                _C.tuple_iterator_rest)
+                                _C.tuple_iterator_rest, _C.class_version)
         result = translate_frame(code, frame.f_locals, frame.f_globals, frame.f_builtins, frame.closure,
                                  hooks, self.fullgraph)
         output = outputs[-1]

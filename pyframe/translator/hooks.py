@@ -2,7 +2,7 @@
 
 The translator knows neither the C extension nor the public API: the few things of theirs a trace
 needs (making a function that runs with pyframe off, recognizing a function pyframe already
-wrapped, reading what a tuple iterator has still to give) come in one record, built once by
+wrapped, reading what a tuple iterator has still to give, a class's version) come in one record, built once by
 convert_frame and shared by the root translator and every translator it inlines with.
 """
 from __future__ import annotations
@@ -18,3 +18,4 @@ class TranslatorHooks:
     disable: Callable[[Callable], Any]            # `pyframe.disable(fn)`: fn run with pyframe off
     is_pyframe_wrapper: Callable[[Any], bool]     # a function wrapped by optimize / disable / run
     tuple_iterator_rest: Callable[[Any], tuple]   # the items a tuple iterator has still to give
+    class_version: Callable[[type], int]          # changes when the class, its MRO or metaclass does

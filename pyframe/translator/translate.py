@@ -14,6 +14,7 @@ from .analysis import may_loop_back, may_read_own_scope
 from .finish import TranslationResult, finish_break, finish_return
 from .hooks import TranslatorHooks
 from .instructions import InstructionTranslator
+from .variables.base import remembering_class_reads
 
 
 def translate_frame(code: types.CodeType, f_locals: dict[str, Any], f_globals: dict, f_builtins: dict,
@@ -23,6 +24,12 @@ def translate_frame(code: types.CodeType, f_locals: dict[str, Any], f_globals: d
     Tracing again (rather than cutting the first attempt short) leaves no half-traced call in the
     graph and no half-mutated symbolic container: the second trace stops cleanly before the step.
     """
+    with remembering_class_reads(hooks.class_version):
+        return _translate(code, f_locals, f_globals, f_builtins, closure, hooks, fullgraph)
+
+
+def _translate(code: types.CodeType, f_locals: dict[str, Any], f_globals: dict, f_builtins: dict,
+               closure: tuple | None, hooks: TranslatorHooks, fullgraph: bool) -> TranslationResult:
     break_at: int | None = None
     reason: Unsupported | None = None
     deferred_methods: dict[int, str] = {}  # LOAD_METHODs whose lookup failed: left to their call

@@ -7,10 +7,11 @@ support raises Unsupported, which becomes a graph break or a frame that runs nor
 """
 from __future__ import annotations
 
+import contextlib
 import inspect
 import types
 import weakref
-from typing import Any, Protocol, Sequence
+from typing import Any, Callable, Iterator, Protocol, Sequence
 
 from ...exc import Unsupported
 from ...guards import ClassAttr, GuardKind
@@ -389,7 +390,48 @@ def class_attribute(cls: type, name: str, default: Any) -> Any:
     metaclass's. Module attribute reads ask this of their class on every access; getattr_static
     re-checks every metaclass of the MRO for a `__dict__` that shadows the real one, which no plain
     metaclass (`type`, ABCMeta...: _is_plain_metaclass) has, so for those the dicts are read directly
-    (a seventh of the time)."""
+    (a seventh of the time).
+
+    A trace asks the same few questions a thousand times (`__getattribute__` of every object it
+    reads an attribute of): while one runs (remembering_class_reads), an answer is remembered as
+    long as the class's version says that neither the class, nor a class of its MRO, nor its
+    metaclass changed since."""
+    version = _class_version(cls) if _class_version is not None else 0
+    if not version:
+        return _class_attribute(cls, name, default)
+    key = (id(cls), name)
+    known = _class_reads.get(key)
+    if known is not None and known[0] is cls and known[1] == version:
+        return default if known[2] is _STATIC_MISSING else known[2]
+    found = _class_attribute(cls, name, _STATIC_MISSING)
+    if len(_class_reads) >= _MAX_CLASS_READS:
+        _class_reads.clear()
+    _class_reads[key] = (cls, version, found)
+    return default if found is _STATIC_MISSING else found
+
+
+@contextlib.contextmanager
+def remembering_class_reads(class_version: Callable[[type], int]) -> Iterator[None]:
+    """While a trace runs: class_attribute remembers its answers, each valid while `class_version`
+    (the hooks' `_C.class_version`) of its class stays the same. Forgotten when the trace ends:
+    the memo holds its classes and their attributes alive."""
+    global _class_version
+    _class_version = class_version
+    try:
+        yield
+    finally:
+        _class_version = None
+        _class_reads.clear()
+
+
+# What class_attribute found while a trace runs, by (id(cls), name): (cls, its class_version, the
+# attribute or _STATIC_MISSING).
+_class_reads: dict[tuple[int, str], tuple[type, int, Any]] = {}
+_MAX_CLASS_READS = 4096
+_class_version: Callable[[type], int] | None = None
+
+
+def _class_attribute(cls: type, name: str, default: Any) -> Any:
     meta = type(cls)
     if not _is_plain_metaclass(meta):
         return _getattr_static(cls, name, default)
