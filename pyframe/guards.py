@@ -14,7 +14,7 @@ import operator
 import types
 import weakref
 from dataclasses import dataclass
-from typing import Any, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional
 
 import torch
 
@@ -132,40 +132,53 @@ class Guard:
 
     @remembered
     def _text(self) -> str:
-        name, kind, value = self.source.name(), self.kind, self.value
-        if kind is GuardKind.ID_MATCH:
-            return f"id({name}) == {id(value)}  # {_short_repr(value)}"
-        if kind is GuardKind.TYPE_MATCH:
-            return f"type({name}) is {_type_name(value)}"
-        if kind is GuardKind.NONE_MATCH:
-            return f"{name} is None"
-        if kind is GuardKind.NOT_NONE_MATCH:
-            return f"{name} is not None"
-        if kind is GuardKind.EQUALS_MATCH:
-            return f"{name} == {value!r}"
-        if kind is GuardKind.LEN_MATCH:
-            return f"len({name}) == {value}"
-        if kind is GuardKind.DICT_KEYS_MATCH:
-            return f"list({name}.keys()) == {list(value)!r}"
-        if kind is GuardKind.DICT_KEYS_ID_MATCH:
-            described = ", ".join(_key_repr(k) for k, by_id in zip(value.keys, value.by_id) if by_id)
-            return f"keys_by_id({name}) == {value.ids()!r}  # ids of: {described}"
-        if kind is GuardKind.HASATTR_MATCH:
-            return f"{'' if value else 'not '}hasattr({self.source.base.name()}, {self.source.attr!r})"
-        if kind is GuardKind.CLASS_ATTR_MATCH:
-            base, attr = self.source.base.name(), self.source.attr
-            found = "<missing>" if value.value is None else _short_repr(value.value)
-            shadow = f" and {attr!r} not in {base}.__dict__" if value.check_instance else ""
-            return f"type({base}).{attr} is {found}{shadow}"
-        if kind is GuardKind.DICT_CONTAINS_MATCH:
-            key, mapping = _dict_entry(self.source)
-            return f"{key!r} {'in' if value else 'not in'} {mapping.name()}"
-        m: TensorMeta = value
-        storage = "" if m.storage_offset is None else f", storage_offset={m.storage_offset}"
-        if m.storage_nbytes is not None:
-            storage += f", storage_nbytes={m.storage_nbytes}"
-        return (f"check_tensor({name}, {_type_name(m.type)}, {m.dtype}, device={str(m.device)!r}, "
-                f"size={list(m.sizes)}, stride={list(m.strides)}, requires_grad={m.requires_grad}{storage})")
+        return _TEXTS[self.kind](self.source.name(), self)
+
+
+def _tensor_match_text(name: str, g: Guard) -> str:
+    m: TensorMeta = g.value
+    storage = "" if m.storage_offset is None else f", storage_offset={m.storage_offset}"
+    if m.storage_nbytes is not None:
+        storage += f", storage_nbytes={m.storage_nbytes}"
+    return (f"check_tensor({name}, {_type_name(m.type)}, {m.dtype}, device={str(m.device)!r}, "
+            f"size={list(m.sizes)}, stride={list(m.strides)}, requires_grad={m.requires_grad}{storage})")
+
+
+def _keys_by_id_text(name: str, g: Guard) -> str:
+    described = ", ".join(_key_repr(k) for k, by_id in zip(g.value.keys, g.value.by_id) if by_id)
+    return f"keys_by_id({name}) == {g.value.ids()!r}  # ids of: {described}"
+
+
+def _class_attr_text(name: str, g: Guard) -> str:
+    base, attr, value = g.source.base.name(), g.source.attr, g.value
+    found = "<missing>" if value.value is None else _short_repr(value.value)
+    shadow = f" and {attr!r} not in {base}.__dict__" if value.check_instance else ""
+    return f"type({base}).{attr} is {found}{shadow}"
+
+
+def _dict_contains_text(name: str, g: Guard) -> str:
+    key, mapping = _dict_entry(g.source)
+    return f"{key!r} {'in' if g.value else 'not in'} {mapping.name()}"
+
+
+# The readable text of each kind of guard: (its source's name, the guard) -> str. A table, as the
+# C++ leaves below are (_LEAVES): a trace names hundreds of guards, and in 3.11 every read of an
+# enum member through its class (`GuardKind.LEN_MATCH`) costs five times a plain attribute's.
+_TEXTS: dict[GuardKind, Callable[[str, Guard], str]] = {
+    GuardKind.ID_MATCH: lambda name, g: f"id({name}) == {id(g.value)}  # {_short_repr(g.value)}",
+    GuardKind.TYPE_MATCH: lambda name, g: f"type({name}) is {_type_name(g.value)}",
+    GuardKind.NONE_MATCH: lambda name, g: f"{name} is None",
+    GuardKind.NOT_NONE_MATCH: lambda name, g: f"{name} is not None",
+    GuardKind.EQUALS_MATCH: lambda name, g: f"{name} == {g.value!r}",
+    GuardKind.LEN_MATCH: lambda name, g: f"len({name}) == {g.value}",
+    GuardKind.DICT_KEYS_MATCH: lambda name, g: f"list({name}.keys()) == {list(g.value)!r}",
+    GuardKind.DICT_KEYS_ID_MATCH: _keys_by_id_text,
+    GuardKind.TENSOR_MATCH: _tensor_match_text,
+    GuardKind.HASATTR_MATCH: lambda name, g: f"{'' if g.value else 'not '}hasattr({g.source.base.name()}, "
+                                             f"{g.source.attr!r})",
+    GuardKind.CLASS_ATTR_MATCH: _class_attr_text,
+    GuardKind.DICT_CONTAINS_MATCH: _dict_contains_text,
+}
 
 
 @dataclass(frozen=True)
@@ -352,8 +365,9 @@ class GuardSet:
 
     def pinned_locals(self) -> dict[str, "PinnedObject"]:
         """The arguments guarded by identity, by name."""
+        id_match = GuardKind.ID_MATCH
         return {g.source.local_name: PinnedObject.of(g.value) for g in self
-                if g.kind is GuardKind.ID_MATCH and isinstance(g.source, LocalSource)}
+                if g.kind == id_match and isinstance(g.source, LocalSource)}
 
     def texts(self) -> list[str]:
         self.storage_facts()
@@ -413,13 +427,15 @@ def _checked_at(guard: Guard) -> Source:
     CLASS_ATTR_MATCH and the dict's for DICT_CONTAINS_MATCH (the attribute or entry itself may
     not exist)."""
     kind = guard.kind
-    if kind < GuardKind.HASATTR_MATCH:  # (the kinds checked on the value itself)
-        return guard.source
-    if kind is GuardKind.HASATTR_MATCH or kind is GuardKind.CLASS_ATTR_MATCH:
+    if kind in _CHECKED_ON_BASE:
         return guard.source.base
-    if kind is GuardKind.DICT_CONTAINS_MATCH:
+    if kind == _DICT_CONTAINS_MATCH:
         return _dict_entry(guard.source)[1]
     return guard.source
+
+
+_CHECKED_ON_BASE = frozenset({GuardKind.HASATTR_MATCH, GuardKind.CLASS_ATTR_MATCH})
+_DICT_CONTAINS_MATCH = GuardKind.DICT_CONTAINS_MATCH  # (read once: see _TEXTS)
 
 
 def _dict_entry(source: Source) -> tuple[Any, Source]:
