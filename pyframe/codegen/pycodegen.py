@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 import torch.fx
 from bytecode import Bytecode, CellVar, FreeVar, Instr, Label, TryBegin, TryEnd
+from bytecode.instr import UNSET
 
 from .. import _C
 from ..exc import Unsupported
@@ -358,7 +359,58 @@ def make_code(original: types.CodeType, prologue: list[Instr], body: list[Instr 
     bc = code_header(Bytecode(), original)
     bc.extend(prologue)
     bc.extend(body)
-    return bc.to_code()
+    size = stack_size(bc)
+    if size is None:
+        return bc.to_code()
+    # (the library's own analysis builds a control-flow graph of the code and back: half of the
+    # assembly's time, for code that is straight but for a few forward jumps and try ranges)
+    return bc.to_code(stacksize=size, compute_exception_stack_depths=False)
+
+
+def stack_size(instructions: list[Any]) -> int | None:
+    """The deepest the value stack gets in `instructions`, code that jumps only forward (a graph
+    break's exits, the rerun handler) and gives every try range its stack depth, as codegen writes
+    it: one pass, each label's depth taken from the first jump to it (or the fall into it) and a
+    handler's from its TryBegin. None for anything else (a backward jump, a range without a depth,
+    a label reached at two depths), which `bytecode`'s own analysis then measures."""
+    depth = deepest = 0
+    at_label: dict[Label, int] = {}
+    passed: set[Label] = set()
+    live = True  # (false after a return, raise or jump: until a label, the code is unreachable)
+    for item in instructions:
+        if isinstance(item, Label):
+            passed.add(item)
+            if live:
+                if at_label.setdefault(item, depth) != depth:
+                    return None
+            elif item in at_label:
+                depth, live = at_label[item], True
+            continue
+        if isinstance(item, TryBegin):
+            if item.stack_depth is UNSET:
+                return None
+            handler = item.stack_depth + item.push_lasti + 1  # (lasti, then the exception)
+            if item.target in passed or at_label.setdefault(item.target, handler) != handler:
+                return None
+            deepest = max(deepest, handler)
+            continue
+        if not isinstance(item, Instr) or not live:
+            continue
+        if item.has_jump():
+            if item.arg in passed:
+                return None
+            taken = depth + item.stack_effect(jump=True)
+            if at_label.setdefault(item.arg, taken) != taken:
+                return None
+            deepest = max(deepest, taken)
+            depth += item.stack_effect(jump=False)
+        else:
+            depth += item.stack_effect()
+        if depth < 0:
+            return None
+        deepest = max(deepest, depth)
+        live = not item.is_final()
+    return deepest
 
 
 def code_header(bc: Bytecode, original: types.CodeType, name: str | None = None,
