@@ -7,6 +7,7 @@ the placeholder `L_x_`. This module is plain data: it knows nothing of the trans
 """
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -46,12 +47,6 @@ class Source:
     def __str__(self) -> str:
         return self.name()
 
-    def __post_init__(self) -> None:
-        """Hash the fields at birth (see _remember_hashes): nearly every source becomes a key."""
-        try:
-            self.__dict__["_hash"] = self._hash_fields()
-        except TypeError:  # a field that does not hash: hash(source) raises then, as a dataclass's does
-            pass
 
 
 @dataclass(frozen=True)
@@ -261,16 +256,41 @@ class TensorPropertySource(ChildSource):
 
 
 def _remember_hashes(cls: type) -> None:
-    """Make each source hash its fields once, when it is made (Source.__post_init__): a source is
-    a key of the trace's input, guard and constant tables, and the dataclass hash walks the whole
-    chain (`self.features.block1.conv.weight`) every time. Hashing at birth also spares the first
-    hash an AttributeError raised and caught (a third of a source's cost)."""
+    """Make each source hash its fields once, when it is made: a source is a key of the trace's
+    input, guard and constant tables, and the dataclass hash walks the whole chain
+    (`self.features.block1.conv.weight`) every time. Hashing at birth also spares the first hash
+    an AttributeError raised and caught (a third of a source's cost).
+
+    The dataclass's `__init__` gives way to one that fills the instance dict and the hash
+    directly (_quick_init): a frozen dataclass sets each field through `object.__setattr__`, then
+    calls `__post_init__`, and a trace makes two thousand sources."""
     for sub in cls.__subclasses__():
         compute = sub.__dict__.get("__hash__")
         if compute is not None and compute is not _remembered_hash:
             sub._hash_fields = compute  # the dataclass's own hash of the fields
             sub.__hash__ = _remembered_hash
+            sub.__init__ = _quick_init(sub)
         _remember_hashes(sub)
+
+
+def _quick_init(cls: type) -> Any:
+    """An `__init__` for the frozen dataclass `cls` with the dataclass's parameters (and defaults)
+    that stores each field in the instance dict and the hash of the fields, as the dataclass's
+    `__hash__` makes it (the tuple of the fields), under `_hash`; a field that does not hash
+    leaves no `_hash` (hash(source) then raises, as a dataclass's does)."""
+    fields = dataclasses.fields(cls)
+    defaults = {f"_default_{f.name}": f.default for f in fields if f.default is not dataclasses.MISSING}
+    params = ", ".join(f.name if f"_default_{f.name}" not in defaults else f"{f.name}=_default_{f.name}"
+                       for f in fields)
+    hashed = "".join(f"{f.name}, " for f in fields if f.compare and f.hash is not False)
+    stores = "".join(f"    d[{f.name!r}] = {f.name}\n" for f in fields)
+    source = (f"def __init__(self, {params}):\n    d = self.__dict__\n{stores}"
+              f"    try:\n        d['_hash'] = hash(({hashed}))\n    except TypeError:\n        pass\n")
+    namespace: dict[str, Any] = {}
+    exec(source, defaults, namespace)  # noqa: S102 (code made here from field names)
+    init = namespace["__init__"]
+    init.__qualname__ = f"{cls.__qualname__}.__init__"
+    return init
 
 
 def _remembered_hash(self: Source) -> int:
