@@ -67,6 +67,15 @@ class OutputGraph:
     the static ones, and each symbol of an input's sizes is a graph input of its own (`s77: Sym(s77)`,
     before the tensor's placeholder, handed the size on each call) as in torch._dynamo's graphs."""
 
+    # (slots: more attributes than CPython 3.11's shared-key instance layout holds, 30, past which
+    # each attribute read is an unspecialized dict lookup; the trace reads them at every op)
+    __slots__ = ("_autocast_around", "_dispatch_cache", "_events", "_fake_inputs", "_inputs_by_fake",
+                 "_last_placeholder", "_made_after", "_memo_state", "_node_keys", "_realized", "_sym_exprs",
+                 "autocast_stack", "backend", "backend_name", "class_reads", "fake_mode", "fast_propagation",
+                 "getattribute_reads", "grad_enabled", "graph", "guards", "immutable_trackers",
+                 "initial_grad_enabled", "inputs", "memo", "shape_env", "shapes", "subgraphs", "symbol_nodes",
+                 "symbolic", "symbolic_ints", "symbolic_tensors", "__weakref__")
+
     def __init__(self, backend: Callable, backend_name: str, symbolic: bool = False,
                  shapes: ShapePolicy = STATIC):
         self.backend = backend

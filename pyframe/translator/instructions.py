@@ -67,6 +67,17 @@ _TORCH_DIR = os.path.dirname(torch.__file__)
 
 class InstructionTranslator(LoadStoreOps, CellOps, CallOps, StackOps, OperatorOps, BuildOps, WithOps, JumpOps,
                             GeneratorOps, ExceptionOps, MatchOps):
+    # Slots: a translator has more attributes than CPython 3.11 keeps in an instance's shared-key
+    # layout (30), past which every `self.stack` and `self.ip` of the interpreter loop is a dict
+    # lookup the interpreter cannot specialize.
+    __slots__ = ("code", "f_globals", "f_builtins", "closure", "output", "parent", "fn_source", "fn", "depth",
+                 "facts", "trusted", "instructions", "label_index", "handlers", "ip", "stack", "locals",
+                 "frame_values", "unchanged_locals", "kw_names", "current_inst", "return_value", "steps",
+                 "break_at", "deferred_methods", "pure_calls", "is_generator", "suspended", "yielded_value",
+                 "thrown", "closure_refs", "cell_references", "exception_stack", "passed_cells", "cell_objects",
+                 "super_classes", "locals_dict", "side_effects", "root", "generators", "hooks",
+                 "_immutable_globals", "immutable_globals")
+
     def __init__(self, code: types.CodeType, f_globals: dict, f_builtins: dict, closure: tuple | None,
                  output: OutputGraph, *, frame_values: dict[str, Any] | None = None,
                  parent: "InstructionTranslator | None" = None, fn_source: Source | None = None,
