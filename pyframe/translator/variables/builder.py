@@ -53,8 +53,11 @@ from .torch import PythonModuleVariable, TorchFunctionVariable, is_torch_op
 
 
 _EQUALS_TYPES = (bool, int, float, complex, str, bytes, torch.device)
-# Trackers with no state a trace changes: wrap() gives one per source and output graph.
-_IMMUTABLE_TRACKERS = (PythonModuleVariable, TorchFunctionVariable, BuiltinVariable)
+# Trackers with no state a trace changes: wrap() gives one per source and output graph. (What a
+# trace does to a function or a class, an attribute set, is kept by the side effects, which
+# wrap() asks first; a constant is a value.)
+_IMMUTABLE_TRACKERS = (PythonModuleVariable, TorchFunctionVariable, BuiltinVariable, UserFunctionVariable,
+                       PythonObjectVariable, ConstantVariable)
 _CONTAINER_TYPES = (list, dict, collections.OrderedDict, collections.defaultdict)
 _TUPLE_ITERATOR = type(iter(()))
 
