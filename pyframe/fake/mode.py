@@ -35,6 +35,8 @@ from torch._subclasses import fake_tensor as ft
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode, in_kernel_invocation_manager
 from torch.fx.experimental import _config as fx_config
 
+from ..dynamo_interop import hide_from_dynamo
+
 from .memo import new_fake
 from .sym_views import SymbolicViews
 from .sym_views import memoizable as memoizable_view
@@ -83,6 +85,20 @@ class PyframeFakeTensorMode(FakeTensorMode):
     # Over a ShapeEnv: views from the memo of fake/sym_views.py, while pyframe traces (graph.py
     # turns it off before the backend, which traces with this mode under its own proxy modes).
     remember_views: bool = False
+
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        """No torch._dynamo.disable wrapper around `__torch_dispatch__` (TorchDispatchMode's
+        __init_subclass__ adds one otherwise): it resets torch._dynamo's frame hook twice on every
+        dispatch, a tenth of a view's. torch._dynamo skips that code all the same: it is marked
+        below (hide_from_dynamo), as pyframe's compiler is."""
+        return False
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        # FakeTensorMode's own, without its call counter
+        if torch._C._get_dispatch_mode(torch._C._TorchDispatchModeKey.FAKE) is not None:
+            raise AssertionError(f"FakeTensorMode should not be set when dispatching {func}")
+        return self.dispatch(func, types, args, kwargs)
 
     @functools.cached_property
     def avoid_device_init(self) -> bool:
@@ -159,3 +175,6 @@ def _wrap(mode: FakeTensorMode, out: Any, device: torch.device) -> Any:
     if isinstance(out, torch.Tensor):
         return mode.fake_tensor_converter.from_meta_and_device(mode, out, device)
     return out
+
+
+hide_from_dynamo(PyframeFakeTensorMode.__torch_dispatch__.__code__, PyframeFakeTensorMode.dispatch.__code__)
