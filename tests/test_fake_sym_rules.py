@@ -148,6 +148,35 @@ def test_rules_give_the_real_output_and_leave_the_shape_env_as_it_was():
     assert all(answered), [i for i, a in enumerate(answered) if not a]
 
 
+def test_dropout_outside_training_is_the_clone_the_python_dispatcher_makes():
+    """Over a ShapeEnv, F.dropout(x, p, training=False) is torch/_decomp's `input.clone()`: a new
+    tensor, requiring grad as a clone does. The rule answers for dense, contiguous inputs of every
+    floating dtype and the ways nn.Dropout and user code call it, and declines elsewhere."""
+    h = Harness()
+    answered, declined = [], []
+    for dtype in (torch.float32, torch.float64, torch.float16, torch.bfloat16):
+        for shape, dynamic in [((2, 9, 32), (1,)), ((3, 5), (0, 1)), ((7,), (0,)), ((2, 6, 4, 8), (1, 2)),
+                               ((4, 8), ())]:
+            for requires_grad in (False, True):
+                node = h.tensor(shape, dynamic=dynamic, requires_grad=requires_grad)
+                if dtype is not torch.float32:  # (of a tensor that requires grad: a non-leaf that does)
+                    node = h.node_of(node.meta["example_value"].to(dtype))
+                for grad in (True, False):
+                    for args, kwargs in [((node, 0.1, False), {}), ((node,), {"p": 0.5, "training": False}),
+                                         ((node, 0.0, False, False), {}), ((node, 1), {"training": False})]:
+                        answered.append(h.check("call_function", F.dropout, args, kwargs, grad=grad))
+        x = h.node_of(h.tensor((2, 9, 32), dynamic=(1,)).meta["example_value"].to(dtype))
+        transposed = h.node_of(x.meta["example_value"].transpose(1, 2))
+        sliced = h.node_of(x.meta["example_value"][:, 1:])
+        for args, kwargs in [((transposed, 0.1, False), {}), ((sliced, 0.1, False), {}),
+                             ((x, 0.1, False, True), {}), ((x, 0.1), {}), ((x,), {"p": 0.1, "training": True}),
+                             ((x, 1.5, False), {}), ((x, -0.5, False), {}), ((x, 0.1, False), {"bogus": 1})]:
+            declined.append(sym_rules.infer("call_function", F.dropout, args, kwargs, True, autocast=False))
+            h.check("call_function", F.dropout, args, kwargs)  # (wherever it answers, it is right)
+    assert all(answered), [i for i, a in enumerate(answered) if not a]
+    assert all(d is None for d in declined), [i for i, d in enumerate(declined) if d is not None]
+
+
 def test_rules_decline_what_would_decide_something_about_a_symbol():
     h = Harness()
     x = h.tensor((2, 9, 32), dynamic=(1,), name="x")

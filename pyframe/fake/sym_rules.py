@@ -37,7 +37,8 @@ from torch._subclasses.fake_tensor import FakeTensor
 
 from .memo import _Output
 from .rules import (
-    _FLOATING, _SCALARS, _UNARY, _only, apply_rule, cat_operands, contiguous_strides, fresh_output, registrar,
+    _FLOATING, _SCALARS, _UNARY, _only, apply_rule, cat_operands, contiguous_strides, dropout_outside_training,
+    fresh_output, registrar,
 )
 
 # (args, kwargs) -> (shape of ints and SymInts, [tensor inputs]) or None
@@ -173,6 +174,16 @@ for _name in _UNARY:
 _rule("call_function", operator.neg)(_unary)
 _rule("call_function", F.relu, F.silu, F.gelu, F.elu, F.leaky_relu, F.hardswish, F.mish)(_activation)
 _rule("call_method", "gelu")(_activation)
+
+
+@_rule("call_function", F.dropout)
+def _dropout(args: tuple, kwargs: dict) -> Optional[tuple]:
+    """F.dropout outside training (nn.Dropout in eval mode). Over a ShapeEnv the Python dispatcher
+    decomposes it into `input.clone()` (torch/_decomp's `dropout`), not the input itself as ATen
+    gives it back: a new tensor of the input's layout, requiring grad as a clone would (a dense,
+    contiguous input here, so the clone's strides are the contiguous ones)."""
+    x = dropout_outside_training(args, kwargs)
+    return _unary((x,), {}) if x is not None else None
 
 
 @_rule("call_function", operator.add, operator.sub, operator.mul, operator.truediv,
