@@ -23,11 +23,13 @@ import torch.fx
 import torch._dynamo
 import torch.nn.functional as F
 from torch._dispatch.python import enable_python_dispatcher
+from torch._subclasses.fake_tensor import FakeTensor
 
 import pyframe
 from pyframe import config, convert_frame, graph
 from pyframe.fake import sym_rules
-from pyframe.fake.memo import PropagationMemo, _symbolic_tensor_key
+from pyframe.fake.memo import PropagationMemo, _Output, _symbolic_tensor_key, by_empty
+from pyframe.fake.rules import contiguous_strides
 from pyframe.fake.shapes import new_symbolic_mode, symbolic_fake
 from pyframe.source import LocalSource
 from tests.test_dynamic_shapes import CASES as SHAPE_CASES
@@ -201,6 +203,34 @@ def test_rules_decline_what_would_decide_something_about_a_symbol():
     with h.mode, enable_python_dispatcher():
         x.meta["example_value"] + y.meta["example_value"]
     assert _knowledge(h.mode.shape_env) != before
+
+
+def test_a_symbolic_output_is_built_as_empty_strided_builds_it():
+    """_Output.fresh over a ShapeEnv makes a contiguous tensor of at most one symbolic size by
+    torch.empty (fewer SymInt operations): the same sizes, strides, storage offset and storage size
+    as expressions, as torch.empty_strided's, for every dtype; the ShapeEnv learns nothing."""
+    h = Harness()
+    x = h.tensor((2, 7, 5, 3), dynamic=(1, 2), name="x").meta["example_value"]
+    s, t = x.shape[1], x.shape[2]
+    shapes = [(2, s, 64), (s,), (s, 1), (1, s), (2, 1, s, 3), (s * t, 4), (2 * s, 32), (3, s, 1, 1), (0, s),
+              (s, 0), (2, s, t), (s, 1, t, 3), (s, t), (4, 5), ()]
+    built_by_empty = 0
+    for shape in shapes:
+        strides = contiguous_strides(shape)
+        for dtype in (torch.float32, torch.float16, torch.float64, torch.int64, torch.bool):
+            out = _Output(shape, strides, dtype, torch.device("cpu"), False, True)
+            before = _knowledge(h.mode.shape_env)
+            fake = out.fresh(h.mode)
+            assert _knowledge(h.mode.shape_env) == before
+            with h.mode.shape_env.suppress_guards():
+                real = torch.empty_strided(shape, strides, dtype=dtype, device="meta")
+            assert _meta(fake) == (*_meta(real)[:4], torch.device("cpu"), False, True), shape
+            assert str(fake.untyped_storage().nbytes()) == str(real.untyped_storage().nbytes()), (shape, dtype)
+            assert type(fake) is FakeTensor and fake.fake_device == torch.device("cpu")
+            built_by_empty += out._by_empty
+    assert 0 < built_by_empty < len(shapes) * 5
+    assert by_empty((2, s, 64), (64 * s, 64, 1)) and not by_empty((2, s, t), contiguous_strides((2, s, t)))
+    assert not by_empty((2, s, 64), (64, 2 * 64, 1))  # (not the contiguous strides)
 
 
 def test_a_symbolic_memo_keys_sizes_by_expression():

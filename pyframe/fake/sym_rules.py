@@ -35,7 +35,7 @@ import torch.fx
 import torch.nn.functional as F
 from torch._subclasses.fake_tensor import FakeTensor
 
-from .memo import _Output
+from .memo import _Output, strides_are_contiguous
 from .rules import (
     _FLOATING, _SCALARS, _UNARY, _only, apply_rule, cat_operands, contiguous_strides, dropout_outside_training,
     fresh_output, registrar,
@@ -109,22 +109,9 @@ def _dense(v: Any) -> Optional[tuple[FakeTensor, tuple]]:
     for size in shape:
         if type(size) is not int and not _size_at_least_two(size):
             return None
-    if not _strides_match(t.stride(), shape):
+    if not strides_are_contiguous(t.stride(), shape):
         return None
     return t, shape
-
-
-def _strides_match(strides: tuple, shape: tuple) -> bool:
-    """Whether `strides` are the contiguous strides of `shape`, compared as expressions."""
-    step: Any = 1  # an int, or the sympy expression of the product so far
-    for stride, size in zip(reversed(strides), reversed(shape)):
-        if type(stride) is int:
-            if type(step) is not int or stride != step:
-                return False
-        elif type(step) is int or stride.node.expr != step:
-            return False
-        step = step * (max(size, 1) if type(size) is int else size.node.expr)
-    return True
 
 
 def broadcast(a: tuple, b: tuple) -> Optional[tuple]:
@@ -378,6 +365,8 @@ def _embedding(args: tuple, kwargs: dict) -> Optional[tuple]:
     shape = tuple(t.shape)
     if type(t.storage_offset()) is not int or t.storage_offset() != 0:
         return None
-    if any(type(n) is not int and not _size_at_least_two(n) for n in shape) or not _strides_match(t.stride(), shape):
+    if any(type(n) is not int and not _size_at_least_two(n) for n in shape):
+        return None
+    if not strides_are_contiguous(t.stride(), shape):
         return None
     return (*shape, weight[1][1]), [weight[0]]
