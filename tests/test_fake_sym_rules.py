@@ -179,6 +179,54 @@ def test_dropout_outside_training_is_the_clone_the_python_dispatcher_makes():
     assert all(d is None for d in declined), [i for i, d in enumerate(declined) if d is not None]
 
 
+def test_integer_and_comparison_rules_give_the_real_output():
+    """+, -, *, comparisons, where, min/max, abs and dtype conversions over symbolic sizes, on
+    tensors of integer, bool and floating dtypes (T5's relative position buckets), broadcast and
+    with Python numbers: each answer is FakeTensorMode's, and the ShapeEnv learns nothing."""
+    h = Harness()
+    base = h.tensor((9, 9), dynamic=(0, 1), name="sq").meta["example_value"]  # (s0, s1)
+    x = h.tensor((2, 9, 32), dynamic=(1,), name="x").meta["example_value"]    # (2, s2, 32)
+    answered = []
+    for dtype in (torch.int64, torch.int32, torch.float32, torch.float16, torch.bool):
+        square, col, row = (h.node_of(t.to(dtype)) for t in (base, base[:, :1].contiguous(), base[:1].contiguous()))
+        batch = h.node_of(x.to(dtype))
+        other = h.node_of(x.to(torch.int64 if dtype is not torch.int64 else torch.float32))
+        numeric = dtype is not torch.bool
+        calls = [
+            (operator.lt, (square, square)), (torch.ge, (col, row)), (operator.eq, (batch, 3)),
+            (operator.ne, (square, 2.5)), ("__gt__", (row, 0)), ("le", (col, col)), (operator.gt, (batch, batch)),
+            (torch.where, (h.node_of(base.to(torch.bool)), square, square)),
+            (torch.where, (h.node_of(base[:1].contiguous().to(torch.bool)), col, row)),
+            ("to", (square, torch.float64)), ("to", (batch, torch.int64 if dtype is not torch.int64 else torch.bool)),
+        ]
+        if dtype is not torch.float32:
+            calls.append(("float", (square,)))
+        if numeric:
+            calls += [(operator.add, (square, square)), (operator.sub, (col, row)), (torch.mul, (batch, 7)),
+                      ("__radd__", (square, 1)), (operator.mul, (col, square)), (torch.min, (square, square)),
+                      (torch.maximum, (col, row)), (torch.max, (batch, batch)), (torch.abs, (square,)),
+                      ("abs", (batch,))]
+        for target, args in calls:
+            op = "call_method" if type(target) is str else "call_function"
+            answered.append(h.check(op, target, args))
+        # (what the rules leave to the real propagation: each declines, wherever it answers it is right)
+        for target, args in [(operator.add, (square, other)), (operator.lt, (batch, other)),
+                             (torch.where, (square, square, square)), (torch.min, (square, 1)),
+                             ("to", (square, dtype)), (operator.truediv, (square, 2))]:
+            op = "call_method" if type(target) is str else "call_function"
+            if dtype in (torch.int64, torch.int32) or target != "to":
+                h.check(op, target, args)
+        assert sym_rules.infer("call_method", "to", (square, dtype), {}, True, autocast=False) is None
+        if dtype in (torch.int64, torch.int32):
+            assert sym_rules.infer("call_function", operator.add, (square, 2.5), {}, True, autocast=False) is None
+            assert sym_rules.infer("call_function", operator.truediv, (square, 2), {}, True, autocast=False) is None
+            assert sym_rules.infer("call_method", "to", (square, dtype), {}, True, autocast=False) is None
+    assert all(answered), [i for i, a in enumerate(answered) if not a]
+    # a conversion of a tensor that requires grad is left to the real propagation
+    grad = h.tensor((2, 9, 32), dynamic=(1,), requires_grad=True, name="g")
+    assert sym_rules.infer("call_method", "to", (grad, torch.float64), {}, True, autocast=False) is None
+
+
 def test_rules_decline_what_would_decide_something_about_a_symbol():
     h = Harness()
     x = h.tensor((2, 9, 32), dynamic=(1,), name="x")
