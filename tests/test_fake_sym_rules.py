@@ -23,11 +23,13 @@ import torch.fx
 import torch._dynamo
 import torch.nn.functional as F
 from torch._dispatch.python import enable_python_dispatcher
+from torch._subclasses.fake_tensor import FakeTensor
 
 import pyframe
 from pyframe import config, convert_frame, graph
 from pyframe.fake import sym_rules
-from pyframe.fake.memo import PropagationMemo, _symbolic_tensor_key
+from pyframe.fake.memo import PropagationMemo, _Output, _symbolic_tensor_key, by_empty
+from pyframe.fake.rules import contiguous_strides
 from pyframe.fake.shapes import new_symbolic_mode, symbolic_fake
 from pyframe.source import LocalSource
 from tests.test_dynamic_shapes import CASES as SHAPE_CASES
@@ -148,6 +150,83 @@ def test_rules_give_the_real_output_and_leave_the_shape_env_as_it_was():
     assert all(answered), [i for i, a in enumerate(answered) if not a]
 
 
+def test_dropout_outside_training_is_the_clone_the_python_dispatcher_makes():
+    """Over a ShapeEnv, F.dropout(x, p, training=False) is torch/_decomp's `input.clone()`: a new
+    tensor, requiring grad as a clone does. The rule answers for dense, contiguous inputs of every
+    floating dtype and the ways nn.Dropout and user code call it, and declines elsewhere."""
+    h = Harness()
+    answered, declined = [], []
+    for dtype in (torch.float32, torch.float64, torch.float16, torch.bfloat16):
+        for shape, dynamic in [((2, 9, 32), (1,)), ((3, 5), (0, 1)), ((7,), (0,)), ((2, 6, 4, 8), (1, 2)),
+                               ((4, 8), ())]:
+            for requires_grad in (False, True):
+                node = h.tensor(shape, dynamic=dynamic, requires_grad=requires_grad)
+                if dtype is not torch.float32:  # (of a tensor that requires grad: a non-leaf that does)
+                    node = h.node_of(node.meta["example_value"].to(dtype))
+                for grad in (True, False):
+                    for args, kwargs in [((node, 0.1, False), {}), ((node,), {"p": 0.5, "training": False}),
+                                         ((node, 0.0, False, False), {}), ((node, 1), {"training": False})]:
+                        answered.append(h.check("call_function", F.dropout, args, kwargs, grad=grad))
+        x = h.node_of(h.tensor((2, 9, 32), dynamic=(1,)).meta["example_value"].to(dtype))
+        transposed = h.node_of(x.meta["example_value"].transpose(1, 2))
+        sliced = h.node_of(x.meta["example_value"][:, 1:])
+        for args, kwargs in [((transposed, 0.1, False), {}), ((sliced, 0.1, False), {}),
+                             ((x, 0.1, False, True), {}), ((x, 0.1), {}), ((x,), {"p": 0.1, "training": True}),
+                             ((x, 1.5, False), {}), ((x, -0.5, False), {}), ((x, 0.1, False), {"bogus": 1})]:
+            declined.append(sym_rules.infer("call_function", F.dropout, args, kwargs, True, autocast=False))
+            h.check("call_function", F.dropout, args, kwargs)  # (wherever it answers, it is right)
+    assert all(answered), [i for i, a in enumerate(answered) if not a]
+    assert all(d is None for d in declined), [i for i, d in enumerate(declined) if d is not None]
+
+
+def test_integer_and_comparison_rules_give_the_real_output():
+    """+, -, *, comparisons, where, min/max, abs and dtype conversions over symbolic sizes, on
+    tensors of integer, bool and floating dtypes (T5's relative position buckets), broadcast and
+    with Python numbers: each answer is FakeTensorMode's, and the ShapeEnv learns nothing."""
+    h = Harness()
+    base = h.tensor((9, 9), dynamic=(0, 1), name="sq").meta["example_value"]  # (s0, s1)
+    x = h.tensor((2, 9, 32), dynamic=(1,), name="x").meta["example_value"]    # (2, s2, 32)
+    answered = []
+    for dtype in (torch.int64, torch.int32, torch.float32, torch.float16, torch.bool):
+        square, col, row = (h.node_of(t.to(dtype)) for t in (base, base[:, :1].contiguous(), base[:1].contiguous()))
+        batch = h.node_of(x.to(dtype))
+        other = h.node_of(x.to(torch.int64 if dtype is not torch.int64 else torch.float32))
+        numeric = dtype is not torch.bool
+        calls = [
+            (operator.lt, (square, square)), (torch.ge, (col, row)), (operator.eq, (batch, 3)),
+            (operator.ne, (square, 2.5)), ("__gt__", (row, 0)), ("le", (col, col)), (operator.gt, (batch, batch)),
+            (torch.where, (h.node_of(base.to(torch.bool)), square, square)),
+            (torch.where, (h.node_of(base[:1].contiguous().to(torch.bool)), col, row)),
+            ("to", (square, torch.float64)), ("to", (batch, torch.int64 if dtype is not torch.int64 else torch.bool)),
+        ]
+        if dtype is not torch.float32:
+            calls.append(("float", (square,)))
+        if numeric:
+            calls += [(operator.add, (square, square)), (operator.sub, (col, row)), (torch.mul, (batch, 7)),
+                      ("__radd__", (square, 1)), (operator.mul, (col, square)), (torch.min, (square, square)),
+                      (torch.maximum, (col, row)), (torch.max, (batch, batch)), (torch.abs, (square,)),
+                      ("abs", (batch,))]
+        for target, args in calls:
+            op = "call_method" if type(target) is str else "call_function"
+            answered.append(h.check(op, target, args))
+        # (what the rules leave to the real propagation: each declines, wherever it answers it is right)
+        for target, args in [(operator.add, (square, other)), (operator.lt, (batch, other)),
+                             (torch.where, (square, square, square)), (torch.min, (square, 1)),
+                             ("to", (square, dtype)), (operator.truediv, (square, 2))]:
+            op = "call_method" if type(target) is str else "call_function"
+            if dtype in (torch.int64, torch.int32) or target != "to":
+                h.check(op, target, args)
+        assert sym_rules.infer("call_method", "to", (square, dtype), {}, True, autocast=False) is None
+        if dtype in (torch.int64, torch.int32):
+            assert sym_rules.infer("call_function", operator.add, (square, 2.5), {}, True, autocast=False) is None
+            assert sym_rules.infer("call_function", operator.truediv, (square, 2), {}, True, autocast=False) is None
+            assert sym_rules.infer("call_method", "to", (square, dtype), {}, True, autocast=False) is None
+    assert all(answered), [i for i, a in enumerate(answered) if not a]
+    # a conversion of a tensor that requires grad is left to the real propagation
+    grad = h.tensor((2, 9, 32), dynamic=(1,), requires_grad=True, name="g")
+    assert sym_rules.infer("call_method", "to", (grad, torch.float64), {}, True, autocast=False) is None
+
+
 def test_rules_decline_what_would_decide_something_about_a_symbol():
     h = Harness()
     x = h.tensor((2, 9, 32), dynamic=(1,), name="x")
@@ -172,6 +251,34 @@ def test_rules_decline_what_would_decide_something_about_a_symbol():
     with h.mode, enable_python_dispatcher():
         x.meta["example_value"] + y.meta["example_value"]
     assert _knowledge(h.mode.shape_env) != before
+
+
+def test_a_symbolic_output_is_built_as_empty_strided_builds_it():
+    """_Output.fresh over a ShapeEnv makes a contiguous tensor of at most one symbolic size by
+    torch.empty (fewer SymInt operations): the same sizes, strides, storage offset and storage size
+    as expressions, as torch.empty_strided's, for every dtype; the ShapeEnv learns nothing."""
+    h = Harness()
+    x = h.tensor((2, 7, 5, 3), dynamic=(1, 2), name="x").meta["example_value"]
+    s, t = x.shape[1], x.shape[2]
+    shapes = [(2, s, 64), (s,), (s, 1), (1, s), (2, 1, s, 3), (s * t, 4), (2 * s, 32), (3, s, 1, 1), (0, s),
+              (s, 0), (2, s, t), (s, 1, t, 3), (s, t), (4, 5), ()]
+    built_by_empty = 0
+    for shape in shapes:
+        strides = contiguous_strides(shape)
+        for dtype in (torch.float32, torch.float16, torch.float64, torch.int64, torch.bool):
+            out = _Output(shape, strides, dtype, torch.device("cpu"), False, True)
+            before = _knowledge(h.mode.shape_env)
+            fake = out.fresh(h.mode)
+            assert _knowledge(h.mode.shape_env) == before
+            with h.mode.shape_env.suppress_guards():
+                real = torch.empty_strided(shape, strides, dtype=dtype, device="meta")
+            assert _meta(fake) == (*_meta(real)[:4], torch.device("cpu"), False, True), shape
+            assert str(fake.untyped_storage().nbytes()) == str(real.untyped_storage().nbytes()), (shape, dtype)
+            assert type(fake) is FakeTensor and fake.fake_device == torch.device("cpu")
+            built_by_empty += out._by_empty
+    assert 0 < built_by_empty < len(shapes) * 5
+    assert by_empty((2, s, 64), (64 * s, 64, 1)) and not by_empty((2, s, t), contiguous_strides((2, s, t)))
+    assert not by_empty((2, s, 64), (64, 2 * 64, 1))  # (not the contiguous strides)
 
 
 def test_a_symbolic_memo_keys_sizes_by_expression():

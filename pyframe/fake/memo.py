@@ -60,7 +60,7 @@ class _Output:
     """What a hit rebuilds: a fresh, contiguous-or-strided tensor on the fake device, requiring grad
     as the real output did (with a grad_fn unless that was a leaf)."""
 
-    __slots__ = ("shape", "stride", "dtype", "device", "requires_grad", "is_leaf", "value_key")
+    __slots__ = ("shape", "stride", "dtype", "device", "requires_grad", "is_leaf", "value_key", "_by_empty")
 
     def __init__(self, shape: tuple, stride: tuple, dtype: torch.dtype, device: torch.device,
                  requires_grad: bool, is_leaf: bool) -> None:
@@ -69,6 +69,7 @@ class _Output:
         # What _tensor_key gives for every tensor build() makes (fresh: no offset, conj or neg bit),
         # so the key of a node made from a hit needs no reading back.
         self.value_key = (_dims_key(shape), _dims_key(stride), 0, dtype, device, requires_grad)
+        self._by_empty: Optional[bool] = None  # (fresh's choice, made on its first build)
 
     @classmethod
     def of(cls, t: FakeTensor) -> "_Output":
@@ -89,9 +90,61 @@ class _Output:
         else:
             # (as FakeTensorMode rebuilds a cached output: what the sizes imply was decided when
             # they were first computed; the meta tensor's own bookkeeping adds no guard)
+            if self._by_empty is None:
+                self._by_empty = by_empty(self.shape, self.stride)
             with mode.shape_env.suppress_guards():
-                meta = torch.empty_strided(self.shape, self.stride, dtype=self.dtype, device=_META)
+                meta = None
+                if self._by_empty:
+                    meta = torch.empty(self.shape, dtype=self.dtype, device=_META)
+                    if not same_dims(meta.stride(), self.stride):
+                        meta = None  # (a size the ShapeEnv cannot put at 1 or more: empty() strides by Max(1, s))
+                if meta is None:
+                    meta = torch.empty_strided(self.shape, self.stride, dtype=self.dtype, device=_META)
         return new_fake(mode, meta, self.device)
+
+
+def by_empty(shape: tuple, stride: tuple) -> bool:
+    """Whether `torch.empty(shape)` makes the tensor `torch.empty_strided(shape, stride)` makes,
+    over symbolic sizes, in fewer SymInt operations (each a Python call on sympy expressions: ten
+    for a (2, s, 64) tensor by empty_strided, seven by empty; a symbolic build is ~200 us).
+
+    `stride` must be the contiguous strides of `shape` as expressions (empty() computes those), and
+    at most one size symbolic: empty_strided's storage size is 1 + sum(stride * (size - 1)) and
+    empty's numel * itemsize, which sympy brings to one canonical expression only where every
+    symbolic size has an int stride (`512*s0` both ways); with two symbolic sizes the sum keeps a
+    product unexpanded (`4*s1*(s0 - 1) + ...`), a different expression of the same number."""
+    if sum(type(n) is not int for n in shape) > 1:
+        return False
+    return strides_are_contiguous(stride, shape)
+
+
+def strides_are_contiguous(strides: tuple, shape: tuple) -> bool:
+    """Whether `strides` are the contiguous strides of `shape` (each the product of the sizes after
+    it, an int size below 1 counted as 1), compared as expressions, with no SymInt arithmetic."""
+    if len(strides) != len(shape):
+        return False
+    step: Any = 1  # an int, or the sympy expression of the product so far
+    for stride, size in zip(reversed(strides), reversed(shape)):
+        if type(stride) is int:
+            if type(step) is not int or stride != step:
+                return False
+        elif type(step) is int or stride.node.expr != step:
+            return False
+        step = step * (max(size, 1) if type(size) is int else size.node.expr)
+    return True
+
+
+def same_dims(a: tuple, b: tuple) -> bool:
+    """Two tuples of sizes (or strides) alike: the same ints, the same symbolic expressions."""
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b):
+        if type(x) is int or type(y) is int:
+            if type(x) is not type(y) or x != y:
+                return False
+        elif x.node.expr != y.node.expr:
+            return False
+    return True
 
 
 class _Outputs:

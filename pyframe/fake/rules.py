@@ -622,8 +622,9 @@ def _contiguous_itself(args: tuple, kwargs: dict) -> Optional[FakeTensor]:
     return t if t.is_contiguous() else None
 
 
-def _dropout_outside_training(args: tuple, kwargs: dict) -> Optional[FakeTensor]:
-    """F.dropout(x, p, training=False) (what nn.Dropout calls in eval mode), not in place."""
+def dropout_outside_training(args: tuple, kwargs: dict) -> Any:
+    """The input argument of F.dropout(x, p, training=False) (what nn.Dropout calls in eval mode),
+    not in place; None for any other call (training, in place, p not a number in [0, 1])."""
     try:
         bound = _DROPOUT_SIGNATURE.bind(*args, **kwargs)
     except TypeError:
@@ -632,7 +633,11 @@ def _dropout_outside_training(args: tuple, kwargs: dict) -> Optional[FakeTensor]
     t, p, training, inplace = (bound.arguments[name] for name in ("input", "p", "training", "inplace"))
     if training is not False or inplace is not False or type(p) not in (int, float) or not 0 <= p <= 1:
         return None  # (F.dropout raises for p outside [0, 1])
-    return _fake(t)
+    return t
+
+
+def _dropout_outside_training(args: tuple, kwargs: dict) -> Optional[FakeTensor]:
+    return _fake(dropout_outside_training(args, kwargs))
 
 
 _DROPOUT_SIGNATURE = inspect.signature(F.dropout)

@@ -19,10 +19,15 @@ the one FakeTensorMode makes:
   against another symbol or against a larger int (`s77` broadcast with `s23`, which records
   `Eq(s77, s23)`; with 5, which specializes it) is left to the real propagation;
 - every tensor argument is contiguous by its strides' expressions (`(64*s77, 64, 1)`), of one
-  floating dtype and device; weights and other static arguments as fake/rules.py takes them.
+  floating dtype and device; weights and other static arguments as fake/rules.py takes them. A few
+  rules take integer and bool tensors too, where torch's type promotion has nothing to decide (both
+  operands of one dtype, or an integer tensor and a Python int): +, - and *, comparisons (a bool
+  output), `torch.where`, elementwise min/max, abs, and conversions to another dtype of a tensor
+  that requires no grad (T5's relative position buckets are all of these, on (s, s) integer tensors).
 
 The output is a new contiguous tensor: its sizes the inputs' SymInts, its strides computed by
-SymInt arithmetic as torch computes contiguous strides. tests/test_fake_sym_rules.py compares every
+SymInt arithmetic as torch computes contiguous strides. Dropout outside training is one too: under
+the Python dispatcher torch/_decomp's `dropout` clones its input, where ATen gives the input back. tests/test_fake_sym_rules.py compares every
 rule with FakeTensorMode on symbolic inputs, the ShapeEnv's guards, replacements and ranges included.
 """
 from __future__ import annotations
@@ -35,9 +40,10 @@ import torch.fx
 import torch.nn.functional as F
 from torch._subclasses.fake_tensor import FakeTensor
 
-from .memo import _Output
+from .memo import _Output, strides_are_contiguous
 from .rules import (
-    _FLOATING, _SCALARS, _UNARY, _only, apply_rule, cat_operands, contiguous_strides, fresh_output, registrar,
+    _FLOATING, _SCALARS, _UNARY, _only, apply_rule, cat_operands, contiguous_strides, dropout_outside_training,
+    fresh_output, registrar,
 )
 
 # (args, kwargs) -> (shape of ints and SymInts, [tensor inputs]) or None
@@ -52,6 +58,12 @@ def infer(op: str, target: Any, args: tuple, kwargs: dict, grad_enabled: bool,
     found = apply_rule(_RULES, op, target, args, kwargs, autocast)
     if found is None:
         return None
+    if len(found) == 3:  # (shape, inputs, dtype): a new tensor of that dtype that requires no grad
+        shape, inputs, dtype = found
+        device = inputs[0].fake_device
+        if any(t.fake_device != device for t in inputs):
+            return None
+        return _Output(shape, contiguous_strides(shape), dtype, device, False, True)
     shape, inputs = found
     return fresh_output(shape, contiguous_strides(shape), inputs, grad_enabled)
 
@@ -90,15 +102,16 @@ def _eq(a: Any, b: Any) -> Optional[bool]:
     return False if number <= 1 else None  # (a symbolic size here is at least 2)
 
 
-def _dense(v: Any) -> Optional[tuple[FakeTensor, tuple]]:
-    """(the FakeTensor, its sizes) of a node whose value is a dense, contiguous tensor of a floating
-    dtype whose symbolic sizes are plain symbols of at least 2; None otherwise."""
+def _dense(v: Any, dtypes: frozenset = _FLOATING) -> Optional[tuple[FakeTensor, tuple]]:
+    """(the FakeTensor, its sizes) of a node whose value is a dense, contiguous tensor of one of
+    `dtypes` (floating ones unless said) whose symbolic sizes are plain symbols of at least 2; None
+    otherwise."""
     if type(v) is not torch.fx.Node:
         return None
     t = v.meta.get("example_value")
     if type(t) is not FakeTensor or t.constant is not None or t.layout is not torch.strided:
         return None
-    if t.dtype not in _FLOATING or t.is_conj() or t.is_neg():
+    if t.dtype not in dtypes or t.is_conj() or t.is_neg():
         return None
     shape = tuple(t.shape)
     if not t._has_symbolic_sizes_strides:
@@ -108,22 +121,9 @@ def _dense(v: Any) -> Optional[tuple[FakeTensor, tuple]]:
     for size in shape:
         if type(size) is not int and not _size_at_least_two(size):
             return None
-    if not _strides_match(t.stride(), shape):
+    if not strides_are_contiguous(t.stride(), shape):
         return None
     return t, shape
-
-
-def _strides_match(strides: tuple, shape: tuple) -> bool:
-    """Whether `strides` are the contiguous strides of `shape`, compared as expressions."""
-    step: Any = 1  # an int, or the sympy expression of the product so far
-    for stride, size in zip(reversed(strides), reversed(shape)):
-        if type(stride) is int:
-            if type(step) is not int or stride != step:
-                return False
-        elif type(step) is int or stride.node.expr != step:
-            return False
-        step = step * (max(size, 1) if type(size) is int else size.node.expr)
-    return True
 
 
 def broadcast(a: tuple, b: tuple) -> Optional[tuple]:
@@ -175,10 +175,18 @@ _rule("call_function", F.relu, F.silu, F.gelu, F.elu, F.leaky_relu, F.hardswish,
 _rule("call_method", "gelu")(_activation)
 
 
-@_rule("call_function", operator.add, operator.sub, operator.mul, operator.truediv,
-       torch.add, torch.sub, torch.mul, torch.div)
-@_rule("call_method", "add", "sub", "mul", "div", "__add__", "__sub__", "__mul__", "__truediv__",
-       "__radd__", "__rmul__")
+@_rule("call_function", F.dropout)
+def _dropout(args: tuple, kwargs: dict) -> Optional[tuple]:
+    """F.dropout outside training (nn.Dropout in eval mode). Over a ShapeEnv the Python dispatcher
+    decomposes it into `input.clone()` (torch/_decomp's `dropout`), not the input itself as ATen
+    gives it back: a new tensor of the input's layout, requiring grad as a clone would (a dense,
+    contiguous input here, so the clone's strides are the contiguous ones)."""
+    x = dropout_outside_training(args, kwargs)
+    return _unary((x,), {}) if x is not None else None
+
+
+@_rule("call_function", operator.truediv, torch.div)
+@_rule("call_method", "div", "__truediv__")
 def _binary(args: tuple, kwargs: dict) -> Optional[tuple]:
     """a (op) b: tensors of one dtype that broadcast without a guard, or a tensor and a Python
     number (which takes the tensor's floating dtype)."""
@@ -192,6 +200,110 @@ def _binary(args: tuple, kwargs: dict) -> Optional[tuple]:
     if found is None or type(other) not in _SCALARS:
         return None
     return found[1], [found[0]]
+
+
+@_rule("call_function", operator.add, operator.sub, operator.mul, torch.add, torch.sub, torch.mul)
+@_rule("call_method", "add", "sub", "mul", "__add__", "__sub__", "__mul__", "__radd__", "__rmul__")
+def _ring(args: tuple, kwargs: dict) -> Optional[tuple]:
+    """+, - and * as _binary, and of integer tensors: two of one integer dtype, or one and a Python
+    int (not a float, which would promote to the default dtype; `/` always does)."""
+    found = _binary(args, kwargs)
+    if found is not None or len(args) != 2 or kwargs:
+        return found
+    a, b = _dense(args[0], _INTEGRAL), _dense(args[1], _INTEGRAL)
+    if a is not None and b is not None:
+        if a[0].dtype is not b[0].dtype:
+            return None
+        shape = broadcast(a[1], b[1])
+        return (shape, [a[0], b[0]]) if shape is not None else None
+    found, other = (a, args[1]) if a is not None else (b, args[0])
+    if found is None or type(other) is not int:
+        return None
+    return found[1], [found[0]]
+
+
+# -- comparisons, selection and conversions, of any dtype ------------------------------------------
+# (T5's relative position buckets: integer (s, s) tensors compared, clamped, selected and converted)
+
+_INTEGRAL = frozenset({torch.int64, torch.int32})
+_ANY = _FLOATING | _INTEGRAL | {torch.bool}
+
+
+@_rule("call_function", operator.lt, operator.le, operator.gt, operator.ge, operator.eq, operator.ne,
+       torch.lt, torch.le, torch.gt, torch.ge, torch.eq, torch.ne)
+@_rule("call_method", "lt", "le", "gt", "ge", "eq", "ne", "__lt__", "__le__", "__gt__", "__ge__", "__eq__",
+       "__ne__")
+def _compare(args: tuple, kwargs: dict) -> Optional[tuple]:
+    """a < b and the like: two tensors of one dtype, or a tensor and a Python number: bool."""
+    if len(args) != 2 or kwargs:
+        return None
+    a, b = _dense(args[0], _ANY), _dense(args[1], _ANY)
+    if a is not None and b is not None:
+        shape = broadcast(a[1], b[1]) if a[0].dtype is b[0].dtype else None
+        return (shape, [a[0], b[0]], torch.bool) if shape is not None else None
+    found, other = (a, args[1]) if a is not None else (b, args[0])
+    if found is None or type(other) not in (int, float):
+        return None
+    return found[1], [found[0]], torch.bool
+
+
+@_rule("call_function", torch.where)
+def _where(args: tuple, kwargs: dict) -> Optional[tuple]:
+    """torch.where(condition, a, b) of a bool condition and two tensors of one dtype."""
+    if len(args) != 3 or kwargs:
+        return None
+    cond, a, b = _dense(args[0], frozenset({torch.bool})), _dense(args[1], _ANY), _dense(args[2], _ANY)
+    if cond is None or a is None or b is None or a[0].dtype is not b[0].dtype:
+        return None
+    if cond[0].fake_device != a[0].fake_device:
+        return None
+    inner = broadcast(a[1], b[1])
+    shape = broadcast(cond[1], inner) if inner is not None else None
+    return (shape, [a[0], b[0]]) if shape is not None else None
+
+
+@_rule("call_function", torch.min, torch.max, torch.minimum, torch.maximum)
+def _extremum(args: tuple, kwargs: dict) -> Optional[tuple]:
+    """torch.min(a, b) and the like, elementwise, of two tensors of one (non-bool) dtype."""
+    if len(args) != 2 or kwargs:
+        return None
+    a, b = _dense(args[0], _FLOATING | _INTEGRAL), _dense(args[1], _FLOATING | _INTEGRAL)
+    if a is None or b is None or a[0].dtype is not b[0].dtype:
+        return None
+    shape = broadcast(a[1], b[1])
+    return (shape, [a[0], b[0]]) if shape is not None else None
+
+
+@_rule("call_function", torch.abs)
+@_rule("call_method", "abs")
+def _abs(args: tuple, kwargs: dict) -> Optional[tuple]:
+    """abs of a floating or integer tensor: its dtype."""
+    if len(args) != 1 or kwargs:
+        return None
+    found = _dense(args[0], _FLOATING | _INTEGRAL)
+    return (found[1], [found[0]]) if found is not None else None
+
+
+def _converted(v: Any, dtype: Any) -> Optional[tuple]:
+    """A copy of a tensor that requires no grad in another dtype (one ATen gives back itself, of
+    its own dtype, is fake/rules.py's `_to_itself`)."""
+    found = _dense(v, _ANY)
+    if found is None or type(dtype) is not torch.dtype or dtype not in _ANY or found[0].dtype is dtype:
+        return None
+    if found[0].requires_grad:
+        return None
+    return found[1], [found[0]], dtype
+
+
+@_rule("call_method", "float")
+def _float(args: tuple, kwargs: dict) -> Optional[tuple]:
+    return _converted(args[0], torch.float32) if len(args) == 1 and not kwargs else None
+
+
+@_rule("call_method", "to")
+def _to_dtype(args: tuple, kwargs: dict) -> Optional[tuple]:
+    """`x.to(dtype)` to another dtype."""
+    return _converted(args[0], args[1]) if len(args) == 2 and not kwargs else None
 
 
 # -- linear algebra and normalization -----------------------------------------------------------------
@@ -367,6 +479,8 @@ def _embedding(args: tuple, kwargs: dict) -> Optional[tuple]:
     shape = tuple(t.shape)
     if type(t.storage_offset()) is not int or t.storage_offset() != 0:
         return None
-    if any(type(n) is not int and not _size_at_least_two(n) for n in shape) or not _strides_match(t.stride(), shape):
+    if any(type(n) is not int and not _size_at_least_two(n) for n in shape):
+        return None
+    if not strides_are_contiguous(t.stride(), shape):
         return None
     return (*shape, weight[1][1]), [weight[0]]
