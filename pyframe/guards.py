@@ -127,6 +127,12 @@ class Guard:
     kind: GuardKind
     value: Any = None
 
+    def __init__(self, source: Source, kind: GuardKind, value: Any = None) -> None:
+        # (the frozen dataclass's own sets each field through object.__setattr__: three times the
+        # cost, for the thousand guards of a trace)
+        fields = self.__dict__
+        fields["source"], fields["kind"], fields["value"] = source, kind, value
+
     def text(self) -> str:
         return self._text  # made once: the C++ tree and the frame's record both keep it
 
