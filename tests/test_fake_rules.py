@@ -165,6 +165,46 @@ def test_matmul(seed):
     _run(one, seed)
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_addmm_and_mm(seed):
+    def one(h: Harness):
+        n, k, m = h.shape(3)
+        dtype = h.dtype()
+        a = h.tensor((n, k), dtype, layout=h.layout())
+        b = h.tensor((k if h.rng.random() < 0.95 else k + 1, m), dtype if h.rng.random() < 0.95 else h.dtype(),
+                     layout=h.layout())
+        if h.rng.random() < 0.3:
+            h.check("call_function", torch.mm, (a, b)) if h.rng.random() < 0.5 else h.check("call_method", "mm", (a, b))
+            return
+        bias_shape = h.rng.choice([(m,), (1,), (n, m), (1, m), (n, 1), (), (m + 1,), (2, n, m)])
+        bias = h.tensor(bias_shape, dtype, layout=h.layout())
+        kwargs = h.rng.choice([{}, {}, {"beta": 0.5}, {"alpha": 2, "beta": 1}])
+        if h.rng.random() < 0.5:
+            h.check("call_function", torch.addmm, (bias, a, b), kwargs)
+        else:
+            h.check("call_method", "addmm", (bias, a, b), kwargs)
+
+    _run(one, seed)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_embedding(seed):
+    def one(h: Harness):
+        rows, dim = h.rng.randint(1, 6), h.rng.randint(1, 6)
+        index_dtype = h.rng.choice([torch.int64, torch.int64, torch.int32, torch.float32])
+        shape = h.shape(h.rng.randint(0, 3))
+        indices = h.tensor(shape, index_dtype, requires_grad=False, layout=h.layout())
+        weight = h.tensor((rows, dim) if h.rng.random() < 0.95 else (rows,), h.dtype(), layout=h.layout())
+        args, kwargs = (indices, weight), h.rng.choice([
+            {}, {}, {"padding_idx": 0}, {"padding_idx": -1}, {"padding_idx": 7}, {"max_norm": 1.0},
+            {"sparse": True}, {"scale_grad_by_freq": True}])
+        if h.rng.random() < 0.3 and "padding_idx" in kwargs:
+            args, kwargs = (indices, weight, kwargs["padding_idx"]), {}
+        h.check("call_function", F.embedding, args, kwargs)
+
+    _run(one, seed, cases=200)
+
+
 @pytest.mark.parametrize("seed", range(3))
 def test_layer_norm_batch_norm_softmax(seed):
     def one(h: Harness):

@@ -6,7 +6,7 @@ batched matmul. Dynamo pays this for every op; the memo (fake/memo.py) saves it 
 before on same-shaped inputs, but the first of each kind in a network still pays.
 
 Yet most of a network's ops are a few kinds (linear, convolution, pooling, normalization,
-arithmetic and activations, matmul, attention, concatenation) on dense tensors of one floating
+arithmetic and activations, matmul and addmm, embedding, attention, concatenation) on dense tensors of one floating
 dtype, and there what the op gives is simple: a new contiguous tensor of a computed shape, with its
 inputs' dtype and device, requiring grad when grad mode is on and an input requires it. A rule
 answers only in that narrow case: every tensor argument contiguous (its strides exactly the
@@ -241,6 +241,63 @@ def _matmul(args: tuple, kwargs: dict) -> Optional[tuple]:
     if batch is None:
         return None
     return (*batch, a.shape[-2], b.shape[-1]), [a, b]
+
+
+@_rule("call_function", torch.addmm)
+@_rule("call_method", "addmm")
+def _addmm(args: tuple, kwargs: dict) -> Optional[tuple]:
+    """`torch.addmm(input, mat1, mat2, *, beta, alpha)` (Hugging Face's Conv1D): the product of
+    two matrices of any strides plus `input` broadcast to it, a new contiguous tensor (the meta
+    kernel's `new_empty`); `input` may not be larger than the product."""
+    if len(args) != 3 or not _only(kwargs, {"beta": None, "alpha": None}):
+        return None
+    if not all(type(v) in _SCALARS for v in kwargs.values()):
+        return None
+    bias, a, b = _strided(args[0]), _strided(args[1]), _strided(args[2])
+    if bias is None or a is None or b is None or a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[0]:
+        return None
+    shape = (a.shape[0], b.shape[1])
+    if bias.dim() > 2 or broadcast_shapes(tuple(bias.shape), shape) != shape:
+        return None
+    return shape, [bias, a, b]
+
+
+@_rule("call_function", torch.mm)
+@_rule("call_method", "mm")
+def _mm(args: tuple, kwargs: dict) -> Optional[tuple]:
+    """`torch.mm(a, b)` of two matrices of any strides: a new contiguous (n, m) tensor."""
+    if len(args) != 2 or kwargs:
+        return None
+    a, b = _strided(args[0]), _strided(args[1])
+    if a is None or b is None or a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[0]:
+        return None
+    return (a.shape[0], b.shape[1]), [a, b]
+
+
+@_rule("call_function", F.embedding)
+def _embedding(args: tuple, kwargs: dict) -> Optional[tuple]:
+    """`F.embedding(indices, weight)` (nn.Embedding's forward, padding_idx given or not): rows of a
+    dense matrix picked by an integer tensor of any shape and strides, a new contiguous tensor of
+    the indices' shape plus the row size, of the weight's dtype. Not with `max_norm` (it renorms the
+    weight in place) or `sparse` (a sparse gradient)."""
+    names = ("input", "weight", "padding_idx", "max_norm", "norm_type", "scale_grad_by_freq", "sparse")
+    if not 2 <= len(args) <= len(names) or not _only(kwargs, {n: None for n in names[len(args):]}):
+        return None
+    bound = dict(zip(names, args), **kwargs)
+    if bound.get("max_norm") is not None or bound.get("sparse", False) is not False:
+        return None
+    if type(bound.get("padding_idx")) not in (int, type(None)) or type(bound.get("scale_grad_by_freq", False)) is not bool:
+        return None
+    weight, indices = _dense(bound["weight"]), bound["input"]
+    t = indices.meta.get("example_value") if type(indices) is torch.fx.Node else None
+    if weight is None or weight.dim() != 2 or type(t) is not FakeTensor or t.constant is not None:
+        return None
+    if t.dtype not in (torch.int64, torch.int32) or t.layout is not torch.strided or t._has_symbolic_sizes_strides:
+        return None
+    padding = bound.get("padding_idx")
+    if padding is not None and not -weight.shape[0] <= padding < weight.shape[0]:
+        return None  # (F.embedding raises)
+    return (*t.shape, weight.shape[1]), [weight]
 
 
 # -- normalization ---------------------------------------------------------------------------------
