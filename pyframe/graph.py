@@ -72,7 +72,7 @@ class OutputGraph:
     __slots__ = ("_autocast_around", "_dispatch_cache", "_events", "_fake_inputs", "_inputs_by_fake",
                  "_last_placeholder", "_made_after", "_memo_state", "_node_keys", "_realized", "_sym_exprs",
                  "autocast_stack", "backend", "backend_name", "class_reads", "fake_mode", "fast_propagation",
-                 "getattribute_reads", "grad_enabled", "graph", "guards", "immutable_trackers",
+                 "attribute_reads", "getattribute_reads", "grad_enabled", "graph", "guards", "immutable_trackers",
                  "initial_grad_enabled", "inputs", "memo", "shape_env", "shapes", "subgraphs", "symbol_nodes",
                  "symbolic", "symbolic_ints", "symbolic_tensors", "__weakref__")
 
@@ -125,6 +125,8 @@ class OutputGraph:
         self.immutable_trackers: dict[tuple, Any] = {}
         # Reads through a class's own __getattribute__, to repeat: see variables/methods.py, inline_getattribute.
         self.getattribute_reads: dict[tuple, tuple] = {}
+        # Plain attribute values of the frame's objects, to repeat: see variables/objects.py, generic_getattr.
+        self.attribute_reads: dict[tuple, tuple] = {}
         # Calls that read only their argument's class, to repeat: see variables/class_reads.py.
         self.class_reads: dict[tuple, tuple] = {}
     # -- building -----------------------------------------------------------------------------

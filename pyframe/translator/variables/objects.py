@@ -237,7 +237,19 @@ class UserObjectVariable(VariableTracker):
     def generic_getattr(self, tx, name: str) -> VariableTracker:
         """object.__getattribute__(obj, name): what the trace assigned, a property (inlined), the
         instance dict, the class. A missing attribute raises AttributeError in the trace, guarded
-        to stay missing."""
+        to stay missing.
+
+        A plain value read from an object of the frame (a slot, the instance dict, the class: no
+        descriptor of Python's run) is a function of the state at entry, guarded already: it is
+        repeated, as long as nothing the replay would change has changed (SideEffects.repeat_read),
+        without the lookups (`field.name` of each dataclass field, at every attribute a Hugging
+        Face ModelOutput sets)."""
+        reads, side_effects = tx.output.attribute_reads, tx.side_effects
+        if self.source is not None:
+            last = side_effects.repeat_read(reads, (self.source, name))
+            if last is not None:
+                return last
+        start = side_effects.start_read()
         stored = tx.side_effects.load_attr(self, name)
         if stored is not None:
             return stored
@@ -289,7 +301,9 @@ class UserObjectVariable(VariableTracker):
         # Guards and the transformed code read the value as the trace did: where the class has
         # its own __getattribute__, by object's lookup, without running that Python method.
         source_type = GenericAttrSource if own_getattribute else AttrSource
-        return tx.wrap(value, source_type(self.source, name))
+        result = tx.wrap(value, source_type(self.source, name))
+        side_effects.remember_read(reads, (self.source, name), start, result)
+        return result
 
     def _class_value_after_del(self, tx, name: str) -> VariableTracker:
         """`obj.name` after the trace deleted the instance's own: the class's plain value (a
