@@ -30,6 +30,7 @@ from .base import Tracer, VariableTracker, class_attribute
 from .builtins import BUILTIN_FUNCTIONS, PURE_FUNCTIONS, BuiltinVariable
 from .constant import ConstantVariable, is_constant_value, is_numpy_scalar
 from .checkpoint import CHECKPOINT, CheckpointVariable
+from .cond import COND, CondVariable
 from .copying import DeepcopyFunctionVariable, is_deepcopy
 from .dicts import DictVariable, ObjectKey, hashes_by_identity, is_constant_key
 from .iterators import ListIteratorVariable
@@ -290,10 +291,14 @@ def _wrap_marked_function(tx: Tracer, value: Any, source: Source | None, guard: 
                           guards: Any) -> VariableTracker | None:
     """A function torch._dynamo, pyframe or torch.jit marked: graph_break and disable are honoured;
     what pyframe.optimize or torch.jit.script wrapped is inlined; torch.utils.checkpoint's
-    checkpoint (disabled for torch._dynamo, which traces it as a higher-order op) is that op."""
+    checkpoint (disabled for torch._dynamo, which traces it as a higher-order op) is that op, and
+    torch.cond the `cond` op."""
     if value is CHECKPOINT:
         _add(guards, source, GuardKind.ID_MATCH, value)
         return CheckpointVariable(source)
+    if value is COND:  # (torch.cond: eager compiles it with torch._dynamo; traced as its op)
+        _add(guards, source, GuardKind.ID_MATCH, value)
+        return CondVariable(source)
     if isinstance(value, types.FunctionType) and _is_dynamo_hint(value):
         _add(guards, source, GuardKind.ID_MATCH, value)
         if value.__name__ == "graph_break":
