@@ -102,6 +102,12 @@ class VariableTracker:
         """The value is stored to a local called `name` (STORE_FAST, STORE_DEREF): a tensor's
         node takes that name if it has none yet (tensor.py); anything else ignores it."""
 
+    def builtin_scalar(self) -> Any:
+        """The int, float or str an instance of a user subclass of one holds, where the subclass
+        leaves the base's conversions alone (a tensor operation or a format reads that value);
+        None for any other value."""
+        return None
+
     def real_object(self) -> Any:
         """The very object this tracker stands for, when it holds it (`a is b` compares these);
         UNKNOWN_OBJECT otherwise."""

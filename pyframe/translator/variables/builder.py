@@ -238,16 +238,27 @@ def _wrap_mapping_proxy(tx: Tracer, value: Any, source: Source | None, guard: bo
     return tracker
 
 
+# The value an instance of an int, float or str subclass holds, whatever the subclass overrides.
+_SCALAR_VALUE = {int: int.__int__, float: float.__float__, str: str.__str__}
+
+
 def _wrap_container_subclass(tx: Tracer, value: Any, source: Source | None, guard: bool,
                               guards: Any) -> VariableTracker | None:
     """An instance of a list, tuple, set or frozenset subclass: a user object with a container
     inside, guarded by its type and its length (items read by the base's own indexing, on sources of
-    their own) or, for a set, its value. A class that indexes or compares in Python (its guards
+    their own) or, for a set, its value; of an int, float or str subclass, by its type and value. A class that indexes or compares in Python (its guards
     would run it) stays a plain user object."""
     base = container_base(type(value))
     if base is None or source is None:
         return None
     cls = type(value)
+    if base in _SCALAR_VALUE:  # an int, float or str subclass: its value, read by the base's own slot
+        if class_attribute(cls, "__eq__", None) is not base.__eq__:
+            return None
+        plain = _SCALAR_VALUE[base](value)
+        _add(guards, source, GuardKind.TYPE_MATCH, cls)
+        _add(guards, source, GuardKind.EQUALS_MATCH, make_instance(cls, plain, {}))  # (of the same type)
+        return _mutable(tx, source, value, UserContainerObjectVariable(value, plain, source))
     if base in (list, tuple):
         if class_attribute(cls, "__getitem__", None) is not base.__getitem__ or \
                 class_attribute(cls, "__len__", None) is not base.__len__:

@@ -247,7 +247,8 @@ def text_of(kind: type) -> Callable:
                     raise Unsupported(f"{kind.__name__}() of a {cls.__qualname__} whose {name} returns {result}")
                 return result
             if static is not object.__str__:
-                return None
+                scalar = obj.builtin_scalar()  # an int, float or str subclass: the base's text of its value
+                return ConstantVariable(static(scalar)) if scalar is not None else None
         return None
 
     return handler

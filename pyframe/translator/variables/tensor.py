@@ -407,6 +407,9 @@ def as_node_arg(vt: VariableTracker) -> Any:
             return _plain_number(value)
         if isinstance(value, (list, dict)):
             return value
+    scalar = vt.builtin_scalar()  # (an instance of an int subclass: torch reads the int)
+    if scalar is not None:
+        return _plain_number(scalar)
     raise Unsupported(f"a {vt!r} passed to a tensor operation")
 
 
