@@ -903,3 +903,21 @@ def test_a_sparse_tensor_argument_is_a_break_not_an_internal_error():
     assert len(backend.graphs) == 1  # (b * 2).sum(), before the sparse tensor is read
     assert not any("internal error" in r.reason for records in pyframe.convert_frame.records.values()
                    for r in records)
+
+
+def test_grad_of_a_tensor_the_graph_made_is_none_only_for_a_leaf():
+    import warnings
+
+    def fn(x, p):
+        leaf = x.detach() * 2  # no history: a leaf, no gradient yet
+        inner = p * 2  # history: not a leaf (eager warns reading its .grad)
+        return leaf.grad is None, p.grad, inner.grad is None
+
+    x, p = torch.randn(3), torch.randn(3, requires_grad=True)
+    p.grad = torch.ones(3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        expected = fn(x, p)
+        got = pyframe.optimize(CountingBackend())(fn)(x, p)
+    assert got[0] is expected[0] is True and got[2] is expected[2] is True
+    torch.testing.assert_close(got[1], expected[1])

@@ -118,3 +118,11 @@ def grad_mode_decorators_on_local_functions(x):
         return t * 3
 
     return frozen(x) + tracked(x), torch.is_grad_enabled()
+
+
+@case(inputs=lambda: torch.randn(4))
+def grad_of_a_leaf_the_graph_made(x):
+    """`.grad` of a tensor the graph made with no history: None (no backward ran since)."""
+    y = x.clone()
+    w = torch.zeros(4).detach()
+    return y * (y.grad is None) + (w.grad is None) + y.is_leaf
