@@ -146,3 +146,34 @@ def test_an_int_subclass_converting_in_python_is_not_read_as_its_value_by_torch(
 
     backend = CountingBackend()
     torch.testing.assert_close(pyframe.optimize(backend)(fn)(torch.ones(1)), fn(torch.ones(1)))
+
+
+class Label(str):
+    def __new__(cls, text, weight=1):
+        obj = super().__new__(cls, text)
+        obj.weight = weight
+        return obj
+
+    def __init__(self, text, weight=1):
+        self.inited = True
+
+
+class Singleton(tuple):
+    def __new__(cls, *items):
+        return items[0] if len(items) == 1 else super().__new__(cls, items)
+
+
+def test_a_subclass_own_new_is_inlined_and_then_its_init_runs():
+    def fn(x):
+        label = Label("ab", weight=3)
+        one = Singleton(7)  # __new__ returns no instance of the class: no __init__
+        pair = Singleton(1, 2)
+        return x * label.weight * len(label) + one + len(pair), label, pair
+
+    backend = CountingBackend()
+    out = pyframe.optimize(backend)(fn)(torch.ones(2))
+    expected = fn(torch.ones(2))
+    torch.testing.assert_close(out[0], expected[0])
+    assert type(out[1]) is Label and out[1] == "ab" and out[1].weight == 3 and out[1].inited
+    assert type(out[2]) is Singleton and out[2] == (1, 2)
+    assert len(backend.graphs) == 1

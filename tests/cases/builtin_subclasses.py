@@ -179,3 +179,18 @@ def str_subclass_methods_and_formatting(x):
     text = f"{u}-{_Index(3)}"
     return (x * len(t.shout()) + t.count("a") + len(chars) + (u[0] == "x") + len(text),
             str(t.doubled()), type(t.doubled()).__name__, str(u), type(t.upper()) is str)
+
+
+class _Vector(tuple):
+    def __new__(cls, *coords):
+        return super().__new__(cls, coords)
+
+    def dot(self, other):
+        return sum(a * b for a, b in zip(self, other))
+
+
+@case(inputs=lambda: torch.randn(4))
+def tuple_subclass_with_its_own_new(x):
+    """A tuple subclass whose __new__ (inlined) calls the base's through super()."""
+    v = _Vector(1, 2, 3)
+    return x * v.dot(_Vector(1, 1, 1)) + len(v), isinstance(v, tuple)

@@ -33,6 +33,7 @@ from ...exc import Unsupported
 from ...source import AttrSource, Source
 from .base import BoundMethodVariable, VariableTracker, class_attribute
 from .constant import ConstantVariable
+from .descriptions import describe_value
 from .dicts import ObjectKey
 from .iterators import ListIteratorVariable, iterate
 from .lists import ListVariable, TupleVariable
@@ -251,9 +252,31 @@ class NewContainerObjectVariable(ContainerSubclassMixin, NewObjectVariable):
         self._init_base_var(items)
 
     @classmethod
-    def make(cls, tx, klass: type, klass_source: Source | None, args, kwargs) -> "NewContainerObjectVariable":
-        """`klass(*args, **kwargs)`: the base's __new__ (a tuple's and a frozenset's take the
-        items), then __init__ (the class's, inlined, or the base's)."""
+    def make(cls, tx, klass: type, klass_source: Source | None, args, kwargs) -> VariableTracker:
+        """`klass(*args, **kwargs)`: __new__ (the class's, inlined, or the base's: a tuple's, a
+        frozenset's and a scalar's take the value), then, if it made an instance of klass,
+        __init__ (the class's, inlined, or the base's), as type.__call__ does."""
+        new = class_attribute(klass, "__new__", None)
+        if isinstance(new, staticmethod) and isinstance(new.__func__, types.FunctionType):
+            fn_source = AttrSource(klass_source, "__new__") if klass_source is not None else None
+            klass_var = tx.wrap(klass, klass_source, guard=False)
+            obj = tx.inline_call(new.__func__, [klass_var, *args], kwargs, fn_source=fn_source)
+            if not (isinstance(obj, ContainerSubclassMixin) and issubclass(obj.python_type(), klass)):
+                return obj  # (type.__call__ runs no __init__ then)
+        else:
+            obj = cls.new(tx, klass, klass_source, args, kwargs)
+        init = class_attribute(klass, "__init__", None)
+        if isinstance(init, types.FunctionType):
+            fn_source = AttrSource(klass_source, "__init__") if klass_source is not None else None
+            tx.inline_call(init, [obj, *args], kwargs, fn_source=fn_source)
+        else:
+            obj.call_builtin(tx, "__init__", list(args), kwargs)
+        return obj
+
+    @classmethod
+    def new(cls, tx, klass: type, klass_source: Source | None, args, kwargs) -> "NewContainerObjectVariable":
+        """`base.__new__(klass, *args, **kwargs)`: a new instance, holding the value a tuple's,
+        frozenset's or scalar's __new__ takes from its argument (a list or set: no items yet)."""
         base = container_base(klass)
         items: Any = []
         if base in _SCALARS:  # int(...), float(...), str(...) of constants (or of such subclasses' values)
@@ -271,14 +294,7 @@ class NewContainerObjectVariable(ContainerSubclassMixin, NewObjectVariable):
                 items = list(iterate(tx, args[0]))
             elif args:
                 items = list(build_set(tx, frozenset, args[0]).values)
-        obj = cls(klass, klass_source, items)
-        init = class_attribute(klass, "__init__", None)
-        if isinstance(init, types.FunctionType):
-            fn_source = AttrSource(klass_source, "__init__") if klass_source is not None else None
-            tx.inline_call(init, [obj, *args], kwargs, fn_source=fn_source)
-        else:
-            obj.call_builtin(tx, "__init__", list(args), kwargs)
-        return obj
+        return cls(klass, klass_source, items)
 
     def _class_source(self) -> Source | None:
         return self.cls_source
@@ -348,9 +364,31 @@ def as_base_value(vt: VariableTracker) -> VariableTracker:
 
 
 def is_constructible(cls: type) -> bool:
-    """`cls(...)` can be traced: a container subclass whose instances the base's __new__ makes."""
+    """`cls(...)` can be traced: a subclass of one of the bases whose instances the base's __new__
+    makes, or whose own __new__ is a Python function (inlined: it calls the base's)."""
     base = container_base(cls)
-    return base is not None and cls.__new__ is base.__new__
+    if base is None:
+        return False
+    new = class_attribute(cls, "__new__", None)
+    return cls.__new__ is base.__new__ or (isinstance(new, staticmethod) and isinstance(new.__func__, types.FunctionType))
+
+
+class BaseNewVariable(VariableTracker):
+    """`super().__new__` in the `__new__` of a subclass of one of the bases, reaching the base's:
+    `base.__new__(klass, *args)` makes the instance (the subclass's __init__ runs after, from
+    the class call)."""
+
+    def __init__(self, base: type):
+        super().__init__()
+        self.base = base
+
+    def call(self, tx, args, kwargs) -> VariableTracker:
+        if not args or not args[0].is_python_constant():
+            raise Unsupported(f"{self.base.__name__}.__new__ without a class")
+        klass = args[0].as_python_constant()
+        if container_base(klass) is not self.base:
+            raise Unsupported(f"{self.base.__name__}.__new__({describe_value(klass)})")
+        return NewContainerObjectVariable.new(tx, klass, args[0].source, list(args[1:]), kwargs)
 
 
 # -- what the transformed code calls ----------------------------------------------------------------
