@@ -73,17 +73,17 @@ def test_gradients_equal_eager(backend):
         torch.testing.assert_close(grads[0], grads[1])
 
 
-def test_a_branch_changing_an_input_in_place_is_left_to_eager():
+def test_a_branch_changing_a_tensor_in_place_is_left_to_eager():
+    """pyframe does not tell an input's mutation (which the op cannot express) from a new
+    tensor's: any in-place op in a branch breaks the graph, and eager torch.cond runs the call."""
     def f(x):
         def t(a):
-            return a.add_(1).clone()
+            b = a * 1
+            return b.add_(1)
 
-        return torch.cond(x.sum() > 0, t, lambda a: a - 1, (x.clone(),))
+        return torch.cond(x.sum() > 0, t, lambda a: a - 1, (x,))
 
     x = torch.ones(3)
-    with pytest.raises(Exception) as eager:
-        f(x)
     pyframe.reset()
-    with pytest.raises(type(eager.value)):
-        pyframe.optimize(CountingBackend())(f)(x)
+    torch.testing.assert_close(pyframe.optimize(CountingBackend())(f)(x), f(x))
     assert count_breaks("pyframe") == 1
