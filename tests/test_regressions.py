@@ -921,3 +921,33 @@ def test_grad_of_a_tensor_the_graph_made_is_none_only_for_a_leaf():
         got = pyframe.optimize(CountingBackend())(fn)(x, p)
     assert got[0] is expected[0] is True and got[2] is expected[2] is True
     torch.testing.assert_close(got[1], expected[1])
+
+
+def test_a_namedtuple_class_made_in_the_frame_never_outlives_the_trace():
+    """Each call of the function makes a new class: one made while tracing is not handed out (nor
+    are its instances), so the frame breaks where it would be, and the results are eager's."""
+    def fn(x):
+        Pair = collections.namedtuple("Pair", ["a", "b"])
+        p = Pair(x, 2)
+        return p.a * p.b, Pair, Pair(1, 2)
+
+    backend = CountingBackend()
+    compiled = pyframe.optimize(backend)(fn)
+    first, second = compiled(torch.ones(2)), compiled(torch.ones(2))
+    torch.testing.assert_close(first[0], torch.ones(2) * 2)
+    assert first[1] is not second[1]  # a class per call, as in eager
+    assert first[1].__module__ == __name__ and first[2] == (1, 2) and type(first[2]) is first[1]
+
+
+def test_tuple_new_of_a_namedtuple_class_makes_its_instance():
+    Pair = collections.namedtuple("Pair", ["a", "b"])
+
+    def fn(x):
+        p = Pair._make([x, x + 1])
+        q = tuple.__new__(Pair, (1, 2))
+        return p.b - p.a + q.b, type(q) is Pair
+
+    backend = CountingBackend()
+    out = pyframe.optimize(backend)(fn)(torch.ones(2))
+    torch.testing.assert_close(out[0], torch.ones(2) * 3)
+    assert out[1] is True and len(backend.graphs) == 1

@@ -31,6 +31,7 @@ class Tracer(Protocol):
     code: Any
     root: "Tracer"
     parent: "Tracer | None"
+    f_globals: dict  # the globals of the code being traced (an inlined function's own)
 
     def wrap(self, value: Any, source: Source | None, guard: bool = True) -> "VariableTracker": ...
     def wrap_constant(self, value: Any) -> "VariableTracker": ...

@@ -35,7 +35,7 @@ from .copying import DeepcopyFunctionVariable, is_deepcopy
 from .dicts import DictVariable, ObjectKey, hashes_by_identity, is_constant_key
 from .iterators import ListIteratorVariable
 from .lists import FrameListVariable, ListVariable, SizeVariable, TupleVariable
-from .namedtuples import NamedTupleVariable
+from .namedtuples import NamedTupleFactoryVariable, NamedTupleVariable
 from .container_subclass import UserContainerObjectVariable, container_base, make_instance
 from .sets import SetVariable
 from .tree_map import TreeMapFunctionVariable, is_tree_map
@@ -307,6 +307,9 @@ def _wrap_marked_function(tx: Tracer, value: Any, source: Source | None, guard: 
     if value is CHECKPOINT:
         _add(guards, source, GuardKind.ID_MATCH, value)
         return CheckpointVariable(source)
+    if value is collections.namedtuple:  # called with constants: the class is made while tracing
+        _add(guards, source, GuardKind.ID_MATCH, value)
+        return NamedTupleFactoryVariable(source)
     if value is COND:  # (torch.cond: eager compiles it with torch._dynamo; traced as its op)
         _add(guards, source, GuardKind.ID_MATCH, value)
         return CondVariable(source)

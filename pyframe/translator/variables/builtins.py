@@ -26,6 +26,7 @@ from .container_subclass import ContainerSubclassMixin, as_base_value
 from .dict_subclass import DictSubclassMixin, builtin_method_descriptor
 from .dicts import DICT_HANDLERS, DictVariable, DictViewVariable, FakeIdVariable, name_as_constructed
 from .iterators import iterate
+from .namedtuples import tuple_new
 from .lists import BaseListVariable, ListVariable, SizeVariable, TupleVariable
 from .sets import SET_HANDLERS, SetVariable, build_set
 from .exceptions import ExceptionVariable, RaisedException, is_exception_class, raise_symbolic
@@ -684,12 +685,12 @@ _HANDLERS: dict[Callable, Callable] = {
     operator.methodcaller: _methodcaller, operator.itemgetter: _getter(operator.itemgetter), operator.attrgetter: _getter(operator.attrgetter),
     functools.partial: _partial, **{t.fromkeys: _fromkeys(t) for t in _DICT_TYPES},
     sys.exc_info: _exc_info, sys.exception: _exception,
-    bool: lambda tx, obj: ConstantVariable(truth(tx, obj)), object.__new__: _object_new,
+    bool: lambda tx, obj: ConstantVariable(truth(tx, obj)), object.__new__: _object_new, tuple.__new__: tuple_new,
     **{fn: _binary(fn) for fn in (operator.add, operator.iadd, operator.mul, operator.imul)},
 }
 
 BUILTIN_FUNCTIONS = {v for v in vars(builtins).values() if callable(v)} | {t.fromkeys for t in _DICT_TYPES} | {
-    functools.partial, object.__new__, sys.exc_info, sys.exception, *ITERATION_HANDLERS}
+    functools.partial, object.__new__, tuple.__new__, sys.exc_info, sys.exception, *ITERATION_HANDLERS}
 
 register_constructor(lambda cls: cls is types.MethodType, make_method)
 # `OrderedDict(...)` and `defaultdict(...)` are classes, called as such (objects.py asks): made as dict() is.
