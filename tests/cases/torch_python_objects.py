@@ -126,3 +126,10 @@ def grad_of_a_leaf_the_graph_made(x):
     y = x.clone()
     w = torch.zeros(4).detach()
     return y * (y.grad is None) + (w.grad is None) + y.is_leaf
+
+
+@case(inputs=lambda: torch.randn(4))
+def promoted_dtype_chosen_in_python(x):
+    """torch.promote_types of two dtypes is a constant of the trace, then used as an argument."""
+    dt = torch.promote_types(x.dtype, torch.float64)
+    return x.to(dt) * torch.finfo(dt).bits
