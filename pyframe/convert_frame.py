@@ -112,7 +112,7 @@ def skip_reason(code: types.CodeType) -> str | None:
     # (Inside a traced frame it is inlined.)
     if code.co_name == "__getattribute__":
         return "an attribute lookup hook (__getattribute__)"
-    return trace_rules.file_skip_reason(code.co_filename)
+    return trace_rules.frame_skip_reason(code)
 
 
 _NO_TENSOR = "no tensor-related objects found in frame"

@@ -637,6 +637,12 @@ def _mutates(node: torch.fx.Node) -> bool:
     return name.endswith("_") and not name.endswith("__")
 
 
+def changes_in_place(graph: torch.fx.Graph) -> bool:
+    """Whether any call of `graph` writes a tensor in place (`x.add_(1)`, `x[i] = v`) or global
+    state (grad mode)."""
+    return any(_mutates(node) for node in graph.nodes if node.op in ("call_function", "call_method"))
+
+
 def _holds_tensor(value: Any) -> bool:
     if isinstance(value, torch.Tensor):
         return True

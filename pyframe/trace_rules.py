@@ -5,10 +5,12 @@ The rules are torch._dynamo 2.13's (`torch/_dynamo/trace_rules.py`), stated by p
 - The standard library is skipped: its directory, without the `site-packages` / `dist-packages`
   folders that lie inside it on a normal install (everything pip installs is user code).
 - torch is skipped, except its model code (`TORCH_TRACED`: torch.nn's modules and torch.nn.functional's
-  Python helpers, torch.distributions, and what torch._dynamo traces as user code), traced wherever
-  the hook meets it (a DistributedDataParallel's forward, a torch.nn module called from a frame
-  that runs as Python). nn.Module's calling machinery (`_call_impl`) is not traced as a frame of its
-  own: the hook meets the `forward` it calls.
+  Python helpers, torch.distributions, and what torch._dynamo traces as user code), inlined when
+  traced code calls it. As a frame the hook meets, only a module's `forward` is compiled (a
+  DistributedDataParallel's forward, a torch.nn module called from a frame that runs as Python);
+  a module's `__init__`, its `reset_parameters` or a functional helper run as Python, as
+  torch._dynamo skips torch.nn's frames (`frame_skip_reason`). nn.Module's calling machinery
+  (`_call_impl`) is not traced as a frame of its own: the hook meets the `forward` it calls.
 - pyframe is skipped (the seed programs the demo runs, pyframe/seeds.py, excepted: they are user code).
 - Third-party libraries torch._dynamo skips (numpy, tqdm, onnx, ...; `THIRDPARTY_SKIPPED`) are
   skipped; every other installed package is traced.
@@ -95,6 +97,11 @@ def _torch_prefixes() -> tuple[str, ...]:
 
 
 _TORCH_TRACED_PREFIXES = _torch_prefixes()
+# (the model code among them: torch.nn's, torch.ao.nn's and torch.distributions' modules; of
+# those, flex_attention is traced as a frame by torch._dynamo too: its LEGACY_MOD_INLINELIST)
+_TORCH_ROOT_TRACED_PREFIXES = (_TORCH_DIR + os.path.join("nn", "attention", "flex_attention"),)
+_TORCH_TRACED_MODEL_PREFIXES = tuple(p for p, name in zip(_TORCH_TRACED_PREFIXES, TORCH_TRACED)
+                                     if name in ("torch.nn", "torch.ao.nn", "torch.distributions"))
 _TORCH_SKIPPED_FILES = tuple(_TORCH_DIR + name[len("torch/"):].replace("/", os.sep) for name in TORCH_SKIPPED_FILES)
 
 
@@ -154,6 +161,25 @@ def file_skip_reason(filename: str) -> str | None:
         return None
     reason = _file_rule(filename, _names("skip_modules"), _names("trace_modules"))
     return None if reason is None else f"{reason} ({filename})"
+
+
+def frame_skip_reason(code: types.CodeType) -> str | None:
+    """Why a frame of `code` the hook meets is not compiled, or None. The file's rule, and: of
+    torch's model code, only a module's `forward` is compiled where the hook meets it (the entry
+    into a module called from Python, as a DDP wrapper calls it); its other functions (a module's
+    `__init__` and `reset_parameters`, a functional helper) are only inlined when traced code calls
+    them, as torch._dynamo 2.13 treats torch.nn (MOD_INLINELIST: skipped as frames)."""
+    reason = file_skip_reason(code.co_filename)
+    if reason is None and code.co_name != "forward" and _is_torch_model_code(code.co_filename) \
+            and not _under(os.path.realpath(code.co_filename), _prefixes(_names("trace_modules"))):
+        return f"torch's model code outside a forward ({code.co_qualname} in {code.co_filename})"
+    return reason
+
+
+@functools.lru_cache(maxsize=4096)
+def _is_torch_model_code(filename: str) -> bool:
+    path = os.path.realpath(filename)
+    return _under(path, _TORCH_TRACED_MODEL_PREFIXES) and not _under(path, _TORCH_ROOT_TRACED_PREFIXES)
 
 
 def call_skip_reason(code: types.CodeType) -> str | None:

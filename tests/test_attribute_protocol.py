@@ -558,3 +558,30 @@ def test_a_repeated_getattribute_read_sees_every_change_of_what_it_read():
     backend = CountingBackend()
     torch.testing.assert_close(pyframe.optimize(backend)(f)(x), expected)  # (1101 + x: not 1100)
     assert counted.items == [1] and len(backend.graphs) == 1
+
+
+class _ClassLevel:
+    """A descriptor that answers differently for the class and for its instances."""
+
+    def __get__(self, obj, objtype=None):
+        return objtype.base * 10 if obj is None else obj.k
+
+
+class _Reads:
+    base = 2
+    level = _ClassLevel()
+
+    def __init__(self, k):
+        self.k = k
+
+
+def test_a_descriptor_read_through_its_class_runs_its_get_with_no_instance(monkeypatch):
+    def fn(x):
+        return x * _Reads.level + _Reads(3).level
+
+    backend = CountingBackend()
+    compiled = pyframe.optimize(backend)(fn)
+    torch.testing.assert_close(compiled(torch.ones(2)), fn(torch.ones(2)))
+    monkeypatch.setattr(_Reads, "base", 5)  # what __get__ read is guarded
+    torch.testing.assert_close(compiled(torch.ones(2)), fn(torch.ones(2)))
+    assert len(backend.graphs) == 2

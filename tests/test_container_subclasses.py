@@ -1,4 +1,4 @@
-"""Instances of list, tuple, set and frozenset subclasses (variables/container_subclass.py): made in
+"""Instances of list, tuple, set, frozenset, int, float and str subclasses (variables/container_subclass.py): made in
 the frame and returned as the right class, read from the frame under guards on type and length (or
 value), the base's operations on their items, the subclass's overrides and super() inlined."""
 from __future__ import annotations
@@ -80,3 +80,100 @@ def test_a_mutation_of_an_instance_passed_in_is_left_to_python():
     out = pyframe.optimize(CountingBackend())(fn)(torch.ones(2), st)
     torch.testing.assert_close(out, torch.ones(2) + 1)
     assert len(st) == 1  # appended by Python, once
+
+
+# -- int, float and str subclasses ------------------------------------------------------------------
+
+
+class Index(int):
+    def next(self):
+        return Index(self + 1)
+
+
+class Meters(float):
+    def __add__(self, other):
+        return Meters(float(self) + float(other))
+
+    def __repr__(self):
+        return f"{float(self)}m"
+
+
+class Shouting(str):
+    def __index__(self):  # (never used: a str is no index; it makes the class convert in Python)
+        return 0
+
+    def __str__(self):
+        return self.upper()
+
+
+def test_scalar_subclass_instances_made_in_the_frame_leave_it_as_their_class():
+    def fn(x):
+        i = Index(2).next()
+        i.note = "n"
+        m = Meters(1.5) + Meters(2.0)
+        return x * i * m, i, m, repr(m), str(Shouting("hi")), f"{Shouting('a')}"
+
+    backend = CountingBackend()
+    out = pyframe.optimize(backend)(fn)(torch.ones(2))
+    expected = fn(torch.ones(2))
+    torch.testing.assert_close(out[0], expected[0])
+    assert type(out[1]) is Index and out[1] == 3 and out[1].note == "n"
+    assert type(out[2]) is Meters and out[2] == 3.5
+    assert out[3:] == expected[3:] == ("3.5m", "HI", "A")
+    assert len(backend.graphs) == 1
+
+
+def test_a_scalar_subclass_instance_passed_in_is_guarded_by_type_and_value():
+    def fn(x, i):
+        return x * i.next()
+
+    backend = CountingBackend()
+    compiled = pyframe.optimize(backend)(fn)
+    for i in (Index(3), Index(3)):
+        torch.testing.assert_close(compiled(torch.ones(2), i), fn(torch.ones(2), i))
+    assert len(backend.graphs) == 1  # another instance of the same value: a hit
+    torch.testing.assert_close(compiled(torch.ones(2), Index(5)), fn(torch.ones(2), Index(5)))
+    assert len(backend.graphs) == 2  # another value
+
+
+def test_an_int_subclass_converting_in_python_is_not_read_as_its_value_by_torch():
+    class Odd(int):
+        def __index__(self):
+            return 1
+
+    def fn(x):
+        return torch.ones(Odd(3)) + x
+
+    backend = CountingBackend()
+    torch.testing.assert_close(pyframe.optimize(backend)(fn)(torch.ones(1)), fn(torch.ones(1)))
+
+
+class Label(str):
+    def __new__(cls, text, weight=1):
+        obj = super().__new__(cls, text)
+        obj.weight = weight
+        return obj
+
+    def __init__(self, text, weight=1):
+        self.inited = True
+
+
+class Singleton(tuple):
+    def __new__(cls, *items):
+        return items[0] if len(items) == 1 else super().__new__(cls, items)
+
+
+def test_a_subclass_own_new_is_inlined_and_then_its_init_runs():
+    def fn(x):
+        label = Label("ab", weight=3)
+        one = Singleton(7)  # __new__ returns no instance of the class: no __init__
+        pair = Singleton(1, 2)
+        return x * label.weight * len(label) + one + len(pair), label, pair
+
+    backend = CountingBackend()
+    out = pyframe.optimize(backend)(fn)(torch.ones(2))
+    expected = fn(torch.ones(2))
+    torch.testing.assert_close(out[0], expected[0])
+    assert type(out[1]) is Label and out[1] == "ab" and out[1].weight == 3 and out[1].inited
+    assert type(out[2]) is Singleton and out[2] == (1, 2)
+    assert len(backend.graphs) == 1

@@ -483,3 +483,51 @@ def test_tuple_keys_holding_tensors_are_guarded_by_how_the_tensors_alias():
             [(True, k[1], v) for k, v in eager_d.items()]
         assert len(d) == len(eager_d)
     assert len(backend.graphs) == 2
+
+
+# -- id() ---------------------------------------------------------------------------------------
+
+
+def test_id_of_an_input_tensor_is_a_constant_pinned_by_identity():
+    def fn(x, y):
+        return x * (id(x) == id(y)) + len({id(x), id(y)})
+
+    a, b = torch.randn(3), torch.randn(3)
+    backend = CountingBackend()
+    # the same tensors hit; another tensor recompiles (ID_MATCH, as torch._dynamo guards it)
+    assert compile_count(fn, (a, b), (a, b), (a, a), backend=backend) == 2
+    assert compile_count(fn, (b, a), backend=backend) == 3
+    assert any(t.startswith("id(L['x']) == ") for t in guard_texts(fn))
+    assert not break_reasons(fn)
+
+
+def test_id_of_a_tensor_the_graph_makes_is_only_compared_or_hashed():
+    def fn(x):
+        y = x + 1
+        z = y.mul_(2)  # in place: the same object
+        same = id(y) == id(z)
+        return y * same + len({id(y), id(z), id(x.sin())})
+
+    assert compile_count(fn, (torch.randn(3),), (torch.randn(3),)) == 1
+    assert not break_reasons(fn)
+
+
+def test_id_of_a_tensor_the_graph_makes_leaving_the_frame_is_its_real_id():
+    def fn(x):
+        y = x + 1
+        return y, id(y), [id(y)]
+
+    y, ident, idents = pyframe.optimize(CountingBackend())(fn)(torch.randn(3))
+    assert ident == id(y) and idents == [id(y)]
+
+
+def test_id_of_a_made_tensor_against_another_number_breaks():
+    def fn(x):
+        y = x + 1
+        return y * (id(y) == 7)
+
+    backend = CountingBackend()
+    x = torch.randn(3)
+    assert_same_result(pyframe.optimize(backend)(fn)(x), fn(x))
+    # (the break leaves the fake id on the stack, which no code can rebuild: the frame runs as Python)
+    assert any("cannot rebuild an int" in r for r in break_reasons(fn))

@@ -903,3 +903,51 @@ def test_a_sparse_tensor_argument_is_a_break_not_an_internal_error():
     assert len(backend.graphs) == 1  # (b * 2).sum(), before the sparse tensor is read
     assert not any("internal error" in r.reason for records in pyframe.convert_frame.records.values()
                    for r in records)
+
+
+def test_grad_of_a_tensor_the_graph_made_is_none_only_for_a_leaf():
+    import warnings
+
+    def fn(x, p):
+        leaf = x.detach() * 2  # no history: a leaf, no gradient yet
+        inner = p * 2  # history: not a leaf (eager warns reading its .grad)
+        return leaf.grad is None, p.grad, inner.grad is None
+
+    x, p = torch.randn(3), torch.randn(3, requires_grad=True)
+    p.grad = torch.ones(3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        expected = fn(x, p)
+        got = pyframe.optimize(CountingBackend())(fn)(x, p)
+    assert got[0] is expected[0] is True and got[2] is expected[2] is True
+    torch.testing.assert_close(got[1], expected[1])
+
+
+def test_a_namedtuple_class_made_in_the_frame_never_outlives_the_trace():
+    """Each call of the function makes a new class: one made while tracing is not handed out (nor
+    are its instances), so the frame breaks where it would be, and the results are eager's."""
+    def fn(x):
+        Pair = collections.namedtuple("Pair", ["a", "b"])
+        p = Pair(x, 2)
+        return p.a * p.b, Pair, Pair(1, 2)
+
+    backend = CountingBackend()
+    compiled = pyframe.optimize(backend)(fn)
+    first, second = compiled(torch.ones(2)), compiled(torch.ones(2))
+    torch.testing.assert_close(first[0], torch.ones(2) * 2)
+    assert first[1] is not second[1]  # a class per call, as in eager
+    assert first[1].__module__ == __name__ and first[2] == (1, 2) and type(first[2]) is first[1]
+
+
+def test_tuple_new_of_a_namedtuple_class_makes_its_instance():
+    Pair = collections.namedtuple("Pair", ["a", "b"])
+
+    def fn(x):
+        p = Pair._make([x, x + 1])
+        q = tuple.__new__(Pair, (1, 2))
+        return p.b - p.a + q.b, type(q) is Pair
+
+    backend = CountingBackend()
+    out = pyframe.optimize(backend)(fn)(torch.ones(2))
+    torch.testing.assert_close(out[0], torch.ones(2) * 3)
+    assert out[1] is True and len(backend.graphs) == 1

@@ -172,3 +172,24 @@ def test_config_lists_take_module_names():
     with pytest.raises(TypeError, match="config.trace_modules takes a list of module names"):
         pyframe.config.trace_modules = None
     assert pyframe.config.skip_modules == [] and pyframe.config.trace_modules == []
+
+
+def test_torch_nn_code_outside_a_forward_is_not_compiled_as_a_frame():
+    """A module constructor, its reset_parameters, a functional helper met by the hook are left to
+    Python (torch._dynamo skips torch.nn's frames); a module's forward still compiles."""
+    assert "outside a forward" in trace_rules.frame_skip_reason(torch.nn.Linear.__init__.__code__)
+    assert "outside a forward" in trace_rules.frame_skip_reason(torch.nn.functional.relu.__code__)
+    assert trace_rules.frame_skip_reason(torch.nn.Linear.forward.__code__) is None
+    assert trace_rules.frame_skip_reason(test_torch_nn_code_outside_a_forward_is_not_compiled_as_a_frame.__code__) is None
+
+    def fn(x):
+        layer = torch.nn.Linear(3, 3)  # a break: a module made in the frame owning parameters
+        return layer(x)
+
+    rec = Recorder()
+    torch.manual_seed(0)
+    out = pyframe.optimize(rec)(fn)(torch.ones(2, 3))
+    assert out.shape == (2, 3)
+    # only the resumed call's graph: Linear.__init__ (torch.empty, init.kaiming_uniform_) runs as Python
+    assert [[str(n.target) for n in g.graph.nodes if n.op == "call_function"] for g in rec.graphs] == \
+        [["<built-in function linear>"]]

@@ -29,7 +29,7 @@ import functools
 from typing import Any
 
 import torch
-from torch._ops import OpOverload
+from torch._ops import HigherOrderOperator, OpOverload
 from torch._subclasses import fake_impls
 from torch._subclasses import fake_tensor as ft
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode, in_kernel_invocation_manager
@@ -141,6 +141,14 @@ class PyframeFakeTensorMode(FakeTensorMode):
                 out = super().dispatch(func, types, args, kwargs)
             views.remember(key, base, out)
         return out
+
+
+def use_fake_kernel_of(op: HigherOrderOperator) -> None:
+    """Let a higher-order op (`torch.ops.higher_order.cond`) run on pyframe's FakeTensors with the
+    kernel it registered for FakeTensorMode: it looks its kernels up by the mode's exact type, so a
+    subclass of the mode finds none of them."""
+    if PyframeFakeTensorMode not in op.python_key_table and FakeTensorMode in op.python_key_table:
+        op.py_impl(PyframeFakeTensorMode)(op.python_key_table[FakeTensorMode])
 
 
 def _common_device(mode: FakeTensorMode, args: tuple) -> torch.device | None:

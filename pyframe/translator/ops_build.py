@@ -82,7 +82,10 @@ class BuildOps:
     def FORMAT_VALUE(self, inst: Instr) -> None:
         flags = inst.arg
         spec = self.pop().as_python_constant() if flags & 0x04 else ""
-        value = self.pop().as_python_constant()
+        value = self.pop()
+        # (an instance of an int, float or str subclass that formats as its base: its value)
+        value = value.builtin_scalar() if not value.is_python_constant() and value.builtin_scalar() is not None \
+            else value.as_python_constant()
         conversion = _FORMAT_CONVERSIONS[flags & 0x03]
         if conversion is not None:
             value = conversion(value)

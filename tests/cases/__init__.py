@@ -36,6 +36,7 @@ STRAIGHT_LINE = [
     "tests.cases.pattern_matching",
     "tests.cases.autograd_functions",
     "tests.cases.activation_checkpoint",
+    "tests.cases.cond_op",
     "tests.cases.builtin_subclasses",
     "tests.cases.set_algebra",
     "tests.cases.stdlib_calls",

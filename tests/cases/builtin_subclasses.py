@@ -1,4 +1,5 @@
-"""Corpus: user classes deriving from set, frozenset, list, tuple, dict and collections.UserDict.
+"""Corpus: user classes deriving from set, frozenset, list, tuple, dict, collections.UserDict, int,
+float and str.
 
 Each instance is made in the frame or passed in; the programs use the base type's methods and
 operators, methods the subclass overrides (inlined), `isinstance`, and `super()` calls into the base.
@@ -56,6 +57,19 @@ class _Registry(dict):
 
     def total(self):
         return sum(self.values())
+
+
+class _Index(int):
+    def next(self):
+        return _Index(self + 1)
+
+
+class _Tag(str):
+    def shout(self):
+        return self.upper() + "!"
+
+    def doubled(self):
+        return _Tag(super().__add__(self))
 
 
 class _Store(collections.UserDict):
@@ -132,3 +146,51 @@ def userdict_subclass(x):
 def set_subclass_passed_in(x, tags):
     extra = tags | {"z"}
     return x + len(extra) + ("x" in tags), tags.issubset({"x", "y", "q"})
+
+
+@case(inputs=lambda: torch.randn(6))
+def int_subclass_made_in_frame(x):
+    """An int subclass's own method makes another instance; the base's operators give plain ints;
+    torch reads the value as an int (a size, a slice bound), and the instance leaves the frame."""
+    i = _Index(2).next()
+    j = i * 2
+    return x[:i].sum() + torch.ones(i).sum() * j + (i == 3), int(i), type(i) is _Index, type(j) is int
+
+
+_START = _Index(4)
+
+
+@case(inputs=lambda: torch.randn(4))
+def int_subclass_read_from_a_global(x):
+    """An instance read from the frame: guarded by type and value."""
+    i = _START
+    return x * i.next() + (i > 3) + isinstance(i, int)
+
+
+_NAME = _Tag("ab")
+
+
+@case(inputs=lambda: torch.randn(4))
+def str_subclass_methods_and_formatting(x):
+    """A str subclass: its methods, str's methods (plain strs), super() into str, iteration,
+    indexing and formatting, as the base value."""
+    t, u = _NAME, _Tag("xyz")
+    chars = [c for c in u]
+    text = f"{u}-{_Index(3)}"
+    return (x * len(t.shout()) + t.count("a") + len(chars) + (u[0] == "x") + len(text),
+            str(t.doubled()), type(t.doubled()).__name__, str(u), type(t.upper()) is str)
+
+
+class _Vector(tuple):
+    def __new__(cls, *coords):
+        return super().__new__(cls, coords)
+
+    def dot(self, other):
+        return sum(a * b for a, b in zip(self, other))
+
+
+@case(inputs=lambda: torch.randn(4))
+def tuple_subclass_with_its_own_new(x):
+    """A tuple subclass whose __new__ (inlined) calls the base's through super()."""
+    v = _Vector(1, 2, 3)
+    return x * v.dot(_Vector(1, 1, 1)) + len(v), isinstance(v, tuple)

@@ -94,6 +94,14 @@ def data_descriptor_get_set_and_set_name(x):
     return first + box.value
 
 
+@case(inputs=lambda: torch.randn(4))
+def descriptor_read_through_its_class(x):
+    """`cls.attr` of a descriptor calls its __get__ with no instance (here it returns itself): the
+    descriptor object is read and used."""
+    descriptor = _Box.value
+    return x * isinstance(descriptor, _Positive) + len(descriptor.private)
+
+
 class _Doubled:
     """A non-data descriptor (only __get__): an instance attribute of the same name would win."""
 

@@ -184,3 +184,34 @@ def pytree_map(x):
 def dict_passed_in_merged_and_compared(x, d):
     merged = d | {"c": x}
     return merged["a"] + merged["c"], list(merged), d.keys() == {"a", "b"}
+
+
+@case(inputs=lambda: torch.randn(5))
+def ids_of_tensors_in_a_set(x):
+    """id() of tensors the graph makes (known only as distinct from each other), gathered in a
+    set. (id() of an input is a constant guarded by identity: tests/test_object_keys.py.)"""
+    y = x * 2
+    z = y
+    s = {id(y), id(x.cos()), id(z)}
+    return y * len(s)
+
+
+@case(inputs=lambda: torch.randn(5))
+def cache_keyed_by_id_of_tensors(x):
+    """A dict keyed by id() of tensors, as a memo of computed values: a tensor seen twice is one
+    key."""
+    cache = {}
+    y, w = x.sin(), x.cos()
+    for t in (w, y, w, y):
+        if id(t) not in cache:
+            cache[id(t)] = t * 2
+    return sum(cache.values()) + len(cache)
+
+
+@case(inputs=lambda: torch.randn(5))
+def ids_of_containers_made_in_the_frame_compared(x):
+    """id() of lists made while tracing: equal for one list, different for two, in a set."""
+    a, b = [1], [2]
+    c = a
+    seen = {id(a), id(b), id(c)}
+    return x * len(seen) + (id(a) == id(c)) + (id(a) != id(b))

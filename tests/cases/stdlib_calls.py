@@ -285,3 +285,12 @@ def counter_arithmetic_and_elements(x):
     both, rest = a + b, a - b
     items = a.elements()
     return x * (both["a"] + both["b"] + rest["a"] + len(rest)) + len(list(items))
+
+
+@case(inputs=lambda: torch.randn(4))
+def namedtuple_class_made_in_the_frame(x):
+    """collections.namedtuple called in the frame with constants: the class is made while tracing
+    (it and its instances stay inside the frame); defaults, fields, indexing and `_make`."""
+    Point = collections.namedtuple("Point", "a b c", defaults=[0])
+    p = Point(1, 2)
+    return x * (p.a + p.c + p[1]) + sum(p) + Point._make([4, 5, 6]).c + len(Point._fields)

@@ -118,3 +118,18 @@ def grad_mode_decorators_on_local_functions(x):
         return t * 3
 
     return frozen(x) + tracked(x), torch.is_grad_enabled()
+
+
+@case(inputs=lambda: torch.randn(4))
+def grad_of_a_leaf_the_graph_made(x):
+    """`.grad` of a tensor the graph made with no history: None (no backward ran since)."""
+    y = x.clone()
+    w = torch.zeros(4).detach()
+    return y * (y.grad is None) + (w.grad is None) + y.is_leaf
+
+
+@case(inputs=lambda: torch.randn(4))
+def promoted_dtype_chosen_in_python(x):
+    """torch.promote_types of two dtypes is a constant of the trace, then used as an argument."""
+    dt = torch.promote_types(x.dtype, torch.float64)
+    return x.to(dt) * torch.finfo(dt).bits

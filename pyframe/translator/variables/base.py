@@ -32,6 +32,7 @@ class Tracer(Protocol):
     code: Any
     root: "Tracer"
     parent: "Tracer | None"
+    f_globals: dict  # the globals of the code being traced (an inlined function's own)
 
     def wrap(self, value: Any, source: Source | None, guard: bool = True) -> "VariableTracker": ...
     def wrap_constant(self, value: Any) -> "VariableTracker": ...
@@ -102,6 +103,12 @@ class VariableTracker:
     def set_name_hint(self, name: str) -> None:
         """The value is stored to a local called `name` (STORE_FAST, STORE_DEREF): a tensor's
         node takes that name if it has none yet (tensor.py); anything else ignores it."""
+
+    def builtin_scalar(self) -> Any:
+        """The int, float or str an instance of a user subclass of one holds, where the subclass
+        leaves the base's conversions alone (a tensor operation or a format reads that value);
+        None for any other value."""
+        return None
 
     def real_object(self) -> Any:
         """The very object this tracker stands for, when it holds it (`a is b` compares these);

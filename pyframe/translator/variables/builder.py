@@ -30,11 +30,12 @@ from .base import Tracer, VariableTracker, class_attribute
 from .builtins import BUILTIN_FUNCTIONS, PURE_FUNCTIONS, BuiltinVariable
 from .constant import ConstantVariable, is_constant_value, is_numpy_scalar
 from .checkpoint import CHECKPOINT, CheckpointVariable
+from .cond import COND, CondVariable
 from .copying import DeepcopyFunctionVariable, is_deepcopy
 from .dicts import DictVariable, ObjectKey, hashes_by_identity, is_constant_key
 from .iterators import ListIteratorVariable
 from .lists import FrameListVariable, ListVariable, SizeVariable, TupleVariable
-from .namedtuples import NamedTupleVariable
+from .namedtuples import NamedTupleFactoryVariable, NamedTupleVariable
 from .container_subclass import UserContainerObjectVariable, container_base, make_instance
 from .sets import SetVariable
 from .tree_map import TreeMapFunctionVariable, is_tree_map
@@ -240,16 +241,27 @@ def _wrap_mapping_proxy(tx: Tracer, value: Any, source: Source | None, guard: bo
     return tracker
 
 
+# The value an instance of an int, float or str subclass holds, whatever the subclass overrides.
+_SCALAR_VALUE = {int: int.__int__, float: float.__float__, str: str.__str__}
+
+
 def _wrap_container_subclass(tx: Tracer, value: Any, source: Source | None, guard: bool,
                               guards: Any) -> VariableTracker | None:
     """An instance of a list, tuple, set or frozenset subclass: a user object with a container
     inside, guarded by its type and its length (items read by the base's own indexing, on sources of
-    their own) or, for a set, its value. A class that indexes or compares in Python (its guards
+    their own) or, for a set, its value; of an int, float or str subclass, by its type and value. A class that indexes or compares in Python (its guards
     would run it) stays a plain user object."""
     base = container_base(type(value))
     if base is None or source is None:
         return None
     cls = type(value)
+    if base in _SCALAR_VALUE:  # an int, float or str subclass: its value, read by the base's own slot
+        if class_attribute(cls, "__eq__", None) is not base.__eq__:
+            return None
+        plain = _SCALAR_VALUE[base](value)
+        _add(guards, source, GuardKind.TYPE_MATCH, cls)
+        _add(guards, source, GuardKind.EQUALS_MATCH, make_instance(cls, plain, {}))  # (of the same type)
+        return _mutable(tx, source, value, UserContainerObjectVariable(value, plain, source))
     if base in (list, tuple):
         if class_attribute(cls, "__getitem__", None) is not base.__getitem__ or \
                 class_attribute(cls, "__len__", None) is not base.__len__:
@@ -293,10 +305,17 @@ def _wrap_marked_function(tx: Tracer, value: Any, source: Source | None, guard: 
                           guards: Any) -> VariableTracker | None:
     """A function torch._dynamo, pyframe or torch.jit marked: graph_break and disable are honoured;
     what pyframe.optimize or torch.jit.script wrapped is inlined; torch.utils.checkpoint's
-    checkpoint (disabled for torch._dynamo, which traces it as a higher-order op) is that op."""
+    checkpoint (disabled for torch._dynamo, which traces it as a higher-order op) is that op, and
+    torch.cond the `cond` op."""
     if value is CHECKPOINT:
         _add(guards, source, GuardKind.ID_MATCH, value)
         return CheckpointVariable(source)
+    if value is collections.namedtuple:  # called with constants: the class is made while tracing
+        _add(guards, source, GuardKind.ID_MATCH, value)
+        return NamedTupleFactoryVariable(source)
+    if value is COND:  # (torch.cond: eager compiles it with torch._dynamo; traced as its op)
+        _add(guards, source, GuardKind.ID_MATCH, value)
+        return CondVariable(source)
     if isinstance(value, types.FunctionType) and _is_dynamo_hint(value):
         _add(guards, source, GuardKind.ID_MATCH, value)
         if value.__name__ == "graph_break":

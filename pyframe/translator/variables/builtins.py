@@ -24,8 +24,9 @@ from .base import UNKNOWN_OBJECT, VariableTracker, class_attribute, constant_arg
 from .constant import ConstantVariable, python_scalar
 from .container_subclass import ContainerSubclassMixin, as_base_value
 from .dict_subclass import DictSubclassMixin, builtin_method_descriptor
-from .dicts import DICT_HANDLERS, DictVariable, DictViewVariable, name_as_constructed
+from .dicts import DICT_HANDLERS, DictVariable, DictViewVariable, FakeIdVariable, name_as_constructed
 from .iterators import iterate
+from .namedtuples import tuple_new
 from .lists import BaseListVariable, ListVariable, SizeVariable, TupleVariable
 from .sets import SET_HANDLERS, SetVariable, build_set
 from .exceptions import ExceptionVariable, RaisedException, is_exception_class, raise_symbolic
@@ -36,7 +37,7 @@ from .methods import make_method
 from .objects import NewObjectVariable, PythonObjectVariable, UserObjectVariable, register_constructor
 from .object_hasattr import object_has_attr
 from .iteration_builtins import ITERATION_HANDLERS, reduce_items
-from .special_methods import DUNDERS, contains, identity, is_tensor, length, python_method, text_of, truth, user_operator
+from .special_methods import DUNDERS, contains, identity, is_fresh_container, is_tensor, length, python_method, text_of, truth, user_operator
 from .static_lookup import checks_by_type, flatten_classinfo, is_legacy_tensor_type, is_plain_class
 from .tensor import SymNodeVariable, SymSliceVariable, TensorVariable, call_in_graph, sym_operation
 
@@ -391,17 +392,46 @@ def _binary(fn: Callable) -> Callable:
 
 
 def _id(tx, obj: VariableTracker) -> VariableTracker:
-    """id() of an object the trace holds (guarded to stay that object); others are Unsupported."""
+    """id() of an object the trace holds (guarded to stay that object, as torch._dynamo guards
+    it); of a tensor the graph makes or an object made while tracing, a FakeIdVariable (its number
+    unknown, its identity known); others are Unsupported."""
     known = obj.real_object()
     if known is UNKNOWN_OBJECT and obj.source is not None:  # a list or dict the frame read
         known = tx.side_effects.real_value(obj, UNKNOWN_OBJECT)
     if isinstance(obj, ConstantVariable) and (obj.value is None or type(obj.value) is bool):
         return ConstantVariable(id(obj.value))  # (singletons: one object for the whole process)
+    if isinstance(obj, TensorVariable):
+        graph_input = tx.output.input_of(obj.example)
+        if graph_input is None:
+            return FakeIdVariable(obj.example)  # (one FakeTensor per tensor the graph makes)
+        source = obj.source or graph_input.source
+        # (an input passed in: the tensor the frame holds, recorded for the guard on its aliasing)
+        known = tx.output.guards.aliasing.get(source, UNKNOWN_OBJECT)
+        if known is UNKNOWN_OBJECT:
+            raise Unsupported(f"id() of {obj}")
+        tx.output.guards.add(source, GuardKind.ID_MATCH, known)
+        return ConstantVariable(id(known))
+    if known is UNKNOWN_OBJECT and obj.source is None and not isinstance(obj, ConstantVariable):
+        token = obj if is_fresh_container(obj) else obj.identity()  # (made while tracing: its one tracker)
+        if token is not UNKNOWN_OBJECT:
+            return FakeIdVariable(token)
     if known is UNKNOWN_OBJECT or isinstance(obj, ConstantVariable):
         raise Unsupported(f"id() of {obj}")
     if obj.source is not None:
         tx.output.guards.add(obj.source, GuardKind.ID_MATCH, known)
     return ConstantVariable(id(known))
+
+
+def _fake_id_compare(fn: Callable) -> Callable:
+    """`id(a) == id(b)` where either is a FakeIdVariable: equal when they are ids of one object; a
+    fake id against any other number is not known while tracing."""
+    def handler(tx, a: VariableTracker, b: VariableTracker) -> VariableTracker | None:
+        if not (isinstance(a, FakeIdVariable) or isinstance(b, FakeIdVariable)):
+            return None
+        if not (isinstance(a, FakeIdVariable) and isinstance(b, FakeIdVariable)):
+            raise Unsupported("an id() of an object made while tracing compared with another number")
+        return ConstantVariable(fn(a.token is b.token, True))
+    return handler
 
 
 def _vars(tx, obj: VariableTracker) -> VariableTracker:
@@ -619,6 +649,9 @@ def _not(tx, obj: VariableTracker) -> VariableTracker:
     return ConstantVariable(not truth(tx, obj))
 
 
+_FAKE_ID_HANDLERS = {operator.eq: _fake_id_compare(operator.eq), operator.ne: _fake_id_compare(operator.ne)}
+
+
 def _either(*tables: dict[Callable, Callable]) -> dict[Callable, Callable]:
     """The handlers of several tables, one per function: those of one function tried in turn (`|`
     is a union of sets or a merge of dicts), the first that does not fall through answering."""
@@ -645,19 +678,19 @@ def _either(*tables: dict[Callable, Callable]) -> dict[Callable, Callable]:
 _HANDLERS: dict[Callable, Callable] = {
     len: length, callable: _callable, isinstance: _isinstance, getattr: _getattr, hasattr: _hasattr, setattr: _setattr, delattr: _delattr,
     type: _type, str: text_of(str), repr: text_of(repr),
-    **ITERATION_HANDLERS, **_either(SET_HANDLERS, DICT_HANDLERS),
+    **ITERATION_HANDLERS, **_either(SET_HANDLERS, DICT_HANDLERS, _FAKE_ID_HANDLERS),
     operator.is_: identity(False), operator.is_not: identity(True), operator.contains: contains,
     operator.getitem: _getitem, operator.not_: _not, super: _super, sum: _sum,
     set: _set(set), frozenset: _set(frozenset), dict: _dict, id: _id, vars: _vars,
     operator.methodcaller: _methodcaller, operator.itemgetter: _getter(operator.itemgetter), operator.attrgetter: _getter(operator.attrgetter),
     functools.partial: _partial, **{t.fromkeys: _fromkeys(t) for t in _DICT_TYPES},
     sys.exc_info: _exc_info, sys.exception: _exception,
-    bool: lambda tx, obj: ConstantVariable(truth(tx, obj)), object.__new__: _object_new,
+    bool: lambda tx, obj: ConstantVariable(truth(tx, obj)), object.__new__: _object_new, tuple.__new__: tuple_new,
     **{fn: _binary(fn) for fn in (operator.add, operator.iadd, operator.mul, operator.imul)},
 }
 
 BUILTIN_FUNCTIONS = {v for v in vars(builtins).values() if callable(v)} | {t.fromkeys for t in _DICT_TYPES} | {
-    functools.partial, object.__new__, sys.exc_info, sys.exception, *ITERATION_HANDLERS}
+    functools.partial, object.__new__, tuple.__new__, sys.exc_info, sys.exception, *ITERATION_HANDLERS}
 
 register_constructor(lambda cls: cls is types.MethodType, make_method)
 # `OrderedDict(...)` and `defaultdict(...)` are classes, called as such (objects.py asks): made as dict() is.

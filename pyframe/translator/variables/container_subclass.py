@@ -1,4 +1,5 @@
-"""Instances of list, tuple, set and frozenset subclasses: user objects with a container inside.
+"""Instances of list, tuple, set and frozenset subclasses, and of int, float and str subclasses:
+user objects with a builtin value inside.
 
 `class Stack(list)` with a `push` method, `class Tags(set)` overriding `add`, `class Point(tuple)`
 with a property: each instance is a user object (attributes, Python methods, operators the class
@@ -16,6 +17,11 @@ An instance made while tracing is built for real only if it outlives the trace, 
 `__new__` and its own `extend`/`update` (the subclass's overrides already ran in the trace). One
 read from the frame is guarded by type and length (a list or tuple, items read by the base's own
 indexing) or by type and value (a set of constants); the trace does not mutate it.
+
+An int, float or str subclass (`class Idx(int)`, `class Tag(str)`) holds a constant (`base_var`: a
+ConstantVariable), given by the base's `__new__`: the base's methods and operators compute on it
+(they make plain ints, floats and strs, as CPython's do); one read from the frame is guarded by type
+and value.
 """
 from __future__ import annotations
 
@@ -27,19 +33,23 @@ from ...exc import Unsupported
 from ...source import AttrSource, Source
 from .base import BoundMethodVariable, VariableTracker, class_attribute
 from .constant import ConstantVariable
+from .descriptions import describe_value
 from .dicts import ObjectKey
 from .iterators import ListIteratorVariable, iterate
 from .lists import ListVariable, TupleVariable
 from .objects import NewObjectVariable, UserObjectVariable, register_constructor
 from .sets import SetVariable, build_set
 
-_BASES = (list, tuple, set, frozenset)
+_SCALARS = (int, float, str)
+_BASES = (list, tuple, set, frozenset, *_SCALARS)
+# What reads an int, float or str as the builtin value (torch's argument parsing, format())
+_CONVERSIONS = ("__index__", "__int__", "__float__", "__str__", "__repr__", "__format__")
 _HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class made by a class statement
 _METHOD_DESCRIPTORS = (types.MethodDescriptorType, types.WrapperDescriptorType)
 
 
 def container_base(cls: Any) -> type | None:
-    """list, tuple, set or frozenset: the builtin class whose storage and methods instances of
+    """list, tuple, set, frozenset, int, float or str: the builtin class whose storage and methods instances of
     `cls` use; None unless `cls` is a Python subclass of exactly one of them (a plain metaclass, no
     other class written in C on its MRO; a named tuple is a kind of its own)."""
     if not isinstance(cls, type) or type(cls) not in (type, abc.ABCMeta) or cls in _BASES or not issubclass(cls, _BASES):
@@ -67,8 +77,11 @@ class ContainerSubclassMixin:
     base_var: VariableTracker
 
     def _init_base_var(self, items: Any) -> None:
+        """`items`: the items of a container, the value itself of an int, float or str."""
         self.base = container_base(self.python_type())
-        if self.base is list:
+        if self.base in _SCALARS:
+            self.base_var = ConstantVariable(self.base(items))
+        elif self.base is list:
             self.base_var = ListVariable(list(items))
         elif self.base is tuple:
             self.base_var = TupleVariable(list(items))
@@ -77,6 +90,11 @@ class ContainerSubclassMixin:
 
     def _class_source(self) -> Source | None:
         raise NotImplementedError
+
+    def builtin_scalar(self) -> Any:
+        if self.base not in _SCALARS or any(self.defines(name) for name in _CONVERSIONS):
+            return None
+        return self.base_var.value
 
     def _in_instance_dict(self, tx, name: str) -> bool:
         raise NotImplementedError
@@ -136,6 +154,8 @@ class ContainerSubclassMixin:
     def call_builtin(self, tx, name: str, args: list[VariableTracker], kwargs: dict[str, VariableTracker]) -> VariableTracker:
         """`base.name(self, *args, **kwargs)`, on the items."""
         what = f"{self.base.__name__}.{name}() on a {self.python_type().__qualname__}"
+        if self.base in _SCALARS:
+            return self._call_scalar_method(tx, name, args, kwargs, what)
         if name == "__init__":
             if self.base in (tuple, frozenset):  # (their __new__ took the items)
                 return ConstantVariable(None)
@@ -161,6 +181,25 @@ class ContainerSubclassMixin:
             return self
         return self.base_var.call_method(tx, name, args, kwargs)
 
+    def _call_scalar_method(self, tx, name: str, args: list[VariableTracker], kwargs: dict[str, VariableTracker],
+                            what: str) -> VariableTracker:
+        """`int.name(self, ...)`, `str.name(...)`: computed on the value (the base's methods read
+        nothing of the subclass, and make plain ints, floats and strs). Arguments must be
+        constants, or values of such subclasses (their values)."""
+        if name == "__init__":  # (object's: the base's __new__ took the value)
+            return ConstantVariable(None)
+        args = [as_base_value(a) for a in args]
+        kwargs = {k: as_base_value(v) for k, v in kwargs.items()}
+        if not all(a.is_python_constant() for a in [*args, *kwargs.values()]):
+            raise Unsupported(f"{what} with arguments that are not constants")
+        method = getattr(self.base, name)
+        try:
+            result = method(self.base_var.value, *(a.as_python_constant() for a in args),
+                            **{k: v.as_python_constant() for k, v in kwargs.items()})
+        except Exception as e:
+            raise Unsupported(f"{what} raises {type(e).__name__}: {e}") from e
+        return tx.wrap_constant(result)
+
     def _fill(self, tx, iterable: VariableTracker | None) -> None:
         """list.__init__ / set.__init__: the items of `iterable` (a list's cleared first)."""
         if self.base is list:
@@ -170,6 +209,8 @@ class ContainerSubclassMixin:
 
     def held(self) -> list[VariableTracker]:
         """The items (values of the trace, rebuilt with the instance)."""
+        if self.base in _SCALARS:
+            return []
         if isinstance(self.base_var, SetVariable):
             return self.base_var.held()
         return list(self.base_var.items)
@@ -211,19 +252,19 @@ class NewContainerObjectVariable(ContainerSubclassMixin, NewObjectVariable):
         self._init_base_var(items)
 
     @classmethod
-    def make(cls, tx, klass: type, klass_source: Source | None, args, kwargs) -> "NewContainerObjectVariable":
-        """`klass(*args, **kwargs)`: the base's __new__ (a tuple's and a frozenset's take the
-        items), then __init__ (the class's, inlined, or the base's)."""
-        base = container_base(klass)
-        items: list[Any] = []
-        if base in (tuple, frozenset):
-            if len(args) > 1 or kwargs:
-                raise Unsupported(f"{klass.__qualname__}() with {len(args)} positional arguments")
-            if args and base is tuple:
-                items = list(iterate(tx, args[0]))
-            elif args:
-                items = list(build_set(tx, frozenset, args[0]).values)
-        obj = cls(klass, klass_source, items)
+    def make(cls, tx, klass: type, klass_source: Source | None, args, kwargs) -> VariableTracker:
+        """`klass(*args, **kwargs)`: __new__ (the class's, inlined, or the base's: a tuple's, a
+        frozenset's and a scalar's take the value), then, if it made an instance of klass,
+        __init__ (the class's, inlined, or the base's), as type.__call__ does."""
+        new = class_attribute(klass, "__new__", None)
+        if isinstance(new, staticmethod) and isinstance(new.__func__, types.FunctionType):
+            fn_source = AttrSource(klass_source, "__new__") if klass_source is not None else None
+            klass_var = tx.wrap(klass, klass_source, guard=False)
+            obj = tx.inline_call(new.__func__, [klass_var, *args], kwargs, fn_source=fn_source)
+            if not (isinstance(obj, ContainerSubclassMixin) and issubclass(obj.python_type(), klass)):
+                return obj  # (type.__call__ runs no __init__ then)
+        else:
+            obj = cls.new(tx, klass, klass_source, args, kwargs)
         init = class_attribute(klass, "__init__", None)
         if isinstance(init, types.FunctionType):
             fn_source = AttrSource(klass_source, "__init__") if klass_source is not None else None
@@ -231,6 +272,29 @@ class NewContainerObjectVariable(ContainerSubclassMixin, NewObjectVariable):
         else:
             obj.call_builtin(tx, "__init__", list(args), kwargs)
         return obj
+
+    @classmethod
+    def new(cls, tx, klass: type, klass_source: Source | None, args, kwargs) -> "NewContainerObjectVariable":
+        """`base.__new__(klass, *args, **kwargs)`: a new instance, holding the value a tuple's,
+        frozenset's or scalar's __new__ takes from its argument (a list or set: no items yet)."""
+        base = container_base(klass)
+        items: Any = []
+        if base in _SCALARS:  # int(...), float(...), str(...) of constants (or of such subclasses' values)
+            base_args = [as_base_value(a) for a in args]
+            if kwargs or not all(a.is_python_constant() for a in base_args):
+                raise Unsupported(f"{klass.__qualname__}() with arguments that are not constants")
+            try:
+                items = base(*(a.as_python_constant() for a in base_args))
+            except Exception as e:  # (eager raises it: `Idx("x")`)
+                raise Unsupported(f"{klass.__qualname__}() raises {type(e).__name__}: {e}") from e
+        elif base in (tuple, frozenset):
+            if len(args) > 1 or kwargs:
+                raise Unsupported(f"{klass.__qualname__}() with {len(args)} positional arguments")
+            if args and base is tuple:
+                items = list(iterate(tx, args[0]))
+            elif args:
+                items = list(build_set(tx, frozenset, args[0]).values)
+        return cls(klass, klass_source, items)
 
     def _class_source(self) -> Source | None:
         return self.cls_source
@@ -250,7 +314,9 @@ class NewContainerObjectVariable(ContainerSubclassMixin, NewObjectVariable):
                 cg.load_source(self.cls_source)
             else:
                 cg.load_const(self.cls)
-            if isinstance(self.base_var, SetVariable):
+            if self.base in _SCALARS:
+                cg.load_const(self.base_var.value)
+            elif isinstance(self.base_var, SetVariable):
                 for key in self.base_var.values:
                     key.reconstruct(cg) if isinstance(key, ObjectKey) else cg.load_const(key)
                 cg.emit("BUILD_TUPLE", len(self.base_var.values))
@@ -298,9 +364,31 @@ def as_base_value(vt: VariableTracker) -> VariableTracker:
 
 
 def is_constructible(cls: type) -> bool:
-    """`cls(...)` can be traced: a container subclass whose instances the base's __new__ makes."""
+    """`cls(...)` can be traced: a subclass of one of the bases whose instances the base's __new__
+    makes, or whose own __new__ is a Python function (inlined: it calls the base's)."""
     base = container_base(cls)
-    return base is not None and cls.__new__ is base.__new__
+    if base is None:
+        return False
+    new = class_attribute(cls, "__new__", None)
+    return cls.__new__ is base.__new__ or (isinstance(new, staticmethod) and isinstance(new.__func__, types.FunctionType))
+
+
+class BaseNewVariable(VariableTracker):
+    """`super().__new__` in the `__new__` of a subclass of one of the bases, reaching the base's:
+    `base.__new__(klass, *args)` makes the instance (the subclass's __init__ runs after, from
+    the class call)."""
+
+    def __init__(self, base: type):
+        super().__init__()
+        self.base = base
+
+    def call(self, tx, args, kwargs) -> VariableTracker:
+        if not args or not args[0].is_python_constant():
+            raise Unsupported(f"{self.base.__name__}.__new__ without a class")
+        klass = args[0].as_python_constant()
+        if container_base(klass) is not self.base:
+            raise Unsupported(f"{self.base.__name__}.__new__({describe_value(klass)})")
+        return NewContainerObjectVariable.new(tx, klass, args[0].source, list(args[1:]), kwargs)
 
 
 # -- what the transformed code calls ----------------------------------------------------------------
@@ -309,7 +397,7 @@ def make_instance(cls: type, items: tuple, attrs: dict) -> Any:
     """An instance of a container subclass made while tracing, with the items and attributes the
     trace gave it: nothing of the subclass's own (`__init__`, `append`, `__setattr__`) runs again."""
     base = container_base(cls)
-    if base in (tuple, frozenset):
+    if base in (tuple, frozenset, *_SCALARS):  # (`items`: the value itself, for int, float and str)
         obj = base.__new__(cls, items)
     else:
         obj = base.__new__(cls)

@@ -159,6 +159,42 @@ class DataclassKey(TupleKey):
         return f"DataclassKey({self.token[0].__name__}{self.token[1]!r})"
 
 
+class FakeIdVariable(VariableTracker):
+    """`id(obj)` of an object the program never sees for real: a tensor the graph makes, an object
+    made while tracing. Its number is not known while tracing, but what the program can do with it
+    is: compare it with another such id, or use it as a key of a dict or an element of a set,
+    where two are one when they are the id of one object (as torch._dynamo's FakeIdVariable). It
+    cannot outlive the trace (no source: a graph break where it would be rebuilt)."""
+
+    def __init__(self, token: Any):
+        super().__init__()
+        self.token = token  # the object's identity (VariableTracker.identity)
+
+    def python_type(self) -> type:
+        return int
+
+    def __repr__(self) -> str:
+        return f"FakeIdVariable({type(self.token).__name__})"
+
+
+class FakeIdKey(ObjectKey):
+    """A FakeIdVariable as a dict key: equal to the id of the same object, to nothing else."""
+
+    __slots__ = ()
+
+    def frame_tensors(self) -> list[ObjectKey]:
+        return []
+
+    def __hash__(self) -> int:
+        return hash(("id", id(self.token)))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, FakeIdKey) and other.token is self.token
+
+    def __repr__(self) -> str:
+        return f"FakeIdKey({type(self.token).__name__})"
+
+
 def _generated_by_dataclasses(cls: type, name: str) -> bool:
     method = cls.__dict__.get(name)
     code = getattr(method, "__code__", None)
@@ -190,6 +226,8 @@ def dict_key(tx, key: VariableTracker) -> Any:
             return value
     if type(key) is TupleVariable:
         return TupleKey(tuple(dict_key(tx, item) for item in key.items), key)
+    if isinstance(key, FakeIdVariable):
+        return FakeIdKey(key.token, key)
     token = key.identity()
     try:
         key_type = key.python_type()

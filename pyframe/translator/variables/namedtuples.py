@@ -1,14 +1,21 @@
 """Named tuples (`collections.namedtuple` and `typing.NamedTuple` classes): tuples with fields.
 
-Their methods (`_replace`, `_asdict`, `_make`) are recognized by their code objects, the ones
-collections.namedtuple generates for every class, and done on the tracker. Methods and properties
-a class defines itself (`class Point(NamedTuple): def norm(self): ...`) are inlined.
+Their methods (`_replace`, `_asdict`) are recognized by their code objects, the ones
+collections.namedtuple generates for every class, and done on the tracker; `_make` is inlined, its
+`tuple.__new__(cls, iterable)` making the instance (`tuple_new`). Methods and properties a class
+defines itself (`class Point(NamedTuple): def norm(self): ...`) are inlined.
+
+`collections.namedtuple(...)` called in the frame with constant arguments makes its class while
+tracing, as torch._dynamo does (NamedTupleFactoryVariable). Each call of the function makes a new
+class, so the one made while tracing must not outlive the trace: neither it nor an instance of it
+is rebuilt in the transformed code (a graph break there instead).
 """
 from __future__ import annotations
 
 import collections
 import inspect
 import types
+import weakref
 from typing import Any
 
 from ...exc import Unsupported
@@ -17,7 +24,16 @@ from .base import BoundMethodVariable, VariableTracker, class_attribute
 from .constant import ConstantVariable, is_constant_value
 from .dicts import DictVariable
 from .exceptions import raise_symbolic
+from .iterators import iterate
 from .lists import TupleVariable
+
+
+# The classes collections.namedtuple made while tracing (see the module docstring).
+_MADE_IN_TRACE: "weakref.WeakSet[type]" = weakref.WeakSet()
+
+
+def made_in_trace(cls: type) -> bool:
+    return cls in _MADE_IN_TRACE
 
 
 _NAMEDTUPLE_CODES = {name: getattr(collections.namedtuple("_Probe", "a"), name).__code__
@@ -33,6 +49,8 @@ class NamedTupleVariable(TupleVariable):
         self.fields = tuple(getattr(tuple_type, "_fields", None) or tuple_type.__match_args__)
 
     def as_python_constant(self) -> Any:
+        if made_in_trace(self.container_type):
+            raise Unsupported(f"an instance of {self.container_type.__qualname__}, a class made while tracing")
         values = [v.as_python_constant() for v in self.items]
         return self.container_type(*values) if hasattr(self.container_type, "_fields") else self.container_type(values)
 
@@ -89,6 +107,9 @@ class NamedTupleVariable(TupleVariable):
         if self.source is not None:
             super().reconstruct(cg)
             return
+        if made_in_trace(self.container_type):  # (each call makes its own class: module docstring)
+            raise Unsupported(f"an instance of {self.container_type.__qualname__}, a class made while tracing, "
+                              "outlives the trace")
         # A namedtuple is built from its fields (`cls._make(items)`), a structseq from one sequence.
         make = getattr(self.container_type, "_make", None) if hasattr(self.container_type, "_fields") else None
 
@@ -122,3 +143,45 @@ def new_namedtuple(tx, cls: type, args, kwargs) -> VariableTracker:
     items = [value if isinstance(value, VariableTracker) else tx.wrap_constant(value)
              for value in bound.arguments.values()]
     return NamedTupleVariable(items, cls)
+
+
+def tuple_new(tx, cls: VariableTracker, iterable: VariableTracker | None = None) -> VariableTracker:
+    """`tuple.__new__(cls, iterable)` (a namedtuple's `_make` calls it): a tuple, or an instance
+    of a namedtuple class holding the items as its fields."""
+    klass = cls.as_python_constant() if cls.is_python_constant() else None
+    items = list(iterate(tx, iterable)) if iterable is not None else []
+    if klass is tuple:
+        return TupleVariable(items)
+    if isinstance(klass, type) and issubclass(klass, tuple) and hasattr(klass, "_fields") and hasattr(klass, "_make"):
+        return NamedTupleVariable(items, klass)  # (what construct calls a namedtuple class)
+    raise Unsupported(f"tuple.__new__({cls.describe()})")
+
+
+class NamedTupleFactoryVariable(VariableTracker):
+    """`collections.namedtuple` (read from the frame, guarded by identity): called with
+    constant arguments, the class is made now (module docstring)."""
+
+    def real_object(self) -> Any:
+        return collections.namedtuple
+
+    def python_type(self) -> type:
+        return types.FunctionType
+
+    def as_python_constant(self) -> Any:
+        return collections.namedtuple
+
+    def call(self, tx, args, kwargs) -> VariableTracker:
+        if not all(v.is_python_constant() for v in [*args, *kwargs.values()]):
+            raise Unsupported("collections.namedtuple() with arguments that are not constants")
+        options = {k: v.as_python_constant() for k, v in kwargs.items()}
+        # (its __module__ is the caller's, which namedtuple finds with sys._getframe: here, pyframe's)
+        options.setdefault("module", tx.f_globals.get("__name__", "__main__"))
+        try:
+            cls = collections.namedtuple(*(a.as_python_constant() for a in args), **options)
+        except (TypeError, ValueError) as e:
+            raise_symbolic(type(e), str(e))
+        _MADE_IN_TRACE.add(cls)
+        return tx.wrap(cls, None, guard=False)
+
+    def __repr__(self) -> str:
+        return "NamedTupleFactoryVariable()"

@@ -99,6 +99,10 @@ class PythonObjectVariable(VariableTracker):
             # EnumType's property: a new mappingproxy of the members at each read (fixed since the
             # class statement ran), read for real: it runs no user code
             return tx.wrap(self.value.__members__, source, guard=self.source is not None)
+        if isinstance(self.value, type) and class_attribute(type(self.value), name, None) is None:
+            descriptor = python_descriptor(self.value, name)
+            if descriptor is not None:  # `cls.name`: type(d).__get__(d, None, cls), inlined
+                return descriptor_get(tx, ConstantVariable(None), self, name, descriptor)
         value = static_attr(self.value, name)
         return tx.wrap(value, source, guard=self.source is not None)
 

@@ -125,6 +125,11 @@ def identity_equality(a: VariableTracker, b: VariableTracker) -> bool:
 _FRESH_CONTAINERS = (ListVariable, DictVariable, SetVariable)
 
 
+def is_fresh_container(vt: VariableTracker) -> bool:
+    """A list, dict or set made while tracing: its tracker is the object."""
+    return type(vt) in _FRESH_CONTAINERS and vt.source is None
+
+
 def identity(negate: bool) -> Callable:
     """`a is b` / `a is not b`: decided from the real objects the trackers stand for, from types
     (objects of different types are distinct), or from freshness (an object made while tracing is
@@ -174,7 +179,7 @@ def identity(negate: bool) -> Callable:
                 return ConstantVariable(negate)
         if isinstance(a, NewObjectVariable) or isinstance(b, NewObjectVariable):
             return ConstantVariable(negate)  # an instance made while tracing has one tracker: a is not b
-        if all(type(vt) in _FRESH_CONTAINERS and vt.source is None for vt in (a, b)):
+        if all(is_fresh_container(vt) for vt in (a, b)):
             return ConstantVariable(negate)  # so has a list, dict or set made while tracing
         raise Unsupported(f"identity of {a} and {b}")
     return handler
@@ -242,7 +247,8 @@ def text_of(kind: type) -> Callable:
                     raise Unsupported(f"{kind.__name__}() of a {cls.__qualname__} whose {name} returns {result}")
                 return result
             if static is not object.__str__:
-                return None
+                scalar = obj.builtin_scalar()  # an int, float or str subclass: the base's text of its value
+                return ConstantVariable(static(scalar)) if scalar is not None else None
         return None
 
     return handler

@@ -10,7 +10,7 @@ import types
 
 from ...exc import Unsupported
 from .base import VariableTracker
-from .container_subclass import BaseMethodVariable, ContainerSubclassMixin
+from .container_subclass import BaseMethodVariable, BaseNewVariable, ContainerSubclassMixin, container_base
 from .dict_subclass import BuiltinMethodOfVariable, DictSubclassMixin
 from .methods import InlinedMethodVariable, ObjectInitVariable, ObjectSlotMethodVariable, TypeCallVariable
 
@@ -51,6 +51,8 @@ class SuperVariable(VariableTracker):
                                                                                  types.WrapperDescriptorType)):
                     # `super().__setitem__(k, v)` in a dict subclass: dict's (or object's) own method
                     return BuiltinMethodOfVariable(klass, name, self.obj)
+                if name == "__new__" and of_class and klass is container_base(owner):
+                    return BaseNewVariable(klass)  # `super().__new__(cls, ...)` in a tuple subclass's
                 if isinstance(self.obj, ContainerSubclassMixin) and klass is self.obj.base \
                         and isinstance(attr, (types.MethodDescriptorType, types.WrapperDescriptorType)):
                     return BaseMethodVariable(self.obj, name)  # `super().append(x)` in a list subclass

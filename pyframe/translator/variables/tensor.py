@@ -249,6 +249,11 @@ class TensorVariable(VariableTracker):
                 and name in getattr(graph_input.example, "__dict__", {}):
             # a Python attribute of an input (`p.scale = 2.0` on a Parameter): read, guarded
             return tx.wrap(graph_input.example.__dict__[name], AttrSource(graph_input.source, name))
+        if name == "grad" and graph_input is None and self.example.grad_fn is None \
+                and self.class_type in (torch.Tensor, torch.nn.Parameter):
+            # A leaf the graph made: no backward ran since (Tensor.backward breaks the graph) and
+            # `.grad =` is not traced, so it has none, as torch._dynamo answers too
+            return ConstantVariable(None)
         raise Unsupported(f"tensor attribute {name!r}")
 
     def store_attr(self, tx, name: str, value: VariableTracker) -> None:
@@ -407,6 +412,9 @@ def as_node_arg(vt: VariableTracker) -> Any:
             return _plain_number(value)
         if isinstance(value, (list, dict)):
             return value
+    scalar = vt.builtin_scalar()  # (an instance of an int subclass: torch reads the int)
+    if scalar is not None:
+        return _plain_number(scalar)
     raise Unsupported(f"a {vt!r} passed to a tensor operation")
 
 

@@ -27,10 +27,11 @@ _TORCH_OP_MODULES = ("torch", "torch.nn.functional", "torch.functional", "torch.
                      "torch.fft", "torch.special", "torch._ops.aten",
                      "torch.masked._ops")  # (torch.masked.sum...: in the graph whole, as torch._dynamo records them)
 
-# Answered while tracing: from metadata (static shapes) or from guarded global state.
+# Answered while tracing: from metadata (static shapes), from guarded global state, or from
+# constants alone (promote_types of two dtypes).
 _FOLDABLE = {torch.is_tensor, torch.is_floating_point, torch.is_complex, torch.numel, torch.is_grad_enabled,
              torch.get_default_dtype, torch.is_storage, torch.typename, torch.is_inference_mode_enabled,
-             torch.is_autocast_enabled}
+             torch.is_autocast_enabled, torch.promote_types}
 
 
 # Asked by library code to choose a path (torch.jit.script_if_tracing's wrapper, ...): pyframe is
