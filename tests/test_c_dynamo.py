@@ -126,3 +126,41 @@ def test_set_eval_frame_around_a_dynamo_call():
         _C.set_eval_frame(None)
     torch.testing.assert_close(dyn(x), torch.sin(x) + 1)
     assert len(graphs) == 1
+
+
+
+_AFTER_DYNAMO_RAISED = """
+import torch, pyframe
+from pyframe import _C
+
+def f(x):
+    def branch(a):
+        return a.add_(1).clone()  # (torch.cond's own compile rejects an in-place branch: it raises)
+    return torch.cond(x.sum() > 0, branch, lambda a: a - 1, (x.clone(),))
+
+try:
+    pyframe.optimize("eager")(f)(torch.ones(3))
+except Exception:
+    pass
+seen = []
+def callback(frame):
+    seen.append(frame.f_code.co_name)
+def g():
+    return 1
+previous = _C.set_eval_frame(callback)
+g()
+_C.set_eval_frame(previous)
+print(seen)
+"""
+
+
+@pytest.mark.xfail(strict=True, reason="known bug: torch._dynamo raising while it compiles inside a pyframe region "
+                                       "leaves the hooks chained so that a later callback is offered each frame twice")
+def test_a_callback_sees_each_frame_once_after_dynamo_raised_inside_a_region():
+    # (in a process of its own: the state it leaves breaks the hook tests that run after it)
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _AFTER_DYNAMO_RAISED], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "['g']"
