@@ -471,6 +471,12 @@ pf_eval_miss(PyThreadState *tstate, _PyInterpreterFrame *frame, PyObject *callba
 static PyObject *
 pf_eval_frame(PyThreadState *tstate, _PyInterpreterFrame *frame, int throwflag)
 {
+    if (PF_UNLIKELY(pf_tls_delegating == frame)) {
+        /* A frame this thread is handing down the chain came back to us (a hook installed
+           after ours, while ours was on top, chains to ours again): it was decided on already
+           (its callback asked once), so CPython runs it, as pf_eval_previous would. */
+        return _PyEval_EvalFrameDefault(tstate, frame, throwflag);
+    }
     PyObject *callback = pf_tls_callback;
     if (callback == NULL) {
         _PyFrameEvalFunction prev = pf_prev_eval;

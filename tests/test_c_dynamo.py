@@ -154,10 +154,11 @@ print(seen)
 """
 
 
-@pytest.mark.xfail(strict=True, reason="known bug: torch._dynamo raising while it compiles inside a pyframe region "
-                                       "leaves the hooks chained so that a later callback is offered each frame twice")
 def test_a_callback_sees_each_frame_once_after_dynamo_raised_inside_a_region():
-    # (in a process of its own: the state it leaves breaks the hook tests that run after it)
+    """torch._dynamo raising while it compiles inside a pyframe region leaves its hook installed
+    above pyframe's and chaining back to it: a frame pyframe hands down the chain comes back to
+    pyframe, which runs it without asking its callback a second time."""
+    # (in a process of its own: the hooks' state it leaves would carry into the tests after it)
     import subprocess
     import sys
 
