@@ -4,6 +4,7 @@
  * Flow of one Python call while the hook is installed:
  *
  *   _PyEval_Vector pushes the frame -> pf_eval_frame(tstate, frame, throwflag)
+ *     handed down the chain by us     -> CPython (the chain came back to us: decided already)
  *     thread callback None            -> previous eval function (CPython's or torch._dynamo's)
  *     generator / resumed / throwflag -> previous eval function
  *     code SKIP                       -> previous eval function
