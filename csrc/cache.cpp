@@ -268,6 +268,7 @@ PfEntry *pf_cache_add(PfExtraState *s, PyCodeObject *orig, PyObject *code, PyObj
     e->exports_slot = exports_slot;
     e->nmap = nmap;
     e->slot_map = map;
+    e->takes_over = pf_code_takes_over(orig, map);
     e->next = s->entries;
     s->entries = e;
     return e;

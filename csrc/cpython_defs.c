@@ -153,6 +153,22 @@ pf_code_slot_map(PyCodeObject *orig, PyCodeObject *new_code, int *n)
     return map;
 }
 
+/* At entry a frame holds values only in its argument slots (fact 10: initialize_locals binds the
+   arguments, every other slot is NULL; cells and free variables are filled later by the code's own
+   MAKE_CELL and COPY_FREE_VARS). */
+int
+pf_code_takes_over(PyCodeObject *orig, const int *map)
+{
+    int nargs = orig->co_argcount + orig->co_kwonlyargcount +
+                ((orig->co_flags & CO_VARARGS) != 0) + ((orig->co_flags & CO_VARKEYWORDS) != 0);
+    for (int i = 0; i < nargs; i++) {
+        if (map[i] != i) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
 /* ---- frame objects ------------------------------------------------------------------------- */
 
 /* Objects/frameobject.c _PyFrame_New_NoTrack (3.11). */

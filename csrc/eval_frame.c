@@ -8,9 +8,10 @@
  *     thread callback None            -> previous eval function (CPython's or torch._dynamo's)
  *     generator / resumed / throwflag -> previous eval function
  *     code SKIP                       -> previous eval function
- *     an entry's guards pass          -> the entry's code runs in a shadow frame
+ *     an entry's guards pass          -> the entry's code runs in the frame itself (a shadow
+ *                                        frame when it cannot take the frame over)
  *     miss, callback callable         -> callback(FrameInfo) decides: run normally, SKIP,
- *                                        RUN_ONLY, or a new entry that runs in a shadow frame
+ *                                        RUN_ONLY, or a new entry that runs as on a hit
  *   _PyEval_Vector clears and pops the original frame afterwards (3.11: the caller owns it).
  *
  * The callback is per thread (a C11 thread-local holding a strong reference, NULL meaning
@@ -341,6 +342,9 @@ pf_eval_previous(_PyFrameEvalFunction prev, PyThreadState *tstate, _PyInterprete
     return result;
 }
 
+/* Shadow frames run so far, all threads (read by tests through _hook_state; the GIL guards it). */
+static unsigned long long pf_shadow_frames = 0;
+
 /* Run entry `e` for `frame` in a shadow frame (docs/c_layer.md section 4; CPYTHON311.md fact
    15). `exports` (stolen, may be NULL) are its guards' exports, stored in the entry's exports
    slot. `stale` is a reference to drop once the shadow is set up (see pf_callback_return). */
@@ -348,6 +352,7 @@ static PyObject *
 pf_eval_shadow(PyThreadState *tstate, _PyInterpreterFrame *frame, PfEntry *e, PyObject *exports,
                PyObject *stale)
 {
+    pf_shadow_frames++;
     PyCodeObject *code = e->code;
     int nlocalsplus = code->co_nlocalsplus;
     size_t size = (size_t)nlocalsplus + (size_t)code->co_stacksize + FRAME_SPECIALS_SIZE;
@@ -395,6 +400,64 @@ pf_eval_shadow(PyThreadState *tstate, _PyInterpreterFrame *frame, PfEntry *e, Py
     /* 3.11 leaves an entry frame to its caller (fact 13): we are that caller. */
     pf_frame_clear(shadow);
     pf_datastack_pop(tstate, shadow);
+    return result;
+}
+
+/* Let entry `e`'s code take over `frame` itself (no second frame): possible when the frame is the
+   top of the thread's data stack with room for the new code's size, and the entry's slot map
+   keeps every argument in its slot (e->takes_over). The frame then becomes a frame of the new
+   code: its other slots NULL (they are at entry, facts 9-10; the slots past the original's are
+   its old value stack), its f_code, stack top and first instruction the new code's. f_func,
+   globals and builtins stay the original's, as a shadow frame's would (COPY_FREE_VARS reads the
+   original closure). _PyEval_Vector clears and pops it afterwards (fact 12) by its new f_code,
+   which covers every slot the new code used. Returns 0, changing nothing, when it cannot. */
+static inline Py_ssize_t
+pf_code_framesize(PyCodeObject *code)
+{
+    /* the words _PyEvalFramePushAndInit bumps for a frame of `code` (3.11 has no co_framesize) */
+    return code->co_nlocalsplus + code->co_stacksize + FRAME_SPECIALS_SIZE;
+}
+
+static inline int
+pf_frame_take_over(PyThreadState *tstate, _PyInterpreterFrame *frame, PyCodeObject *code)
+{
+    PyCodeObject *orig = frame->f_code;
+    PyObject **base = (PyObject **)frame;
+    if (base + pf_code_framesize(orig) != tstate->datastack_top || frame->frame_obj != NULL ||
+        frame->stacktop != orig->co_nlocalsplus ||
+        pf_code_framesize(code) > tstate->datastack_limit - base) {
+        return 0;
+    }
+    tstate->datastack_top = base + pf_code_framesize(code);
+    for (int i = orig->co_nlocalsplus; i < code->co_nlocalsplus; i++) {
+        frame->localsplus[i] = NULL;
+    }
+    frame->f_code = (PyCodeObject *)Py_NewRef(code);
+    frame->stacktop = code->co_nlocalsplus;
+    frame->prev_instr = _PyCode_CODE(code) - 1;
+    return 1;
+}
+
+/* Run entry `e` for `frame`: in the frame itself when its code can take it over, else in a
+   shadow frame. `exports` and `stale` as for pf_eval_shadow. */
+static PyObject *
+pf_eval_entry(PyThreadState *tstate, _PyInterpreterFrame *frame, PfEntry *e, PyObject *exports,
+              PyObject *stale)
+{
+    PyCodeObject *orig = frame->f_code;
+    if (!e->takes_over || !pf_frame_take_over(tstate, frame, e->code)) {
+        return pf_eval_shadow(tstate, frame, e, exports, stale);
+    }
+    if (e->exports_slot >= 0) {
+        frame->localsplus[e->exports_slot] = exports;
+    } else {
+        Py_XDECREF(exports);
+    }
+    Py_XDECREF(stale);
+    /* The frame's reference to the original code, kept until the new code is done: the code
+       owns the co_extra slot that holds `e`. */
+    PyObject *result = _PyEval_EvalFrameDefault(tstate, frame, 0);
+    Py_DECREF(orig);
     return result;
 }
 
@@ -446,7 +509,7 @@ pf_eval_miss(PyThreadState *tstate, _PyInterpreterFrame *frame, PyObject *callba
            that check fail, the frame runs as it is, never wrongly. Not a hit: `hits` counts
            cached calls whose guards passed. */
         if (pf_guards_export_count(e->root) == 0) {
-            return pf_eval_shadow(tstate, frame, e, NULL, NULL);
+            return pf_eval_entry(tstate, frame, e, NULL, NULL);
         }
         PyObject *exports = NULL;
         pf_tls_callback = NULL;  /* as on a lookup: guards never call back into pyframe */
@@ -458,7 +521,7 @@ pf_eval_miss(PyThreadState *tstate, _PyInterpreterFrame *frame, PyObject *callba
             Py_XDECREF(stale);
             return pf_eval_previous(pf_prev_eval, tstate, frame, 0);
         }
-        return pf_eval_shadow(tstate, frame, e, exports, stale);
+        return pf_eval_entry(tstate, frame, e, exports, stale);
     }
     PyErr_Format(PyExc_TypeError,
                  "pyframe: the frame callback must return None, SKIP, RUN_ONLY or a tuple "
@@ -508,7 +571,7 @@ pf_eval_frame(PyThreadState *tstate, _PyInterpreterFrame *frame, int throwflag)
                                          callback == Py_False ? NULL : callback, &exports);
             PyObject *stale = pf_callback_return(callback);
             if (e != NULL) {
-                return pf_eval_shadow(tstate, frame, e, exports, stale);
+                return pf_eval_entry(tstate, frame, e, exports, stale);
             }
             Py_XDECREF(stale);
         }
@@ -568,6 +631,12 @@ static PyObject *
 pf_hook_state_py(PyObject *Py_UNUSED(module), PyObject *Py_UNUSED(args))
 {
     return pf_hook_state();
+}
+
+static PyObject *
+pf_shadow_frames_py(PyObject *Py_UNUSED(module), PyObject *Py_UNUSED(args))
+{
+    return PyLong_FromUnsignedLongLong(pf_shadow_frames);
 }
 
 /* ---- CallbackScope ------------------------------------------------------------------------- */
@@ -778,6 +847,9 @@ static PyMethodDef pf_methods[] = {
     {"_hook_state", pf_hook_state_py, METH_NOARGS,
      "Debugging: {'installed': is our hook the interpreter's, 'active_threads': n, "
      "'chained': do we chain to another hook}."},
+    {"_shadow_frames", pf_shadow_frames_py, METH_NOARGS,
+     "Debugging: how many cached calls ran their code in a shadow frame (all threads), not in "
+     "the frame itself."},
     {NULL},
 };
 

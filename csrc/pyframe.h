@@ -48,6 +48,7 @@ typedef struct PfEntry {
     int exports_slot;      /* localsplus index of PF_EXPORTS_LOCAL in `code`, or -1 */
     int nmap;              /* co_nlocalsplus of the ORIGINAL code */
     int *slot_map;         /* original localsplus index -> new index, or -1 (free vars) */
+    int takes_over;        /* the code can run in the original frame itself (pf_code_takes_over) */
     int dead;              /* dropped by clear_code/reset while a lookup was running */
 } PfEntry;
 
@@ -89,6 +90,10 @@ PfExtraState *pf_code_ensure_extra(PyCodeObject *code);
 /* Builds the slot map from `orig`'s localsplus to `new_code`'s by name. Returns a malloc'd array
    of orig->co_nlocalsplus ints (stored in *n), or NULL with ValueError/MemoryError set. */
 int *pf_code_slot_map(PyCodeObject *orig, PyCodeObject *new_code, int *n);
+/* 1 if `new_code` can take over a frame of `orig` at entry (see eval_frame.c pf_eval_entry):
+   `map` (from pf_code_slot_map) keeps every argument slot at its index, so the only values the
+   frame holds at entry are already where the new code reads them. */
+int pf_code_takes_over(PyCodeObject *orig, const int *map);
 /* A dict's version: changes whenever the dict's contents change (never for an unchanged dict).
    Version-specific like cpython_defs.c, but inline: the guard trees' snapshots read hundreds of
    these per cached call. 3.11 bumps ma_version_tag (from one global counter) on every change of

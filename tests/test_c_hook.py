@@ -371,6 +371,69 @@ def test_deep_shadow_frames_cross_data_stack_chunks():
         assert run(150) == 0
 
 
+def shadow_frames():
+    return _C._shadow_frames()
+
+
+def test_entry_code_takes_over_the_frame():
+    # The arguments keep their slots in the entry's code: it runs in the frame CPython pushed,
+    # with no second frame.
+    def f(x, y):
+        return x + y
+
+    def f_alt(x, y, extra=None):
+        extra = sys._getframe()
+        return x * y, extra.f_code, extra.f_back.f_code
+
+    run = _C.CallbackScope(f, entry_for(f, f_alt))
+    before = shadow_frames()
+    for k in range(3):
+        result, code, back = run(3, 4 + k)
+        assert result == 3 * (4 + k) and code is f_alt.__code__
+        assert back is test_entry_code_takes_over_the_frame.__code__
+    assert shadow_frames() == before
+
+
+def test_moved_arguments_run_in_a_shadow_frame():
+    def f(a, b):
+        return a - b
+
+    def f_alt(b, a):  # the same names in other slots: copied by name into a new frame
+        return (a - b) * 10
+
+    run = _C.CallbackScope(f, entry_for(f, f_alt))
+    before = shadow_frames()
+    assert [run(5, k) for k in range(3)] == [50, 40, 30]
+    assert shadow_frames() == before + 3
+
+
+def test_take_over_needs_room_on_the_data_stack():
+    # An entry code with a large frame, entered at many depths: where the rest of the data-stack
+    # chunk cannot hold it, it runs in a shadow frame on a new chunk instead; results and
+    # reference counts are the same either way.
+    ns = {}
+    body = "\n".join(f"    v{i} = n" for i in range(700))
+    exec("def f(n, tag):\n    return n\n", ns)
+    exec(f"def f_alt(n, tag):\n{body}\n    return (v0 + v699, tag)\n", ns)
+    f, f_alt = ns["f"], ns["f_alt"]
+    run = _C.CallbackScope(f, entry_for(f, f_alt))
+
+    def at_depth(d, n, tag):
+        return run(n, tag) if d == 0 else at_depth(d - 1, n, tag)
+
+    tag = object()
+    at_depth(0, 1, tag)
+    before_refs, before_shadows = sys.getrefcount(tag), shadow_frames()
+    calls = 0
+    for depth in range(60):
+        for n in range(3):
+            assert at_depth(depth, n, tag) == (2 * n, tag)
+            calls += 1
+    shadows = shadow_frames() - before_shadows
+    assert 0 < shadows < calls  # both ways were taken
+    assert sys.getrefcount(tag) == before_refs
+
+
 def test_refcounts_are_stable_on_the_hit_path():
     def f(x, y):
         return x
