@@ -138,8 +138,11 @@ void bind_root_guard_manager(py::module_ &m) {
              "distinct storages where they differ")
         .def("add_shape_match", &RootGuardManager::add_shape_match, py::arg("nodes"),
              py::arg("program"), py::arg("text"),
-             "passes when `program` (ShapeOp words, guard_shapes.h) run on the nodes' int values "
-             "gives true (checked after the rest of the tree)")
+             py::arg("reads") = std::vector<std::pair<std::string, Py_ssize_t>>{},
+             "passes when `program` (ShapeOp words, guard_shapes.h) run on ints read from the "
+             "nodes' values gives true (checked after the rest of the tree); `reads`, one "
+             "(what, dim) per node: ('value', 0) the node's int value, ('size', d), ('stride', d) "
+             "or ('storage_offset', 0) of the node's tensor (default: every node's int value)")
         .def("export", &RootGuardManager::export_node, py::arg("node"),
              "hand `node`'s value to the frame on every pass (the hook stores the exports "
              "tuple in the local " PF_EXPORTS_LOCAL "); returns its index in that tuple")

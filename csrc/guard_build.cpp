@@ -362,14 +362,27 @@ void RootGuardManager::add_aliasing_match(const std::vector<GuardManager *> &nod
     aliasing_.push_back(std::move(match));
 }
 
-// program(nodes...) is true (ShapeMatch): checked after the whole tree passed.
+// program(nodes...) is true (ShapeMatch): checked after the whole tree passed. `reads` (one per
+// node, or empty: every node's value is an int) says what each input is: "value" (the node's int
+// value), or "size"/"stride" in a dimension or "storage_offset" of the node's tensor.
 void RootGuardManager::add_shape_match(const std::vector<GuardManager *> &nodes, std::vector<int64_t> program,
-                                       std::string text) {
-    std::vector<int> slots;
-    for (GuardManager *node : nodes) {
-        slots.push_back(slot_of(node));
+                                       std::string text,
+                                       const std::vector<std::pair<std::string, Py_ssize_t>> &reads) {
+    if (!reads.empty() && reads.size() != nodes.size()) {
+        throw py::value_error("add_shape_match: one read per node");
     }
-    shapes_.push_back(ShapeMatch::make(std::move(slots), std::move(program), std::move(text)));
+    std::vector<ShapeInput> inputs;
+    for (size_t i = 0; i < nodes.size(); i++) {
+        const std::string &what = reads.empty() ? std::string("value") : reads[i].first;
+        Py_ssize_t dim = reads.empty() ? 0 : reads[i].second;
+        int code = what == "value" ? -1 : what == "size" ? 0 : what == "stride" ? 1 : what == "storage_offset" ? 2 : -2;
+        if (code == -2 || dim < 0) {
+            throw py::value_error("add_shape_match: a read is 'value', 'size' or 'stride' of a dimension >= 0, "
+                                  "or 'storage_offset'");
+        }
+        inputs.push_back(ShapeInput{slot_of(nodes[i]), code, dim});
+    }
+    shapes_.push_back(ShapeMatch::make(std::move(inputs), std::move(program), std::move(text)));
 }
 
 int RootGuardManager::slot_of(GuardManager *node) {

@@ -3,9 +3,10 @@
 // `2 <= L['x'].size()[0]` or `L['x'].size()[0] == L['y'].size()[1]`.
 //
 // pyframe/fake/shapes.py lowers each guard of torch's ShapeEnv (a sympy relation) to a short
-// postfix program over integers; the program's inputs are the values of tree nodes (a tensor's
-// size or stride, an int argument), read from identity slots after the rest of the tree passed,
-// as the aliasing check reads its values. Evaluating one is a few dozen machine operations: a
+// postfix program over integers; the program's inputs are read from the identity slots of tree
+// nodes after the rest of the tree passed, as the aliasing check reads its values: an int
+// argument's value, or a tensor's size, stride or storage offset read straight from its
+// TensorImpl (no Python int made, no node of its own). Evaluating one is a few dozen machine operations: a
 // cached call with dynamic shapes still runs no Python.
 #ifndef PYFRAME_GUARD_SHAPES_H
 #define PYFRAME_GUARD_SHAPES_H
@@ -25,12 +26,37 @@ enum class ShapeOp : int64_t {
     Eq, Ne, Lt, Le, Gt, Ge, And, Or, Not,
 };
 
+// One input of a program: the value in identity slot `slot`, itself (what < 0: a Python int) or
+// its size (0) or stride (1) in dimension `dim`, or its storage offset (2): a tensor's.
+struct ShapeInput {
+    int slot;
+    int what;
+    Py_ssize_t dim;
+};
+
 struct ShapeMatch {
     static constexpr size_t kMaxDepth = 32;
 
-    std::vector<int> slots;        // identity slots of the input nodes, in Load's operand order
-    std::vector<int64_t> program;  // ShapeOp words, with their operands
+    std::vector<ShapeInput> inputs;  // in Load's operand order
+    std::vector<int64_t> program;    // ShapeOp words, with their operands
     std::string text;
+
+    // The input's value as an int64; false for a value that is no int (or no tensor with that
+    // dimension), or an int past int64.
+    static bool load(const ShapeInput &in, PyObject *v, int64_t *out) {
+        if (v == nullptr) {
+            return false;
+        }
+        if (in.what >= 0) {
+            return tensor_int_property(v, in.what, in.dim, out);
+        }
+        if (!PyLong_CheckExact(v)) {
+            return false;
+        }
+        int overflow = 0;
+        *out = PyLong_AsLongLongAndOverflow(v, &overflow);
+        return overflow == 0 && !(*out == -1 && PyErr_Occurred());
+    }
 
     // Whether the program, run on the slots' values (Python ints), gives true. A value that is no
     // int, or arithmetic Python would not do on int64 (division by zero), fails.
@@ -44,13 +70,8 @@ struct ShapeMatch {
                 continue;
             }
             if (op == ShapeOp::Load) {
-                PyObject *v = values[slots[program[++pc]]];
-                if (v == nullptr || !PyLong_CheckExact(v)) {
-                    return false;
-                }
-                int overflow = 0;
-                stack[top++] = PyLong_AsLongLongAndOverflow(v, &overflow);
-                if (overflow != 0) {
+                const ShapeInput &in = inputs[program[++pc]];
+                if (!load(in, values[in.slot], &stack[top++])) {
                     return false;
                 }
                 continue;
@@ -108,7 +129,7 @@ struct ShapeMatch {
 
     // Builds one from Python's words; throws ValueError for a program that could misbehave (an
     // unknown op, an operand missing, a stack deeper than kMaxDepth or not ending with one value).
-    static ShapeMatch make(std::vector<int> slots, std::vector<int64_t> program, std::string text) {
+    static ShapeMatch make(std::vector<ShapeInput> inputs, std::vector<int64_t> program, std::string text) {
         size_t depth = 0, deepest = 0;
         for (size_t pc = 0; pc < program.size(); pc++) {
             int64_t word = program[pc];
@@ -121,7 +142,7 @@ struct ShapeMatch {
                     throw py::value_error("add_shape_match: an operand is missing");
                 }
                 if (op == ShapeOp::Load &&
-                    (program[pc + 1] < 0 || program[pc + 1] >= static_cast<int64_t>(slots.size()))) {
+                    (program[pc + 1] < 0 || program[pc + 1] >= static_cast<int64_t>(inputs.size()))) {
                     throw py::value_error("add_shape_match: a load names no input");
                 }
                 pc++;
@@ -141,7 +162,7 @@ struct ShapeMatch {
         if (depth != 1 || deepest > kMaxDepth) {
             throw py::value_error("add_shape_match: the program must leave one value, within 32 levels");
         }
-        return ShapeMatch{std::move(slots), std::move(program), std::move(text)};
+        return ShapeMatch{std::move(inputs), std::move(program), std::move(text)};
     }
 };
 

@@ -202,10 +202,10 @@ public:
     // classes are equal, distinct objects elsewhere. Checked after the whole tree passed.
     void add_aliasing_match(const std::vector<GuardManager *> &nodes, std::vector<int> classes,
                             std::string text, std::vector<int> storage_classes);
-    // program(nodes...) is true (ShapeMatch): a relation between the int values of the nodes (a
-    // tensor's sizes, an int argument). Checked after the whole tree passed.
+    // program(nodes...) is true (ShapeMatch): a relation between ints read from the nodes' values
+    // (an int argument, a tensor's sizes: `reads`). Checked after the whole tree passed.
     void add_shape_match(const std::vector<GuardManager *> &nodes, std::vector<int64_t> program,
-                         std::string text);
+                         std::string text, const std::vector<std::pair<std::string, Py_ssize_t>> &reads);
 
     // -- checking (guard_check.cpp) --
     // The hot path. Never leaves an exception set. With `exports` (and something exported), a

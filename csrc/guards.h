@@ -76,6 +76,8 @@ const void *tensor_storage(PyObject *v);
 // (what: 2), as a new Python int; NULL with an error set for what is no tensor or has no such
 // dimension, and for a tensor whose sizes are symbolic.
 PyObject *read_tensor_property(PyObject *v, int what, Py_ssize_t dim);
+// The same as an int64 in *out: false (no error set) where read_tensor_property fails.
+bool tensor_int_property(PyObject *v, int what, Py_ssize_t dim, int64_t *out);
 LeafPtr make_torch_state_match(const std::string &state, py::object expected, std::string text);
 
 // Walks the keys of a dict (or a dict subclass) in its iteration order: PyDict_Next for a dict or

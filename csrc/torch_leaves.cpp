@@ -220,6 +220,30 @@ PyObject *read_tensor_property(PyObject *v, int what, Py_ssize_t dim) {
     }
 }
 
+bool tensor_int_property(PyObject *v, int what, Py_ssize_t dim, int64_t *out) {
+    if (THPVariableClass == nullptr || !PyObject_TypeCheck(v, (PyTypeObject *)THPVariableClass)) {
+        return false;
+    }
+    try {
+        const c10::TensorImpl *impl = THPVariable_Unpack(v).unsafeGetTensorImpl();
+        if (impl->has_symbolic_sizes_strides()) {
+            return false;
+        }
+        if (what == 2) {
+            *out = impl->storage_offset();
+            return true;
+        }
+        c10::IntArrayRef values = what == 0 ? impl->sizes() : impl->strides();
+        if (dim >= static_cast<Py_ssize_t>(values.size())) {
+            return false;
+        }
+        *out = values[dim];
+        return true;
+    } catch (const std::exception &) {
+        return false;
+    }
+}
+
 const void *tensor_storage(PyObject *v) {
     // By the real type: isinstance() would ask `v.__class__`, which runs a class's own Python
     // __getattribute__ (and may lie); only a real tensor has a storage to unpack.

@@ -398,8 +398,15 @@ class GuardSet:
             root.add_aliasing_match([_node_for(s, root, nodes, code) for s in aliasing.sources],
                                     list(aliasing.classes), aliasing.text(), list(aliasing.storage_classes))
         for shape in self.shape_guards:
-            root.add_shape_match([_node_for(s, root, nodes, code) for s in shape.sources], list(shape.program),
-                                 shape.text())
+            inputs, reads = [], []
+            for s in shape.sources:
+                if isinstance(s, TensorPropertySource):  # read from the tensor's own node, no node of its own
+                    inputs.append(_node_for(s.base, root, nodes, code))
+                    reads.append((s.prop, s.dim))
+                else:
+                    inputs.append(_node_for(s, root, nodes, code))
+                    reads.append(("value", 0))
+            root.add_shape_match(inputs, list(shape.program), shape.text(), reads)
         for i, source in enumerate(exports):
             if root.export(_node_for(source, root, nodes, code)) != i:
                 raise ValueError(f"{source.name()} is exported twice")

@@ -702,3 +702,42 @@ def test_a_graph_s_arguments_are_exported_in_a_tuple_of_their_own():
     for _ in range(2):  # full, then skipped
         (weight, bias), training = root.check_exports({"o": lin}, G, B)
         assert weight is lin.weight and bias is lin.bias and training is lin.training
+
+
+# ---- shape checks -------------------------------------------------------------------------------
+
+from pyframe.fake.shapes import CONST, EQ, LE, LOAD  # noqa: E402
+
+
+def test_shape_match_reads_sizes_straight_from_tensors():
+    # `L['b'].size()[1] == L['a'].size()[0]` and `2 <= L['a'].size()[0]`, read from the tensors'
+    # own nodes: no node for a size.
+    root = _C.RootGuardManager()
+    a, b, n = root.local("a", 0), root.local("b", 1), root.local("n", 2)
+    root.add_shape_match([b, a], [LOAD, 0, LOAD, 1, EQ], "b1 == a0", [("size", 1), ("size", 0)])
+    root.add_shape_match([a], [CONST, 2, LOAD, 0, LE], "2 <= a0", [("size", 0)])
+    root.add_shape_match([a, n], [LOAD, 0, LOAD, 1, EQ], "a.stride()[0] == n", [("stride", 0), ("value", 0)])
+    assert root.texts() == ["b1 == a0", "2 <= a0", "a.stride()[0] == n"]
+    ok = {"a": torch.zeros(5, 3), "b": torch.zeros(2, 5), "n": 3}
+    assert check(root, ok)
+    assert check(root, {**ok, "a": torch.zeros(7, 3), "b": torch.zeros(4, 7)})
+    assert not check(root, {**ok, "b": torch.zeros(2, 6)})                        # the equality
+    assert not check(root, {**ok, "a": torch.zeros(1, 3), "b": torch.zeros(2, 1)})  # the bound
+    assert not check(root, {**ok, "n": 4})                                         # the int input
+    assert not check(root, {**ok, "n": 3.0})                                       # no int
+    assert not check(root, {**ok, "b": torch.zeros(5)})                            # no dimension 1
+    assert not check(root, {**ok, "b": [[0] * 5] * 2})                             # no tensor
+    assert root.first_failure({**ok, "b": torch.zeros(2, 6)}, G, B) == "b1 == a0"
+    assert check(root, {**ok, "a": torch.zeros(5, 3)[:, :2]})  # a view: stride 3 as before
+    assert not check(root, {**ok, "a": torch.zeros(5, 4)})    # stride 4
+
+
+def test_shape_match_rejects_bad_reads():
+    root = _C.RootGuardManager()
+    a = root.local("a", 0)
+    with pytest.raises(ValueError, match="one read per node"):
+        root.add_shape_match([a], [LOAD, 0], "t", [("size", 0), ("size", 1)])
+    with pytest.raises(ValueError, match="'value', 'size' or 'stride'"):
+        root.add_shape_match([a], [LOAD, 0], "t", [("length", 0)])
+    with pytest.raises(ValueError, match="'value', 'size' or 'stride'"):
+        root.add_shape_match([a], [LOAD, 0], "t", [("size", -1)])
