@@ -194,3 +194,21 @@ def tuple_subclass_with_its_own_new(x):
     """A tuple subclass whose __new__ (inlined) calls the base's through super()."""
     v = _Vector(1, 2, 3)
     return x * v.dot(_Vector(1, 1, 1)) + len(v), isinstance(v, tuple)
+
+
+class _Slot(int):
+    def next(self):
+        return _Slot(self + 1)
+
+
+@case(inputs=lambda: torch.randn(4))
+def int_subclass_instances_as_dict_keys(x):
+    """Instances of an int subclass (made in the frame) as keys of a dict and a set: equal to
+    and hashing as their values, so a plain int finds them; the dict keeps the instances."""
+    first = _Slot(1)
+    table = {first: x, first.next(): x * 2, 5: x * 3}
+    seen = {first, 1, _Slot(2)}
+    out = table[2] + table[_Slot(5)]
+    for key in table:
+        out = out + table[key] * key
+    return out, len(seen), [type(k).__name__ for k in table]
