@@ -26,6 +26,7 @@ from ...source import (
     TupleIteratorRestSource,
 )
 from .autograd_function import AutogradFunctionVariable, is_autograd_function, is_bound_apply
+from . import tensor_hooks  # noqa: F401  (registers the tracer of `y.register_hook(fn)`)
 from .base import Tracer, VariableTracker, class_attribute
 from .builtins import BUILTIN_FUNCTIONS, PURE_FUNCTIONS, BuiltinVariable
 from .constant import ConstantVariable, is_constant_value, is_numpy_scalar

@@ -46,6 +46,15 @@ _DATA_METHODS = {"item", "tolist", "numpy", "__bool__", "__int__", "__float__", 
 _AUTOGRAD_METHODS = {"backward", "register_hook", "retain_grad", "register_post_accumulate_grad_hook"}
 
 
+# `y.register_hook(fn)` on a tensor the graph makes, traced as the register_hook op: set by
+# tensor_hooks.py (it traces the hook with autograd_function.py's SubgraphTracer, above this module)
+_HOOK_TRACERS: list[Any] = []
+
+
+def register_hook_tracer(trace: Any) -> None:
+    _HOOK_TRACERS.append(trace)
+
+
 def _is_python_function(vt: VariableTracker) -> bool:
     try:
         return vt.python_type() is types.FunctionType
@@ -290,6 +299,9 @@ class TensorVariable(VariableTracker):
             # fires in backward, which runs after the frame); its handle is not modelled
             tx.side_effects.register_hook(self, args[0])
             return HookHandleVariable(tx.root.ip - 1)
+        if name == "register_hook" and len(args) == 1 and not kwargs and _HOOK_TRACERS \
+                and _is_python_function(args[0]):
+            return _HOOK_TRACERS[0](tx, self, args[0])  # on a tensor the graph made (tensor_hooks.py)
         if name in _AUTOGRAD_METHODS:
             raise Unsupported(f"Tensor.{name}() runs autograd outside the graph")
         if name == "requires_grad_":
