@@ -241,7 +241,9 @@ class SideEffects:
         self.effects += 1
         self.replayed += 1
         if obj.source is None and not isinstance(obj, (TensorVariable, UserFunctionVariable)) \
-                and not _is_class(obj):  # (a class found without a source is loaded as a constant)
+                and not _is_class(obj) \
+                and getattr(obj, "made_by", None) is None:  # (a class found without a source is loaded
+            # as a constant; a torch module made in the frame is made again where it is rebuilt)
             raise Unsupported(f"assignment to attribute {name!r} of {obj}, which has no source")
         module = self._modules_tracked.get(id(obj))
         if module is not None and len(self._sources_of[id(module)]) > 1:
