@@ -179,3 +179,13 @@ def hook_on_a_tensor_the_graph_makes(x, w):
     z.register_hook(lambda grad: None)
     return y.sum() + z.sum()
 
+
+@case(inputs=lambda: torch.randn(4))
+def annotations_of_a_nested_function(x):
+    """`f.__annotations__` of a function made in the frame with annotations: MAKE_FUNCTION's
+    name/value pairs, read as a dict (and kept where the function is rebuilt)."""
+    def scale(t: torch.Tensor, k: int = 2) -> torch.Tensor:
+        return t * k
+
+    ann = scale.__annotations__
+    return scale(x) * len(ann) + (ann["k"] is int) + (ann["return"] is torch.Tensor)
