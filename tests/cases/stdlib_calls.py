@@ -294,3 +294,21 @@ def namedtuple_class_made_in_the_frame(x):
     Point = collections.namedtuple("Point", "a b c", defaults=[0])
     p = Point(1, 2)
     return x * (p.a + p.c + p[1]) + sum(p) + Point._make([4, 5, 6]).c + len(Point._fields)
+
+
+@dataclasses.dataclass
+class _Point:
+    t: torch.Tensor
+    k: int
+    tags: list = dataclasses.field(default_factory=list)
+
+
+@case(inputs=lambda: (torch.randn(4), _Point(torch.randn(4), 2)))
+def shallow_copy_of_user_objects(x, given):
+    """copy.copy of a dataclass instance made in the frame and of one passed in: a new instance
+    holding the same attribute values (the list is shared), as copy._reconstruct makes it."""
+    made = _Point(x * 2, 3)
+    a, b = copy.copy(made), copy.copy(given)
+    a.k = 5
+    b.tags.append("seen")
+    return made.t * made.k + a.t * a.k + b.t * b.k, len(given.tags), a.tags is made.tags

@@ -32,7 +32,7 @@ from .builtins import BUILTIN_FUNCTIONS, PURE_FUNCTIONS, BuiltinVariable
 from .constant import ConstantVariable, is_constant_value, is_numpy_scalar
 from .checkpoint import CHECKPOINT, CheckpointVariable
 from .cond import COND, CondVariable
-from .copying import DeepcopyFunctionVariable, is_deepcopy
+from .copying import CopyFunctionVariable, DeepcopyFunctionVariable, is_copy, is_deepcopy
 from .dicts import DictVariable, ObjectKey, hashes_by_identity, is_constant_key
 from .iterators import ListIteratorVariable
 from .lists import FrameListVariable, ListVariable, SizeVariable, TupleVariable
@@ -393,6 +393,9 @@ def _wrap_special_object(tx: Tracer, value: Any, source: Source | None, guard: b
     if is_deepcopy(value):  # its copies of user objects are made here (copying.py)
         _add(guards, source, GuardKind.ID_MATCH, value)
         return DeepcopyFunctionVariable(value, source)
+    if is_copy(value):  # its copies of user objects are made here (copying.py)
+        _add(guards, source, GuardKind.ID_MATCH, value)
+        return CopyFunctionVariable(value, source)
     if is_tree_map(value):  # mapped here over the containers the trace holds (tree_map.py)
         _add(guards, source, GuardKind.ID_MATCH, value)
         return TreeMapFunctionVariable(value, source)
