@@ -312,3 +312,11 @@ def shallow_copy_of_user_objects(x, given):
     a.k = 5
     b.tags.append("seen")
     return made.t * made.k + a.t * a.k + b.t * b.k, len(given.tags), a.tags is made.tags
+
+
+@case(inputs=lambda: torch.randn(4))
+def endless_repeat_zipped_and_mapped(x):
+    """itertools.repeat(obj) without a count, stopped by the zip and the map that consume it."""
+    weighted = sum(a * b for a, b in zip([1.0, 2.0], itertools.repeat(x)))
+    scaled = list(map(torch.mul, [x, x * 2], itertools.repeat(3)))
+    return weighted + scaled[0] + scaled[1]
