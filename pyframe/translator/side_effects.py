@@ -47,6 +47,7 @@ from ..guards import GuardKind, GuardSet
 from ..source import FreeCellSource, GlobalSource, ItemSource, Source
 from .variables.base import VariableTracker
 from .variables.base import class_attribute
+from .variables.container_subclass import ContainerSubclassMixin
 from .variables.dict_subclass import DictSubclassMixin, refill
 from .variables.objects import PythonObjectVariable, UserObjectVariable
 from .variables.functions import UserFunctionVariable
@@ -383,6 +384,14 @@ class SideEffects:
                 cg.load_local(temp)
                 cg.call(2)
                 cg.emit("POP_TOP")
+            elif isinstance(target, ContainerSubclassMixin):  # list.__setitem__(target, slice(None), temp)
+                cg.push_null()                                  # (list's own: not the subclass's)
+                cg.load_const(list.__setitem__)
+                cg.load_source(target.source)
+                cg.load_const(slice(None))
+                cg.load_local(temp)
+                cg.call(3)
+                cg.emit("POP_TOP")
             elif target.python_type() is list:  # target[:] = temp
                 cg.load_local(temp)
                 cg.load_source(target.source)
@@ -419,6 +428,8 @@ def _contents(value: VariableTracker) -> list[VariableTracker]:
     if isinstance(value, DictSubclassMixin):  # its items, then (made here) its attributes
         items = value.dict_var.items
         return [*made_keys(items), *items.values(), *getattr(value, "attrs", {}).values()]
+    if isinstance(value, ContainerSubclassMixin):  # a list subclass's instance read from the frame
+        return list(value.base_var.items)
     items = getattr(value, "items", None)
     if isinstance(items, dict):  # a dict: its values, and the keys that are values of the trace
         return [*made_keys(items), *items.values()]
@@ -429,6 +440,8 @@ def _contents(value: VariableTracker) -> list[VariableTracker]:
 
 def _build_contents(cg: "PyCodegen", container: VariableTracker) -> None:
     """A new list or dict holding the tracker's items (not the frame's object: that is the target)."""
+    if isinstance(container, ContainerSubclassMixin):  # (a list subclass's: its items)
+        container = container.base_var
     items = container.dict_var.items if isinstance(container, DictSubclassMixin) else container.items
     if isinstance(items, dict):
         build_dict_items(cg, items)

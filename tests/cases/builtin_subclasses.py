@@ -212,3 +212,20 @@ def int_subclass_instances_as_dict_keys(x):
     for key in table:
         out = out + table[key] * key
     return out, len(seen), [type(k).__name__ for k in table]
+
+
+class _History(list):
+    def record(self, value):
+        self.append(value)
+        return len(self)
+
+
+@case(inputs=lambda: (torch.randn(4), _History([1.0, 2.0])))
+def list_subclass_passed_in_and_changed(x, history):
+    """A list subclass's instance passed in, changed through its own method and list's (append,
+    item store, pop, +=): its items are put back after the graph (list.__setitem__ over a slice)."""
+    n = history.record(x)
+    history[0] = 10.0
+    history.pop(1)
+    history += [3.0]
+    return x * n + history[1], len(history), history[0]

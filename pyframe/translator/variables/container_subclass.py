@@ -174,6 +174,11 @@ class ContainerSubclassMixin:
         if self.base in (list, set) and name not in _READS:
             self.check_mutable(tx)
             tx.side_effects.note()
+        if name == "__setitem__" and self.base is list and len(args) == 2 and not kwargs \
+                and args[0].is_python_constant() and isinstance(args[0].as_python_constant(), (int, slice)):
+            index = args[0].as_python_constant()  # (as STORE_SUBSCR stores into a list)
+            self.base_var.store_item(index, args[1].unpack(tx) if isinstance(index, slice) else args[1])
+            return ConstantVariable(None)
         if name in ("__iadd__", "__ior__", "__iand__", "__isub__", "__ixor__") and len(args) == 1:
             from_base = {"__iadd__": "extend", "__ior__": "update", "__iand__": "intersection_update",
                          "__isub__": "difference_update", "__ixor__": "symmetric_difference_update"}[name]
@@ -237,6 +242,11 @@ class UserContainerObjectVariable(ContainerSubclassMixin, UserObjectVariable):
         return tx.side_effects.load_attr(self, name) is not None or name in getattr(self.value, "__dict__", {})
 
     def check_mutable(self, tx) -> None:
+        """A list subclass's items are replayed after the graph (side_effects.py:
+        `list.__setitem__(obj, slice(None), items)`); a set subclass's are not modelled."""
+        if self.base is list and self.source is not None:
+            tx.side_effects.mutate(self)
+            return
         raise Unsupported(f"mutation of the items of a {type(self.value).__qualname__} that outlives the frame")
 
     def __repr__(self) -> str:
