@@ -36,6 +36,7 @@ they are built with their final contents if they outlive the trace.
 """
 from __future__ import annotations
 
+import collections
 import sys
 import types
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -399,8 +400,9 @@ class SideEffects:
                 cg.load_const(None)
                 cg.emit("BUILD_SLICE", 2)
                 cg.emit("STORE_SUBSCR")
-            else:  # target.clear(); target.update(temp)
-                for method, args in (("clear", ()), ("update", (temp,))):
+            else:  # target.clear(); target.update(temp) (a deque: extend)
+                refill_with = "extend" if target.python_type() is collections.deque else "update"
+                for method, args in (("clear", ()), (refill_with, (temp,))):
                     cg.load_source(target.source)
                     cg.emit("LOAD_METHOD", method)
                     for arg in args:

@@ -320,3 +320,15 @@ def endless_repeat_zipped_and_mapped(x):
     weighted = sum(a * b for a, b in zip([1.0, 2.0], itertools.repeat(x)))
     scaled = list(map(torch.mul, [x, x * 2], itertools.repeat(3)))
     return weighted + scaled[0] + scaled[1]
+
+
+@case(inputs=lambda: (torch.randn(4), collections.deque([1.0, 2.0])))
+def deque_passed_in_and_changed(x, window):
+    """A collections.deque passed in, appended to at both ends and popped: its maxlen guarded, its
+    items put back after the graph (clear, then extend). (With a maxlen, torch._dynamo 2.13 gives
+    another result than eager here, so the corpus leaves it unbounded.)"""
+    window.append(x.sum())
+    window.append(4.0)
+    window.appendleft(0.5)
+    oldest = window.popleft()
+    return x * oldest + window[-1], len(window), window.maxlen

@@ -35,7 +35,7 @@ from .cond import COND, CondVariable
 from .copying import CopyFunctionVariable, DeepcopyFunctionVariable, is_copy, is_deepcopy
 from .dicts import DictVariable, ObjectKey, hashes_by_identity, is_constant_key
 from .iterators import ListIteratorVariable
-from .lists import FrameListVariable, ListVariable, SizeVariable, TupleVariable
+from .lists import DequeVariable, FrameListVariable, ListVariable, SizeVariable, TupleVariable
 from .namedtuples import NamedTupleFactoryVariable, NamedTupleVariable
 from .container_subclass import UserContainerObjectVariable, container_base, make_instance
 from .sets import SetVariable
@@ -187,6 +187,18 @@ def _wrap_sequence(tx: Tracer, value: Any, source: Source | None, guard: bool,
         if type(value) is tuple:
             return TupleVariable(items, source)
         return _mutable(tx, source, value, ListVariable(items, source))
+    if type(value) is collections.deque and source is not None:
+        # guarded as a list, and by its maxlen (fixed for the object, read by appends)
+        _add(guards, source, GuardKind.TYPE_MATCH, collections.deque)
+        _add(guards, source, GuardKind.LEN_MATCH, len(value))
+        if value.maxlen is None:
+            _add(guards, AttrSource(source, "maxlen"), GuardKind.NONE_MATCH, None)
+        else:
+            _add(guards, AttrSource(source, "maxlen"), GuardKind.EQUALS_MATCH, value.maxlen)
+        deque_var = DequeVariable([wrap(tx, v, ItemSource(source, i), guard) for i, v in enumerate(value)],
+                                  value.maxlen)
+        deque_var.source = source  # (changes replayed: `d.clear(); d.extend(items)`, side_effects.py)
+        return _mutable(tx, source, value, deque_var)
     if type(value) is _TUPLE_ITERATOR and source is not None and not _is_stack_slot(source):
         # An iterator live across a graph break (`it = iter(t)`; ListIteratorVariable.reconstruct
         # hands a resume function a tuple iterator): its items still to come, guarded as a tuple's;
