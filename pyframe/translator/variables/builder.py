@@ -165,6 +165,9 @@ def _wrap_constant(tx: Tracer, value: Any, source: Source | None, guard: bool,
     return None
 
 
+_DEQUE_ITEMS = 64  # the longest deque read from the frame whose items are modelled
+
+
 def _wrap_sequence(tx: Tracer, value: Any, source: Source | None, guard: bool,
                    guards: Any) -> VariableTracker | None:
     """A list, tuple, torch.Size, tuple iterator or named tuple: a container guarded by its type and
@@ -187,8 +190,9 @@ def _wrap_sequence(tx: Tracer, value: Any, source: Source | None, guard: bool,
         if type(value) is tuple:
             return TupleVariable(items, source)
         return _mutable(tx, source, value, ListVariable(items, source))
-    if type(value) is collections.deque and source is not None:
-        # guarded as a list, and by its maxlen (fixed for the object, read by appends)
+    if type(value) is collections.deque and source is not None and len(value) <= _DEQUE_ITEMS:
+        # guarded as a list, and by its maxlen (fixed for the object, read by appends); a long one
+        # (a replay buffer) stays an opaque object: each item wrapped would be a guard
         _add(guards, source, GuardKind.TYPE_MATCH, collections.deque)
         _add(guards, source, GuardKind.LEN_MATCH, len(value))
         if value.maxlen is None:
