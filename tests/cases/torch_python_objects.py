@@ -184,3 +184,25 @@ def module_with_a_buffer_made_and_switched_to_eval(x):
     m = _Noisy()
     m.eval()
     return m(x), m.training, m.drop.training
+
+
+@case(inputs=lambda: torch.randn(4))
+def requires_grad_on_a_tensor_the_graph_made(x):
+    """`w.requires_grad_()` on a tensor the graph made, then its flags read and w used: recorded in
+    the graph as torch._dynamo 2.13 records it (between two set_inplace_requires_grad_allowed
+    calls); what is returned is detached, so nothing that requires grad leaves the graph."""
+    w = torch.ones(4)
+    w.requires_grad_()
+    y = (w * x).sum()
+    return y.detach() + (w.requires_grad and w.is_leaf), y.requires_grad, y.is_leaf
+
+
+@case(inputs=lambda: torch.randn(4), tags={"break"})
+def requires_grad_on_a_tensor_the_graph_returns(x):
+    """`w.requires_grad_()` on a tensor the graph made that then leaves it (w * x requires grad):
+    compiling would drop the flag from the output, so the graph breaks at the call, as
+    torch._dynamo does, and the rest runs in a graph of its own."""
+    y = x.sin()
+    w = torch.ones(4)
+    w.requires_grad_()
+    return y + 1, w * x

@@ -62,6 +62,30 @@ def _is_python_function(vt: VariableTracker) -> bool:
         return False
 
 
+def _requires_grad_in_graph(tx, tensor: "TensorVariable") -> "TensorVariable":
+    """`t.requires_grad_()` on a tensor the graph made (a leaf that requires no grad), recorded as
+    torch._dynamo 2.13 records it: between two calls that let functorch allow it in place. The
+    tensor becomes a leaf that requires grad; if it, or a tensor made from it that requires grad,
+    would be an output of the graph (whose compilation would drop the flag), the frame is traced
+    again with a break at this call instead (finish.py, `check_requires_grad_leaks`)."""
+    allowed = torch._C._functorch.set_inplace_requires_grad_allowed
+    graph = tx.output.graph
+    previous = torch._C._functorch.get_inplace_requires_grad_allowed()
+    for op, target, args in (("call_function", allowed, (True,)), ("call_method", "requires_grad_", (tensor.node,)),
+                             ("call_function", allowed, (previous,))):
+        node = graph.create_node(op, target, args, {})
+        node.meta["example_value"] = None  # (run for its effect: no value, and kept unused)
+        node.meta["kept_unused"] = True
+    allowed(True)
+    try:
+        tensor.example.requires_grad_(True)
+    finally:
+        allowed(previous)
+    tx.output._node_keys.pop(tensor.node, None)  # (its memo key holds requires_grad: read again)
+    tx.output.requires_grad_taints.append((tensor.node, tx.root.ip - 1))
+    return tensor
+
+
 class HookHandleVariable(VariableTracker):
     """What `x.register_hook(fn)` returns in the trace (the hook itself is registered after the
     graph, side_effects.py): the real handle exists only then, so a use of it (`h.remove()`, the
@@ -313,6 +337,9 @@ class TensorVariable(VariableTracker):
                 raise Unsupported("Tensor.requires_grad_() with a flag that is not a constant")
             if bool(flag.as_python_constant()) == self.example.requires_grad:
                 return self
+            if flag.as_python_constant() and self.node.op != "placeholder" and self.node.graph is tx.output.graph \
+                    and getattr(tx.output, "parent", None) is None:
+                return _requires_grad_in_graph(tx, self)
             raise Unsupported("Tensor.requires_grad_() changes requires_grad of a tensor of the graph")
         if name == "__getitem__" and len(args) == 1 and not kwargs:  # `x[i]`, recorded as torch._dynamo records it
             if isinstance(args[0], SymNodeVariable) and args[0].python_type() is int:
