@@ -229,3 +229,15 @@ def list_subclass_passed_in_and_changed(x, history):
     history.pop(1)
     history += [3.0]
     return x * n + history[1], len(history), history[0]
+
+
+@case(inputs=lambda: torch.randn(4))
+def item_assignment_to_a_tuple_subclass_raises(x):
+    """`t[0] = v` on a tuple subclass's instance raises TypeError (the type has no __setitem__),
+    caught in the frame: raised in the trace, with Python's message."""
+    pair = _Vector(1, 2)
+    try:
+        pair[0] = 5
+    except TypeError as e:
+        return x * pair[0] + len(str(e))
+    return x

@@ -35,6 +35,7 @@ from .base import BoundMethodVariable, VariableTracker, class_attribute
 from .constant import ConstantVariable
 from .descriptions import describe_value
 from .dicts import ObjectKey
+from .exceptions import raise_symbolic
 from .iterators import ListIteratorVariable, iterate
 from .lists import ListVariable, TupleVariable
 from .objects import NewObjectVariable, UserObjectVariable, register_constructor
@@ -129,6 +130,8 @@ class ContainerSubclassMixin:
                                   fn_source=AttrSource(source, name) if source is not None else None)
         if owner is self.base:
             return self.call_builtin(tx, name, list(args), {})
+        if attr is None and name in _MISSING_ITEM_METHODS:  # (`t[0] = v` on a tuple subclass)
+            raise_symbolic(TypeError, f"'{self.python_type().__name__}' object {_MISSING_ITEM_METHODS[name]}")
         raise Unsupported(f"{name} of a {self.python_type().__qualname__} is a {type(attr).__name__}")
 
     def defines(self, name: str) -> bool:
@@ -220,6 +223,10 @@ class ContainerSubclassMixin:
             return self.base_var.held()
         return list(self.base_var.items)
 
+
+# What Python's TypeError says of an item operation the type has no method for.
+_MISSING_ITEM_METHODS = {"__setitem__": "does not support item assignment",
+                         "__delitem__": "doesn't support item deletion"}
 
 # Methods of the bases that only read.
 _READS = {"__getitem__", "__len__", "__contains__", "__iter__", "count", "index", "copy", "union",
