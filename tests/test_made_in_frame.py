@@ -100,3 +100,16 @@ def test_generator_made_in_the_frame_is_new_at_each_call():
     first, second = opt(x), opt(x)
     torch.testing.assert_close(first, fn(x))
     torch.testing.assert_close(second, fn(x))
+
+
+def test_sequential_of_modules_made_in_the_frame_is_rebuilt_where_it_escapes():
+    def fn(x):
+        seq = torch.nn.Sequential(Block(2.0), torch.nn.Tanh())
+        return seq(x), seq
+
+    x = torch.randn(3)
+    (out, seq), graphs = _run(fn, x)
+    torch.testing.assert_close(out, fn(x)[0])
+    assert len(graphs) == 1
+    assert type(seq) is torch.nn.Sequential and [type(m) for m in seq] == [Block, torch.nn.Tanh]
+    torch.testing.assert_close(seq(x), out)

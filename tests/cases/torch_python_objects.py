@@ -206,3 +206,16 @@ def requires_grad_on_a_tensor_the_graph_returns(x):
     w = torch.ones(4)
     w.requires_grad_()
     return y + 1, w * x
+
+
+@case(inputs=lambda: torch.randn(4))
+def sequential_and_module_list_of_modules_made_in_the_frame(x):
+    """nn.Sequential and nn.ModuleList made in the frame around user modules also made there:
+    called, iterated, indexed and appended to, all in one graph as in torch._dynamo."""
+    chain = torch.nn.Sequential(_Scaled(2.0, "a"), torch.nn.ReLU(), _Scaled(0.5, "bc"))
+    blocks = torch.nn.ModuleList([_Scaled(1.0, "")])
+    blocks.append(_Scaled(3.0, "d"))
+    y = chain(x)
+    for block in blocks:
+        y = block(y)
+    return y + len(blocks) + blocks[1].k

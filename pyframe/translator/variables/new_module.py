@@ -28,10 +28,11 @@ import torch
 
 from ...exc import Unsupported
 from ...source import AttrSource
-from .base import VariableTracker, class_attribute, mro_lookup
+from .base import BoundMethodVariable, VariableTracker, class_attribute, mro_lookup
 from .constant import ConstantVariable
 from .nn_module import _GLOBAL_HOOKS, NNModuleVariable, record_module_init
-from .objects import NewObjectVariable, register_constructor
+from .iterators import ListIteratorVariable, iterate
+from .objects import NewObjectVariable, register_constructor, register_module_container
 
 _MISSING = object()
 _MODELLED = ("train", "eval", "register_buffer")
@@ -213,4 +214,102 @@ class ModuleInitVariable(VariableTracker):
         return self.obj.module_init(tx, args, kwargs)
 
 
+class NewModuleContainerVariable(VariableTracker):
+    """`nn.Sequential(*modules)` or `nn.ModuleList(modules)` made in the frame holding modules made
+    there (NewModuleVariable): its items, called in turn (Sequential), iterated, indexed, counted
+    or appended to (ModuleList); rebuilt as the class called on its items."""
+
+    def __init__(self, cls: type, items: list[VariableTracker]):
+        super().__init__()
+        self.cls, self.items = cls, items
+
+    @staticmethod
+    def make(tx, cls: type, args, kwargs) -> "NewModuleContainerVariable":
+        if kwargs:
+            raise Unsupported(f"{cls.__name__}() with keyword arguments")
+        if cls is torch.nn.ModuleList:
+            if len(args) > 1:
+                raise Unsupported("nn.ModuleList() with more than one argument")
+            items = list(iterate(tx, args[0])) if args else []
+        else:
+            items = list(args)
+        if not all(_is_module(item) for item in items):
+            raise Unsupported(f"{cls.__name__}() of values that are not modules")
+        record_module_init(tx)  # (nn.Module.__init__ of the container, as torch._dynamo records it)
+        return NewModuleContainerVariable(cls, items)
+
+    def python_type(self) -> type:
+        return self.cls
+
+    def unpack(self, tx) -> list[VariableTracker]:
+        return list(self.items)
+
+    def getitem(self, tx, key: VariableTracker) -> VariableTracker:
+        index = key.as_python_constant() if key.is_python_constant() else None
+        if type(index) is not int or not -len(self.items) <= index < len(self.items):
+            raise Unsupported(f"{self.cls.__name__}[{index!r}] of a container made while tracing")
+        return self.items[index]
+
+    def call(self, tx, args, kwargs) -> VariableTracker:
+        if self.cls is not torch.nn.Sequential or len(args) != 1 or kwargs:
+            raise Unsupported(f"call of a {self.cls.__name__} made while tracing")
+        value = args[0]
+        for item in self.items:  # Sequential.forward: each module on what the last one gave
+            value = item.call(tx, [value], {})
+            value.set_name_hint("input")  # (its local, `input = module(input)`: the node's name)
+        return value
+
+    def call_method(self, tx, name, args, kwargs) -> VariableTracker:
+        if name == "__len__" and not args and not kwargs:
+            return ConstantVariable(len(self.items))
+        if name == "__getitem__" and len(args) == 1 and not kwargs:
+            return self.getitem(tx, args[0])
+        if name == "__iter__" and not args and not kwargs:
+            return ListIteratorVariable(list(self.items))
+        if name == "append" and self.cls is torch.nn.ModuleList and len(args) == 1 and not kwargs \
+                and _is_module(args[0]):
+            tx.side_effects.note()
+            self.items.append(args[0])
+            return self
+        if name == "forward" and self.cls is torch.nn.Sequential:
+            return self.call(tx, args, kwargs)
+        raise Unsupported(f"{self.cls.__name__}.{name}() of a container made while tracing")
+
+    def var_getattr(self, tx, name: str) -> VariableTracker:
+        from_class = class_attribute(self.cls, name, None)
+        if isinstance(from_class, types.FunctionType) and name in ("append", "forward", "__len__", "__getitem__",
+                                                                   "__iter__"):
+            return BoundMethodVariable(self, name)
+        raise Unsupported(f"attribute {name!r} of a {self.cls.__name__} made while tracing")
+
+    def rebuilt_from(self) -> list[VariableTracker]:
+        return list(self.items)
+
+    def reconstruct(self, cg) -> None:
+        def build() -> None:
+            cg.push_null()
+            cg.load_const(self.cls)
+            for item in self.items:
+                item.reconstruct(cg)
+            if self.cls is torch.nn.ModuleList:
+                cg.emit("BUILD_LIST", len(self.items))
+                cg.call(1)
+            else:
+                cg.call(len(self.items))
+
+        cg.rebuild_once(self, build)
+
+    def __repr__(self) -> str:
+        return f"NewModuleContainerVariable({self.cls.__name__}, {len(self.items)})"
+
+
+def _is_module(vt: VariableTracker) -> bool:
+    try:
+        return issubclass(vt.python_type(), torch.nn.Module)
+    except Unsupported:
+        return False
+
+
 register_constructor(is_constructible, NewModuleVariable.make)
+register_module_container(torch.nn.Sequential, NewModuleContainerVariable.make)
+register_module_container(torch.nn.ModuleList, NewModuleContainerVariable.make)

@@ -54,6 +54,15 @@ _MISSING = object()
 _CONSTRUCTORS: list[tuple[Callable[[type], bool], Callable[..., VariableTracker]]] = []
 
 
+# torch's module containers whose items may be modules made while tracing: class -> maker(tx, cls,
+# args, kwargs), registered by new_module.py (containers of constants are made for real, as below)
+_MODULE_CONTAINERS: dict[type, Callable[..., VariableTracker]] = {}
+
+
+def register_module_container(cls: type, make: Callable[..., VariableTracker]) -> None:
+    _MODULE_CONTAINERS[cls] = make
+
+
 def register_constructor(claims: Callable[[type], bool], make: Callable[..., VariableTracker]) -> None:
     """Let a class call `cls(*args, **kwargs)` with `claims(cls)` true make its instance by `make`."""
     _CONSTRUCTORS.append((claims, make))
@@ -139,6 +148,9 @@ class PythonObjectVariable(VariableTracker):
             # for every call to share, as torch._dynamo leaves it to Python too
             raise Unsupported(f"{cls.__name__}(): a random-number generator is made by Python")
         if getattr(cls, "__module__", "").split(".")[0] in ("torch", "builtins") and not _traced_like_a_users(cls):
+            if cls in _MODULE_CONTAINERS and not all(a.is_python_constant() for a in (*args, *kwargs.values())):
+                # nn.Sequential / nn.ModuleList of modules made in the frame (new_module.py)
+                return _MODULE_CONTAINERS[cls](tx, cls, args, kwargs)
             pargs, pkwargs = constant_args(args, kwargs, f"{cls.__name__}()")
             # Built now, once: the torch RNG state is kept, since the frame may still run normally
             # (nn.Linear's init draws from it); a module that owns tensors would be shared by all

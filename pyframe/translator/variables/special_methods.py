@@ -20,6 +20,7 @@ from .dict_subclass import DictSubclassMixin
 from .dicts import DictVariable, DictViewVariable
 from .lists import BaseListVariable, ListVariable, TupleVariable
 from .mappingproxy import MadeMappingProxyVariable, MappingProxyVariable
+from .new_module import NewModuleContainerVariable
 from .objects import NewObjectVariable, UserObjectVariable
 from .sets import SetVariable
 from .tensor import TensorVariable
@@ -190,7 +191,7 @@ def length(tx, obj: VariableTracker) -> VariableTracker | None:
         return obj.call_method(tx, "__len__", [], {})
     if isinstance(obj, (BaseListVariable, DictVariable, SetVariable, DictViewVariable)):
         return ConstantVariable(len(obj.items))
-    if isinstance(obj, (MappingProxyVariable, MadeMappingProxyVariable)):
+    if isinstance(obj, (MappingProxyVariable, MadeMappingProxyVariable, NewModuleContainerVariable)):
         return obj.call_method(tx, "__len__", [], {})
     found = python_method(obj, "__len__")
     if found is not None:  # a user class's __len__, inlined; len() insists on an int >= 0
