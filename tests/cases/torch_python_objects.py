@@ -197,17 +197,6 @@ def requires_grad_on_a_tensor_the_graph_made(x):
     return y.detach() + (w.requires_grad and w.is_leaf), y.requires_grad, y.is_leaf
 
 
-@case(inputs=lambda: torch.randn(4), tags={"break"})
-def requires_grad_on_a_tensor_the_graph_returns(x):
-    """`w.requires_grad_()` on a tensor the graph made that then leaves it (w * x requires grad):
-    compiling would drop the flag from the output, so the graph breaks at the call, as
-    torch._dynamo does, and the rest runs in a graph of its own."""
-    y = x.sin()
-    w = torch.ones(4)
-    w.requires_grad_()
-    return y + 1, w * x
-
-
 @case(inputs=lambda: torch.randn(4))
 def sequential_and_module_list_of_modules_made_in_the_frame(x):
     """nn.Sequential and nn.ModuleList made in the frame around user modules also made there:
