@@ -113,3 +113,20 @@ def test_sequential_of_modules_made_in_the_frame_is_rebuilt_where_it_escapes():
     assert len(graphs) == 1
     assert type(seq) is torch.nn.Sequential and [type(m) for m in seq] == [Block, torch.nn.Tanh]
     torch.testing.assert_close(seq(x), out)
+
+
+def test_tree_of_a_module_made_in_the_frame():
+    """children(), parameters() and buffers() (named too) of a module made in the frame, traced
+    (torch._dynamo 2.13 breaks the graph there: two graphs where pyframe has one)."""
+    def fn(x):
+        m = Block(2.0)
+        total = sum(b.sum() for b in m.buffers()) + len(list(m.parameters()))
+        return (m(x) + total, [n for n, _ in m.named_buffers()], [n for n, _ in m.named_children()],
+                [type(c) for c in m.children()])
+
+    x = torch.randn(3)
+    (out, buffers, children, kinds), graphs = _run(fn, x)
+    expected = fn(x)
+    torch.testing.assert_close(out, expected[0])
+    assert (buffers, children, kinds) == expected[1:] == (["offset"], ["act"], [torch.nn.ReLU])
+    assert len(graphs) == 1

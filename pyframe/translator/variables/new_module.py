@@ -32,10 +32,12 @@ from .base import BoundMethodVariable, VariableTracker, class_attribute, mro_loo
 from .constant import ConstantVariable
 from .nn_module import _GLOBAL_HOOKS, NNModuleVariable, record_module_init
 from .iterators import ListIteratorVariable, iterate
+from .lists import TupleVariable
 from .objects import NewObjectVariable, register_constructor, register_module_container
 
 _MISSING = object()
 _MODELLED = ("train", "eval", "register_buffer")
+_TREE = ("children", "named_children", "parameters", "named_parameters", "buffers", "named_buffers")
 
 
 def is_constructible(cls: type) -> bool:
@@ -116,11 +118,37 @@ class NewModuleVariable(NewObjectVariable):
             if not isinstance(mode, bool):  # (nn.Module.train raises ValueError for any other value)
                 raise Unsupported(f"{self.cls.__qualname__}.{name}() with a mode not a bool known while tracing")
             return self.set_training(tx, mode)
+        if name in _TREE and not args and not kwargs and name not in self.attrs \
+                and class_attribute(self.cls, name, None) is vars(torch.nn.Module)[name]:
+            return ListIteratorVariable(self._tree(tx, name))
         if name not in self.attrs and class_attribute(self.cls, name, None) is vars(torch.nn.Module).get(name, _MISSING):
-            # parameters(), children(), state_dict()...: they read nn.Module's tables, not modelled;
+            # state_dict(), apply(), to()...: they read nn.Module's tables, not modelled;
             # the break is here, at the call, not inside nn.Module's code (a generator of it)
             raise Unsupported(f"nn.Module.{name}() of a module {self.cls.__qualname__} made while tracing")
         return super().call_method(tx, name, args, kwargs)
+
+    def _tree(self, tx, name: str) -> list[VariableTracker]:
+        """children(), parameters(), buffers() and their named_ forms, with their defaults: the
+        submodules in the order they were stored; no parameter (a module made here holds none of
+        its own, and the torch modules made here hold none); the buffers of this module, then of
+        each submodule made here in turn (a torch module made here holds none)."""
+        named = name.startswith("named_")
+        children = [(key, value) for key, value in self.attrs.items() if _is_module(value)]
+        if name.removeprefix("named_") == "children":
+            found = children
+        else:
+            found = self._buffers_in_tree(tx, "", name)
+        return [TupleVariable([ConstantVariable(key), value]) if named else value for key, value in found]
+
+    def _buffers_in_tree(self, tx, prefix: str, name: str) -> list[tuple[str, VariableTracker]]:
+        found = [] if name.removeprefix("named_") == "parameters" else \
+            [(prefix + key, self.attrs[key]) for key in self.buffers if not _is_none(self.attrs[key])]
+        for key, value in self.attrs.items():
+            if isinstance(value, NewModuleVariable):
+                found += value._buffers_in_tree(tx, f"{prefix}{key}.", name)
+            elif _is_module(value) and not (isinstance(value, NNModuleVariable) and value.made_by is not None):
+                raise Unsupported(f"nn.Module.{name}() of a module made while tracing holding {value!r}")
+        return found
 
     def set_training(self, tx, mode: bool) -> VariableTracker:
         """`m.train(mode)` / `m.eval()`: `training` of this module and of each submodule."""
@@ -301,6 +329,10 @@ class NewModuleContainerVariable(VariableTracker):
 
     def __repr__(self) -> str:
         return f"NewModuleContainerVariable({self.cls.__name__}, {len(self.items)})"
+
+
+def _is_none(vt: VariableTracker) -> bool:
+    return vt.is_python_constant() and vt.as_python_constant() is None
 
 
 def _is_module(vt: VariableTracker) -> bool:
