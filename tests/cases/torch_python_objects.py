@@ -208,4 +208,3 @@ def sequential_and_module_list_of_modules_made_in_the_frame(x):
     for block in blocks:
         y = block(y)
     return y + len(blocks) + blocks[1].k
-
