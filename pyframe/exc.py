@@ -64,6 +64,9 @@ class Unsupported(PyframeError):
         # Not a break: the id of a function allowed in the graph that was found free of Python side
         # effects; the frame is traced again with it called as one node (translate_frame).
         self.proven_pure: int | None = None
+        # The break belongs before the one this trace stops at (a tensor that `requires_grad_()`
+        # changed would be an output of the graph): the frame is traced again breaking there.
+        self.moves_break_earlier = False
         super().__init__(self._message())
 
     def _message(self) -> str:

@@ -73,8 +73,8 @@ class OutputGraph:
                  "_last_placeholder", "_made_after", "_memo_state", "_node_keys", "_realized", "_sym_exprs",
                  "autocast_stack", "backend", "backend_name", "class_reads", "fake_mode", "fast_propagation",
                  "attribute_reads", "getattribute_reads", "grad_enabled", "graph", "guards", "immutable_trackers",
-                 "initial_grad_enabled", "inputs", "memo", "shape_env", "shapes", "subgraphs", "symbol_nodes",
-                 "symbolic", "symbolic_ints", "symbolic_tensors", "__weakref__")
+                 "initial_grad_enabled", "inputs", "memo", "requires_grad_taints", "shape_env", "shapes",
+                 "subgraphs", "symbol_nodes", "symbolic", "symbolic_ints", "symbolic_tensors", "__weakref__")
 
     def __init__(self, backend: Callable, backend_name: str, symbolic: bool = False,
                  shapes: ShapePolicy = STATIC):
@@ -86,6 +86,9 @@ class OutputGraph:
         self.initial_grad_enabled = torch.is_grad_enabled()
         self.grad_enabled = self.initial_grad_enabled  # as traced: `with torch.no_grad()` changes it
         self.autocast_stack: list[tuple] = []  # the traced `with torch.autocast(...)` regions we are in
+        # Tensors the graph made that `requires_grad_()` turned into leaves requiring grad, each with
+        # the frame's instruction that did it: none may reach an output (translator/finish.py)
+        self.requires_grad_taints: list[tuple[torch.fx.Node, int]] = []
         self._last_placeholder: torch.fx.Node | None = None
         # When each placeholder was read, and when a lazily realized one was first looked at (its
         # metadata, a method): (the call recorded before, the event's number). See _order_inputs_as_dynamo.

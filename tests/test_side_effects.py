@@ -6,6 +6,7 @@ count is compared with its own under the same counting backend.
 """
 from __future__ import annotations
 
+import collections
 import copy
 
 import pytest
@@ -45,8 +46,9 @@ def dynamo_graphs(fn, *state) -> int:
 
 
 def _assert_same_state(actual, expected) -> None:
-    if isinstance(expected, (list, tuple)):
+    if isinstance(expected, (list, tuple, collections.deque)):
         assert type(actual) is type(expected) and len(actual) == len(expected), (actual, expected)
+        assert getattr(actual, "maxlen", None) == getattr(expected, "maxlen", None)
         for a, e in zip(actual, expected):
             _assert_same_state(a, e)
     elif isinstance(expected, dict):
@@ -91,12 +93,35 @@ def items_of_each_other(x, a, b):
     return x.sin()
 
 
+def deque_window(x, window):
+    window.append(x.sin())
+    window.appendleft(x * 2)  # (maxlen 3: drops the newest)
+    oldest = window.popleft()
+    window.extend([x + 1])
+    return oldest + window[-1]
+
+
+class Log(list):
+    def record(self, value):
+        self.append(value)
+
+
+def list_subclass_items(x, log):
+    log.record(x.cos())
+    log[0] = log[0] * 2
+    del log[1:2]
+    log += [x]
+    return x * len(log)
+
+
 @pytest.mark.parametrize("fn, state", [
     (list_methods, ([torch.ones(4)],)),
     (dict_methods, ({"scale": 3.0},)),
     (attribute_stores, (Holder(),)),
     (items_of_each_other, ([torch.zeros(4)], [torch.ones(4), torch.full((4,), 2.0)])),
-], ids=["list", "dict", "attributes", "cross-references"])
+    (deque_window, (collections.deque([torch.ones(4), torch.zeros(4)], maxlen=3),)),
+    (list_subclass_items, (Log([torch.ones(4), torch.zeros(4)]),)),
+], ids=["list", "dict", "attributes", "cross-references", "bounded-deque", "list-subclass"])
 def test_mutations_are_replayed_after_one_graph(fn, state):
     backend = run_both(fn, *state, calls=1)
     assert len(backend.graphs) == dynamo_graphs(fn, *state) == 1

@@ -28,6 +28,8 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+import torch
+import torch.fx
 from bytecode import CellVar, FreeVar, Instr, Label, TryEnd
 
 from ..backends import CompiledGraph
@@ -68,6 +70,8 @@ def emit_graph_call(tx: InstructionTranslator, cg: PyCodegen, live: list[Variabl
     `cells` the values its cells are given back."""
     output = tx.output
     outputs = graph_outputs(tx, live, cells, handed_on)
+    if output.requires_grad_taints:
+        check_requires_grad_leaks(output, outputs)
     compiled = output.compile(outputs)
     if compiled is None:
         return []
@@ -81,6 +85,25 @@ def emit_graph_call(tx: InstructionTranslator, cg: PyCodegen, live: list[Variabl
             fn = RestoresRngOnError(fn)
     cg.call_graph(fn, sources, outputs, rerun=rerun)
     return [compiled]
+
+
+def check_requires_grad_leaks(output: Any, outputs: list[torch.fx.Node]) -> None:
+    """Unsupported, with the break at the first `requires_grad_()` the graph recorded on a tensor
+    it made, if that tensor or one made from it that requires grad is an output: compiling the
+    graph (functionalization) drops the flag from outputs, as torch._dynamo 2.13 finds
+    (OutputGraph._check_requires_grad_intermediate_outputs), so it breaks there too."""
+    tainted = {node for node, _ in output.requires_grad_taints}
+    for node in output.graph.nodes:
+        if node not in tainted and any(arg in tainted for arg in node.all_input_nodes):
+            tainted.add(node)
+    for node in outputs:
+        example = node.meta.get("example_value") if isinstance(node, torch.fx.Node) else None
+        if node in tainted and isinstance(example, torch.Tensor) and example.requires_grad:
+            e = Unsupported("a tensor the graph made that requires_grad_() made require grad (or one made "
+                            "from it) is an output of the graph")
+            e.break_index = output.requires_grad_taints[0][1]
+            e.moves_break_earlier = True  # (a trace that breaks later already: it breaks here instead)
+            raise e
 
 
 def check_paused_generators(tx: InstructionTranslator) -> None:

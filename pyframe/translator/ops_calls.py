@@ -58,8 +58,9 @@ class CallOps:
         # 3.11 stack: [defaults] [kwdefaults] [annotations] [closure] code
         code = self.pop().as_python_constant()
         closure = self.pop().unpack(self) if inst.arg & 0x08 else []
-        if inst.arg & 0x04:
-            self.pop()  # annotations do not change what the function computes
+        # 3.11: the annotations are a flat tuple (name, value, name, value...); kept as the
+        # function's `__annotations__` (read, and set where it is rebuilt)
+        annotations = self.pop().unpack(self) if inst.arg & 0x04 else None
         kwdefaults = self.pop() if inst.arg & 0x02 else None
         defaults = self.pop() if inst.arg & 0x01 else None
         if not all(isinstance(c, CellReference) for c in closure):
@@ -70,6 +71,9 @@ class CallOps:
             dict(kwdefaults.items) if isinstance(kwdefaults, DictVariable) else {},
             closure, self.fn_source)
         fn.annotated = bool(inst.arg & 0x04)
+        if annotations is not None:
+            names = [name.as_python_constant() for name in annotations[::2]]
+            fn.names["__annotations__"] = DictVariable(dict(zip(names, annotations[1::2])))
         # made by an inlined function of another module: rebuilt with that module's globals
         fn.foreign_globals = self.f_globals is not self.root.f_globals
         self.push(fn)

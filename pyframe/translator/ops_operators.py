@@ -12,6 +12,7 @@ from bytecode import BinaryOp, Compare, Instr
 
 from ..exc import Unsupported
 from .variables import BuiltinVariable, ConstantVariable, DictVariable, ListVariable, TensorVariable
+from .variables.container_subclass import ContainerSubclassMixin
 from .variables.dict_subclass import DictSubclassMixin
 from .variables.lists import FrameListVariable
 from .variables.special_methods import inline_special
@@ -98,7 +99,7 @@ class OperatorOps:
             call_in_graph(self, "call_function", operator.setitem, [obj, key, value], {})
         elif isinstance(obj, DictVariable):
             obj.call_method(self, "__setitem__", [key, value], {})
-        elif isinstance(obj, DictSubclassMixin):  # its __setitem__, inlined, or dict's
+        elif isinstance(obj, (DictSubclassMixin, ContainerSubclassMixin)):  # its own, inlined, or the base's
             obj.call_special(self, "__setitem__", [key, value])
         elif isinstance(obj, ListVariable) and isinstance(key.as_python_constant(), (int, slice)):
             index = key.as_python_constant()
@@ -111,7 +112,7 @@ class OperatorOps:
         """`del obj[key]` on a dict or list (a mapping pattern's `**rest` deletes the matched keys
         from its copy of the subject)."""
         key, obj = self.pop(), self.pop()
-        if isinstance(obj, DictSubclassMixin):
+        if isinstance(obj, (DictSubclassMixin, ContainerSubclassMixin)):  # its own, inlined, or the base's
             obj.call_special(self, "__delitem__", [key])
             return
         if inline_special(self, obj, "__delitem__", [key]) is not None:  # a user class's, inlined

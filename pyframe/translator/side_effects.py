@@ -36,6 +36,7 @@ they are built with their final contents if they outlive the trace.
 """
 from __future__ import annotations
 
+import collections
 import sys
 import types
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -47,6 +48,7 @@ from ..guards import GuardKind, GuardSet
 from ..source import FreeCellSource, GlobalSource, ItemSource, Source
 from .variables.base import VariableTracker
 from .variables.base import class_attribute
+from .variables.container_subclass import ContainerSubclassMixin
 from .variables.dict_subclass import DictSubclassMixin, refill
 from .variables.objects import PythonObjectVariable, UserObjectVariable
 from .variables.functions import UserFunctionVariable
@@ -241,7 +243,9 @@ class SideEffects:
         self.effects += 1
         self.replayed += 1
         if obj.source is None and not isinstance(obj, (TensorVariable, UserFunctionVariable)) \
-                and not _is_class(obj):  # (a class found without a source is loaded as a constant)
+                and not _is_class(obj) \
+                and getattr(obj, "made_by", None) is None:  # (a class found without a source is loaded
+            # as a constant; a torch module made in the frame is made again where it is rebuilt)
             raise Unsupported(f"assignment to attribute {name!r} of {obj}, which has no source")
         module = self._modules_tracked.get(id(obj))
         if module is not None and len(self._sources_of[id(module)]) > 1:
@@ -381,6 +385,14 @@ class SideEffects:
                 cg.load_local(temp)
                 cg.call(2)
                 cg.emit("POP_TOP")
+            elif isinstance(target, ContainerSubclassMixin):  # list.__setitem__(target, slice(None), temp)
+                cg.push_null()                                  # (list's own: not the subclass's)
+                cg.load_const(list.__setitem__)
+                cg.load_source(target.source)
+                cg.load_const(slice(None))
+                cg.load_local(temp)
+                cg.call(3)
+                cg.emit("POP_TOP")
             elif target.python_type() is list:  # target[:] = temp
                 cg.load_local(temp)
                 cg.load_source(target.source)
@@ -388,8 +400,9 @@ class SideEffects:
                 cg.load_const(None)
                 cg.emit("BUILD_SLICE", 2)
                 cg.emit("STORE_SUBSCR")
-            else:  # target.clear(); target.update(temp)
-                for method, args in (("clear", ()), ("update", (temp,))):
+            else:  # target.clear(); target.update(temp) (a deque: extend)
+                refill_with = "extend" if target.python_type() is collections.deque else "update"
+                for method, args in (("clear", ()), (refill_with, (temp,))):
                     cg.load_source(target.source)
                     cg.emit("LOAD_METHOD", method)
                     for arg in args:
@@ -417,6 +430,8 @@ def _contents(value: VariableTracker) -> list[VariableTracker]:
     if isinstance(value, DictSubclassMixin):  # its items, then (made here) its attributes
         items = value.dict_var.items
         return [*made_keys(items), *items.values(), *getattr(value, "attrs", {}).values()]
+    if isinstance(value, ContainerSubclassMixin):  # a list subclass's instance read from the frame
+        return list(value.base_var.items)
     items = getattr(value, "items", None)
     if isinstance(items, dict):  # a dict: its values, and the keys that are values of the trace
         return [*made_keys(items), *items.values()]
@@ -427,6 +442,8 @@ def _contents(value: VariableTracker) -> list[VariableTracker]:
 
 def _build_contents(cg: "PyCodegen", container: VariableTracker) -> None:
     """A new list or dict holding the tracker's items (not the frame's object: that is the target)."""
+    if isinstance(container, ContainerSubclassMixin):  # (a list subclass's: its items)
+        container = container.base_var
     items = container.dict_var.items if isinstance(container, DictSubclassMixin) else container.items
     if isinstance(items, dict):
         build_dict_items(cg, items)

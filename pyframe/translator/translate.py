@@ -47,7 +47,9 @@ def _translate(code: types.CodeType, f_locals: dict[str, Any], f_globals: dict, 
             if e.proven_pure is not None and e.proven_pure not in pure_calls:
                 pure_calls.add(e.proven_pure)  # the probe's inlined ops are dropped with this trace
                 continue
-            if fullgraph or break_at is not None or e.break_index is None:
+            earlier = e.moves_break_earlier and break_at is not None and e.break_index is not None \
+                and e.break_index < break_at
+            if fullgraph or (break_at is not None and not earlier) or e.break_index is None:
                 raise
             if e.deferred_method_at is not None and e.deferred_method_at not in deferred_methods:
                 deferred_methods[e.deferred_method_at] = e.reason  # the call will break instead

@@ -194,3 +194,50 @@ def tuple_subclass_with_its_own_new(x):
     """A tuple subclass whose __new__ (inlined) calls the base's through super()."""
     v = _Vector(1, 2, 3)
     return x * v.dot(_Vector(1, 1, 1)) + len(v), isinstance(v, tuple)
+
+
+class _Slot(int):
+    def next(self):
+        return _Slot(self + 1)
+
+
+@case(inputs=lambda: torch.randn(4))
+def int_subclass_instances_as_dict_keys(x):
+    """Instances of an int subclass (made in the frame) as keys of a dict and a set: equal to
+    and hashing as their values, so a plain int finds them; the dict keeps the instances."""
+    first = _Slot(1)
+    table = {first: x, first.next(): x * 2, 5: x * 3}
+    seen = {first, 1, _Slot(2)}
+    out = table[2] + table[_Slot(5)]
+    for key in table:
+        out = out + table[key] * key
+    return out, len(seen), [type(k).__name__ for k in table]
+
+
+class _History(list):
+    def record(self, value):
+        self.append(value)
+        return len(self)
+
+
+@case(inputs=lambda: (torch.randn(4), _History([1.0, 2.0])))
+def list_subclass_passed_in_and_changed(x, history):
+    """A list subclass's instance passed in, changed through its own method and list's (append,
+    item store, pop, +=): its items are put back after the graph (list.__setitem__ over a slice)."""
+    n = history.record(x)
+    history[0] = 10.0
+    history.pop(1)
+    history += [3.0]
+    return x * n + history[1], len(history), history[0]
+
+
+@case(inputs=lambda: torch.randn(4))
+def item_assignment_to_a_tuple_subclass_raises(x):
+    """`t[0] = v` on a tuple subclass's instance raises TypeError (the type has no __setitem__),
+    caught in the frame: raised in the trace, with Python's message."""
+    pair = _Vector(1, 2)
+    try:
+        pair[0] = 5
+    except TypeError as e:
+        return x * pair[0] + len(str(e))
+    return x

@@ -161,3 +161,31 @@ def hook_of_a_nested_function_on_an_input(x):
 
     x.register_hook(hook)
     return (x * 3).sum()
+
+
+@case(inputs=lambda: (torch.randn(4, requires_grad=True), torch.randn(4)))
+def hook_on_a_tensor_the_graph_makes(x, w):
+    """`y.register_hook(fn)` with a closure over a tensor of the frame, on a tensor the graph made:
+    the hook is traced into a graph of its own, registered by the register_hook op (torch._dynamo
+    2.13's), and later uses of y take the op's result."""
+    y = x * 3
+    k = w + 1
+
+    def hook(grad):
+        return grad * k
+
+    y.register_hook(hook)
+    z = x * 2
+    z.register_hook(lambda grad: None)
+    return y.sum() + z.sum()
+
+
+@case(inputs=lambda: torch.randn(4))
+def annotations_of_a_nested_function(x):
+    """`f.__annotations__` of a function made in the frame with annotations: MAKE_FUNCTION's
+    name/value pairs, read as a dict (and kept where the function is rebuilt)."""
+    def scale(t: torch.Tensor, k: int = 2) -> torch.Tensor:
+        return t * k
+
+    ann = scale.__annotations__
+    return scale(x) * len(ann) + (ann["k"] is int) + (ann["return"] is torch.Tensor)

@@ -664,3 +664,14 @@ def vars_of_an_object_after_a_graph_break(x):
     h = _Holder(x + 1)
     print("pyframe corpus: vars_of_an_object_after_a_graph_break")
     return vars(h)["t"] * 2
+
+
+@case(inputs=lambda: torch.randn(4), tags={"break"})
+def requires_grad_on_a_tensor_the_graph_returns(x):
+    """`w.requires_grad_()` on a tensor the graph made that then leaves it (w * x requires grad):
+    compiling would drop the flag from the output, so the graph breaks at the call, as
+    torch._dynamo does, and the rest runs in a graph of its own."""
+    y = x.sin()
+    w = torch.ones(4)
+    w.requires_grad_()
+    return y + 1, w * x

@@ -10,6 +10,7 @@ them are one graph in torch._dynamo.
 import collections
 import dataclasses
 import enum
+import types
 
 import torch
 import torch.utils._pytree as pytree
@@ -215,3 +216,14 @@ def ids_of_containers_made_in_the_frame_compared(x):
     c = a
     seen = {id(a), id(b), id(c)}
     return x * len(seen) + (id(a) == id(c)) + (id(a) != id(b))
+
+
+@case(inputs=lambda: torch.randn(4))
+def mappingproxy_made_in_the_frame(x):
+    """`types.MappingProxyType(d)` over a dict of the frame: a read-only live view (a store into d
+    after it shows through), read by key, len, `in`, get, values() and iteration."""
+    weights = {"a": 1.0}
+    view = types.MappingProxyType(weights)
+    weights["b"] = 3.0
+    total = sum(view.values()) + len(view) + ("b" in view) + view.get("z", 0.5)
+    return x * view["b"] + total, [k for k in view]

@@ -294,3 +294,41 @@ def namedtuple_class_made_in_the_frame(x):
     Point = collections.namedtuple("Point", "a b c", defaults=[0])
     p = Point(1, 2)
     return x * (p.a + p.c + p[1]) + sum(p) + Point._make([4, 5, 6]).c + len(Point._fields)
+
+
+@dataclasses.dataclass
+class _Point:
+    t: torch.Tensor
+    k: int
+    tags: list = dataclasses.field(default_factory=list)
+
+
+@case(inputs=lambda: (torch.randn(4), _Point(torch.randn(4), 2)))
+def shallow_copy_of_user_objects(x, given):
+    """copy.copy of a dataclass instance made in the frame and of one passed in: a new instance
+    holding the same attribute values (the list is shared), as copy._reconstruct makes it."""
+    made = _Point(x * 2, 3)
+    a, b = copy.copy(made), copy.copy(given)
+    a.k = 5
+    b.tags.append("seen")
+    return made.t * made.k + a.t * a.k + b.t * b.k, len(given.tags), a.tags is made.tags
+
+
+@case(inputs=lambda: torch.randn(4))
+def endless_repeat_zipped_and_mapped(x):
+    """itertools.repeat(obj) without a count, stopped by the zip and the map that consume it."""
+    weighted = sum(a * b for a, b in zip([1.0, 2.0], itertools.repeat(x)))
+    scaled = list(map(torch.mul, [x, x * 2], itertools.repeat(3)))
+    return weighted + scaled[0] + scaled[1]
+
+
+@case(inputs=lambda: (torch.randn(4), collections.deque([1.0, 2.0])))
+def deque_passed_in_and_changed(x, window):
+    """A collections.deque passed in, appended to at both ends and popped: its maxlen guarded, its
+    items put back after the graph (clear, then extend). (With a maxlen, torch._dynamo 2.13 gives
+    another result than eager here, so the corpus leaves it unbounded.)"""
+    window.append(x.sum())
+    window.append(4.0)
+    window.appendleft(0.5)
+    oldest = window.popleft()
+    return x * oldest + window[-1], len(window), window.maxlen

@@ -133,3 +133,78 @@ def promoted_dtype_chosen_in_python(x):
     """torch.promote_types of two dtypes is a constant of the trace, then used as an argument."""
     dt = torch.promote_types(x.dtype, torch.float64)
     return x.to(dt) * torch.finfo(dt).bits
+
+
+@case(inputs=lambda: torch.randn(4))
+def random_generator_made_in_the_frame(x):
+    """`torch.Generator().manual_seed(s)` and draws from it: a generator holds RNG state of its own,
+    so it is made when the frame runs (torch._dynamo leaves it to Python too), never once while
+    tracing for every call to share; the ops around it stay in one graph."""
+    y = x.sin()
+    g = torch.Generator().manual_seed(7)
+    noise = torch.rand(4, generator=g)
+    return y + noise * 2
+
+
+class _Scaled(torch.nn.Module):
+    def __init__(self, k, name):
+        super().__init__()
+        self.k = k
+        self.name = name
+        self.act = torch.nn.GELU()
+
+    def forward(self, t):
+        return self.act(t) * self.k + len(self.name)
+
+
+@case(inputs=lambda: torch.randn(4))
+def module_made_and_called_after_ops(x):
+    """A user nn.Module made in the frame after tensor ops, with Python attributes and a submodule,
+    then called: its __init__ (nn.Module.__init__ through super()) and forward are traced into the
+    graph of the ops before them, as torch._dynamo does."""
+    y = x.cos()
+    m = _Scaled(2.0, "ab")
+    return m(y) + m.k
+
+
+class _Noisy(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("scale", torch.full((4,), 2.0))
+        self.drop = torch.nn.Dropout(0.5)
+
+    def forward(self, t):
+        return self.drop(t) * self.scale
+
+
+@case(inputs=lambda: torch.randn(4))
+def module_with_a_buffer_made_and_switched_to_eval(x):
+    """A user module made in the frame that registers a buffer and holds a Dropout, switched to
+    eval (its Dropout too), then called: one graph, as in torch._dynamo."""
+    m = _Noisy()
+    m.eval()
+    return m(x), m.training, m.drop.training
+
+
+@case(inputs=lambda: torch.randn(4))
+def requires_grad_on_a_tensor_the_graph_made(x):
+    """`w.requires_grad_()` on a tensor the graph made, then its flags read and w used: recorded in
+    the graph as torch._dynamo 2.13 records it (between two set_inplace_requires_grad_allowed
+    calls); what is returned is detached, so nothing that requires grad leaves the graph."""
+    w = torch.ones(4)
+    w.requires_grad_()
+    y = (w * x).sum()
+    return y.detach() + (w.requires_grad and w.is_leaf), y.requires_grad, y.is_leaf
+
+
+@case(inputs=lambda: torch.randn(4))
+def sequential_and_module_list_of_modules_made_in_the_frame(x):
+    """nn.Sequential and nn.ModuleList made in the frame around user modules also made there:
+    called, iterated, indexed and appended to, all in one graph as in torch._dynamo."""
+    chain = torch.nn.Sequential(_Scaled(2.0, "a"), torch.nn.ReLU(), _Scaled(0.5, "bc"))
+    blocks = torch.nn.ModuleList([_Scaled(1.0, "")])
+    blocks.append(_Scaled(3.0, "d"))
+    y = chain(x)
+    for block in blocks:
+        y = block(y)
+    return y + len(blocks) + blocks[1].k

@@ -26,15 +26,16 @@ from ...source import (
     TupleIteratorRestSource,
 )
 from .autograd_function import AutogradFunctionVariable, is_autograd_function, is_bound_apply
+from . import tensor_hooks  # noqa: F401  (registers the tracer of `y.register_hook(fn)`)
 from .base import Tracer, VariableTracker, class_attribute
 from .builtins import BUILTIN_FUNCTIONS, PURE_FUNCTIONS, BuiltinVariable
 from .constant import ConstantVariable, is_constant_value, is_numpy_scalar
 from .checkpoint import CHECKPOINT, CheckpointVariable
 from .cond import COND, CondVariable
-from .copying import DeepcopyFunctionVariable, is_deepcopy
+from .copying import CopyFunctionVariable, DeepcopyFunctionVariable, is_copy, is_deepcopy
 from .dicts import DictVariable, ObjectKey, hashes_by_identity, is_constant_key
 from .iterators import ListIteratorVariable
-from .lists import FrameListVariable, ListVariable, SizeVariable, TupleVariable
+from .lists import DequeVariable, FrameListVariable, ListVariable, SizeVariable, TupleVariable
 from .namedtuples import NamedTupleFactoryVariable, NamedTupleVariable
 from .container_subclass import UserContainerObjectVariable, container_base, make_instance
 from .sets import SetVariable
@@ -164,6 +165,9 @@ def _wrap_constant(tx: Tracer, value: Any, source: Source | None, guard: bool,
     return None
 
 
+_DEQUE_ITEMS = 64  # the longest deque read from the frame whose items are modelled
+
+
 def _wrap_sequence(tx: Tracer, value: Any, source: Source | None, guard: bool,
                    guards: Any) -> VariableTracker | None:
     """A list, tuple, torch.Size, tuple iterator or named tuple: a container guarded by its type and
@@ -186,6 +190,19 @@ def _wrap_sequence(tx: Tracer, value: Any, source: Source | None, guard: bool,
         if type(value) is tuple:
             return TupleVariable(items, source)
         return _mutable(tx, source, value, ListVariable(items, source))
+    if type(value) is collections.deque and source is not None and len(value) <= _DEQUE_ITEMS:
+        # guarded as a list, and by its maxlen (fixed for the object, read by appends); a long one
+        # (a replay buffer) stays an opaque object: each item wrapped would be a guard
+        _add(guards, source, GuardKind.TYPE_MATCH, collections.deque)
+        _add(guards, source, GuardKind.LEN_MATCH, len(value))
+        if value.maxlen is None:
+            _add(guards, AttrSource(source, "maxlen"), GuardKind.NONE_MATCH, None)
+        else:
+            _add(guards, AttrSource(source, "maxlen"), GuardKind.EQUALS_MATCH, value.maxlen)
+        deque_var = DequeVariable([wrap(tx, v, ItemSource(source, i), guard) for i, v in enumerate(value)],
+                                  value.maxlen)
+        deque_var.source = source  # (changes replayed: `d.clear(); d.extend(items)`, side_effects.py)
+        return _mutable(tx, source, value, deque_var)
     if type(value) is _TUPLE_ITERATOR and source is not None and not _is_stack_slot(source):
         # An iterator live across a graph break (`it = iter(t)`; ListIteratorVariable.reconstruct
         # hands a resume function a tuple iterator): its items still to come, guarded as a tuple's;
@@ -392,6 +409,9 @@ def _wrap_special_object(tx: Tracer, value: Any, source: Source | None, guard: b
     if is_deepcopy(value):  # its copies of user objects are made here (copying.py)
         _add(guards, source, GuardKind.ID_MATCH, value)
         return DeepcopyFunctionVariable(value, source)
+    if is_copy(value):  # its copies of user objects are made here (copying.py)
+        _add(guards, source, GuardKind.ID_MATCH, value)
+        return CopyFunctionVariable(value, source)
     if is_tree_map(value):  # mapped here over the containers the trace holds (tree_map.py)
         _add(guards, source, GuardKind.ID_MATCH, value)
         return TreeMapFunctionVariable(value, source)

@@ -34,6 +34,7 @@ from .functions import PartialVariable, UserFunctionVariable
 from .super_object import SuperVariable, zero_arg_super
 from .nn_module import NNModuleVariable
 from .methods import make_method
+from .mappingproxy import MadeMappingProxyVariable
 from .objects import NewObjectVariable, PythonObjectVariable, UserObjectVariable, register_constructor
 from .object_hasattr import object_has_attr
 from .iteration_builtins import ITERATION_HANDLERS, reduce_items
@@ -693,6 +694,7 @@ BUILTIN_FUNCTIONS = {v for v in vars(builtins).values() if callable(v)} | {t.fro
     functools.partial, object.__new__, tuple.__new__, sys.exc_info, sys.exception, *ITERATION_HANDLERS}
 
 register_constructor(lambda cls: cls is types.MethodType, make_method)
+register_constructor(lambda cls: cls is types.MappingProxyType, MadeMappingProxyVariable.make)
 # `OrderedDict(...)` and `defaultdict(...)` are classes, called as such (objects.py asks): made as dict() is.
 register_constructor(lambda cls: cls in (collections.OrderedDict, collections.defaultdict),
                      lambda tx, cls, cls_source, args, kwargs: build_dict(tx, cls, args, kwargs))

@@ -35,6 +35,7 @@ from .base import BoundMethodVariable, VariableTracker, class_attribute
 from .constant import ConstantVariable
 from .descriptions import describe_value
 from .dicts import ObjectKey
+from .exceptions import raise_symbolic
 from .iterators import ListIteratorVariable, iterate
 from .lists import ListVariable, TupleVariable
 from .objects import NewObjectVariable, UserObjectVariable, register_constructor
@@ -129,6 +130,8 @@ class ContainerSubclassMixin:
                                   fn_source=AttrSource(source, name) if source is not None else None)
         if owner is self.base:
             return self.call_builtin(tx, name, list(args), {})
+        if attr is None and name in _MISSING_ITEM_METHODS:  # (`t[0] = v` on a tuple subclass)
+            raise_symbolic(TypeError, f"'{self.python_type().__name__}' object {_MISSING_ITEM_METHODS[name]}")
         raise Unsupported(f"{name} of a {self.python_type().__qualname__} is a {type(attr).__name__}")
 
     def defines(self, name: str) -> bool:
@@ -174,6 +177,11 @@ class ContainerSubclassMixin:
         if self.base in (list, set) and name not in _READS:
             self.check_mutable(tx)
             tx.side_effects.note()
+        if name == "__setitem__" and self.base is list and len(args) == 2 and not kwargs \
+                and args[0].is_python_constant() and isinstance(args[0].as_python_constant(), (int, slice)):
+            index = args[0].as_python_constant()  # (as STORE_SUBSCR stores into a list)
+            self.base_var.store_item(index, args[1].unpack(tx) if isinstance(index, slice) else args[1])
+            return ConstantVariable(None)
         if name in ("__iadd__", "__ior__", "__iand__", "__isub__", "__ixor__") and len(args) == 1:
             from_base = {"__iadd__": "extend", "__ior__": "update", "__iand__": "intersection_update",
                          "__isub__": "difference_update", "__ixor__": "symmetric_difference_update"}[name]
@@ -216,6 +224,10 @@ class ContainerSubclassMixin:
         return list(self.base_var.items)
 
 
+# What Python's TypeError says of an item operation the type has no method for.
+_MISSING_ITEM_METHODS = {"__setitem__": "does not support item assignment",
+                         "__delitem__": "doesn't support item deletion"}
+
 # Methods of the bases that only read.
 _READS = {"__getitem__", "__len__", "__contains__", "__iter__", "count", "index", "copy", "union",
           "intersection", "difference", "symmetric_difference", "issubset", "issuperset", "isdisjoint",
@@ -237,6 +249,11 @@ class UserContainerObjectVariable(ContainerSubclassMixin, UserObjectVariable):
         return tx.side_effects.load_attr(self, name) is not None or name in getattr(self.value, "__dict__", {})
 
     def check_mutable(self, tx) -> None:
+        """A list subclass's items are replayed after the graph (side_effects.py:
+        `list.__setitem__(obj, slice(None), items)`); a set subclass's are not modelled."""
+        if self.base is list and self.source is not None:
+            tx.side_effects.mutate(self)
+            return
         raise Unsupported(f"mutation of the items of a {type(self.value).__qualname__} that outlives the frame")
 
     def __repr__(self) -> str:

@@ -1,4 +1,5 @@
-"""`copy.deepcopy(x)` of the values a trace holds: user objects whose copy is their `__dict__`'s.
+"""`copy.deepcopy(x)` and `copy.copy(x)` of the values a trace holds: user objects whose copy is
+their `__dict__`'s.
 
 copy.deepcopy keys its memo by `id()`, which objects made while tracing do not have, so it is not
 inlined for these: what it would do is done here, with the same outcome. A user object whose class
@@ -37,6 +38,27 @@ class DeepcopyFunctionVariable(UserFunctionVariable):
         return super().call(tx, args, kwargs)
 
 
+class CopyFunctionVariable(UserFunctionVariable):
+    """copy.copy: a user object that copies the default way (as for deepcopy, with no `__copy__`)
+    becomes a new instance holding the same attribute values, as `copy._reconstruct` makes it
+    without a memo; any other argument inlines the real function."""
+
+    def call(self, tx, args, kwargs) -> VariableTracker:
+        if len(args) == 1 and not kwargs and isinstance(args[0], (UserObjectVariable, NewObjectVariable)) \
+                and _copies_by_dict(tx, args[0], "__copy__"):
+            return _new_instance_like(tx, args[0], dict(_state(tx, args[0])))
+        return super().call(tx, args, kwargs)
+
+
+def _new_instance_like(tx, vt: VariableTracker, attrs: dict[str, VariableTracker]) -> NewObjectVariable:
+    cls = vt.python_type()
+    cls_source = vt.cls_source if isinstance(vt, NewObjectVariable) else vt._class_attr_source("__class__").base
+    result = NewObjectVariable(cls, cls_source)
+    tx.side_effects.note()
+    result.attrs.update(attrs)
+    return result
+
+
 def _copyable(tx, vt: VariableTracker) -> bool:
     """The deep copy of vt is one this module makes (checked all the way down before any copy)."""
     if isinstance(vt, ConstantVariable):
@@ -50,7 +72,7 @@ def _copyable(tx, vt: VariableTracker) -> bool:
     return False
 
 
-def _copies_by_dict(tx, obj: VariableTracker) -> bool:
+def _copies_by_dict(tx, obj: VariableTracker, hook: str = "__deepcopy__") -> bool:
     """copy.deepcopy copies `obj` as `copy._reconstruct` does for object's `__reduce_ex__`: a new
     instance of its class, its __dict__ deep-copied into the new instance's."""
     cls = obj.python_type()
@@ -63,7 +85,7 @@ def _copies_by_dict(tx, obj: VariableTracker) -> bool:
         if class_attribute(cls, name, None) is not default:
             return False
     # what copy.deepcopy asks of the object, through its class's attribute protocol (traced)
-    return lookup_attr(tx, obj, "__deepcopy__") is None and not _has_setstate(cls)
+    return lookup_attr(tx, obj, hook) is None and not _has_setstate(cls)
 
 
 def _has_setstate(cls: type) -> bool:
@@ -108,3 +130,7 @@ def deep_copy(tx, vt: VariableTracker, memo: dict[int, VariableTracker]) -> Vari
 
 def is_deepcopy(value: Any) -> bool:
     return value is copy.deepcopy and isinstance(value, types.FunctionType)
+
+
+def is_copy(value: Any) -> bool:
+    return value is copy.copy and isinstance(value, types.FunctionType)

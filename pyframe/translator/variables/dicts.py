@@ -159,6 +159,31 @@ class DataclassKey(TupleKey):
         return f"DataclassKey({self.token[0].__name__}{self.token[1]!r})"
 
 
+class ScalarKey(ObjectKey):
+    """An instance of an int, float or str subclass that keeps its base's `__eq__` and `__hash__`
+    (`class Idx(int)`, an IntEnum-like tag): equal to its value and to any key equal to it, and
+    hashing as it does, so `d[3]` finds the key `Idx(3)`; the dict keeps the first of equal keys,
+    the object itself (its tracker), as Python's does."""
+
+    __slots__ = ()
+
+    def frame_tensors(self) -> list[ObjectKey]:
+        return []
+
+    def __hash__(self) -> int:
+        return hash(self.token)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, ScalarKey):
+            return other.token == self.token
+        if isinstance(other, ObjectKey):
+            return False
+        return bool(other == self.token)  # (a plain constant key: 3 == Idx(3), as Python compares)
+
+    def __repr__(self) -> str:
+        return f"ScalarKey({type(self.token).__name__} {self.token!r})"
+
+
 class FakeIdVariable(VariableTracker):
     """`id(obj)` of an object the program never sees for real: a tensor the graph makes, an object
     made while tracing. Its number is not known while tracing, but what the program can do with it
@@ -234,6 +259,9 @@ def dict_key(tx, key: VariableTracker) -> Any:
     except Unsupported:
         key_type = None
     fields = value_fields(key_type) if key_type is not None else None
+    scalar = key.builtin_scalar() if hasattr(key, "builtin_scalar") else None
+    if scalar is not None and key_type.__hash__ is type(scalar).__hash__ and key_type.__eq__ is type(scalar).__eq__:
+        return ScalarKey(scalar, key)  # an int, float or str subclass's instance (container_subclass.py)
     if fields is not None:
         return DataclassKey(key_type, tuple(dict_key(tx, tx.load_attr(key, name)) for name in fields), key)
     if token is UNKNOWN_OBJECT or key_type is None or not hashes_by_identity(key_type, token):

@@ -213,8 +213,8 @@ def _any_all(fn: Callable) -> Callable:
 
 
 def _repeat(tx, obj: VariableTracker, times: VariableTracker | None = None) -> VariableTracker:
-    if times is None:
-        raise Unsupported("itertools.repeat() without a count (an endless iterator)")
+    if times is None:  # endless: a generator, asked one item at a time
+        return tx.inline_call(polyfills.repeat_forever, [obj], {})
     return ListIteratorVariable([obj] * times.as_python_constant(), itertools.repeat)
 
 

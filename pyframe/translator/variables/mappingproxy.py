@@ -130,3 +130,60 @@ class MappingProxyVariable(VariableTracker):
 
     def __repr__(self) -> str:
         return f"MappingProxyVariable({self.source.name()})"
+
+
+# What a mappingproxy reads through to its mapping; it has no method that changes it.
+_READS = frozenset({"__getitem__", "get", "__contains__", "__len__", "keys", "values", "items", "copy",
+                    "__iter__", "__reversed__", "__eq__", "__ne__", "__or__"})
+
+
+class MadeMappingProxyVariable(VariableTracker):
+    """`types.MappingProxyType(d)` made in the frame over a dict of the trace: a read-only live
+    view, every read asked of the dict's tracker (a later store into d shows through it); rebuilt
+    as `types.MappingProxyType(d)` over the rebuilt dict."""
+
+    def __init__(self, dict_var: DictVariable):
+        super().__init__()
+        self.dict_var = dict_var
+
+    @staticmethod
+    def make(tx, cls: type, cls_source: Source | None, args, kwargs) -> "MadeMappingProxyVariable":
+        if len(args) != 1 or kwargs or not isinstance(args[0], DictVariable):
+            raise Unsupported("types.MappingProxyType() of anything but a dict of the trace")
+        return MadeMappingProxyVariable(args[0])
+
+    def python_type(self) -> type:
+        return types.MappingProxyType
+
+    def truth(self) -> bool:
+        return self.dict_var.truth()
+
+    def unpack(self, tx) -> list[VariableTracker]:  # iteration: the keys
+        return self.dict_var.unpack(tx)
+
+    def getitem(self, tx, key: VariableTracker) -> VariableTracker:
+        return self.dict_var.getitem(tx, key)
+
+    def var_getattr(self, tx, name: str) -> VariableTracker:
+        if name in _READS:
+            return BoundMethodVariable(self, name)
+        raise Unsupported(f"attribute {name!r} of a mappingproxy")
+
+    def call_method(self, tx, name, args, kwargs) -> VariableTracker:
+        if name not in _READS:
+            raise Unsupported(f"mappingproxy.{name}()")
+        if name == "__len__" and not args and not kwargs:
+            return ConstantVariable(len(self.dict_var.items))
+        return self.dict_var.call_method(tx, name, args, kwargs)
+
+    def rebuilt_from(self) -> list[VariableTracker]:
+        return [self.dict_var]
+
+    def reconstruct(self, cg) -> None:
+        cg.push_null()
+        cg.load_const(types.MappingProxyType)
+        self.dict_var.reconstruct(cg)
+        cg.call(1)
+
+    def __repr__(self) -> str:
+        return "MadeMappingProxyVariable()"

@@ -47,6 +47,21 @@ class NNModuleVariable(VariableTracker):
     def __init__(self, module: torch.nn.Module, source: Source | None):
         super().__init__(source)
         self.module = module
+        # A parameter-free torch module the frame made (objects.py, `nn.ReLU()`): the call that
+        # makes another like it, where it outlives the trace; None for a module read from a source
+        self.made_by: Any = None
+
+    def reconstruct(self, cg) -> None:
+        if self.source is not None or self.made_by is None:
+            super().reconstruct(cg)
+            return
+
+        def build() -> None:
+            cg.push_null()
+            cg.load_const(self.made_by)
+            cg.call(0)
+
+        cg.rebuild_once(self, build)  # one object, however many places hold it
 
     def real_object(self) -> Any:
         return self.module

@@ -33,7 +33,7 @@ from .namedtuples import new_namedtuple
 from .exceptions import ExceptionVariable, is_exception_class, raise_symbolic
 from .functions import PartialVariable
 from .methods import InlinedMethodVariable
-from .nn_module import MadeCrossEntropyLossVariable, record_module_init
+from .nn_module import MadeCrossEntropyLossVariable, NNModuleVariable, record_module_init
 from .descriptions import describe_value
 from .attribute_protocol import (
     check_plain_delete, check_plain_store, delattr_protocol, descriptor_get, descriptor_set, getattr_protocol, is_plain_member,
@@ -52,6 +52,15 @@ _MISSING = object()
 # defines the kind registers it when imported (builtins.py: OrderedDict() and defaultdict();
 # dict_subclass.py: instances of dict subclasses); the package's __init__ imports them all.
 _CONSTRUCTORS: list[tuple[Callable[[type], bool], Callable[..., VariableTracker]]] = []
+
+
+# torch's module containers whose items may be modules made while tracing: class -> maker(tx, cls,
+# args, kwargs), registered by new_module.py (containers of constants are made for real, as below)
+_MODULE_CONTAINERS: dict[type, Callable[..., VariableTracker]] = {}
+
+
+def register_module_container(cls: type, make: Callable[..., VariableTracker]) -> None:
+    _MODULE_CONTAINERS[cls] = make
 
 
 def register_constructor(claims: Callable[[type], bool], make: Callable[..., VariableTracker]) -> None:
@@ -134,7 +143,14 @@ class PythonObjectVariable(VariableTracker):
             if claims(cls):
                 return make(tx, cls, self.source, args, kwargs)
         # Classes of values we can fold (torch.Size, torch.device, int, ...) are built while tracing.
+        if issubclass(cls, torch.Generator):
+            # an RNG state of its own: made at run time (a graph break), never once while tracing
+            # for every call to share, as torch._dynamo leaves it to Python too
+            raise Unsupported(f"{cls.__name__}(): a random-number generator is made by Python")
         if getattr(cls, "__module__", "").split(".")[0] in ("torch", "builtins") and not _traced_like_a_users(cls):
+            if cls in _MODULE_CONTAINERS and not all(a.is_python_constant() for a in (*args, *kwargs.values())):
+                # nn.Sequential / nn.ModuleList of modules made in the frame (new_module.py)
+                return _MODULE_CONTAINERS[cls](tx, cls, args, kwargs)
             pargs, pkwargs = constant_args(args, kwargs, f"{cls.__name__}()")
             # Built now, once: the torch RNG state is kept, since the frame may still run normally
             # (nn.Linear's init draws from it); a module that owns tensors would be shared by all
@@ -152,6 +168,9 @@ class PythonObjectVariable(VariableTracker):
                 if cls is not torch.nn.CrossEntropyLoss:  # torch._dynamo makes none: it calls F.cross_entropy
                     record_module_init(tx)
             tracker = tx.wrap_constant(value)
+            if isinstance(tracker, NNModuleVariable) and tracker.source is None:
+                # rebuilt, where it outlives the trace, as the frame made it (it owns no tensors)
+                tracker.made_by = functools.partial(cls, *pargs, **pkwargs)
             if cls is torch.nn.CrossEntropyLoss:  # called as F.cross_entropy, as torch._dynamo calls it
                 tracker = MadeCrossEntropyLossVariable(value, [ConstantVariable(v) for v in bound_init_arguments(
                     cls, pargs, pkwargs)])

@@ -139,6 +139,12 @@ def _count(n: Any, step: Any) -> Iterator:
         n += step
 
 
+def repeat_forever(obj: Any) -> Iterator:
+    """itertools.repeat(obj) without a count: obj without end (its consumer, a zip, stops it)."""
+    while True:
+        yield obj
+
+
 def cycle(iterable: Iterable) -> Iterator:
     """itertools.cycle: the items, again and again (saved on the first pass, as the C version)."""
     return _cycle(iter(iterable))

@@ -19,7 +19,8 @@ from .constant import ConstantVariable
 from .dict_subclass import DictSubclassMixin
 from .dicts import DictVariable, DictViewVariable
 from .lists import BaseListVariable, ListVariable, TupleVariable
-from .mappingproxy import MappingProxyVariable
+from .mappingproxy import MadeMappingProxyVariable, MappingProxyVariable
+from .new_module import NewModuleContainerVariable
 from .objects import NewObjectVariable, UserObjectVariable
 from .sets import SetVariable
 from .tensor import TensorVariable
@@ -190,7 +191,7 @@ def length(tx, obj: VariableTracker) -> VariableTracker | None:
         return obj.call_method(tx, "__len__", [], {})
     if isinstance(obj, (BaseListVariable, DictVariable, SetVariable, DictViewVariable)):
         return ConstantVariable(len(obj.items))
-    if isinstance(obj, MappingProxyVariable):
+    if isinstance(obj, (MappingProxyVariable, MadeMappingProxyVariable, NewModuleContainerVariable)):
         return obj.call_method(tx, "__len__", [], {})
     found = python_method(obj, "__len__")
     if found is not None:  # a user class's __len__, inlined; len() insists on an int >= 0
@@ -262,7 +263,7 @@ def contains(tx, container: VariableTracker, item: VariableTracker) -> VariableT
     found = python_method(container, "__contains__")
     if found is not None:  # a user class's __contains__, inlined (`in` makes a bool of its result)
         return ConstantVariable(tx.inline_call(found[0], [container, item], {}, fn_source=found[1]).truth())
-    if isinstance(container, (DictVariable, MappingProxyVariable)):
+    if isinstance(container, (DictVariable, MappingProxyVariable, MadeMappingProxyVariable)):
         return container.call_method(tx, "__contains__", [item], {})
     if isinstance(container, SetVariable):
         return ConstantVariable(container.contains(tx, item))

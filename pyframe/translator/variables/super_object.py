@@ -8,10 +8,13 @@ from __future__ import annotations
 import inspect
 import types
 
+import torch
+
 from ...exc import Unsupported
 from .base import VariableTracker
 from .container_subclass import BaseMethodVariable, BaseNewVariable, ContainerSubclassMixin, container_base
 from .dict_subclass import BuiltinMethodOfVariable, DictSubclassMixin
+from .new_module import ModuleInitVariable, NewModuleVariable
 from .methods import InlinedMethodVariable, ObjectInitVariable, ObjectSlotMethodVariable, TypeCallVariable
 
 
@@ -38,6 +41,11 @@ class SuperVariable(VariableTracker):
                     return InlinedMethodVariable(attr.__func__, cls_vt)
                 if isinstance(attr, staticmethod):
                     return tx.wrap(attr.__func__, None, guard=False)
+                if klass is torch.nn.Module and name == "__init__" and isinstance(self.obj, NewModuleVariable) \
+                        and not of_class:
+                    # `super().__init__()` in a module made in the frame (by the class, not the
+                    # function: torch._dynamo replaces nn.Module.__init__ with a wrapper of its own)
+                    return ModuleInitVariable(self.obj)
                 if isinstance(attr, types.FunctionType):
                     if of_class:  # a plain function read through the class: not bound
                         return tx.wrap(attr, None, guard=False)

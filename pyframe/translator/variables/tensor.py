@@ -46,11 +46,44 @@ _DATA_METHODS = {"item", "tolist", "numpy", "__bool__", "__int__", "__float__", 
 _AUTOGRAD_METHODS = {"backward", "register_hook", "retain_grad", "register_post_accumulate_grad_hook"}
 
 
+# `y.register_hook(fn)` on a tensor the graph makes, traced as the register_hook op: set by
+# tensor_hooks.py (it traces the hook with autograd_function.py's SubgraphTracer, above this module)
+_HOOK_TRACERS: list[Any] = []
+
+
+def register_hook_tracer(trace: Any) -> None:
+    _HOOK_TRACERS.append(trace)
+
+
 def _is_python_function(vt: VariableTracker) -> bool:
     try:
         return vt.python_type() is types.FunctionType
     except Unsupported:
         return False
+
+
+def _requires_grad_in_graph(tx, tensor: "TensorVariable") -> "TensorVariable":
+    """`t.requires_grad_()` on a tensor the graph made (a leaf that requires no grad), recorded as
+    torch._dynamo 2.13 records it: between two calls that let functorch allow it in place. The
+    tensor becomes a leaf that requires grad; if it, or a tensor made from it that requires grad,
+    would be an output of the graph (whose compilation would drop the flag), the frame is traced
+    again with a break at this call instead (finish.py, `check_requires_grad_leaks`)."""
+    allowed = torch._C._functorch.set_inplace_requires_grad_allowed
+    graph = tx.output.graph
+    previous = torch._C._functorch.get_inplace_requires_grad_allowed()
+    for op, target, args in (("call_function", allowed, (True,)), ("call_method", "requires_grad_", (tensor.node,)),
+                             ("call_function", allowed, (previous,))):
+        node = graph.create_node(op, target, args, {})
+        node.meta["example_value"] = None  # (run for its effect: no value, and kept unused)
+        node.meta["kept_unused"] = True
+    allowed(True)
+    try:
+        tensor.example.requires_grad_(True)
+    finally:
+        allowed(previous)
+    tx.output._node_keys.pop(tensor.node, None)  # (its memo key holds requires_grad: read again)
+    tx.output.requires_grad_taints.append((tensor.node, tx.root.ip - 1))
+    return tensor
 
 
 class HookHandleVariable(VariableTracker):
@@ -290,6 +323,9 @@ class TensorVariable(VariableTracker):
             # fires in backward, which runs after the frame); its handle is not modelled
             tx.side_effects.register_hook(self, args[0])
             return HookHandleVariable(tx.root.ip - 1)
+        if name == "register_hook" and len(args) == 1 and not kwargs and _HOOK_TRACERS \
+                and _is_python_function(args[0]):
+            return _HOOK_TRACERS[0](tx, self, args[0])  # on a tensor the graph made (tensor_hooks.py)
         if name in _AUTOGRAD_METHODS:
             raise Unsupported(f"Tensor.{name}() runs autograd outside the graph")
         if name == "requires_grad_":
@@ -301,6 +337,9 @@ class TensorVariable(VariableTracker):
                 raise Unsupported("Tensor.requires_grad_() with a flag that is not a constant")
             if bool(flag.as_python_constant()) == self.example.requires_grad:
                 return self
+            if flag.as_python_constant() and self.node.op != "placeholder" and self.node.graph is tx.output.graph \
+                    and getattr(tx.output, "parent", None) is None:
+                return _requires_grad_in_graph(tx, self)
             raise Unsupported("Tensor.requires_grad_() changes requires_grad of a tensor of the graph")
         if name == "__getitem__" and len(args) == 1 and not kwargs:  # `x[i]`, recorded as torch._dynamo records it
             if isinstance(args[0], SymNodeVariable) and args[0].python_type() is int:
