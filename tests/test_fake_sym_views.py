@@ -84,6 +84,20 @@ PROGRAMS = {
     "expand_of_a_transpose": lambda x: x[:, :, :1].transpose(1, 2).expand(-1, 3, -1, -1),
     "expand_to_the_symbols_value": lambda x: x.expand(2, 5, 3, 4),  # (specializes: dispatched)
     "expand_too_few_sizes": lambda x: x.expand(3, 4),
+    "slice_of_a_static_size": lambda x: x[..., :2],
+    "slice_of_a_static_size_from": lambda x: x[..., 2:],
+    "slice_negative_bounds": lambda x: x[..., -3:-1],
+    "slice_past_the_end": lambda x: x[..., 1:9],
+    "slice_empty": lambda x: x[..., 3:1],
+    "slice_with_a_step": lambda x: x[..., ::3],
+    "slice_of_the_first_size": lambda x: x[1:],  # (the offset: 1 * 60*s)
+    "slice_of_a_slice": lambda x: x[..., 1:][..., 1:],
+    "slice_of_a_transpose": lambda x: x.transpose(1, 3)[:, 1:3],
+    "slice_whole_symbol": lambda x: x[:, 0:],
+    "slice_symbol_with_a_step": lambda x: x[:, ::2],
+    "slice_symbol_from_1": lambda x: x[:, 1:],  # (dispatched)
+    "slice_symbol_to_3": lambda x: x[:, :3],  # (dispatched)
+    "narrow": lambda x: x.narrow(2, 1, 2),
     "to_its_own_dtype": lambda x: x.to(x.dtype),
     "aten_to_its_own_dtype": lambda x: torch.ops.aten.to.dtype(x, x.dtype),  # (x itself: no view)
     "alias": lambda x: torch.ops.aten.alias(x),
@@ -175,6 +189,29 @@ def test_unsqueeze_and_views_of_contiguous_tensors_need_no_dispatch(monkeypatch)
     assert [str(n) for n in heads.stride()] == [str(12 * s), "12", "4", "1"]
     assert str(rows.shape[0]) == str(2 * s) and [str(n) for n in back.stride()] == [str(n) for n in x.stride()]
     assert [str(n) for n in mask.shape] == ["2", "1", str(s), "12", "1"] and mask._base is x
+
+
+def test_slices_of_static_sizes_and_whole_symbols_need_no_dispatch(monkeypatch):
+    dispatched = []
+    real_dispatch = FakeTensorMode.dispatch
+
+    def spy(self, func, types, args=(), kwargs=None):
+        if getattr(func, "is_view", False):
+            dispatched.append(func)
+        return real_dispatch(self, func, types, args, kwargs)
+
+    mode = _mode(PyframeFakeTensorMode)
+    x = _symbolic(mode, (2, 5, 4, 8), dynamic=(1,)).transpose(1, 2)  # (2, 4, s, 8), not contiguous
+    monkeypatch.setattr(FakeTensorMode, "dispatch", spy)
+    with mode, enable_python_dispatcher():
+        first, second = x[..., :4], x[..., 4:]  # (LLaMA's rotate_half)
+        whole = x[:, :, 0:]
+        assert dispatched == []
+        x[:, :, 1:]  # (`1 <= s`, `s >= 1`... asked of the ShapeEnv: dispatched)
+        assert torch.ops.aten.slice.Tensor in dispatched
+    assert [str(n) for n in second.stride()] == [str(n) for n in x.stride()]
+    assert second.storage_offset() == 4 and first.storage_offset() == 0 and second._base is x._base
+    assert [str(n) for n in whole.shape] == [str(n) for n in x.shape]
 
 
 def _view_of_an_equal_symbol(cls: type) -> tuple:

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import functools
 import operator
+import sys
 from typing import Any, Optional
 
 import sympy
@@ -100,12 +101,16 @@ class SymbolicViews:
         """`x.unsqueeze(d)`, `x.expand(sizes)` or `x.view(sizes)` computed without a dispatch where
         torch's decomposition of it decides every question about the sizes statically; None to
         dispatch it (see the module's docstring)."""
-        if kwargs or fx_config.backed_size_oblivious or len(args) != 2:
+        if kwargs or fx_config.backed_size_oblivious or not args:
             return None  # (size-oblivious: FakeTensorMode's view takes another path)
         base = args[0]
         if type(base) is not FakeTensor or base.fake_mode is not self.mode or base.constant is not None:
             return None
         if base.layout is not torch.strided or base.is_conj() or base.is_neg():
+            return None
+        if func is _SLICE:
+            return self._sliced(base, *args[1:]) if len(args) <= 5 else None
+        if len(args) != 2:
             return None
         if func is _UNSQUEEZE:
             return self._unsqueezed(base, args[1])
@@ -147,6 +152,34 @@ class SymbolicViews:
                 out_stride[i] = 1 if not shape else stride[0] * shape[0]
                 # (broadcast_in_dim: a new size 1 before the first of the input's dimensions)
         return self._view(base, out_shape, out_stride, base.storage_offset())
+
+    def _sliced(self, base: FakeTensor, dim: Any = 0, start: Any = None, end: Any = None,
+                step: Any = 1) -> Optional[FakeTensor]:
+        """FakeTensorMode's own `slice.Tensor` (fake_impls' `slice_forward`): int bounds on a
+        static dimension (its questions are then about ints: Python answers them), or the whole of
+        a symbolic one (`x[:, 0:]`: `0 <= s` and `s >= 0`, true of a size of at least 2); the
+        view's offset and stride computed by the same SymInt arithmetic."""
+        ndim = base.dim()
+        if ndim == 0 or type(dim) is not int or not -ndim <= dim < ndim or type(step) is not int or step <= 0:
+            return None
+        if not (start is None or type(start) is int) or not (end is None or type(end) is int):
+            return None
+        dim %= ndim
+        sizes, strides = list(base.shape), list(base.stride())
+        size = sizes[dim]
+        if type(size) is int:
+            start_index = 0 if start is None else _slice_index(size, start)
+            end_index = size if end is None or end == sys.maxsize else _slice_index(size, end)
+            new_size: Any = (end_index - start_index + step - 1) // step if end_index >= start_index else 0
+        else:
+            if not _size_at_least_two(size) or start not in (None, 0) or end not in (None, sys.maxsize):
+                return None
+            start_index, end_index = 0, size
+            new_size = (end_index - start_index + step - 1) // step
+        offset = base.storage_offset() + start_index * strides[dim]
+        sizes[dim] = new_size
+        strides[dim] = strides[dim] * step
+        return self._view(base, sizes, strides, offset)
 
     def _unsqueezed(self, base: FakeTensor, dim: Any) -> Optional[FakeTensor]:
         """`torch._refs.unsqueeze`: `broadcast_in_dim` to the sizes with a 1 inserted. It asks of
@@ -346,6 +379,18 @@ class SymbolicViews:
 _PERMUTATIONS = (torch.ops.aten.transpose.int, torch.ops.aten.permute.default)
 _UNSQUEEZE, _EXPAND = torch.ops.aten.unsqueeze.default, torch.ops.aten.expand.default
 _VIEW = torch.ops.aten.view.default
+_SLICE = torch.ops.aten.slice.Tensor
+
+
+def _slice_index(size: int, index: int) -> int:
+    """fake_impls' `_compute_slice_index` on ints: an index clamped into [0, size]."""
+    if 0 <= index <= size:
+        return index
+    if index < 0 and index >= -size:
+        return index + size
+    if index < -size:
+        return 0
+    return size  # (index > size)
 
 
 def _expr(n: Any) -> Any:
