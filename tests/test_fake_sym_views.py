@@ -98,6 +98,13 @@ PROGRAMS = {
     "slice_symbol_from_1": lambda x: x[:, 1:],  # (dispatched)
     "slice_symbol_to_3": lambda x: x[:, :3],  # (dispatched)
     "narrow": lambda x: x.narrow(2, 1, 2),
+    "split_uneven": lambda x: x.split(3, dim=-1),
+    "split_of_a_transpose": lambda x: x.transpose(1, 3).split(1, dim=1),
+    "split_of_the_first_size": lambda x: x.split(1),
+    "split_with_sizes": lambda x: x.split([1, 3], dim=-1),
+    "split_with_sizes_wrong": lambda x: x.split([1, 2], dim=-1),
+    "split_of_a_symbol": lambda x: x.split(2, dim=1),  # (dispatched)
+    "chunk": lambda x: x.chunk(2, dim=-1),
     "to_its_own_dtype": lambda x: x.to(x.dtype),
     "aten_to_its_own_dtype": lambda x: torch.ops.aten.to.dtype(x, x.dtype),  # (x itself: no view)
     "alias": lambda x: torch.ops.aten.alias(x),
@@ -206,6 +213,8 @@ def test_slices_of_static_sizes_and_whole_symbols_need_no_dispatch(monkeypatch):
     with mode, enable_python_dispatcher():
         first, second = x[..., :4], x[..., 4:]  # (LLaMA's rotate_half)
         whole = x[:, :, 0:]
+        x.split(3, dim=-1)
+        x.split([2, 6], dim=-1)
         assert dispatched == []
         x[:, :, 1:]  # (`1 <= s`, `s >= 1`... asked of the ShapeEnv: dispatched)
         assert torch.ops.aten.slice.Tensor in dispatched

@@ -110,6 +110,8 @@ class SymbolicViews:
             return None
         if func is _SLICE:
             return self._sliced(base, *args[1:]) if len(args) <= 5 else None
+        if func is _SPLIT or func is _SPLIT_WITH_SIZES:
+            return self._split(func, base, *args[1:]) if len(args) <= 3 else None
         if len(args) != 2:
             return None
         if func is _UNSQUEEZE:
@@ -180,6 +182,38 @@ class SymbolicViews:
         sizes[dim] = new_size
         strides[dim] = strides[dim] * step
         return self._view(base, sizes, strides, offset)
+
+    def _split(self, func: OpOverload, base: FakeTensor, sizes: Any, dim: Any = 0) -> Optional[Any]:
+        """torch/_decomp's `split` (a tuple: chunks of `sizes`, the last one what is left) and
+        torch/_refs' `split_with_sizes` (a list), along a static dimension in int sizes: each part
+        `as_strided` of the input at the offset the parts before it take, by the same arithmetic."""
+        ndim = base.dim()
+        if type(dim) is not int or not -ndim <= dim < ndim:
+            return None
+        dim %= ndim
+        dim_size = base.shape[dim]
+        if type(dim_size) is not int or dim_size == 0:
+            return None
+        if func is _SPLIT:
+            if type(sizes) is not int or sizes <= 0:
+                return None
+            chunks = (dim_size + sizes - 1) // sizes
+            parts = [sizes] * chunks
+            parts[-1] = sizes - (sizes * chunks - dim_size)
+        else:
+            if type(sizes) not in (list, tuple) or not all(type(n) is int and n >= 0 for n in sizes):
+                return None
+            if sum(sizes) != dim_size:
+                return None  # (an error: FakeTensorMode raises it)
+            parts = list(sizes)
+        shape, stride = list(base.shape), base.stride()
+        offset = base.storage_offset()
+        views = []
+        for size in parts:
+            shape[dim] = size
+            views.append(self._view(base, list(shape), stride, offset))
+            offset = offset + stride[dim] * size
+        return tuple(views) if func is _SPLIT else views
 
     def _unsqueezed(self, base: FakeTensor, dim: Any) -> Optional[FakeTensor]:
         """`torch._refs.unsqueeze`: `broadcast_in_dim` to the sizes with a 1 inserted. It asks of
@@ -380,6 +414,7 @@ _PERMUTATIONS = (torch.ops.aten.transpose.int, torch.ops.aten.permute.default)
 _UNSQUEEZE, _EXPAND = torch.ops.aten.unsqueeze.default, torch.ops.aten.expand.default
 _VIEW = torch.ops.aten.view.default
 _SLICE = torch.ops.aten.slice.Tensor
+_SPLIT, _SPLIT_WITH_SIZES = torch.ops.aten.split.Tensor, torch.ops.aten.split_with_sizes.default
 
 
 def _slice_index(size: int, index: int) -> int:
