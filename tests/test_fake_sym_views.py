@@ -105,6 +105,12 @@ PROGRAMS = {
     "split_with_sizes_wrong": lambda x: x.split([1, 2], dim=-1),
     "split_of_a_symbol": lambda x: x.split(2, dim=1),  # (dispatched)
     "chunk": lambda x: x.chunk(2, dim=-1),
+    # the views of each part of a split: the memo's entry for the first serves the others, shifted
+    "views_of_each_split_part": lambda x: [p.view(2, x.shape[1], 3, 2, 2) for p in x.split(4, dim=-1)[0].split(2, -1)],
+    "unsqueeze_of_each_part": lambda x: [p.unsqueeze(1) for p in x.split(1, dim=2)],
+    "slices_of_each_part": lambda x: [p[..., 1:] for p in x.split(1, dim=2)],
+    "selects_of_each_part": lambda x: [p.select(-1, 1) for p in x.split(2, dim=-1)],
+    "views_of_each_part_with_a_1": lambda x: [p.view(2, x.shape[1], 1, 4) for p in x.split(1, dim=2)],
     "to_its_own_dtype": lambda x: x.to(x.dtype),
     "aten_to_its_own_dtype": lambda x: torch.ops.aten.to.dtype(x, x.dtype),  # (x itself: no view)
     "alias": lambda x: torch.ops.aten.alias(x),
@@ -234,3 +240,21 @@ def _view_of_an_equal_symbol(cls: type) -> tuple:
 
 def test_a_view_keeps_the_inputs_size_where_the_shape_env_knows_it_equal_to_the_one_asked_for():
     assert _view_of_an_equal_symbol(PyframeFakeTensorMode) == _view_of_an_equal_symbol(FakeTensorMode)
+
+
+def test_views_of_a_splits_parts_share_one_memo_entry():
+    """GPT-2's heads: `q, k, v = qkv.split(...)` then the same view of each part, at offsets 0, 32,
+    64: one entry of the memo, its offsets relative to the part's, made three times."""
+    mode = _mode(PyframeFakeTensorMode)
+    x = _symbolic(mode, (2, 5, 3, 4), dynamic=(1,))
+    with mode, enable_python_dispatcher():
+        parts = x.split(1, dim=2)
+        views = mode.symbolic_views
+        hits = views.hits
+        outs = [p.view(2, x.shape[1], 1, 4) for p in parts]
+        assert views.hits - hits == 2
+    theirs_mode = _mode(FakeTensorMode)
+    y = _symbolic(theirs_mode, (2, 5, 3, 4), dynamic=(1,))
+    with theirs_mode, enable_python_dispatcher():
+        theirs = [p.view(2, y.shape[1], 1, 4) for p in y.split(1, dim=2)]
+    assert [_meta(o, x) for o in outs] == [_meta(o, y) for o in theirs]

@@ -75,8 +75,9 @@ class SymbolicViews:
     def key(self, func: OpOverload, args: tuple, kwargs: dict) -> Optional[tuple[tuple, FakeTensor]]:
         """(the key of the call, its one tensor argument), or None when it cannot be memoized."""
         tensors: list[FakeTensor] = []
+        relative = func in _SHIFTED_BY_OFFSET
         try:
-            key = (func, self._key(args, tensors), self._key(kwargs, tensors))
+            key = (func, relative, self._key(args, tensors, relative), self._key(kwargs, tensors, relative))
         except _Unkeyable:
             return None
         return (key, tensors[0]) if len(tensors) == 1 else None
@@ -352,7 +353,11 @@ class SymbolicViews:
             return None
         self.hits += 1
         kind, items = entry
-        views = [self._view(base, *item) for item in items]
+        if key[1] and type(base.storage_offset()) is int:  # (offsets remembered from the input's)
+            start = base.storage_offset()
+            views = [self._view(base, shape, stride, start + offset) for shape, stride, offset in items]
+        else:
+            views = [self._view(base, *item) for item in items]
         return views[0] if kind is None else kind(views)
 
     def remember(self, key: tuple, base: FakeTensor, out: Any) -> None:
@@ -365,7 +370,12 @@ class SymbolicViews:
         for view in outs:
             if not self._plain_view_of(view, base):
                 return
-            items.append((tuple(view.shape), view.stride(), view.storage_offset()))
+            offset = view.storage_offset()
+            if key[1] and type(base.storage_offset()) is int:
+                if type(offset) is not int:
+                    return
+                offset -= base.storage_offset()
+            items.append((tuple(view.shape), view.stride(), offset))
         if len(self._entries) >= _MAX_ENTRIES:
             self._entries.clear()
         self._entries[key] = (kind, tuple(items))
@@ -389,7 +399,7 @@ class SymbolicViews:
         # (an unbacked size has no hint: FakeTensorMode's cache leaves those alone too)
         return all(type(n) is int or n.node.has_hint() for n in (*view.shape, *view.stride(), view.storage_offset()))
 
-    def _key(self, v: Any, tensors: list) -> Any:
+    def _key(self, v: Any, tensors: list, relative: bool) -> Any:
         tp = type(v)
         if tp in _CONSTANTS:
             return (tp, v)
@@ -401,12 +411,15 @@ class SymbolicViews:
             if v.is_conj() or v.is_neg():
                 raise _Unkeyable
             tensors.append(v)
-            return ("tensor", _dims(v.shape), _dims(v.stride()), _dims((v.storage_offset(),)), v.dtype,
-                    v.fake_device)
+            offset = v.storage_offset()
+            # (an int offset is left out where the view's offset is the input's plus what the rest
+            # of the key decides: the view of a split's second part is the first part's, shifted)
+            at = "int" if relative and type(offset) is int else _dims((offset,))
+            return ("tensor", _dims(v.shape), _dims(v.stride()), at, v.dtype, v.fake_device)
         if tp is tuple or tp is list:
-            return (tp, tuple([self._key(item, tensors) for item in v]))
+            return (tp, tuple([self._key(item, tensors, relative) for item in v]))
         if tp is dict:
-            return (tp, tuple([(k, self._key(item, tensors)) for k, item in v.items()]))
+            return (tp, tuple([(k, self._key(item, tensors, relative)) for k, item in v.items()]))
         raise _Unkeyable
 
 
@@ -415,6 +428,11 @@ _UNSQUEEZE, _EXPAND = torch.ops.aten.unsqueeze.default, torch.ops.aten.expand.de
 _VIEW = torch.ops.aten.view.default
 _SLICE = torch.ops.aten.slice.Tensor
 _SPLIT, _SPLIT_WITH_SIZES = torch.ops.aten.split.Tensor, torch.ops.aten.split_with_sizes.default
+# Views whose output offsets are the input's plus an amount its sizes, strides and the other
+# arguments decide (their decompositions read the offset only to add to it), and whose questions
+# about sizes never involve the offset: memoized relative to an int offset of the input.
+_SHIFTED_BY_OFFSET = frozenset({_VIEW, _UNSQUEEZE, _EXPAND, _SLICE, _SPLIT, _SPLIT_WITH_SIZES,
+                                torch.ops.aten.select.int})
 
 
 def _slice_index(size: int, index: int) -> int:
