@@ -210,7 +210,7 @@ def test_random_strided_cats_are_fake_tensor_modes():
     assert answered >= 30, answered
 
 
-def test_a_symint_of_a_number_is_not_taken_for_a_size_of_at_least_two():
+def test_a_symint_of_the_number_1_is_not_taken_for_a_size_of_at_least_two():
     """A SymInt whose expression is a number (`s - s + 1`: FakeTensorMode makes such sizes) is
     compared by torch as its value, 1 here: the rules leave tensors of such sizes to it."""
     from pyframe.fake.sym_rules import _size_at_least_two

@@ -81,8 +81,8 @@ def _size_at_least_two(size: torch.SymInt) -> bool:
     expr = node.expr
     factors = expr.args if expr.is_Mul else (expr,)
     ranges = node.shape_env.var_to_range
-    if not any(factor.is_Symbol for factor in factors):
-        return False  # (a SymInt whose expression is a number, 1 or 5: torch compares it as its value)
+    if expr.is_Integer:
+        return False  # (a SymInt whose expression is a number, `s - s + 1`: torch may give its int)
     for factor in factors:
         if factor.is_Integer:
             if factor < 1:

@@ -457,6 +457,8 @@ def _at_least_two(n: Any) -> bool:
     if type(n) is int:
         return n >= 2
     if isinstance(n, torch.SymInt):
+        if n.node.expr.is_Integer:  # (a number as a SymInt, `s*12 // (s*3)`: kept as the view's size)
+            return n.node.expr >= 2
         return _size_at_least_two(n)
     return False
 
