@@ -23,7 +23,7 @@ from . import config
 from .backends import CompiledGraph, compile_with_backend
 from .exc import Unsupported
 from .fake import rules as fake_rules
-from .fake import sym_rules
+from .fake import sym_rules, sym_strides
 from .fake.memo import PropagationMemo, constant_tensor, plain_fake, tensor_inputs
 from .fake.mode import PyframeFakeTensorMode
 from .fake.shapes import (
@@ -270,6 +270,8 @@ class OutputGraph:
             out = fake_rules.infer(op, target, args, kwargs, self.grad_enabled, autocast)
             if out is None and self.symbolic:
                 out = sym_rules.infer(op, target, args, kwargs, self.grad_enabled, autocast)
+                if out is None:
+                    out = sym_strides.infer(op, target, args, kwargs, self.grad_enabled, autocast)
             if out is None:
                 return fake_rules.infer_inplace(op, target, args, kwargs, self.grad_enabled, autocast,
                                                 self.symbolic), None

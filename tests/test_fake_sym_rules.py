@@ -227,6 +227,23 @@ def test_integer_and_comparison_rules_give_the_real_output():
     assert sym_rules.infer("call_method", "to", (grad, torch.float64), {}, True, autocast=False) is None
 
 
+def test_arange_of_a_symbolic_size_is_fake_tensor_modes():
+    h = Harness()
+    x = h.tensor((2, 9, 32), dynamic=(1,), name="x").meta["example_value"]
+    n = h.graph.placeholder("n")
+    n.meta["example_value"] = x.shape[1]
+    flat = h.graph.placeholder("flat")
+    flat.meta["example_value"] = x.shape[1] * 2
+    assert h.check("call_function", torch.arange, (n,), {"device": torch.device("cpu")})
+    assert h.check("call_function", torch.arange, (n,))
+    assert h.check("call_function", torch.arange, (flat,))
+    for args, kwargs in [((n,), {"dtype": torch.float32}), ((n,), {"device": "meta"}), ((0, n), {}),
+                         ((h.graph.placeholder("k"),), {})]:
+        if isinstance(args[0], torch.fx.Node) and "example_value" not in args[0].meta:
+            args[0].meta["example_value"] = x.shape[1] - 1  # (not a plain size: may be 1 or less)
+        assert sym_rules.infer("call_function", torch.arange, args, kwargs, True, autocast=False) is None
+
+
 def test_rules_decline_what_would_decide_something_about_a_symbol():
     h = Harness()
     x = h.tensor((2, 9, 32), dynamic=(1,), name="x")

@@ -84,6 +84,33 @@ PROGRAMS = {
     "expand_of_a_transpose": lambda x: x[:, :, :1].transpose(1, 2).expand(-1, 3, -1, -1),
     "expand_to_the_symbols_value": lambda x: x.expand(2, 5, 3, 4),  # (specializes: dispatched)
     "expand_too_few_sizes": lambda x: x.expand(3, 4),
+    "slice_of_a_static_size": lambda x: x[..., :2],
+    "slice_of_a_static_size_from": lambda x: x[..., 2:],
+    "slice_negative_bounds": lambda x: x[..., -3:-1],
+    "slice_past_the_end": lambda x: x[..., 1:9],
+    "slice_empty": lambda x: x[..., 3:1],
+    "slice_with_a_step": lambda x: x[..., ::3],
+    "slice_of_the_first_size": lambda x: x[1:],  # (the offset: 1 * 60*s)
+    "slice_of_a_slice": lambda x: x[..., 1:][..., 1:],
+    "slice_of_a_transpose": lambda x: x.transpose(1, 3)[:, 1:3],
+    "slice_whole_symbol": lambda x: x[:, 0:],
+    "slice_symbol_with_a_step": lambda x: x[:, ::2],
+    "slice_symbol_from_1": lambda x: x[:, 1:],  # (dispatched)
+    "slice_symbol_to_3": lambda x: x[:, :3],  # (dispatched)
+    "narrow": lambda x: x.narrow(2, 1, 2),
+    "split_uneven": lambda x: x.split(3, dim=-1),
+    "split_of_a_transpose": lambda x: x.transpose(1, 3).split(1, dim=1),
+    "split_of_the_first_size": lambda x: x.split(1),
+    "split_with_sizes": lambda x: x.split([1, 3], dim=-1),
+    "split_with_sizes_wrong": lambda x: x.split([1, 2], dim=-1),
+    "split_of_a_symbol": lambda x: x.split(2, dim=1),  # (dispatched)
+    "chunk": lambda x: x.chunk(2, dim=-1),
+    # the views of each part of a split: the memo's entry for the first serves the others, shifted
+    "views_of_each_split_part": lambda x: [p.view(2, x.shape[1], 3, 2, 2) for p in x.split(4, dim=-1)[0].split(2, -1)],
+    "unsqueeze_of_each_part": lambda x: [p.unsqueeze(1) for p in x.split(1, dim=2)],
+    "slices_of_each_part": lambda x: [p[..., 1:] for p in x.split(1, dim=2)],
+    "selects_of_each_part": lambda x: [p.select(-1, 1) for p in x.split(2, dim=-1)],
+    "views_of_each_part_with_a_1": lambda x: [p.view(2, x.shape[1], 1, 4) for p in x.split(1, dim=2)],
     "to_its_own_dtype": lambda x: x.to(x.dtype),
     "aten_to_its_own_dtype": lambda x: torch.ops.aten.to.dtype(x, x.dtype),  # (x itself: no view)
     "alias": lambda x: torch.ops.aten.alias(x),
@@ -177,6 +204,31 @@ def test_unsqueeze_and_views_of_contiguous_tensors_need_no_dispatch(monkeypatch)
     assert [str(n) for n in mask.shape] == ["2", "1", str(s), "12", "1"] and mask._base is x
 
 
+def test_slices_of_static_sizes_and_whole_symbols_need_no_dispatch(monkeypatch):
+    dispatched = []
+    real_dispatch = FakeTensorMode.dispatch
+
+    def spy(self, func, types, args=(), kwargs=None):
+        if getattr(func, "is_view", False):
+            dispatched.append(func)
+        return real_dispatch(self, func, types, args, kwargs)
+
+    mode = _mode(PyframeFakeTensorMode)
+    x = _symbolic(mode, (2, 5, 4, 8), dynamic=(1,)).transpose(1, 2)  # (2, 4, s, 8), not contiguous
+    monkeypatch.setattr(FakeTensorMode, "dispatch", spy)
+    with mode, enable_python_dispatcher():
+        first, second = x[..., :4], x[..., 4:]  # (LLaMA's rotate_half)
+        whole = x[:, :, 0:]
+        x.split(3, dim=-1)
+        x.split([2, 6], dim=-1)
+        assert dispatched == []
+        x[:, :, 1:]  # (`1 <= s`, `s >= 1`... asked of the ShapeEnv: dispatched)
+        assert torch.ops.aten.slice.Tensor in dispatched
+    assert [str(n) for n in second.stride()] == [str(n) for n in x.stride()]
+    assert second.storage_offset() == 4 and first.storage_offset() == 0 and second._base is x._base
+    assert [str(n) for n in whole.shape] == [str(n) for n in x.shape]
+
+
 def _view_of_an_equal_symbol(cls: type) -> tuple:
     mode = _mode(cls)
     x, y = _symbolic(mode, (2, 5, 12), dynamic=(1,), name="x"), _symbolic(mode, (2, 5, 12), dynamic=(1,), name="y")
@@ -188,3 +240,21 @@ def _view_of_an_equal_symbol(cls: type) -> tuple:
 
 def test_a_view_keeps_the_inputs_size_where_the_shape_env_knows_it_equal_to_the_one_asked_for():
     assert _view_of_an_equal_symbol(PyframeFakeTensorMode) == _view_of_an_equal_symbol(FakeTensorMode)
+
+
+def test_views_of_a_splits_parts_share_one_memo_entry():
+    """GPT-2's heads: `q, k, v = qkv.split(...)` then the same view of each part, at offsets 0, 32,
+    64: one entry of the memo, its offsets relative to the part's, made three times."""
+    mode = _mode(PyframeFakeTensorMode)
+    x = _symbolic(mode, (2, 5, 3, 4), dynamic=(1,))
+    with mode, enable_python_dispatcher():
+        parts = x.split(1, dim=2)
+        views = mode.symbolic_views
+        hits = views.hits
+        outs = [p.view(2, x.shape[1], 1, 4) for p in parts]
+        assert views.hits - hits == 2
+    theirs_mode = _mode(FakeTensorMode)
+    y = _symbolic(theirs_mode, (2, 5, 3, 4), dynamic=(1,))
+    with theirs_mode, enable_python_dispatcher():
+        theirs = [p.view(2, y.shape[1], 1, 4) for p in y.split(1, dim=2)]
+    assert [_meta(o, x) for o in outs] == [_meta(o, y) for o in theirs]

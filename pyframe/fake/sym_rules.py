@@ -58,6 +58,9 @@ def infer(op: str, target: Any, args: tuple, kwargs: dict, grad_enabled: bool,
     found = apply_rule(_RULES, op, target, args, kwargs, autocast)
     if found is None:
         return None
+    if len(found) == 4:  # (shape, (), dtype, device): a new tensor made from no tensor (arange)
+        shape, _, dtype, device = found
+        return _Output(shape, contiguous_strides(shape), dtype, device, False, True)
     if len(found) == 3:  # (shape, inputs, dtype): a new tensor of that dtype that requires no grad
         shape, inputs, dtype = found
         device = inputs[0].fake_device
@@ -78,6 +81,8 @@ def _size_at_least_two(size: torch.SymInt) -> bool:
     expr = node.expr
     factors = expr.args if expr.is_Mul else (expr,)
     ranges = node.shape_env.var_to_range
+    if expr.is_Integer:
+        return False  # (a SymInt whose expression is a number, `s - s + 1`: torch may give its int)
     for factor in factors:
         if factor.is_Integer:
             if factor < 1:
@@ -484,3 +489,26 @@ def _embedding(args: tuple, kwargs: dict) -> Optional[tuple]:
     if not strides_are_contiguous(t.stride(), shape):
         return None
     return (*shape, weight[1][1]), [weight[0]]
+
+
+# -- factories ------------------------------------------------------------------------------------
+
+_CPU = torch.device("cpu")
+
+
+@_rule("call_function", torch.arange)
+def _arange(args: tuple, kwargs: dict) -> Optional[tuple]:
+    """`torch.arange(n)` of a symbolic size `n` on the CPU (a position index): torch/_refs'
+    `arange` computes its length as `(n - 0 + 1 - 1) // 1`, the expression of `n`, asking only
+    `n >= 0` (true of a size of at least 2); int64, contiguous, requiring no grad."""
+    if len(args) != 1 or not _only(kwargs, {"device": None}) or type(args[0]) is not torch.fx.Node:
+        return None
+    end = args[0].meta.get("example_value")
+    if type(end) is not torch.SymInt or not _size_at_least_two(end):
+        return None
+    device = kwargs.get("device")
+    if device is None:
+        device = torch.get_default_device()
+    if type(device) is not torch.device or device != _CPU:
+        return None
+    return (end,), (), torch.int64, _CPU

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import functools
 import operator
+import sys
 from typing import Any, Optional
 
 import sympy
@@ -74,8 +75,9 @@ class SymbolicViews:
     def key(self, func: OpOverload, args: tuple, kwargs: dict) -> Optional[tuple[tuple, FakeTensor]]:
         """(the key of the call, its one tensor argument), or None when it cannot be memoized."""
         tensors: list[FakeTensor] = []
+        relative = func in _SHIFTED_BY_OFFSET
         try:
-            key = (func, self._key(args, tensors), self._key(kwargs, tensors))
+            key = (func, relative, self._key(args, tensors, relative), self._key(kwargs, tensors, relative))
         except _Unkeyable:
             return None
         return (key, tensors[0]) if len(tensors) == 1 else None
@@ -100,12 +102,18 @@ class SymbolicViews:
         """`x.unsqueeze(d)`, `x.expand(sizes)` or `x.view(sizes)` computed without a dispatch where
         torch's decomposition of it decides every question about the sizes statically; None to
         dispatch it (see the module's docstring)."""
-        if kwargs or fx_config.backed_size_oblivious or len(args) != 2:
+        if kwargs or fx_config.backed_size_oblivious or not args:
             return None  # (size-oblivious: FakeTensorMode's view takes another path)
         base = args[0]
         if type(base) is not FakeTensor or base.fake_mode is not self.mode or base.constant is not None:
             return None
         if base.layout is not torch.strided or base.is_conj() or base.is_neg():
+            return None
+        if func is _SLICE:
+            return self._sliced(base, *args[1:]) if len(args) <= 5 else None
+        if func is _SPLIT or func is _SPLIT_WITH_SIZES:
+            return self._split(func, base, *args[1:]) if len(args) <= 3 else None
+        if len(args) != 2:
             return None
         if func is _UNSQUEEZE:
             return self._unsqueezed(base, args[1])
@@ -147,6 +155,66 @@ class SymbolicViews:
                 out_stride[i] = 1 if not shape else stride[0] * shape[0]
                 # (broadcast_in_dim: a new size 1 before the first of the input's dimensions)
         return self._view(base, out_shape, out_stride, base.storage_offset())
+
+    def _sliced(self, base: FakeTensor, dim: Any = 0, start: Any = None, end: Any = None,
+                step: Any = 1) -> Optional[FakeTensor]:
+        """FakeTensorMode's own `slice.Tensor` (fake_impls' `slice_forward`): int bounds on a
+        static dimension (its questions are then about ints: Python answers them), or the whole of
+        a symbolic one (`x[:, 0:]`: `0 <= s` and `s >= 0`, true of a size of at least 2); the
+        view's offset and stride computed by the same SymInt arithmetic."""
+        ndim = base.dim()
+        if ndim == 0 or type(dim) is not int or not -ndim <= dim < ndim or type(step) is not int or step <= 0:
+            return None
+        if not (start is None or type(start) is int) or not (end is None or type(end) is int):
+            return None
+        dim %= ndim
+        sizes, strides = list(base.shape), list(base.stride())
+        size = sizes[dim]
+        if type(size) is int:
+            start_index = 0 if start is None else _slice_index(size, start)
+            end_index = size if end is None or end == sys.maxsize else _slice_index(size, end)
+            new_size: Any = (end_index - start_index + step - 1) // step if end_index >= start_index else 0
+        else:
+            if not _size_at_least_two(size) or start not in (None, 0) or end not in (None, sys.maxsize):
+                return None
+            start_index, end_index = 0, size
+            new_size = (end_index - start_index + step - 1) // step
+        offset = base.storage_offset() + start_index * strides[dim]
+        sizes[dim] = new_size
+        strides[dim] = strides[dim] * step
+        return self._view(base, sizes, strides, offset)
+
+    def _split(self, func: OpOverload, base: FakeTensor, sizes: Any, dim: Any = 0) -> Optional[Any]:
+        """torch/_decomp's `split` (a tuple: chunks of `sizes`, the last one what is left) and
+        torch/_refs' `split_with_sizes` (a list), along a static dimension in int sizes: each part
+        `as_strided` of the input at the offset the parts before it take, by the same arithmetic."""
+        ndim = base.dim()
+        if type(dim) is not int or not -ndim <= dim < ndim:
+            return None
+        dim %= ndim
+        dim_size = base.shape[dim]
+        if type(dim_size) is not int or dim_size == 0:
+            return None
+        if func is _SPLIT:
+            if type(sizes) is not int or sizes <= 0:
+                return None
+            chunks = (dim_size + sizes - 1) // sizes
+            parts = [sizes] * chunks
+            parts[-1] = sizes - (sizes * chunks - dim_size)
+        else:
+            if type(sizes) not in (list, tuple) or not all(type(n) is int and n >= 0 for n in sizes):
+                return None
+            if sum(sizes) != dim_size:
+                return None  # (an error: FakeTensorMode raises it)
+            parts = list(sizes)
+        shape, stride = list(base.shape), base.stride()
+        offset = base.storage_offset()
+        views = []
+        for size in parts:
+            shape[dim] = size
+            views.append(self._view(base, list(shape), stride, offset))
+            offset = offset + stride[dim] * size
+        return tuple(views) if func is _SPLIT else views
 
     def _unsqueezed(self, base: FakeTensor, dim: Any) -> Optional[FakeTensor]:
         """`torch._refs.unsqueeze`: `broadcast_in_dim` to the sizes with a 1 inserted. It asks of
@@ -285,7 +353,11 @@ class SymbolicViews:
             return None
         self.hits += 1
         kind, items = entry
-        views = [self._view(base, *item) for item in items]
+        if key[1] and type(base.storage_offset()) is int:  # (offsets remembered from the input's)
+            start = base.storage_offset()
+            views = [self._view(base, shape, stride, start + offset) for shape, stride, offset in items]
+        else:
+            views = [self._view(base, *item) for item in items]
         return views[0] if kind is None else kind(views)
 
     def remember(self, key: tuple, base: FakeTensor, out: Any) -> None:
@@ -298,7 +370,12 @@ class SymbolicViews:
         for view in outs:
             if not self._plain_view_of(view, base):
                 return
-            items.append((tuple(view.shape), view.stride(), view.storage_offset()))
+            offset = view.storage_offset()
+            if key[1] and type(base.storage_offset()) is int:
+                if type(offset) is not int:
+                    return
+                offset -= base.storage_offset()
+            items.append((tuple(view.shape), view.stride(), offset))
         if len(self._entries) >= _MAX_ENTRIES:
             self._entries.clear()
         self._entries[key] = (kind, tuple(items))
@@ -322,7 +399,7 @@ class SymbolicViews:
         # (an unbacked size has no hint: FakeTensorMode's cache leaves those alone too)
         return all(type(n) is int or n.node.has_hint() for n in (*view.shape, *view.stride(), view.storage_offset()))
 
-    def _key(self, v: Any, tensors: list) -> Any:
+    def _key(self, v: Any, tensors: list, relative: bool) -> Any:
         tp = type(v)
         if tp in _CONSTANTS:
             return (tp, v)
@@ -334,18 +411,39 @@ class SymbolicViews:
             if v.is_conj() or v.is_neg():
                 raise _Unkeyable
             tensors.append(v)
-            return ("tensor", _dims(v.shape), _dims(v.stride()), _dims((v.storage_offset(),)), v.dtype,
-                    v.fake_device)
+            offset = v.storage_offset()
+            # (an int offset is left out where the view's offset is the input's plus what the rest
+            # of the key decides: the view of a split's second part is the first part's, shifted)
+            at = "int" if relative and type(offset) is int else _dims((offset,))
+            return ("tensor", _dims(v.shape), _dims(v.stride()), at, v.dtype, v.fake_device)
         if tp is tuple or tp is list:
-            return (tp, tuple([self._key(item, tensors) for item in v]))
+            return (tp, tuple([self._key(item, tensors, relative) for item in v]))
         if tp is dict:
-            return (tp, tuple([(k, self._key(item, tensors)) for k, item in v.items()]))
+            return (tp, tuple([(k, self._key(item, tensors, relative)) for k, item in v.items()]))
         raise _Unkeyable
 
 
 _PERMUTATIONS = (torch.ops.aten.transpose.int, torch.ops.aten.permute.default)
 _UNSQUEEZE, _EXPAND = torch.ops.aten.unsqueeze.default, torch.ops.aten.expand.default
 _VIEW = torch.ops.aten.view.default
+_SLICE = torch.ops.aten.slice.Tensor
+_SPLIT, _SPLIT_WITH_SIZES = torch.ops.aten.split.Tensor, torch.ops.aten.split_with_sizes.default
+# Views whose output offsets are the input's plus an amount its sizes, strides and the other
+# arguments decide (their decompositions read the offset only to add to it), and whose questions
+# about sizes never involve the offset: memoized relative to an int offset of the input.
+_SHIFTED_BY_OFFSET = frozenset({_VIEW, _UNSQUEEZE, _EXPAND, _SLICE, _SPLIT, _SPLIT_WITH_SIZES,
+                                torch.ops.aten.select.int})
+
+
+def _slice_index(size: int, index: int) -> int:
+    """fake_impls' `_compute_slice_index` on ints: an index clamped into [0, size]."""
+    if 0 <= index <= size:
+        return index
+    if index < 0 and index >= -size:
+        return index + size
+    if index < -size:
+        return 0
+    return size  # (index > size)
 
 
 def _expr(n: Any) -> Any:
@@ -359,6 +457,8 @@ def _at_least_two(n: Any) -> bool:
     if type(n) is int:
         return n >= 2
     if isinstance(n, torch.SymInt):
+        if n.node.expr.is_Integer:  # (a number as a SymInt, `s*12 // (s*3)`: kept as the view's size)
+            return n.node.expr >= 2
         return _size_at_least_two(n)
     return False
 
