@@ -270,8 +270,8 @@ class OutputGraph:
             out = fake_rules.infer(op, target, args, kwargs, self.grad_enabled, autocast)
             if out is None and self.symbolic:
                 out = sym_rules.infer(op, target, args, kwargs, self.grad_enabled, autocast)
-                if out is None:
-                    out = sym_strides.infer(op, target, args, kwargs, self.grad_enabled, autocast)
+            if out is None:  # (strided inputs, static sizes too: torch's stride logic on ints)
+                out = sym_strides.infer(op, target, args, kwargs, self.grad_enabled, autocast)
             if out is None:
                 return fake_rules.infer_inplace(op, target, args, kwargs, self.grad_enabled, autocast,
                                                 self.symbolic), None

@@ -12,20 +12,30 @@ import operator
 import random
 from typing import Any
 
+import pytest
 import torch
 import torch.fx
 from torch._dispatch.python import enable_python_dispatcher
+
+from torch._subclasses.fake_tensor import FakeTensorMode
 
 from pyframe.fake import sym_strides
 from pyframe.fake.memo import _symbolic_tensor_key
 from pyframe.fake.shapes import new_symbolic_mode, symbolic_fake
 from pyframe.source import LocalSource
-from tests.test_fake_sym_rules import _knowledge, _meta
+from tests.test_fake_sym_rules import _knowledge as _shape_env_knowledge, _meta
+
+
+def _knowledge(shape_env) -> tuple:
+    return _shape_env_knowledge(shape_env) if shape_env is not None else ()
 
 
 class Harness:
-    def __init__(self) -> None:
-        self.mode = new_symbolic_mode()
+    """`static`: a FakeTensorMode with no ShapeEnv, as a trace with static shapes propagates in
+    (the rules answer there too)."""
+
+    def __init__(self, static: bool = False) -> None:
+        self.mode = FakeTensorMode() if static else new_symbolic_mode()
         self.graph = torch.fx.Graph()
         self.answered = 0
 
@@ -33,7 +43,7 @@ class Harness:
              requires_grad: bool = False, name: str | None = None) -> torch.Tensor:
         name = name or f"t{len(self.graph.nodes)}"
         real = torch.randn(shape, dtype=dtype, requires_grad=requires_grad)
-        if dynamic:
+        if dynamic and self.mode.shape_env is not None:
             return symbolic_fake(self.mode, real, LocalSource(name), dynamic, duck=False)
         return self.mode.from_tensor(real, static_shapes=True)
 
@@ -136,9 +146,10 @@ def _random_view(h: Harness, rng: random.Random, shape: tuple, dynamic: tuple, d
     return fake
 
 
-def test_random_strided_elementwise_ops_are_fake_tensor_modes():
+@pytest.mark.parametrize("static", [False, True], ids=["symbolic", "static"])
+def test_random_strided_elementwise_ops_are_fake_tensor_modes(static):
     rng = random.Random(0)
-    h = Harness()
+    h = Harness(static)
     answered = 0
     for trial in range(300):
         ndim = rng.randint(1, 4)
@@ -181,9 +192,10 @@ def test_random_strided_elementwise_ops_are_fake_tensor_modes():
     assert answered >= 60, answered
 
 
-def test_random_strided_cats_are_fake_tensor_modes():
+@pytest.mark.parametrize("static", [False, True], ids=["symbolic", "static"])
+def test_random_strided_cats_are_fake_tensor_modes(static):
     rng = random.Random(1)
-    h = Harness()
+    h = Harness(static)
     answered = 0
     for trial in range(200):
         ndim = rng.randint(1, 5)

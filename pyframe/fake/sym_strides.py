@@ -25,6 +25,10 @@ torch asks, in its short-circuit order:
   memory_format=...)`: contiguous unless every input before the first contiguous-suggesting one
   looks channels-last (`suggest_memory_format`), which is left to FakeTensorMode.
 
+The same rules serve traces with static sizes (pyframe/graph.py asks them after fake/rules.py's):
+on ints every question has Python's answer, and a strided elementwise op or `cat` (a first compile
+of new shapes: LLaMA's rotary embedding) skips FakeTensorMode there too.
+
 Inputs are floating tensors of one dtype and device whose symbolic sizes are plain backed symbols
 (or products of them) of at least 2 (fake/sym_rules.py's `_size_at_least_two`); strides may be any
 backed expressions. tests/test_fake_sym_strides.py compares every rule with FakeTensorMode on
