@@ -107,16 +107,25 @@ def _eq(a: Any, b: Any) -> Optional[bool]:
     return False if number <= 1 else None  # (a symbolic size here is at least 2)
 
 
-def _dense(v: Any, dtypes: frozenset = _FLOATING) -> Optional[tuple[FakeTensor, tuple]]:
-    """(the FakeTensor, its sizes) of a node whose value is a dense, contiguous tensor of one of
-    `dtypes` (floating ones unless said) whose symbolic sizes are plain symbols of at least 2; None
-    otherwise."""
+def plain_fake(v: Any, dtypes: frozenset) -> Optional[FakeTensor]:
+    """The FakeTensor of a node whose value is a plain strided tensor of one of `dtypes` (no
+    constant of FakeTensorMode's, no conjugate or negative bit); None otherwise."""
     if type(v) is not torch.fx.Node:
         return None
     t = v.meta.get("example_value")
     if type(t) is not FakeTensor or t.constant is not None or t.layout is not torch.strided:
         return None
     if t.dtype not in dtypes or t.is_conj() or t.is_neg():
+        return None
+    return t
+
+
+def _dense(v: Any, dtypes: frozenset = _FLOATING) -> Optional[tuple[FakeTensor, tuple]]:
+    """(the FakeTensor, its sizes) of a node whose value is a dense, contiguous tensor of one of
+    `dtypes` (floating ones unless said) whose symbolic sizes are plain symbols of at least 2; None
+    otherwise."""
+    t = plain_fake(v, dtypes)
+    if t is None:
         return None
     shape = tuple(t.shape)
     if not t._has_symbolic_sizes_strides:

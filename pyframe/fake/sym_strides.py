@@ -51,7 +51,7 @@ from torch.utils._sympy.functions import Max, Mod
 
 from .memo import _Output
 from .rules import _FLOATING, _SCALARS, apply_rule, cat_operands, fresh_output, registrar
-from .sym_rules import _size_at_least_two, broadcast
+from .sym_rules import _size_at_least_two, broadcast, plain_fake
 
 _RULES: dict[tuple[str, Any], Any] = {}
 _rule = registrar(_RULES)
@@ -243,12 +243,8 @@ _OPMATH_ITSELF = frozenset({torch.float32, torch.float64})
 def _strided(v: Any, dtypes: frozenset = _OPMATH_ITSELF) -> Optional[FakeTensor]:
     """The FakeTensor of a node whose value is a plain strided tensor of one of `dtypes` whose
     symbolic sizes are symbols (or products of them) of at least 2."""
-    if type(v) is not torch.fx.Node:
-        return None
-    t = v.meta.get("example_value")
-    if type(t) is not FakeTensor or t.constant is not None or t.layout is not torch.strided:
-        return None
-    if t.dtype not in dtypes or t.is_conj() or t.is_neg():
+    t = plain_fake(v, dtypes)
+    if t is None:
         return None
     if any(type(n) is not int and not _size_at_least_two(n) for n in t.shape):
         return None
