@@ -342,7 +342,7 @@ pf_eval_previous(_PyFrameEvalFunction prev, PyThreadState *tstate, _PyInterprete
     return result;
 }
 
-/* Shadow frames run so far, all threads (read by tests through _hook_state; the GIL guards it). */
+/* Shadow frames run so far, all threads (_C._shadow_frames(), for tests; the GIL guards it). */
 static unsigned long long pf_shadow_frames = 0;
 
 /* Run entry `e` for `frame` in a shadow frame (docs/c_layer.md section 4; CPYTHON311.md fact
@@ -403,6 +403,13 @@ pf_eval_shadow(PyThreadState *tstate, _PyInterpreterFrame *frame, PfEntry *e, Py
     return result;
 }
 
+static inline Py_ssize_t
+pf_code_framesize(PyCodeObject *code)
+{
+    /* the words _PyEvalFramePushAndInit bumps for a frame of `code` (3.11 has no co_framesize) */
+    return code->co_nlocalsplus + code->co_stacksize + FRAME_SPECIALS_SIZE;
+}
+
 /* Let entry `e`'s code take over `frame` itself (no second frame): possible when the frame is the
    top of the thread's data stack with room for the new code's size, and the entry's slot map
    keeps every argument in its slot (e->takes_over). The frame then becomes a frame of the new
@@ -411,13 +418,6 @@ pf_eval_shadow(PyThreadState *tstate, _PyInterpreterFrame *frame, PfEntry *e, Py
    globals and builtins stay the original's, as a shadow frame's would (COPY_FREE_VARS reads the
    original closure). _PyEval_Vector clears and pops it afterwards (fact 12) by its new f_code,
    which covers every slot the new code used. Returns 0, changing nothing, when it cannot. */
-static inline Py_ssize_t
-pf_code_framesize(PyCodeObject *code)
-{
-    /* the words _PyEvalFramePushAndInit bumps for a frame of `code` (3.11 has no co_framesize) */
-    return code->co_nlocalsplus + code->co_stacksize + FRAME_SPECIALS_SIZE;
-}
-
 static inline int
 pf_frame_take_over(PyThreadState *tstate, _PyInterpreterFrame *frame, PyCodeObject *code)
 {
