@@ -46,6 +46,22 @@ def _knowledge(shape_env) -> tuple:
             {k: (v.lower, v.upper) for k, v in shape_env.var_to_range.items()})
 
 
+def real_propagation(mode: Any, op: str, target: Any, args: tuple, kwargs: dict, grad: bool,
+                     answer: Any) -> tuple[Any, list]:
+    """(the output FakeTensorMode gives for the call on the nodes' FakeTensors, those tensors);
+    None for an op that raises, where the rule must not have answered (`answer` None)."""
+    fake_args = torch.fx.node.map_arg(args, lambda n: n.meta["example_value"])
+    fake_kwargs = torch.fx.node.map_arg(kwargs, lambda n: n.meta["example_value"])
+    tensors = [a for a in fake_args if isinstance(a, torch.Tensor)]
+    try:
+        with mode, torch.set_grad_enabled(grad), enable_python_dispatcher():
+            return (getattr(fake_args[0], target)(*fake_args[1:], **fake_kwargs) if op == "call_method"
+                    else target(*fake_args, **fake_kwargs)), tensors
+    except Exception as e:  # noqa: BLE001
+        assert answer is None, f"{target} answered where the op raises {type(e).__name__}: {e}"
+        return None, tensors
+
+
 class Harness:
     """FakeTensors over one ShapeEnv as fx nodes (what a rule reads), and the real propagation."""
 
@@ -87,16 +103,8 @@ class Harness:
         kwargs = kwargs or {}
         out = sym_rules.infer(op, target, args, kwargs, grad, autocast=False)
         before = _knowledge(self.mode.shape_env)
-        fake_args = torch.fx.node.map_arg(args, lambda n: n.meta["example_value"])
-        fake_kwargs = torch.fx.node.map_arg(kwargs, lambda n: n.meta["example_value"])
-        try:
-            with self.mode, torch.set_grad_enabled(grad), enable_python_dispatcher():
-                real = (getattr(fake_args[0], target)(*fake_args[1:], **fake_kwargs) if op == "call_method"
-                        else target(*fake_args, **fake_kwargs))
-        except Exception as e:  # noqa: BLE001
-            assert out is None, f"{target} answered where the op raises {type(e).__name__}: {e}"
-            return False
-        if out is None:
+        real, _ = real_propagation(self.mode, op, target, args, kwargs, grad, out)
+        if out is None or real is None:
             return False
         assert _knowledge(self.mode.shape_env) == before, f"{target}: the real propagation decided something"
         assert _meta(out.build(self.mode)) == _meta(real), (target, args, kwargs)

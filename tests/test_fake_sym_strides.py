@@ -23,7 +23,7 @@ from pyframe.fake import sym_strides
 from pyframe.fake.memo import _symbolic_tensor_key
 from pyframe.fake.shapes import new_symbolic_mode, symbolic_fake
 from pyframe.source import LocalSource
-from tests.test_fake_sym_rules import _knowledge as _shape_env_knowledge, _meta
+from tests.test_fake_sym_rules import _knowledge as _shape_env_knowledge, _meta, real_propagation
 
 
 def _knowledge(shape_env) -> tuple:
@@ -61,19 +61,11 @@ class Harness:
         before = _knowledge(self.mode.shape_env)
         out = sym_strides.infer(op, target, args, kwargs, grad, autocast=False)
         assert _knowledge(self.mode.shape_env) == before, f"{target}: the rule decided something"
-        fake_args = torch.fx.node.map_arg(args, lambda n: n.meta["example_value"])
-        fake_kwargs = torch.fx.node.map_arg(kwargs, lambda n: n.meta["example_value"])
-        try:
-            with self.mode, torch.set_grad_enabled(grad), enable_python_dispatcher():
-                real = (getattr(fake_args[0], target)(*fake_args[1:], **fake_kwargs) if op == "call_method"
-                        else target(*fake_args, **fake_kwargs))
-        except Exception as e:  # noqa: BLE001
-            assert out is None, f"{target} answered where the op raises {type(e).__name__}: {e}"
-            return False
-        if out is None:
+        real, tensors = real_propagation(self.mode, op, target, args, kwargs, grad, out)
+        if out is None or real is None:
             return False
         assert _knowledge(self.mode.shape_env) == before, f"{target}: the real propagation decided something"
-        description = (target, [_meta(a) for a in fake_args if isinstance(a, torch.Tensor)])
+        description = (target, [_meta(a) for a in tensors])
         assert _meta(out.build(self.mode)) == _meta(real), description
         assert out.value_key == _symbolic_tensor_key(real), (description, out.value_key, _symbolic_tensor_key(real))
         self.answered += 1
