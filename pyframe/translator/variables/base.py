@@ -340,8 +340,10 @@ def _is_plain_metaclass(meta: type) -> bool:
     return plain
 
 
-def _has_plain_metaclasses(cls: type) -> bool:
-    """Every class on cls's MRO made by a plain metaclass (_is_plain_metaclass)."""
+def has_plain_metaclasses(cls: type) -> bool:
+    """Every class on cls's MRO made by a plain metaclass (_is_plain_metaclass): its instances'
+    attributes are where getattr_static looks. A metaclass of its own (`__call__`, `__setattr__`,
+    `__instancecheck__`...) changes how the class is called and read, never how its instances are."""
     return all(type(entry) is type or _is_plain_metaclass(type(entry)) for entry in cls.__mro__)
 
 
@@ -358,7 +360,7 @@ def static_attribute(obj: Any, name: str, default: Any = _STATIC_MISSING) -> Any
     # too: getattr_static finds no instance dict there either.
     dict_descriptor = _mro_attribute(cls, "__dict__")
     slots_only = dict_descriptor is _STATIC_MISSING and not cls.__dictoffset__
-    if issubclass(cls, type) or not _has_plain_metaclasses(cls) or \
+    if issubclass(cls, type) or not has_plain_metaclasses(cls) or \
             (type(dict_descriptor) is not _getset_descriptor and not slots_only):
         return _getattr_static(obj, name) if default is _STATIC_MISSING else _getattr_static(obj, name, default)
     found = _mro_attribute(cls, name)

@@ -25,13 +25,12 @@ and value.
 """
 from __future__ import annotations
 
-import abc
 import types
 from typing import Any, Sequence
 
 from ...exc import Unsupported
 from ...source import AttrSource, Source
-from .base import BoundMethodVariable, VariableTracker, class_attribute
+from .base import BoundMethodVariable, VariableTracker, class_attribute, has_plain_metaclasses
 from .constant import ConstantVariable
 from .descriptions import describe_value
 from .dicts import ObjectKey
@@ -53,7 +52,7 @@ def container_base(cls: Any) -> type | None:
     """list, tuple, set, frozenset, int, float or str: the builtin class whose storage and methods instances of
     `cls` use; None unless `cls` is a Python subclass of exactly one of them (a plain metaclass, no
     other class written in C on its MRO; a named tuple is a kind of its own)."""
-    if not isinstance(cls, type) or type(cls) not in (type, abc.ABCMeta) or cls in _BASES or not issubclass(cls, _BASES):
+    if not isinstance(cls, type) or not has_plain_metaclasses(cls) or cls in _BASES or not issubclass(cls, _BASES):
         return None
     bases = [b for b in _BASES if issubclass(cls, b)]
     if len(bases) != 1 or hasattr(cls, "_fields"):

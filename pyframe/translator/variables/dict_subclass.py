@@ -25,14 +25,13 @@ the graph the same way, through the base's methods.
 """
 from __future__ import annotations
 
-import abc
 import collections
 import types
 from typing import Any, Sequence
 
 from ...exc import Unsupported
 from ...source import AttrSource, Source
-from .base import BoundMethodVariable, VariableTracker, class_attribute
+from .base import BoundMethodVariable, VariableTracker, class_attribute, has_plain_metaclasses
 from .constant import ConstantVariable
 from .dicts import (
     DictVariable, DictViewVariable, ObjectKey, key_var, name_as_constructed, positional_args, raise_key_error,
@@ -57,7 +56,7 @@ def dict_base(cls: type) -> type | None:
     """dict or OrderedDict: the builtin class whose storage and methods instances of `cls` use;
     None unless `cls` is a Python subclass of one of them (and of no other builtin class: not
     defaultdict, not a class written in C) with a plain metaclass."""
-    if not isinstance(cls, type) or type(cls) not in (type, abc.ABCMeta) or cls in _BUILTIN_BASES:
+    if not isinstance(cls, type) or not has_plain_metaclasses(cls) or cls in _BUILTIN_BASES:
         return None
     if not issubclass(cls, dict) or any(not klass.__flags__ & _HEAPTYPE and klass not in _BUILTIN_BASES
                                         for klass in cls.__mro__):
