@@ -362,12 +362,13 @@ class SideEffects:
                     cg.load_source(target.dict_source)
                     cg.load_const(target.name)
                     cg.emit("STORE_SUBSCR")
-            elif isinstance(target, tuple) and _stored_raw(target[0]):
-                # object.__setattr__(obj, "name", temp): what the trace recorded is the store
-                # itself, the class's own __setattr__ having run (inlined) already
+            elif isinstance(target, tuple) and _raw_setattr(target[0]) is not None:
+                # object.__setattr__(obj, "name", temp) (type.__setattr__ for a class): what the
+                # trace recorded is the store itself, the class's own __setattr__ (or its
+                # metaclass's) having run (inlined) already
                 obj, name = target
                 cg.push_null()
-                cg.load_const(object.__setattr__)
+                cg.load_const(_raw_setattr(obj))
                 cg.load_source(obj.source)
                 cg.load_const(name)
                 cg.load_local(temp)
@@ -478,10 +479,16 @@ def _is_class(obj: VariableTracker) -> bool:
 _type_dict = type.__dict__["__dict__"].__get__
 
 
-def _stored_raw(obj: VariableTracker) -> bool:
-    """The trace recorded `object.__setattr__` itself for stores to `obj`: a dict-subclass
-    instance, or an object whose class's own Python `__setattr__` was inlined (replaying through
-    it would run it twice: a mapped name mapped again)."""
-    return isinstance(obj, DictSubclassMixin) or (
-        isinstance(obj, UserObjectVariable)
-        and isinstance(class_attribute(type(obj.value), "__setattr__", None), types.FunctionType))
+def _raw_setattr(obj: VariableTracker) -> Any:
+    """The store the trace recorded for `obj`, when it is the builtin one beneath a Python
+    `__setattr__` that was inlined (replaying through that would run it twice: a mapped name
+    mapped again): `object.__setattr__` for a dict-subclass instance or an object whose class
+    defines `__setattr__`, `type.__setattr__` for a class whose metaclass does. None: a plain
+    `obj.name = value`."""
+    if isinstance(obj, DictSubclassMixin):
+        return object.__setattr__
+    value = getattr(obj, "value", None)
+    if isinstance(obj, UserObjectVariable) or isinstance(value, type):
+        if isinstance(class_attribute(type(value), "__setattr__", None), types.FunctionType):
+            return type.__setattr__ if isinstance(value, type) else object.__setattr__
+    return None

@@ -15,11 +15,11 @@ import torch
 from ...exc import Unsupported
 from ...guards import GuardKind
 from ...source import AttrSource, ItemSource, Source
-from .base import VariableTracker, class_attribute
+from .base import VariableTracker, class_attribute, mro_lookup
 from .constant import ConstantVariable
 from .exceptions import RaisedException
 from .iterators import iterate
-from .methods import inline_getattribute
+from .methods import InlinedMethodVariable, inline_getattribute
 from .static_lookup import PLAIN_DESCRIPTORS, is_data_descriptor
 from .tensor import TensorVariable
 
@@ -190,6 +190,44 @@ def _drain(tx, iterator: VariableTracker, next_method: types.FunctionType, sourc
     raise Unsupported(f"an iterator of a {iterator.python_type().__qualname__} that gives over {_MAX_ITEMS} items")
 
 
+def metaclass_getattr(tx, cls_var: VariableTracker, name: str) -> VariableTracker | None:
+    """`cls.name` where type.__getattribute__ takes the answer from cls's metaclass, a Python
+    subclass of type: a property or Python descriptor of the metaclass (a data descriptor there
+    comes before the class's own attribute), a method of the metaclass bound to the class (when
+    the class's MRO has no such attribute), or, when neither has it, the metaclass's own
+    `__getattr__`, inlined. None: the class's own lookup answers (read statically by the caller).
+    What the trace takes from the metaclass is read from its MRO's dicts and pinned by identity."""
+    cls = cls_var.as_python_constant()
+    meta = type(cls)
+    if meta is type:
+        return None
+    if isinstance(mro_lookup(meta, "__getattribute__"), types.FunctionType):
+        raise Unsupported(f"attribute {name!r} of class {cls.__qualname__}, whose metaclass defines __getattribute__")
+    meta_var = tx.wrap(meta, AttrSource(cls_var.source, "__class__") if cls_var.source is not None else None)
+    found = mro_lookup(meta, name)
+    if found is not None and is_data_descriptor(found) and not isinstance(found, PLAIN_DESCRIPTORS):
+        if isinstance(found, property):
+            if not isinstance(found.fget, types.FunctionType):
+                raise Unsupported(f"property {name!r} of the metaclass of {cls.__qualname__}, whose getter is not Python")
+            _descriptor_tracker(tx, meta, meta_var.source, name, found)  # (pins the property)
+            return tx.inline_call(found.fget, [cls_var], {})
+        if python_descriptor(meta, name, static=found) is not None:
+            return descriptor_get(tx, cls_var, meta_var, name, found)
+        return None
+    if any(name in vars(klass) for klass in cls.__mro__):
+        return None
+    if isinstance(found, types.FunctionType):  # a method of the metaclass: bound to the class
+        _descriptor_tracker(tx, meta, meta_var.source, name, found)
+        return InlinedMethodVariable(found, cls_var)
+    if found is not None:
+        return None
+    fallback = mro_lookup(meta, "__getattr__")
+    if not isinstance(fallback, types.FunctionType):
+        return None
+    fn = _descriptor_tracker(tx, meta, meta_var.source, "__getattr__", fallback)
+    return tx.inline_call(fallback, [cls_var, ConstantVariable(name)], {}, fn_source=fn.source)
+
+
 def check_plain_store(cls: type, name: str, own_setattr_ran: bool = False) -> None:
     """Unsupported unless `obj.name = value` (or, `own_setattr_ran`, object.__setattr__ at the end
     of the class's own __setattr__) only puts value in the instance's __dict__."""
@@ -205,20 +243,30 @@ def check_plain_store(cls: type, name: str, own_setattr_ran: bool = False) -> No
 _HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class made by a class statement (not a builtin's)
 
 
-def store_class_attribute(tx, cls_var: VariableTracker, name: str, value: VariableTracker) -> None:
+def store_class_attribute(tx, cls_var: VariableTracker, name: str, value: VariableTracker,
+                          through_type: bool = False) -> None:
     """`Cls.name = value` (`Cls.count += 1`, a class attribute written in the frame): replayed
     after the graph as a store on the class (side_effects.py), and seen by every later read in the
     trace of `Cls.name`, of a subclass's and of an instance's that reaches the class
     (SideEffects.load_class_attr). A plain value over a plain value: a store that would change
     how instances behave (a special method, a function, a descriptor, through the metaclass's
     __setattr__ or a data descriptor of the metaclass) is Unsupported, since those lookups read
-    the real class while tracing."""
+    the real class while tracing.
+
+    A metaclass's own `__setattr__` written in Python is inlined; it ends in type's store
+    (`super().__setattr__(name, value)`: TypeSetattrVariable), which is this with `through_type`."""
     cls = cls_var.as_python_constant()
     where = f"assignment to attribute {name!r} of class {cls.__qualname__}"
     if not cls.__flags__ & _HEAPTYPE:
         raise Unsupported(f"{where} (a builtin class)")
-    if type(cls).__setattr__ is not type.__setattr__:
-        raise Unsupported(f"{where}, whose metaclass defines __setattr__")
+    if type(cls).__setattr__ is not type.__setattr__ and not through_type:
+        meta_setattr = mro_lookup(type(cls), "__setattr__")
+        if not isinstance(meta_setattr, types.FunctionType):
+            raise Unsupported(f"{where}, whose metaclass's __setattr__ is a {type(meta_setattr).__name__}")
+        meta_source = AttrSource(cls_var.source, "__class__") if cls_var.source is not None else None
+        fn = _descriptor_tracker(tx, type(cls), meta_source, "__setattr__", meta_setattr)
+        tx.inline_call(meta_setattr, [cls_var, ConstantVariable(name), value], {}, fn_source=fn.source)
+        return
     if name.startswith("__") and name.endswith("__"):
         raise Unsupported(f"{where} (a special attribute: it changes how the class works)")
     for meta in type(cls).__mro__:
@@ -233,6 +281,21 @@ def store_class_attribute(tx, cls_var: VariableTracker, name: str, value: Variab
     if hasattr(type(old), "__get__") or new_type is None or hasattr(new_type, "__get__"):
         raise Unsupported(f"{where} (a method or descriptor, old or new)")
     tx.side_effects.store_attr(cls_var, name, value)
+
+
+class TypeSetattrVariable(VariableTracker):
+    """`type.__setattr__` bound to a class, reached through `super().__setattr__` in its
+    metaclass's own `__setattr__`: the class attribute store itself (store_class_attribute)."""
+
+    def __init__(self, cls_var: VariableTracker):
+        super().__init__()
+        self.cls_var = cls_var
+
+    def call(self, tx, args, kwargs) -> VariableTracker:
+        if len(args) != 2 or kwargs or not args[0].is_python_constant():
+            raise Unsupported("type.__setattr__ called with other arguments than (name, value)")
+        store_class_attribute(tx, self.cls_var, args[0].as_python_constant(), args[1], through_type=True)
+        return ConstantVariable(None)
 
 
 # The attributes of an autograd.Function's context (torch._C._FunctionBase, the `ctx` its forward

@@ -20,7 +20,7 @@ import torch
 from ...exc import Unsupported
 from ...guards import GuardKind
 from ...source import AttrSource
-from .base import UNKNOWN_OBJECT, VariableTracker, class_attribute, constant_args, plain_getattr
+from .base import UNKNOWN_OBJECT, VariableTracker, class_attribute, constant_args, mro_lookup, plain_getattr
 from .constant import ConstantVariable, python_scalar
 from .container_subclass import ContainerSubclassMixin, as_base_value
 from .dict_subclass import DictSubclassMixin, builtin_method_descriptor
@@ -255,7 +255,10 @@ def _isinstance(tx, obj: VariableTracker, classinfo: VariableTracker) -> Variabl
         return ConstantVariable(any(isinstance(obj.example, k) if is_legacy_tensor_type(k)
                                     else issubclass(obj.python_type(), k) for k in kinds))
     if not all(checks_by_type(k) for k in flatten_classinfo(kinds)):
-        # A metaclass's own __instancecheck__ (torch's legacy storages, a user's) may look at the
+        if all(checks_by_type(k) or isinstance(_python_instancecheck(k), types.FunctionType)
+               for k in flatten_classinfo(kinds)):
+            return ConstantVariable(any(_isinstance_of_one(tx, obj, k) for k in flatten_classinfo(kinds)))
+        # A metaclass's own __instancecheck__ in C (torch's legacy storages) may look at the
         # object itself: asked of the real object, which the guards keep the same one.
         known = obj.real_object()
         if known is UNKNOWN_OBJECT or (obj.source is None and not isinstance(obj, ConstantVariable)):
@@ -264,6 +267,27 @@ def _isinstance(tx, obj: VariableTracker, classinfo: VariableTracker) -> Variabl
             tx.output.guards.add(obj.source, GuardKind.ID_MATCH, known)
         return ConstantVariable(isinstance(known, cls))
     return ConstantVariable(issubclass(obj.python_type(), cls))
+
+
+def _python_instancecheck(cls: Any) -> Any:
+    """The `__instancecheck__` of cls's metaclass, as isinstance() looks it up (on the type)."""
+    return mro_lookup(type(cls), "__instancecheck__")
+
+
+def _isinstance_of_one(tx, obj: VariableTracker, cls: type) -> bool:
+    """isinstance(obj, cls) for one class, as PyObject_IsInstance decides it: true when obj's type
+    is cls itself; a class whose metaclass defines `__instancecheck__` in Python asks it (inlined,
+    its answer's truth taken); else obj's type is a subclass."""
+    if obj.python_type() is cls:
+        return True
+    check = _python_instancecheck(cls)
+    if not isinstance(check, types.FunctionType):
+        return issubclass(obj.python_type(), cls)
+    answer = tx.inline_call(check, [tx.wrap(cls, None, guard=False), obj], {})
+    truth = answer.as_python_constant() if answer.is_python_constant() else None
+    if truth is None and not answer.is_python_constant():
+        raise Unsupported(f"{type(cls).__qualname__}.__instancecheck__ gave a value unknown while tracing")
+    return bool(truth)
 
 
 _CALLER_FRAME_READERS = (breakpoint, dir, eval, exec)

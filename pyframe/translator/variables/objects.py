@@ -37,7 +37,8 @@ from .nn_module import MadeCrossEntropyLossVariable, NNModuleVariable, record_mo
 from .descriptions import describe_value
 from .attribute_protocol import (
     check_plain_delete, check_plain_store, delattr_protocol, descriptor_get, descriptor_set, getattr_protocol, is_plain_member,
-    iterate_object, property_setter, python_descriptor, realize_stored, setattr_protocol, store_class_attribute,
+    iterate_object, metaclass_getattr, property_setter, python_descriptor, realize_stored, setattr_protocol,
+    store_class_attribute,
 )
 from .static_lookup import (
     ABSENT, bound_init_arguments, has_own_getattribute, instance_dict_of, is_data_descriptor,
@@ -108,6 +109,10 @@ class PythonObjectVariable(VariableTracker):
             # EnumType's property: a new mappingproxy of the members at each read (fixed since the
             # class statement ran), read for real: it runs no user code
             return tx.wrap(self.value.__members__, source, guard=self.source is not None)
+        if isinstance(self.value, type) and type(self.value) is not type:
+            found = metaclass_getattr(tx, self, name)  # the metaclass's property, method or __getattr__
+            if found is not None:
+                return found
         if isinstance(self.value, type) and class_attribute(type(self.value), name, None) is None:
             descriptor = python_descriptor(self.value, name)
             if descriptor is not None:  # `cls.name`: type(d).__get__(d, None, cls), inlined

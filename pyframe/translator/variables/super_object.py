@@ -11,6 +11,7 @@ import types
 import torch
 
 from ...exc import Unsupported
+from .attribute_protocol import TypeSetattrVariable
 from .base import VariableTracker
 from .container_subclass import BaseMethodVariable, BaseNewVariable, ContainerSubclassMixin, container_base
 from .dict_subclass import BuiltinMethodOfVariable, DictSubclassMixin
@@ -66,6 +67,9 @@ class SuperVariable(VariableTracker):
                     return BaseMethodVariable(self.obj, name)  # `super().append(x)` in a list subclass
                 if attr is object.__init__ and not of_class:  # `super().__init__()` at the top
                     return ObjectInitVariable()
+                if attr is type.__dict__["__setattr__"] and not of_class \
+                        and isinstance(self.obj.as_python_constant(), type):
+                    return TypeSetattrVariable(self.obj)  # `super().__setattr__(...)` in a metaclass's
                 if attr is type.__dict__["__call__"] and not of_class and hasattr(self.obj, "construct"):
                     return TypeCallVariable(self.obj)  # `super().__call__(...)` in a metaclass's
 
