@@ -23,7 +23,8 @@ from ...source import AttrSource
 from .base import UNKNOWN_OBJECT, VariableTracker, class_attribute, constant_args, mro_lookup, plain_getattr
 from .constant import ConstantVariable, python_scalar
 from .container_subclass import ContainerSubclassMixin, as_base_value
-from .dict_subclass import DictSubclassMixin, builtin_method_descriptor
+from .builtin_descriptors import is_builtin_descriptor
+from .dict_subclass import DictSubclassMixin
 from .dicts import DICT_HANDLERS, DictVariable, DictViewVariable, FakeIdVariable, name_as_constructed
 from .iterators import iterate
 from .namedtuples import tuple_new
@@ -168,7 +169,7 @@ class BuiltinVariable(VariableTracker):
             return BuiltinVariable(attr, AttrSource(self.source, name) if self.source is not None else None)
         if name in ("__name__", "__qualname__", "__module__", "__doc__") and isinstance(attr, (str, type(None))):
             return ConstantVariable(attr)  # fixed for a builtin (`type(x).__name__` of a tuple)
-        if builtin_method_descriptor(attr):  # `dict.__setitem__`, `object.__setattr__`
+        if is_builtin_descriptor(attr):  # `dict.__setitem__`, `list.append`, `int.__add__`, `object.__setattr__`
             return tx.wrap(attr, AttrSource(self.source, name) if self.source is not None else None,
                            guard=self.source is not None)
         return super().var_getattr(tx, name)
