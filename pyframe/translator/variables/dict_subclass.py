@@ -32,7 +32,7 @@ from typing import Any, Sequence
 
 from ...exc import Unsupported
 from ...source import AttrSource, Source
-from .base import BoundMethodVariable, VariableTracker, class_attribute, has_plain_metaclasses
+from .base import BoundMethodVariable, VariableTracker, class_attribute, has_plain_metaclasses, mro_lookup
 from .constant import ConstantVariable
 from .dicts import (
     DictVariable, DictViewVariable, ObjectKey, key_var, name_as_constructed, positional_args, raise_key_error,
@@ -267,7 +267,7 @@ class DictSubclassMixin:
     def raw_setattr(self, tx, name: str, value: VariableTracker) -> None:
         """object.__setattr__(self, name, value): into the instance dict, unless a data descriptor
         of the class takes it (not modelled)."""
-        static = class_attribute(self.python_type(), name, None)
+        static = mro_lookup(self.python_type(), name)  # (what the instance sees: not the metaclass's)
         if is_data_descriptor(static):
             raise Unsupported(f"assignment to attribute {name!r} of {self.python_type().__qualname__} "
                               f"through a descriptor")
