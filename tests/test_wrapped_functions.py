@@ -70,6 +70,20 @@ def test_the_dict_of_a_wrapper_made_in_the_frame():
     ahead_of_dynamo(fn, seeded(_vec))
 
 
+def test_wraps_of_a_torch_function_and_of_a_partial():
+    """A partial has no `__name__` (wraps skips it); `__wrapped__` is the partial itself (torch._dynamo
+    breaks the graph in two)."""
+    def fn(x):
+        relu = functools.wraps(torch.relu)(lambda t: torch.relu(t) * 2)
+        scaled = functools.partial(torch.mul, other=3.0)
+        wrapped_partial = functools.wraps(scaled)(lambda t: scaled(t) + 1)
+        return (relu(x) + wrapped_partial(x), relu.__name__, relu.__wrapped__ is torch.relu,
+                wrapped_partial.__wrapped__ is scaled, hasattr(wrapped_partial, "__name__"),
+                wrapped_partial.__module__, wrapped_partial.__doc__ == functools.partial.__doc__)
+
+    ahead_of_dynamo(fn, seeded(_vec))
+
+
 class _Holder:
     pass
 

@@ -51,6 +51,8 @@ _PURE_BUILTINS = {abs, all, any, bool, chr, divmod, float, format, hash, int, is
 PURE_FUNCTIONS = (_PURE_BUILTINS
                   # class methods of the immutable builtins, which make a new value from constants
                   | {int.from_bytes, float.fromhex, bytes.fromhex, str.maketrans, bytes.maketrans}
+                  # read as a constant, as torch._dynamo folds it (inspect.unwrap's bound on a chain)
+                  | {sys.getrecursionlimit}
                   | {getattr(operator, n) for n in dir(operator) if not n.startswith("_")}
                   | {getattr(math, n) for n in dir(math) if callable(getattr(math, n)) and not n.startswith("_")})
 

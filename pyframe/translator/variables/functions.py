@@ -445,14 +445,18 @@ class LruCacheWrapperVariable(VariableTracker):
         return f"LruCacheWrapperVariable({self.wrapped!r})"
 
 
+_A_PARTIAL = functools.partial(print)  # (asked which attributes a partial object has)
+
+
 class PartialVariable(VariableTracker):
     """functools.partial(func, *args, **keywords), read from the frame or made in it: a call passes
     the stored arguments first, as partial does."""
 
     def __init__(self, func: VariableTracker, args: list[VariableTracker],
                  keywords: dict[str, VariableTracker], source: Source | None = None,
-                 real_keywords: dict | None = None):
+                 real_keywords: dict | None = None, value: functools.partial | None = None):
         super().__init__(source)
+        self.value = value  # the partial itself, read from the frame
         self.func, self.args = func, args
         self._keywords = keywords
         self.real_keywords = real_keywords  # the real `keywords` dict of a partial read from the frame
@@ -488,22 +492,40 @@ class PartialVariable(VariableTracker):
                 self.keywords_var = tx.wrap(self.real_keywords, AttrSource(self.source, "keywords")) \
                     if self.source is not None else DictVariable(dict(keywords))
             return self.keywords_var
-        if not hasattr(functools.partial, name):
+        if not hasattr(_A_PARTIAL, name):  # (`__name__`: the class has one, its instances none)
             raise_symbolic(AttributeError, f"'functools.partial' object has no attribute '{name}'")
+        if name in ("__module__", "__doc__"):  # the class's (what functools.wraps copies from a partial)
+            return ConstantVariable(getattr(functools.partial, name))
+        if name == "__dict__" and self.source is None:  # (one made in the frame has no attributes)
+            return DictVariable({})
         return super().var_getattr(tx, name)
+
+    def rebuilt_from(self) -> list[VariableTracker]:
+        return [] if self.source is not None else [self.func, *self.args, *self.keywords.values()]
+
+    def real_object(self) -> Any:
+        return self.value if self.value is not None else super().real_object()
+
+    def identity(self) -> Any:
+        # one made in the frame has this one tracker (`wrapper.__wrapped__ is p`)
+        return self if self.source is None else super().identity()
 
     def reconstruct(self, cg) -> None:
         if self.source is not None:
             cg.load_source(self.source)
             return
-        keywords = self.keywords
-        cg.push_null()
-        cg.load_const(functools.partial)
-        for value in (self.func, *self.args, *keywords.values()):
-            value.reconstruct(cg)
-        if keywords:
-            cg.emit("KW_NAMES", tuple(keywords))
-        cg.call(1 + len(self.args) + len(keywords))
+
+        def build() -> None:  # once: each use is the same partial object
+            keywords = self.keywords
+            cg.push_null()
+            cg.load_const(functools.partial)
+            for value in (self.func, *self.args, *keywords.values()):
+                value.reconstruct(cg)
+            if keywords:
+                cg.emit("KW_NAMES", tuple(keywords))
+            cg.call(1 + len(self.args) + len(keywords))
+
+        cg.rebuild_once(self, build)
 
     def __repr__(self) -> str:
         return f"PartialVariable({self.func!r})"
