@@ -192,12 +192,57 @@ def test_float_subclass_base_operators():
     ahead_of_dynamo(fn, seeded(_vec))
 
 
+class _Ratio(float):
+    def double(self):
+        return super().__mul__(2.0) + float.__add__(self, 0.5)
+
+
+def test_float_subclass_from_the_frame_base_operators():
+    def fn(x, r):
+        return x * r.double() + type(r).__mul__(r, 4.0)
+
+    ahead_of_dynamo(fn, seeded(_vec, lambda: _Ratio(0.25)))
+
+
 def test_str_subclass_base_methods():
     def fn(x, w):
         v = _Word("c") + "d"
         return x * len(w.loud()) + len(v), str(v), str.__add__(w, "!"), type(w).upper(w), str.join(w, ["1", "2"])
 
     ahead_of_dynamo(fn, seeded(_vec, lambda: _Word("ab")))
+
+
+class _InnerMixin:
+    """Two mixins between the subclasses below and their builtin base: super() inside each."""
+
+    def __contains__(self, item):
+        return super().__contains__(item) or item == "any"
+
+
+class _OuterMixin(_InnerMixin):
+    def __len__(self):
+        return super().__len__() + 100
+
+
+class _DeepSet(_OuterMixin, set):
+    pass
+
+
+class _DeepTuple(_OuterMixin, tuple):
+    pass
+
+
+class _DeepStr(_OuterMixin, str):
+    pass
+
+
+def test_deeper_mro_made_in_the_frame():
+    """(torch._dynamo's result is wrong: it skips the mixins' __len__.)"""
+    def fn(x):
+        s, t, w = _DeepSet({"a"}), _DeepTuple((1, 2)), _DeepStr("xy")
+        return x * len(s) + ("a" in s) + len(t) + ("x" in w) + len(w) + str.__len__(w) + tuple.__len__(t)
+
+    ahead_of_dynamo(fn, seeded(_vec))
 
 
 # -- object's own methods --------------------------------------------------------------------------

@@ -66,6 +66,34 @@ def dict_subclass_from_the_frame_super_through_a_mixin(x, d):
     return d["a"] * d["c"], sorted(d)
 
 
+class _Od(collections.OrderedDict):
+    def __getitem__(self, key):
+        return collections.OrderedDict.__getitem__(self, key) * 2
+
+    def put(self, key, value):
+        super().__setitem__(key, value)
+
+
+@case(inputs=lambda: (torch.randn(4), _Od(a=torch.randn(4), b=torch.randn(4))))
+def ordered_dict_subclass_from_the_frame(x, o):
+    o.put("c", x)
+    return o["a"] + type(o).__getitem__(o, "c") + collections.OrderedDict.__getitem__(o, "b"), list(o)
+
+
+class _Reg(dict):
+    def __setitem__(self, key, value):
+        setter = super().__setitem__
+        setter(key, value)
+        getattr(super(), "__setitem__")(key + "_copy", value)
+
+
+@case(inputs=lambda: torch.randn(4))
+def super_method_held_in_a_local_and_read_by_getattr(x):
+    r = _Reg()
+    r["a"] = x
+    return r["a"] + r["a_copy"], sorted(r)
+
+
 # -- list, tuple, set and frozenset subclasses -----------------------------------------------------
 
 class _CountingMixin:
@@ -120,6 +148,16 @@ def set_subclass_base_methods(x):
 def frozenset_subclass_from_the_frame_base_methods(x, f):
     g = _Frozen({3})
     return x * (f.has(1) + g.has(3) + f.has(0)) + frozenset.__len__(f), sorted(frozenset.union(f, g))
+
+
+class _Tags(set):
+    def has(self, tag):
+        return set.__contains__(self, tag) and super().__len__() > 1
+
+
+@case(inputs=lambda: (torch.randn(4), _Tags({"a", "b"})))
+def set_subclass_from_the_frame(x, tags):
+    return x * tags.has("a") + len(set.union(tags, {"c"})) + set.__len__(tags)
 
 
 # -- plain builtin values --------------------------------------------------------------------------
