@@ -503,3 +503,26 @@ def test_the_class_a_method_was_read_from_is_guarded():
     for d in (_PlainDict(a=1), _Constant(a=1), _PlainDict(a=1)):
         assert_same_result(compiled(x, d), fn(x, d))
     assert len(backend.graphs) == 2
+
+
+class _Ordered(collections.OrderedDict):
+    pass
+
+
+def test_dicts_own_iteration_of_an_ordered_dict_is_left_to_python():
+    """dict.keys / dict.__iter__ of an OrderedDict follow the dict's storage, which move_to_end does
+    not reorder: a graph break (the trace holds the OrderedDict's order), never its order."""
+    def fn(x, plain, sub):
+        return x + 1, list(dict.keys(plain)), list(dict.__iter__(sub)), dict.get(sub, "b"), dict.__len__(plain)
+
+    def make():
+        plain, sub = collections.OrderedDict(a=1, b=2), _Ordered(a=1, b=2)
+        plain.move_to_end("a")
+        sub.move_to_end("a")
+        return torch.ones(2), plain, sub
+
+    result, _ = run_pyframe(fn, make(), fullgraph=False)
+    assert_same_result(result, fn(*make()))
+    assert result[1:3] == (["a", "b"], ["a", "b"])
+    reasons = [r.reason for r in pyframe.explain(fn)(*make()).break_reasons]
+    assert any("dict.keys() on a OrderedDict, whose class has a keys of its own" in r for r in reasons)

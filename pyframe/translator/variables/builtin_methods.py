@@ -37,9 +37,10 @@ _BINARY = {"__add__": operator.add, "__mul__": operator.mul, "__rmul__": operato
            "__iand__": operator.iand, "__isub__": operator.isub, "__ixor__": operator.ixor}
 _REPEATS = ("__mul__", "__rmul__", "__imul__")  # (a sequence times an int)
 
-# dict's methods that only read: the same on an OrderedDict (or defaultdict), whose class has its own
-# versions of some (OrderedDict's are there to keep its order, which a read does not change).
-_DICT_READS = {"__getitem__", "__len__", "__contains__", "get", "keys", "values", "items", "__iter__"}
+# dict's methods that read without the order: the same on an OrderedDict (or defaultdict), whose
+# class has its own versions of some (dict's own keys, values, items and iteration follow the dict's
+# storage, which an OrderedDict's move_to_end does not reorder: not modelled).
+DICT_UNORDERED_READS = {"__getitem__", "__len__", "__contains__", "get"}
 
 
 def is_plain_value(obj: VariableTracker) -> bool:
@@ -57,7 +58,7 @@ def call_on_plain_value(tx, descriptor: Any, obj: VariableTracker, args: list[Va
     what = f"{owner.__name__}.{name}() on a {cls.__name__}"
     if isinstance(obj, ConstantVariable):
         return _fold(tx, descriptor, obj, args, kwargs, what)
-    if class_attribute(cls, name, None) is not descriptor and not (owner is dict and name in _DICT_READS):
+    if class_attribute(cls, name, None) is not descriptor and not (owner is dict and name in DICT_UNORDERED_READS):
         raise Unsupported(f"{what}, whose class has a {name} of its own")
     if name in _UNARY:
         return tx.wrap(_UNARY[name], None, guard=False).call(tx, [obj, *args], kwargs)

@@ -33,6 +33,7 @@ from typing import Any, Sequence
 from ...exc import Unsupported
 from ...source import AttrSource, Source
 from .base import BoundMethodVariable, VariableTracker, class_attribute, has_plain_metaclasses, mro_lookup
+from .builtin_methods import DICT_UNORDERED_READS
 from .constant import ConstantVariable
 from .dicts import (
     DictVariable, DictViewVariable, ObjectKey, key_var, name_as_constructed, positional_args, raise_key_error,
@@ -188,7 +189,7 @@ class DictSubclassMixin:
         """`owner.name(self, *args, **kwargs)`, owner being dict, OrderedDict or object."""
         cls, items = self.python_type(), self.dict_var.items
         what = f"{owner.__name__}.{name}() on a {cls.__qualname__}"
-        if owner is dict and self.base is collections.OrderedDict and name not in _READS:
+        if owner is dict and self.base is collections.OrderedDict and name not in DICT_UNORDERED_READS:
             raise Unsupported(f"{what} (dict's method would bypass the OrderedDict's order)")
         if owner is object:
             if name == "__setattr__" and len(args) == 2 and not kwargs:
@@ -280,8 +281,7 @@ class DictSubclassMixin:
         raise NotImplementedError
 
 
-# Methods of dict that only read (dict's own is fine on an OrderedDict subclass), and that mutate.
-_READS = {"__getitem__", "__len__", "__contains__", "get", "keys", "values", "items", "__iter__"}
+# Methods of dict that mutate.
 _MUTATIONS = {"__setitem__", "__delitem__", "pop", "popitem", "setdefault", "clear", "move_to_end"}
 
 
