@@ -40,10 +40,11 @@ from .namedtuples import NamedTupleFactoryVariable, NamedTupleVariable
 from .container_subclass import UserContainerObjectVariable, container_base, make_instance
 from .sets import SetVariable
 from .tree_map import TreeMapFunctionVariable, is_tree_map
-from .builtin_descriptors import BuiltinDescriptorVariable, descriptor_of_bound, is_builtin_descriptor
+from .builtin_descriptors import wrap_bound_builtin_method, wrap_builtin_descriptor
+from .partials import PartialVariable
 from .dict_subclass import UserDictObjectVariable, dict_base
 from .functions import (
-    CodeObjectVariable, InspectSignatureVariable, LruCacheWrapperVariable, PartialVariable, UserFunctionVariable,
+    CodeObjectVariable, InspectSignatureVariable, LruCacheWrapperVariable, UserFunctionVariable,
 )
 from .contexts import GRAD_MODE_CLASSES, GradModeClassVariable
 from .mappingproxy import MappingProxyVariable, is_modelled_proxy
@@ -296,32 +297,6 @@ def _wrap_container_subclass(tx: Tracer, value: Any, source: Source | None, guar
     return _mutable(tx, source, value, UserContainerObjectVariable(value, list(value), source))
 
 
-def _wrap_method_descriptor(tx: Tracer, value: Any, source: Source | None, guard: bool,
-                            guards: Any) -> VariableTracker | None:
-    """A builtin's method read from its class (`dict.__setitem__`, `list.append`, `int.__add__`,
-    `object.__setattr__`, or `type(obj).__getitem__` that resolves to one), guarded by identity."""
-    if is_builtin_descriptor(value):
-        _add(guards, source, GuardKind.ID_MATCH, value)
-        return BuiltinDescriptorVariable(value, None, source)
-    return None
-
-
-def _wrap_bound_builtin_method(tx: Tracer, value: Any, source: Source | None, guard: bool,
-                               guards: Any) -> VariableTracker | None:
-    """A builtin's method bound to an object (a method-wrapper such as `d.__setitem__`, or what
-    `super().__setitem__` gave, held across a graph break): the descriptor bound to `__self__`,
-    read through the method. Made anew by each read, so guarded by its type and qualified name
-    (the owner's and the method's: `dict.__setitem__`), `__self__` by its own guards."""
-    descriptor = descriptor_of_bound(value)
-    if descriptor is None:
-        return None
-    _add(guards, source, GuardKind.TYPE_MATCH, type(value))
-    if guards is not None:
-        guards.add(AttrSource(source, "__qualname__"), GuardKind.EQUALS_MATCH, value.__qualname__)
-    obj = wrap(tx, value.__self__, AttrSource(source, "__self__") if source is not None else None, guard)
-    return BuiltinDescriptorVariable(descriptor, obj)
-
-
 def _wrap_constant_collection(tx: Tracer, value: Any, source: Source | None, guard: bool,
                               guards: Any) -> VariableTracker | None:
     """A set, slice, range or frozenset of constants, guarded by its value."""
@@ -515,8 +490,8 @@ def _wrap_user_object(tx: Tracer, value: Any, source: Source | None, guard: bool
 # returns a tracker (the order matters where kinds overlap: a named tuple is a tuple, a builtin
 # type or grad-mode class is a class).
 _KINDS = (_wrap_tensor, _wrap_constant, _wrap_sequence, _wrap_mapping, _wrap_mapping_proxy, _wrap_container_subclass,
-          _wrap_method_descriptor, _wrap_constant_collection, _wrap_marked_function, _wrap_module,
-          _wrap_torch_or_builtin, _wrap_bound_builtin_method, _wrap_special_object, _wrap_callable, _wrap_class)
+          wrap_builtin_descriptor, _wrap_constant_collection, _wrap_marked_function, _wrap_module,
+          _wrap_torch_or_builtin, wrap_bound_builtin_method, _wrap_special_object, _wrap_callable, _wrap_class)
 
 
 def _is_buffer(source: Source) -> bool:

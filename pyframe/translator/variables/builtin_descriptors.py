@@ -6,11 +6,13 @@ lookup.
 Python reaches one so in three ways, all of which end here:
 
   * on a class: `dict.__setitem__(self, k, v)`, `type(self).__getitem__(self, k)`, `Base.m(self)`
-    (builder.py wraps the descriptor read from the class; builtins.py, one read from a builtin);
+    (builder.py wraps the descriptor read from the class with wrap_builtin_descriptor; builtins.py,
+    one read from a builtin);
   * through super(): `super().__setitem__(k, v)` in a dict subclass or in a mixin that precedes
     the builtin on the MRO (super_object.py binds the descriptor it finds to the instance);
   * as a method-wrapper or builtin method bound to an object (`super().__setitem__` held across a
-    graph break: builder.py reads `__self__` and finds the descriptor).
+    graph break: wrap_bound_builtin_method reads `__self__` and finds the descriptor);
+  * in a class body (`push = list.append`), read through an instance: `bind_to_instance`.
 
 `call_descriptor` maps the descriptor and the instance to what the instance's tracker already models
 for the builtin's own method, whatever the instance's class overrides: object's attribute protocol
@@ -25,7 +27,8 @@ import types
 from typing import Any
 
 from ...exc import Unsupported
-from ...source import Source
+from ...guards import GuardKind
+from ...source import AttrSource, Source
 from .base import UNKNOWN_OBJECT, VariableTracker
 from .builtin_methods import OWNERS, call_on_plain_value, is_plain_value
 from .constant import ConstantVariable
@@ -163,3 +166,31 @@ def call_descriptor(tx, descriptor: Any, obj: VariableTracker, args: list[Variab
             args = [as_base_value(a) for a in args]
         return call_on_plain_value(tx, descriptor, obj, args, kwargs)
     raise Unsupported(f"{what}, which pyframe does not model as a {owner.__name__}")
+
+
+# -- what builder.py tries on a real value (its kinds' signature: the guards are None when the value
+# is not guarded) ----------------------------------------------------------------------------------
+
+def wrap_builtin_descriptor(tx, value: Any, source: Source | None, guard: bool, guards: Any) -> VariableTracker | None:
+    """A builtin's method read from its class (`dict.__setitem__`, `list.append`, `int.__add__`,
+    `object.__setattr__`, or `type(obj).__getitem__` that resolves to one), guarded by identity."""
+    if not is_builtin_descriptor(value):
+        return None
+    if guards is not None:
+        guards.add(source, GuardKind.ID_MATCH, value)
+    return BuiltinDescriptorVariable(value, None, source)
+
+
+def wrap_bound_builtin_method(tx, value: Any, source: Source | None, guard: bool, guards: Any) -> VariableTracker | None:
+    """A builtin's method bound to an object (a method-wrapper such as `d.__setitem__`, or what
+    `super().__setitem__` gave, held across a graph break): the descriptor bound to `__self__`,
+    read through the method. Made anew by each read, so guarded by its type and qualified name
+    (the owner's and the method's: `dict.__setitem__`), `__self__` by its own guards."""
+    descriptor = descriptor_of_bound(value)
+    if descriptor is None:
+        return None
+    if guards is not None:
+        guards.add(source, GuardKind.TYPE_MATCH, type(value))
+        guards.add(AttrSource(source, "__qualname__"), GuardKind.EQUALS_MATCH, value.__qualname__)
+    obj = tx.wrap(value.__self__, AttrSource(source, "__self__") if source is not None else None, guard)
+    return BuiltinDescriptorVariable(descriptor, obj)

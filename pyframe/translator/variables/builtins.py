@@ -31,7 +31,8 @@ from .namedtuples import tuple_new
 from .lists import BaseListVariable, ListVariable, SizeVariable, TupleVariable
 from .sets import SET_HANDLERS, SetVariable, build_set
 from .exceptions import ExceptionVariable, RaisedException, is_exception_class, raise_symbolic
-from .functions import PartialVariable, UserFunctionVariable
+from .functions import UserFunctionVariable
+from .partials import PartialVariable
 from .super_object import SuperVariable, zero_arg_super
 from .nn_module import NNModuleVariable
 from .methods import make_method

@@ -32,7 +32,7 @@ from typing import Any, Sequence
 
 from ...exc import Unsupported
 from ...source import AttrSource, Source
-from .base import BoundMethodVariable, VariableTracker, class_attribute, has_plain_metaclasses, mro_lookup
+from .base import BoundMethodVariable, VariableTracker, has_plain_metaclasses, mro_lookup
 from .builtin_methods import DICT_UNORDERED_READS
 from .constant import ConstantVariable
 from .dicts import (

@@ -31,7 +31,7 @@ from .dicts import DictVariable
 from .lists import DequeVariable
 from .namedtuples import new_namedtuple
 from .exceptions import ExceptionVariable, is_exception_class, raise_symbolic
-from .functions import PartialVariable
+from .partials import PartialVariable
 from .methods import InlinedMethodVariable
 from .nn_module import MadeCrossEntropyLossVariable, NNModuleVariable, record_module_init
 from .descriptions import describe_value
