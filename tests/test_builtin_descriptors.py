@@ -13,6 +13,7 @@ read from.
 from __future__ import annotations
 
 import collections
+import operator
 
 import pytest
 import torch
@@ -526,3 +527,26 @@ def test_dicts_own_iteration_of_an_ordered_dict_is_left_to_python():
     assert result[1:3] == (["a", "b"], ["a", "b"])
     reasons = [r.reason for r in pyframe.explain(fn)(*make()).break_reasons]
     assert any("dict.keys() on a OrderedDict, whose class has a keys of its own" in r for r in reasons)
+
+
+def test_in_place_operators_change_the_list_itself_even_of_constants():
+    """`list.__iadd__(l, ...)`, `l += ...`, `l *= n`, operator.setitem / delitem called as functions:
+    the caller's list and dict changed, aliases seeing it (they were computed on copies)."""
+    def fn(x, items, d):
+        alias = items
+        list.__iadd__(items, [2])
+        items += [3]
+        items *= 2
+        operator.iconcat(alias, (4,))
+        operator.setitem(d, "b", 2)
+        operator.delitem(d, "a")
+        return x + len(alias), alias is items
+
+    def make():
+        return torch.ones(2), [1], {"a": 1}
+
+    eager_args, args = make(), make()
+    expected = fn(*eager_args)
+    result, graphs = run_pyframe(fn, args)
+    assert_same_result(result, expected)
+    assert len(graphs) == 1 and args[1:] == eager_args[1:] == ([1, 2, 3, 1, 2, 3, 4], {"b": 2})
