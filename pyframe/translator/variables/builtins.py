@@ -22,13 +22,14 @@ from ...guards import GuardKind
 from ...source import AttrSource
 from .base import UNKNOWN_OBJECT, VariableTracker, class_attribute, constant_args, mro_lookup, plain_getattr
 from .constant import ConstantVariable, python_scalar
+from .container_operators import CONTAINER_OPERATORS
 from .container_subclass import ContainerSubclassMixin, as_base_value
 from .builtin_descriptors import is_builtin_descriptor
 from .dict_subclass import DictSubclassMixin
 from .dicts import DICT_HANDLERS, DictVariable, DictViewVariable, FakeIdVariable, name_as_constructed
 from .iterators import iterate
 from .namedtuples import tuple_new
-from .lists import BaseListVariable, FrameListVariable, ListVariable, SizeVariable, TupleVariable
+from .lists import BaseListVariable, ListVariable, TupleVariable
 from .sets import SET_HANDLERS, SetVariable, build_set
 from .exceptions import ExceptionVariable, RaisedException, is_exception_class, raise_symbolic
 from .functions import UserFunctionVariable
@@ -397,53 +398,6 @@ def class_of(tx, obj: VariableTracker) -> VariableTracker:
     return tx.wrap(cls, None, guard=False)
 
 
-def _binary(fn: Callable) -> Callable:
-    """Container forms of + and * (tuple + tuple, list * 2); constants and tensors fall through."""
-    def handler(tx, a: VariableTracker, b: VariableTracker) -> VariableTracker | None:
-        if is_tensor(a) or is_tensor(b):
-            return None
-        if type(a) in (ListVariable, FrameListVariable) and fn in (operator.iadd, operator.imul):
-            # `l += items`, `l *= n`: the list itself, changed (never a copy, even of constants)
-            if fn is operator.iadd:
-                a.call_method(tx, "extend", [b], {})
-                return a
-            if b.is_python_constant() and type(b.as_python_constant()) in (int, bool):
-                tx.side_effects.mutate(a)
-                a.items[:] = a.items * b.as_python_constant()
-                return a
-            return None
-        if a.is_python_constant() and b.is_python_constant():
-            return None
-        base = _INPLACE_TO_BINARY.get(fn, fn)
-        if isinstance(a, BaseListVariable) and base is operator.add and isinstance(b, BaseListVariable) \
-                and a.container_type is b.container_type:
-            return type(a)(a.items + b.items)
-        if isinstance(a, BaseListVariable) and base is operator.add and isinstance(b, BaseListVariable) \
-                and a.container_type in (tuple, torch.Size) and b.container_type in (tuple, torch.Size):
-            # (torch.Size's reflected + wins over tuple's: `(-1,) + x.shape[1:]` is a torch.Size)
-            is_size = torch.Size in (a.container_type, b.container_type)
-            return (SizeVariable if is_size else TupleVariable)(a.items + b.items)
-        if isinstance(a, BaseListVariable) and base is operator.mul and b.is_python_constant():
-            return type(a)(a.items * b.as_python_constant())
-        return None
-    return handler
-
-
-def _item_store(name: str) -> Callable:
-    """`operator.setitem(obj, k, v)` / `operator.delitem(obj, k)` called as functions, on a dict or
-    list the trace holds (or an instance of their subclasses): as `obj[k] = v` stores (the object
-    itself changed, never a copy); tensors fall through."""
-    def handler(tx, obj: VariableTracker, *args: VariableTracker) -> VariableTracker | None:
-        if isinstance(obj, (DictSubclassMixin, ContainerSubclassMixin)):
-            obj.call_special(tx, name, list(args))
-        elif isinstance(obj, DictVariable) or type(obj) in (ListVariable, FrameListVariable):
-            obj.call_method(tx, name, list(args), {})
-        else:
-            return None
-        return ConstantVariable(None)
-    return handler
-
-
 def _id(tx, obj: VariableTracker) -> VariableTracker:
     """id() of an object the trace holds (guarded to stay that object, as torch._dynamo guards
     it); of a tensor the graph makes or an object made while tracing, a FakeIdVariable (its number
@@ -739,9 +693,7 @@ _HANDLERS: dict[Callable, Callable] = {
     functools.partial: _partial, **{t.fromkeys: _fromkeys(t) for t in _DICT_TYPES},
     sys.exc_info: _exc_info, sys.exception: _exception,
     bool: lambda tx, obj: ConstantVariable(truth(tx, obj)), object.__new__: _object_new, tuple.__new__: tuple_new,
-    **{fn: _binary(fn) for fn in (operator.add, operator.iadd, operator.mul, operator.imul)},
-    operator.iconcat: _binary(operator.iadd),
-    operator.setitem: _item_store("__setitem__"), operator.delitem: _item_store("__delitem__"),
+    **CONTAINER_OPERATORS,
 }
 
 BUILTIN_FUNCTIONS = {v for v in vars(builtins).values() if callable(v)} | {t.fromkeys for t in _DICT_TYPES} | {
