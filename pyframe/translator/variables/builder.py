@@ -40,6 +40,7 @@ from .namedtuples import NamedTupleFactoryVariable, NamedTupleVariable
 from .container_subclass import UserContainerObjectVariable, container_base, make_instance
 from .sets import SetVariable
 from .tree_map import TreeMapFunctionVariable, is_tree_map
+from .numpy_functions import NumpyFunctionVariable, is_numpy_callable
 from .dict_subclass import BuiltinMethodOfVariable, UserDictObjectVariable, builtin_method_descriptor, dict_base
 from .functions import (
     CodeObjectVariable, InspectSignatureVariable, LruCacheWrapperVariable, PartialVariable, UserFunctionVariable,
@@ -59,7 +60,7 @@ _EQUALS_TYPES = (bool, int, float, complex, str, bytes, torch.device)
 # trace does to a function or a class, an attribute set, is kept by the side effects, which
 # wrap() asks first; a constant is a value.)
 _IMMUTABLE_TRACKERS = (PythonModuleVariable, TorchFunctionVariable, BuiltinVariable, UserFunctionVariable,
-                       PythonObjectVariable, ConstantVariable)
+                       PythonObjectVariable, ConstantVariable, NumpyFunctionVariable)
 _CONTAINER_TYPES = (list, dict, collections.OrderedDict, collections.defaultdict)
 _TUPLE_ITERATOR = type(iter(()))
 
@@ -418,6 +419,16 @@ def _wrap_special_object(tx: Tracer, value: Any, source: Source | None, guard: b
     return None
 
 
+def _wrap_numpy_callable(tx: Tracer, value: Any, source: Source | None, guard: bool,
+                         guards: Any) -> VariableTracker | None:
+    """A NumPy function or ufunc (`np.lcm`, `np.prod`): folded when called on constants
+    (numpy_functions.py), guarded by identity."""
+    if not is_numpy_callable(value):
+        return None
+    _add(guards, source, GuardKind.ID_MATCH, value)
+    return NumpyFunctionVariable(value, source)
+
+
 def _wrap_callable(tx: Tracer, value: Any, source: Source | None, guard: bool,
                    guards: Any) -> VariableTracker | None:
     """A Python function, bound method, `MyFn.apply`, lru_cache wrapper or functools.partial: inlined
@@ -497,7 +508,7 @@ def _wrap_user_object(tx: Tracer, value: Any, source: Source | None, guard: bool
 # type or grad-mode class is a class).
 _KINDS = (_wrap_tensor, _wrap_constant, _wrap_sequence, _wrap_mapping, _wrap_mapping_proxy, _wrap_container_subclass,
           _wrap_method_descriptor, _wrap_constant_collection, _wrap_marked_function, _wrap_module,
-          _wrap_torch_or_builtin, _wrap_special_object, _wrap_callable, _wrap_class)
+          _wrap_numpy_callable, _wrap_torch_or_builtin, _wrap_special_object, _wrap_callable, _wrap_class)
 
 
 def _is_buffer(source: Source) -> bool:
