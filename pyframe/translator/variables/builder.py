@@ -473,7 +473,7 @@ def _wrap_callable(tx: Tracer, value: Any, source: Source | None, guard: bool,
                 for i, a in enumerate(value.args)]
         keywords = {k: wrap(tx, v, ItemSource(at("keywords"), k) if source is not None else None, guard)
                     for k, v in value.keywords.items()}
-        return PartialVariable(func, args, keywords, source, value.keywords)
+        return PartialVariable(func, args, keywords, source, value.keywords, value if source is not None else None)
     return None
 
 
