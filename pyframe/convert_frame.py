@@ -22,7 +22,7 @@ import types
 import warnings
 import weakref
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import torch
 
@@ -175,13 +175,22 @@ def _has_tensor(obj: Any, seen: dict[int, bool]) -> bool:
     return found
 
 
+class GuardFail(NamedTuple):
+    """What `guard_fail_fn` is given (torch._dynamo.types.GuardFail's fields): the first guard of
+    a cache entry that a call failed, and the code object whose entry it is."""
+
+    reason: str
+    orig_code: types.CodeType
+
+
 class Compiler:
     """The per-thread eval-frame callback installed by pyframe.optimize(backend)."""
 
     def __init__(self, backend: Callable, backend_name: str, fullgraph: bool = False,
                  observer: Callable[[types.CodeType, FrameRecord], None] | None = None,
-                 dynamic: bool | None = None, sizes: dict | None = None):
+                 dynamic: bool | None = None, sizes: dict | None = None, guard_fail_fn: Callable | None = None):
         self.backend = backend
+        self.guard_fail_fn = guard_fail_fn  # told of each entry's failed guard before a recompile
         self.backend_name = backend_name
         self.fullgraph = fullgraph
         self.dynamic = dynamic  # torch.compile's `dynamic` (fake/shapes.py, ShapePolicy)
@@ -218,6 +227,9 @@ class Compiler:
             return _C.RUN_ONLY if entries else _C.SKIP
         why = "first compile" if not entries else \
             "guard failed: " + "; ".join(_what_changed(str(f), frame) for f in failures)
+        if self.guard_fail_fn is not None:
+            for failure in failures:
+                self._tell_guard_failed(_what_changed(str(failure), frame), code)
         same_objects = sum(1 for e in entries if _pins_match(e.info, frame.f_locals))
         if same_objects >= config.recompile_limit:
             return self._over_limit(code, why, "recompile_limit", config.recompile_limit)
@@ -257,6 +269,14 @@ class Compiler:
         if logs.enabled:
             logs.frame_compiled(code, record, recompile=bool(entries))
         return (result.code, root, record)
+
+    def _tell_guard_failed(self, reason: str, code: types.CodeType) -> None:
+        """guard_fail_fn(GuardFail(reason, code)), as torch._dynamo calls it: what it raises is
+        logged, and the call goes on."""
+        try:
+            self.guard_fail_fn(GuardFail(reason, code))
+        except Exception:  # noqa: BLE001 (a user's callback must not change the call)
+            log.exception("pyframe: guard_fail_fn raised; the call goes on")
 
     def _translate(self, frame: Any, code: types.CodeType, shapes: ShapePolicy, symbolic: bool) -> tuple:
         """One translation of the frame: (its TranslateResult, its GuardSet, the lowered guard tree)."""

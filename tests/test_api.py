@@ -334,3 +334,33 @@ def test_set_logs_and_register_backend_say_what_they_take():
         pyframe.register_backend(123)
     with pytest.raises(TypeError, match=r"register_backend\(name=\.\.\.\) takes a str"):
         pyframe.register_backend(lambda gm, ex: gm.forward, name=5)
+
+
+def test_guard_fail_fn_is_told_each_failed_guard_before_a_recompile():
+    """optimize(guard_fail_fn=...) as torch._dynamo.optimize's: a GuardFail(reason, orig_code) for
+    each entry a call's guards failed, before the recompile; never on a hit; what it raises is
+    logged, not raised into the call."""
+    failures = []
+
+    def fn(x, n):
+        return x * n
+
+    compiled = pyframe.optimize("eager", guard_fail_fn=failures.append, dynamic=False)(fn)
+    compiled(torch.ones(2), 2)
+    compiled(torch.ones(2), 2)
+    assert failures == []
+    compiled(torch.ones(3), 2)
+    assert len(failures) == 1 and isinstance(failures[0], pyframe.GuardFail)
+    assert failures[0].orig_code is fn.__code__ and "L['x']" in failures[0].reason
+    compiled(torch.ones(2), 5)  # both entries fail
+    assert len(failures) == 3 and all("L['n']" in f.reason or "L['x']" in f.reason for f in failures[1:])
+
+    def raising(failure):
+        raise RuntimeError("a callback's own error")
+
+    torch.testing.assert_close(pyframe.optimize("eager", guard_fail_fn=raising)(fn)(torch.ones(4), 3),
+                               torch.full((4,), 3.0))
+    torch.testing.assert_close(pyframe.optimize("eager", guard_fail_fn=raising)(fn)(torch.ones(4), 4),
+                               torch.full((4,), 4.0))
+    with pytest.raises(TypeError, match="guard_fail_fn"):
+        pyframe.optimize("eager", guard_fail_fn=3)
