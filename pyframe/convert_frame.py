@@ -30,9 +30,10 @@ from . import _C, config, logs, resume, trace_rules
 from .dynamo_interop import dynamo_code_reason, dynamo_is_compiling, hide_from_dynamo
 from .backends import CompiledGraph
 from .backends.compile import FirstCallCheck
-from .exc import BackendCompilerFailed, Unsupported
+from .exc import BackendCompilerFailed, InvalidCompileOption, Unsupported
 from .fake.shapes import STATIC, FrameSizes, NeedsSymbolicTrace, ShapePolicy, lower_guards
 from .graph import OutputGraph
+from .guard_filter import apply_guard_filter
 from .guards import PinnedObject
 from .translator.hooks import TranslatorHooks
 from .translator.translate import translate_frame
@@ -188,8 +189,10 @@ class Compiler:
 
     def __init__(self, backend: Callable, backend_name: str, fullgraph: bool = False,
                  observer: Callable[[types.CodeType, FrameRecord], None] | None = None,
-                 dynamic: bool | None = None, sizes: dict | None = None, guard_fail_fn: Callable | None = None):
+                 dynamic: bool | None = None, sizes: dict | None = None, guard_fail_fn: Callable | None = None,
+                 guard_filter_fn: Callable | None = None):
         self.backend = backend
+        self.guard_filter_fn = guard_filter_fn  # the user's say over each entry's guards (guard_filter.py)
         self.guard_fail_fn = guard_fail_fn  # told of each entry's failed guard before a recompile
         self.backend_name = backend_name
         self.fullgraph = fullgraph
@@ -255,7 +258,7 @@ class Compiler:
                 raise
             return self._give_up(code, entries, e.without_tracebacks(), str(e),
                                  "skipped_by_rule" if e.by_rule else "skipped")
-        except BackendCompilerFailed:
+        except (BackendCompilerFailed, InvalidCompileOption):  # (the user's guard_filter_fn answered wrong)
             raise
         except Exception as e:  # a bug in pyframe must never change the user's result
             log.warning("pyframe: internal error compiling %s, running it normally", code.co_name, exc_info=True)
@@ -293,6 +296,8 @@ class Compiler:
         output = outputs[-1]
         if output.symbolic:
             output.guards.shape_guards = lower_guards(output.shape_env, output.symbolic_tensors, output.symbolic_ints)
+        if self.guard_filter_fn is not None:
+            apply_guard_filter(output.guards, self.guard_filter_fn, frame.f_locals, frame.f_globals)
         return result, output.guards, output.guards.build(code, result.exports, result.grouped_inputs)
 
     def _record(self, code: types.CodeType, record: FrameRecord) -> None:
