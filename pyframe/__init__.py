@@ -9,7 +9,7 @@ See docs/c_layer.md for the C layer and README.md for the data flow of one call.
 import torch  # noqa: F401  (first: it loads libc10 and libtorch_python, which _C links)
 
 from . import _C, config, convert_frame, debug, exc  # noqa: F401  (submodules users reach: pyframe._C...)
-from .convert_frame import reset
+from .convert_frame import GuardFail, reset
 from .backends import list_backends, lookup_backend, register_backend
 from .debug.explain import explain
 from .eval_frame import OptimizedModule, compile, disable, mark_dynamic, mark_static, optimize, run
@@ -17,5 +17,5 @@ from .exc import BackendCompilerFailed, Unsupported
 from .logs import set_logs
 
 
-__all__ = ["BackendCompilerFailed", "OptimizedModule", "Unsupported", "compile", "config", "disable", "exc", "explain",
+__all__ = ["BackendCompilerFailed", "GuardFail", "OptimizedModule", "Unsupported", "compile", "config", "disable", "exc", "explain",
            "list_backends", "lookup_backend", "mark_dynamic", "mark_static", "optimize", "register_backend", "reset", "run", "set_logs", "debug"]

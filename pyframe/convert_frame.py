@@ -22,7 +22,7 @@ import types
 import warnings
 import weakref
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import torch
 
@@ -30,9 +30,10 @@ from . import _C, config, logs, resume, trace_rules
 from .dynamo_interop import dynamo_code_reason, dynamo_is_compiling, hide_from_dynamo
 from .backends import CompiledGraph
 from .backends.compile import FirstCallCheck
-from .exc import BackendCompilerFailed, Unsupported
+from .exc import BackendCompilerFailed, InvalidCompileOption, Unsupported
 from .fake.shapes import STATIC, FrameSizes, NeedsSymbolicTrace, ShapePolicy, lower_guards
 from .graph import OutputGraph
+from .guard_filter import apply_guard_filter
 from .guards import PinnedObject
 from .translator.hooks import TranslatorHooks
 from .translator.translate import translate_frame
@@ -175,13 +176,24 @@ def _has_tensor(obj: Any, seen: dict[int, bool]) -> bool:
     return found
 
 
+class GuardFail(NamedTuple):
+    """What `guard_fail_fn` is given (torch._dynamo.types.GuardFail's fields): the first guard of
+    a cache entry that a call failed, and the code object whose entry it is."""
+
+    reason: str
+    orig_code: types.CodeType
+
+
 class Compiler:
     """The per-thread eval-frame callback installed by pyframe.optimize(backend)."""
 
     def __init__(self, backend: Callable, backend_name: str, fullgraph: bool = False,
                  observer: Callable[[types.CodeType, FrameRecord], None] | None = None,
-                 dynamic: bool | None = None, sizes: dict | None = None):
+                 dynamic: bool | None = None, sizes: dict | None = None, guard_fail_fn: Callable | None = None,
+                 guard_filter_fn: Callable | None = None):
         self.backend = backend
+        self.guard_filter_fn = guard_filter_fn  # the user's say over each entry's guards (guard_filter.py)
+        self.guard_fail_fn = guard_fail_fn  # told of each entry's failed guard before a recompile
         self.backend_name = backend_name
         self.fullgraph = fullgraph
         self.dynamic = dynamic  # torch.compile's `dynamic` (fake/shapes.py, ShapePolicy)
@@ -218,6 +230,9 @@ class Compiler:
             return _C.RUN_ONLY if entries else _C.SKIP
         why = "first compile" if not entries else \
             "guard failed: " + "; ".join(_what_changed(str(f), frame) for f in failures)
+        if self.guard_fail_fn is not None:
+            for failure in failures:
+                self._tell_guard_failed(_what_changed(str(failure), frame), code)
         same_objects = sum(1 for e in entries if _pins_match(e.info, frame.f_locals))
         if same_objects >= config.recompile_limit:
             return self._over_limit(code, why, "recompile_limit", config.recompile_limit)
@@ -243,7 +258,7 @@ class Compiler:
                 raise
             return self._give_up(code, entries, e.without_tracebacks(), str(e),
                                  "skipped_by_rule" if e.by_rule else "skipped")
-        except BackendCompilerFailed:
+        except (BackendCompilerFailed, InvalidCompileOption):  # (the user's guard_filter_fn answered wrong)
             raise
         except Exception as e:  # a bug in pyframe must never change the user's result
             log.warning("pyframe: internal error compiling %s, running it normally", code.co_name, exc_info=True)
@@ -257,6 +272,14 @@ class Compiler:
         if logs.enabled:
             logs.frame_compiled(code, record, recompile=bool(entries))
         return (result.code, root, record)
+
+    def _tell_guard_failed(self, reason: str, code: types.CodeType) -> None:
+        """guard_fail_fn(GuardFail(reason, code)), as torch._dynamo calls it: what it raises is
+        logged, and the call goes on."""
+        try:
+            self.guard_fail_fn(GuardFail(reason, code))
+        except Exception:  # noqa: BLE001 (a user's callback must not change the call)
+            log.exception("pyframe: guard_fail_fn raised; the call goes on")
 
     def _translate(self, frame: Any, code: types.CodeType, shapes: ShapePolicy, symbolic: bool) -> tuple:
         """One translation of the frame: (its TranslateResult, its GuardSet, the lowered guard tree)."""
@@ -273,6 +296,8 @@ class Compiler:
         output = outputs[-1]
         if output.symbolic:
             output.guards.shape_guards = lower_guards(output.shape_env, output.symbolic_tensors, output.symbolic_ints)
+        if self.guard_filter_fn is not None:
+            apply_guard_filter(output.guards, self.guard_filter_fn, frame.f_locals, frame.f_globals)
         return result, output.guards, output.guards.build(code, result.exports, result.grouped_inputs)
 
     def _record(self, code: types.CodeType, record: FrameRecord) -> None:

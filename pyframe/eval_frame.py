@@ -9,7 +9,7 @@ from __future__ import annotations
 import inspect
 import types
 from collections.abc import Sized
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, Sequence, TypeVar
 
 import torch
 import torch.fx._symbolic_trace as _fx_symbolic_trace
@@ -18,7 +18,8 @@ from . import _C
 from .backends import backend_name, lookup_backend
 from .backends.settings import with_settings
 from .exc import InvalidBackend
-from .convert_frame import Compiler, always_compile, force_trace, wrap_with_callback
+from .convert_frame import Compiler, GuardFail, always_compile, force_trace, wrap_with_callback
+from .guard_filter import GuardFilterEntry
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -200,7 +201,8 @@ class OptimizedModule(torch.nn.Module):
 
 
 def optimize(backend: str | Callable = "eager", *, fullgraph: bool = False, nopython: bool = False,
-             dynamic: bool | None = None) -> OptimizeContext:
+             dynamic: bool | None = None, guard_fail_fn: Callable[[GuardFail], None] | None = None,
+             guard_filter_fn: Callable[[Sequence[GuardFilterEntry]], Sequence[bool]] | None = None) -> OptimizeContext:
     """Compile what runs under the returned context with `backend` (torch._dynamo.optimize's contract).
 
     `backend` is a callable `(gm, example_inputs) -> callable` or a registered name ("eager",
@@ -214,14 +216,24 @@ def optimize(backend: str | Callable = "eager", *, fullgraph: bool = False, nopy
     signature cannot take `(gm, example_inputs)` (`@pyframe.optimize` on `def fn(x)`). A function
     of two arguments cannot be told from a backend by its signature; if it is applied as a
     decorator, its first call says what happened.
+
+    `guard_fail_fn` (torch._dynamo.optimize's): called with a `GuardFail(reason, orig_code)` for
+    each cache entry of a frame whose guards a call failed, before it compiles again; what it
+    raises is logged, never raised into the call. `guard_filter_fn` (torch.compile's option of
+    that name): which guards each entry keeps (guard_filter.py).
     """
     _check_is_backend(backend)
+    if guard_fail_fn is not None and not callable(guard_fail_fn):
+        raise TypeError(f"pyframe.optimize(guard_fail_fn=...) takes a callable, not {guard_fail_fn!r}")
+    if guard_filter_fn is not None and not callable(guard_filter_fn):
+        raise TypeError(f"pyframe.optimize(guard_filter_fn=...) takes a callable, not {guard_filter_fn!r}")
     fn = lookup_backend(backend)
     if dynamic not in (None, True, False):
         raise TypeError(f"pyframe.optimize(dynamic=...) takes None, True or False, not {dynamic!r}")
     if getattr(fn, "static_shapes", False):  # a backend that compiles for fixed sizes only (onnxrt)
         dynamic = False
-    return OptimizeContext(_compiler_for(fn, backend_name(backend), fullgraph or nopython, dynamic),
+    return OptimizeContext(_compiler_for(fn, backend_name(backend), fullgraph or nopython, dynamic, guard_fail_fn,
+                                         guard_filter_fn),
                            (backend, fullgraph or nopython, dynamic))
 
 
@@ -245,8 +257,12 @@ def compile(model: Callable | None = None, *, fullgraph: bool = False, dynamic: 
         return decorator
     if disable:
         return model
-    configured = with_settings(backend, mode, options, dynamic)
-    return optimize(configured, fullgraph=fullgraph, dynamic=dynamic)(model)
+    guard_filter_fn = None
+    if isinstance(options, dict) and "guard_filter_fn" in options:  # (torch.compile takes it out too)
+        options = dict(options)
+        guard_filter_fn = options.pop("guard_filter_fn")
+    configured = with_settings(backend, mode, options or None, dynamic)
+    return optimize(configured, fullgraph=fullgraph, dynamic=dynamic, guard_filter_fn=guard_filter_fn)(model)
 
 
 def _check_is_backend(backend: Any) -> None:
@@ -281,9 +297,11 @@ def _takes_two_arguments(fn: Callable) -> bool:
 _detached_compilers: dict[Callable, dict[tuple[bool, bool | None], Compiler]] = {}
 
 
-def _compiler_for(backend: Callable, name: str, fullgraph: bool, dynamic: bool | None = None) -> Compiler:
-    """One compiler per (backend, fullgraph, dynamic), living as long as the backend: cache entries
-    belong to their compiler, so every optimize() of the same backend shares them."""
+def _compiler_for(backend: Callable, name: str, fullgraph: bool, dynamic: bool | None = None,
+                  guard_fail_fn: Callable | None = None, guard_filter_fn: Callable | None = None) -> Compiler:
+    """One compiler per (backend, fullgraph, dynamic, guard_fail_fn, guard_filter_fn), living as long as the
+    backend: cache entries belong to their compiler, so every optimize() of the same backend
+    shares them."""
     compilers = getattr(backend, "_pyframe_compilers", None)
     if compilers is None:
         compilers = {}
@@ -291,9 +309,10 @@ def _compiler_for(backend: Callable, name: str, fullgraph: bool, dynamic: bool |
             backend._pyframe_compilers = compilers  # a cycle with the backend, collected with it
         except (AttributeError, TypeError):
             compilers = _detached_compilers.setdefault(backend, compilers)
-    key = (fullgraph, dynamic)
+    key = (fullgraph, dynamic, guard_fail_fn, guard_filter_fn)
     if key not in compilers:
-        compilers[key] = Compiler(backend, name, fullgraph=fullgraph, dynamic=dynamic)
+        compilers[key] = Compiler(backend, name, fullgraph=fullgraph, dynamic=dynamic, guard_fail_fn=guard_fail_fn,
+                                  guard_filter_fn=guard_filter_fn)
     return compilers[key]
 
 

@@ -96,4 +96,5 @@ class InvalidBackend(PyframeError, ValueError):
 
 
 class InvalidCompileOption(PyframeError, ValueError):
-    """A mode or option of `pyframe.compile` the backend does not have (or cannot take)."""
+    """A mode or option of `pyframe.compile` the backend does not have (or cannot take), or a
+    `guard_filter_fn` whose answer is not one bool per guard (raised at the compile that asked it)."""

@@ -366,6 +366,10 @@ class GuardSet:
     def __iter__(self) -> Iterator[Guard]:
         return iter(self._guards.values())
 
+    def keep_only(self, keep: Callable[[Guard], bool]) -> None:
+        """Drop the guards `keep` refuses (guard_filter.py: the user's guard_filter_fn)."""
+        self._guards = {key: g for key, g in self._guards.items() if keep(g)}
+
     def __len__(self) -> int:
         return len(self._guards)
 

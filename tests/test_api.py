@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import pyframe
+from pyframe.debug.compare import CountingBackend
 from pyframe.seeds import MockModule  # the seed notebook's module
 from pyframe import _C
 
@@ -334,3 +335,94 @@ def test_set_logs_and_register_backend_say_what_they_take():
         pyframe.register_backend(123)
     with pytest.raises(TypeError, match=r"register_backend\(name=\.\.\.\) takes a str"):
         pyframe.register_backend(lambda gm, ex: gm.forward, name=5)
+
+
+def test_guard_fail_fn_is_told_each_failed_guard_before_a_recompile():
+    """optimize(guard_fail_fn=...) as torch._dynamo.optimize's: a GuardFail(reason, orig_code) for
+    each entry a call's guards failed, before the recompile; never on a hit; what it raises is
+    logged, not raised into the call."""
+    failures = []
+
+    def fn(x, n):
+        return x * n
+
+    compiled = pyframe.optimize("eager", guard_fail_fn=failures.append, dynamic=False)(fn)
+    compiled(torch.ones(2), 2)
+    compiled(torch.ones(2), 2)
+    assert failures == []
+    compiled(torch.ones(3), 2)
+    assert len(failures) == 1 and isinstance(failures[0], pyframe.GuardFail)
+    assert failures[0].orig_code is fn.__code__ and "L['x']" in failures[0].reason
+    compiled(torch.ones(2), 5)  # both entries fail
+    assert len(failures) == 3 and all("L['n']" in f.reason or "L['x']" in f.reason for f in failures[1:])
+
+    def raising(failure):
+        raise RuntimeError("a callback's own error")
+
+    torch.testing.assert_close(pyframe.optimize("eager", guard_fail_fn=raising)(fn)(torch.ones(4), 3),
+                               torch.full((4,), 3.0))
+    torch.testing.assert_close(pyframe.optimize("eager", guard_fail_fn=raising)(fn)(torch.ones(4), 4),
+                               torch.full((4,), 4.0))
+    with pytest.raises(TypeError, match="guard_fail_fn"):
+        pyframe.optimize("eager", guard_fail_fn=3)
+
+
+SCALE = 2.0
+
+
+class _TwoLayers(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 3)
+        self.gain = 2.0
+
+    def forward(self, x):
+        return self.lin(x) * self.gain * SCALE
+
+
+def test_guard_filter_fn_keeps_the_guards_it_answers_true_for():
+    """compile(options={"guard_filter_fn": fn}) as torch.compile's: fn sees one entry per guard
+    (torch.compiler's helpers read them as torch._dynamo's), and the entry keeps only the guards it
+    keeps: without the guard on a global, a changed global no longer recompiles (the user's bet),
+    with every guard kept it does."""
+    global SCALE
+    model, x = _TwoLayers(), torch.randn(2, 3)
+    seen = []
+
+    def keep_all(entries):
+        seen.extend(entries)
+        return [True] * len(entries)
+
+    kept = pyframe.compile(model, backend="eager", options={"guard_filter_fn": keep_all})
+    torch.testing.assert_close(kept(x), model(x))
+    kinds = {e.guard_type for e in seen}
+    assert "TENSOR_MATCH" in kinds and any(e.is_global for e in seen) and any(not e.is_global for e in seen)
+    tensor_entry = next(e for e in seen if e.guard_type == "TENSOR_MATCH" and e.name == "L['x']")
+    assert tensor_entry.has_value and tensor_entry.value is x
+    assert any(e.orig_guard.source.is_unspecialized_builtin_nn_module() for e in seen)  # self.lin's weight
+    skipped = pyframe.compile(model, backend="eager",
+                              options={"guard_filter_fn": torch.compiler.skip_guard_on_globals_unsafe})
+    torch.testing.assert_close(skipped(x), model(x))
+    try:
+        SCALE = 3.0
+        torch.testing.assert_close(kept(x), model(x))  # recompiled: the global is guarded
+        torch.testing.assert_close(skipped(x), model(x) * 2.0 / 3.0)  # the entry of SCALE = 2.0 ran
+    finally:
+        SCALE = 2.0
+    with pytest.raises(pyframe.exc.InvalidCompileOption, match="one bool per entry"):
+        pyframe.compile(lambda t: t + 1, backend="eager", options={"guard_filter_fn": lambda entries: []})(x)
+
+
+def test_guard_filter_fn_with_torch_compilers_module_helpers():
+    """skip_guard_on_all_nn_modules_unsafe drops the guards on what was read through the module
+    (its attribute `gain`): changing it does not recompile; the tensor input is still guarded."""
+    model, x = _TwoLayers(), torch.randn(2, 3)
+    backend = CountingBackend()
+    compiled = pyframe.compile(model, backend=backend,
+                               options={"guard_filter_fn": torch.compiler.skip_guard_on_all_nn_modules_unsafe})
+    torch.testing.assert_close(compiled(x), model(x))
+    model.gain = 5.0
+    compiled(x)
+    assert len(backend.graphs) == 1
+    compiled(torch.randn(4, 3, 3))  # another input rank: its guard is kept
+    assert len(backend.graphs) == 2

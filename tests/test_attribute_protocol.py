@@ -585,3 +585,39 @@ def test_a_descriptor_read_through_its_class_runs_its_get_with_no_instance(monke
     monkeypatch.setattr(_Reads, "base", 5)  # what __get__ read is guarded
     torch.testing.assert_close(compiled(torch.ones(2)), fn(torch.ones(2)))
     assert len(backend.graphs) == 2
+
+
+class ConfigMixin(torch.nn.Module):
+    def __getattr__(self, name):
+        if "_internal" in self.__dict__ and name in self.__dict__["_internal"] and name not in self.__dict__:
+            return self._internal[name]
+        return super().__getattr__(name)
+
+
+class Scaled(ConfigMixin):
+    def __init__(self):
+        super().__init__()
+        self._internal = dict(scale=2.0)
+        self.lin = torch.nn.Linear(3, 3)
+
+    def forward(self, x):
+        return self.lin(x) * self.scale
+
+
+def test_a_modules_dict_read_by_its_own_getattr_is_guarded():
+    """`self.__dict__` of a module, read in its class's __getattr__: one graph, as
+    torch._dynamo's; the config value and the dict's keys are guarded (a changed value, or an
+    instance attribute that now shadows the config, recompiles with eager's result)."""
+    model = Scaled()
+    backend = CountingBackend()
+    compiled = pyframe.optimize(backend)(model)
+    x = torch.randn(2, 3)
+    torch.testing.assert_close(compiled(x), model(x))
+    torch.testing.assert_close(compiled(x), model(x))
+    assert len(backend.graphs) == 1
+    model._internal["scale"] = 5.0
+    torch.testing.assert_close(compiled(x), model(x))
+    assert len(backend.graphs) == 2
+    model.__dict__["scale"] = 7.0  # an instance attribute: found before __getattr__ runs
+    torch.testing.assert_close(compiled(x), model(x))
+    assert len(backend.graphs) == 3

@@ -208,3 +208,47 @@ def test_compiling_new_functions_with_breaks_does_not_grow_without_bound():
     gc.collect()
     assert _rss_bytes() - before < 10e6
     pyframe.reset()
+
+
+class _Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 3)
+
+    def forward(self, x):
+        y = self.lin(x).relu()
+        if y.sum() > 1e9:  # data dependent: a graph break and a resume function
+            return y * 2
+        return _helper(y)
+
+
+def _helper(y):
+    return y + 1
+
+
+@pytest.mark.parametrize("make", [lambda: (lambda x, y: x * 2 + y), lambda: _Net()])
+def test_arguments_die_with_the_callers_last_reference_as_in_eager(make):
+    """With the garbage collector off, the arguments of a call that compiled (a frame, its inlined
+    calls, a graph break and its resume function) die when the caller drops them, their weakref
+    callbacks run then, as in eager; the module compiled dies with its last reference. Until the
+    trace released its root translator (which referred to itself), the trace kept them until the
+    next collection."""
+    fn = make()
+    compiled = pyframe.optimize("eager")(fn)
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        for _ in range(2):  # the compiling call, then a cache hit
+            args = [torch.randn(2, 3), torch.randn(2, 3)][: 2 if not isinstance(fn, torch.nn.Module) else 1]
+            fired = []
+            refs = [weakref.ref(a, lambda _: fired.append(1)) for a in args]
+            torch.testing.assert_close(compiled(*args), fn(*args))
+            del args
+            assert [r() for r in refs] == [None] * len(refs) and len(fired) == len(refs)
+        if isinstance(fn, torch.nn.Module):
+            module = weakref.ref(fn)
+            del fn, compiled
+            assert module() is None
+    finally:
+        if enabled:
+            gc.enable()

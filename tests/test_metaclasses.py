@@ -225,3 +225,4 @@ def test_instances_of_a_metaclass_dict_subclass_outlive_the_frame():
     dynamo = CountingBackend()
     torch._dynamo.optimize(dynamo)(fn)(torch.ones(2))
     assert [g.ops for g in dynamo.graphs] == [g.ops for g in backend.graphs]
+

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import collections
 import enum
+import functools
 import gc
 
 import pytest
@@ -531,3 +532,27 @@ def test_id_of_a_made_tensor_against_another_number_breaks():
     assert_same_result(pyframe.optimize(backend)(fn)(x), fn(x))
     # (the break leaves the fake id on the stack, which no code can rebuild: the frame runs as Python)
     assert any("cannot rebuild an int" in r for r in break_reasons(fn))
+
+
+def _plus_one(x):
+    return x + 1
+
+
+def test_partials_read_from_the_frame_are_keys_by_identity():
+    """functools.partial objects hash and compare by identity: as keys of a dict passed in, and
+    looked up by partials read from the frame, one graph as torch._dynamo's (the lookup pinned each
+    partial by identity: an equal partial that is another object recompiles)."""
+    first, second = functools.partial(_plus_one), functools.partial(_plus_one)
+
+    def fn(x, table, key):
+        return table[key](x) * 2, len(table)
+
+    backend = CountingBackend()
+    compiled = pyframe.optimize(backend)(fn)
+    table = {first: torch.sin, second: torch.cos}
+    for key in (first, second, first):
+        out, expected = compiled(torch.ones(3), table, key), fn(torch.ones(3), table, key)
+        torch.testing.assert_close(out[0], expected[0])
+        assert out[1] == expected[1]
+    assert [g.ops for g in backend.graphs] == [("sin", "mul"), ("cos", "mul")]
+    assert pyframe.explain(fn)(torch.ones(3), table, first).graph_break_count == 0

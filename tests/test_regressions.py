@@ -951,3 +951,28 @@ def test_tuple_new_of_a_namedtuple_class_makes_its_instance():
     out = pyframe.optimize(backend)(fn)(torch.ones(2))
     torch.testing.assert_close(out[0], torch.ones(2) * 3)
     assert out[1] is True and len(backend.graphs) == 1
+
+
+class _Tagged(torch.Tensor):
+    """A tensor subclass that keeps torch.Tensor's __torch_function__: ops on it give _Tagged."""
+
+    def doubled(self):
+        return self * 2
+
+
+def test_ops_on_a_tensor_subclass_give_the_subclass_in_the_trace():
+    """`type(x * 2)` of a subclass instance x was Tensor in the trace (eager: the subclass, which
+    torch.Tensor.__torch_function__ converts every result to): a wrong `type()`, `isinstance`, and
+    a subclass method on a result not found."""
+
+    def fn(x, y):
+        z = x * 2 + y
+        return z.doubled(), type(z).__name__, isinstance(torch.relu(z), _Tagged), type(y + 1).__name__
+
+    x = torch.ones(3).as_subclass(_Tagged)
+    compiled = pyframe.optimize("eager")(fn)
+    for y in (torch.ones(3), torch.ones(3).as_subclass(_Tagged)):
+        out, expected = compiled(x, y), fn(x, y)
+        assert type(out[0]) is type(expected[0]) is _Tagged
+        torch.testing.assert_close(out[0].as_subclass(torch.Tensor), expected[0].as_subclass(torch.Tensor))
+        assert out[1:] == expected[1:]

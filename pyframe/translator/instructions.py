@@ -140,6 +140,12 @@ class InstructionTranslator(LoadStoreOps, CellOps, CallOps, StackOps, OperatorOp
             (tables if tables is not None else self.root._immutable_globals).setdefault(id(f_globals), {})
 
     # -- the interpreter loop ------------------------------------------------------------------
+    def release(self) -> None:
+        """The trace is over: drop the root's reference to itself, the one cycle that would keep
+        the trace (the frame's values, the graph's inputs) alive until the next garbage collection,
+        where eager drops the caller's arguments with its last reference to them."""
+        self.root = None
+
     def run(self) -> VariableTracker | None:
         """Execute until RETURN_VALUE (the symbolic return value), the break point or, in an inlined
         generator, a yield (None for both)."""

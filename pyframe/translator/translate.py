@@ -61,6 +61,8 @@ def _translate(code: types.CodeType, f_locals: dict[str, Any], f_globals: dict, 
             if may_read_own_scope(tx.instructions, e.break_index):
                 raise _scope_break(e) from None
             break_at, reason = e.break_index, e.without_tracebacks()
+        finally:
+            tx.release()
 
 
 def _loop_break(e: Unsupported) -> Unsupported:

@@ -226,3 +226,27 @@ class BufferAugmentedAssignment(nn.Module):
     def forward(self, x):
         self.steps += 1
         return self.lin(x) * self.steps
+
+
+class _ConfigMixin(nn.Module):
+    """Answers attributes from a config dict kept on the module, looking in `self.__dict__` first
+    (a library's config mixin): a missing name falls back to nn.Module.__getattr__ via super()."""
+
+    def __getattr__(self, name):
+        in_config = "_internal" in self.__dict__ and name in self.__dict__["_internal"]
+        if in_config and name not in self.__dict__:
+            return self._internal[name]
+        return super().__getattr__(name)
+
+
+@case(inputs=lambda: torch.randn(2, 4))
+class GetattrReadsTheModulesDict(_ConfigMixin):
+    def __init__(self):
+        super().__init__()
+        self._internal = dict(scale=2, shift=0.5)
+        self.l1 = nn.Linear(4, 4)
+        self.l2 = nn.Linear(4, 4)
+
+    def forward(self, x):
+        names = [k for k in self.__dict__ if not k.startswith("_")]
+        return self.l2(self.l1(x).relu()) * self.scale + self.shift, len(names), "training" in names

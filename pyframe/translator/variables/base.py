@@ -121,6 +121,12 @@ class VariableTracker:
         tracker itself for an object made while tracing (it has one tracker); else UNKNOWN_OBJECT."""
         return self.real_object()
 
+    def pinned_identity(self, tx: Tracer) -> Any:
+        """identity(), for a use that depends on which object this is (a key of a dict that hashes
+        by identity). A tracker that stands for a value by what it is made of (a partial read
+        from the frame, guarded by its fields) pins the object itself here (ID_MATCH)."""
+        return self.identity()
+
     # -- what can be done with it -----------------------------------------------------------
     def var_getattr(self, tx: Tracer, name: str) -> "VariableTracker":
         raise Unsupported(f"attribute {name!r} of {self.describe()}")

@@ -41,6 +41,7 @@ from .container_subclass import UserContainerObjectVariable, container_base, mak
 from .sets import SetVariable
 from .tree_map import TreeMapFunctionVariable, is_tree_map
 from .builtin_descriptors import wrap_bound_builtin_method, wrap_builtin_descriptor
+from .numpy_functions import NumpyFunctionVariable, is_numpy_callable
 from .partials import PartialVariable
 from .dict_subclass import UserDictObjectVariable, dict_base
 from .functions import (
@@ -61,7 +62,7 @@ _EQUALS_TYPES = (bool, int, float, complex, str, bytes, torch.device)
 # trace does to a function or a class, an attribute set, is kept by the side effects, which
 # wrap() asks first; a constant is a value.)
 _IMMUTABLE_TRACKERS = (PythonModuleVariable, TorchFunctionVariable, BuiltinVariable, UserFunctionVariable,
-                       PythonObjectVariable, ConstantVariable)
+                       PythonObjectVariable, ConstantVariable, NumpyFunctionVariable)
 _CONTAINER_TYPES = (list, dict, collections.OrderedDict, collections.defaultdict)
 _TUPLE_ITERATOR = type(iter(()))
 
@@ -412,6 +413,16 @@ def _wrap_special_object(tx: Tracer, value: Any, source: Source | None, guard: b
     return None
 
 
+def _wrap_numpy_callable(tx: Tracer, value: Any, source: Source | None, guard: bool,
+                         guards: Any) -> VariableTracker | None:
+    """A NumPy function or ufunc (`np.lcm`, `np.prod`): folded when called on constants
+    (numpy_functions.py), guarded by identity."""
+    if not is_numpy_callable(value):
+        return None
+    _add(guards, source, GuardKind.ID_MATCH, value)
+    return NumpyFunctionVariable(value, source)
+
+
 def _wrap_callable(tx: Tracer, value: Any, source: Source | None, guard: bool,
                    guards: Any) -> VariableTracker | None:
     """A Python function, bound method, `MyFn.apply`, lru_cache wrapper or functools.partial: inlined
@@ -456,7 +467,7 @@ def _wrap_callable(tx: Tracer, value: Any, source: Source | None, guard: bool,
                 for i, a in enumerate(value.args)]
         keywords = {k: wrap(tx, v, ItemSource(at("keywords"), k) if source is not None else None, guard)
                     for k, v in value.keywords.items()}
-        return PartialVariable(func, args, keywords, source, value.keywords, value)
+        return PartialVariable(func, args, keywords, source, value.keywords, value if source is not None else None)
     return None
 
 
@@ -491,7 +502,8 @@ def _wrap_user_object(tx: Tracer, value: Any, source: Source | None, guard: bool
 # type or grad-mode class is a class).
 _KINDS = (_wrap_tensor, _wrap_constant, _wrap_sequence, _wrap_mapping, _wrap_mapping_proxy, _wrap_container_subclass,
           wrap_builtin_descriptor, _wrap_constant_collection, _wrap_marked_function, _wrap_module,
-          _wrap_torch_or_builtin, wrap_bound_builtin_method, _wrap_special_object, _wrap_callable, _wrap_class)
+          _wrap_numpy_callable, _wrap_torch_or_builtin, wrap_bound_builtin_method, _wrap_special_object,
+          _wrap_callable, _wrap_class)
 
 
 def _is_buffer(source: Source) -> bool:

@@ -20,6 +20,7 @@ import torch
 from ...exc import Unsupported
 from ...guards import GuardKind
 from ...source import AttrSource
+from ...trace_rules import file_skip_reason
 from .base import UNKNOWN_OBJECT, VariableTracker, class_attribute, constant_args, mro_lookup, plain_getattr
 from .constant import ConstantVariable, python_scalar
 from .container_operators import CONTAINER_OPERATORS
@@ -275,8 +276,13 @@ def _isinstance(tx, obj: VariableTracker, classinfo: VariableTracker) -> Variabl
 
 
 def _python_instancecheck(cls: Any) -> Any:
-    """The `__instancecheck__` of cls's metaclass, as isinstance() looks it up (on the type)."""
-    return mro_lookup(type(cls), "__instancecheck__")
+    """The `__instancecheck__` of cls's metaclass, as isinstance() looks it up (on the type), when
+    it is a Python function of user code (inlined); None for a C one, and for one of the standard
+    library's or torch's (typing's Protocol, asked of the real object as before)."""
+    check = mro_lookup(type(cls), "__instancecheck__")
+    if not isinstance(check, types.FunctionType) or file_skip_reason(check.__code__.co_filename) is not None:
+        return None
+    return check
 
 
 def _isinstance_of_one(tx, obj: VariableTracker, cls: type) -> bool:

@@ -28,16 +28,17 @@ def is_constant_value(value: Any) -> bool:
 
 
 def is_numpy_scalar(value: Any) -> bool:
-    """A NumPy number (np.int64(8), np.float32(0.5)): a constant guarded by its value and exact
-    type. Not np.bool_, which torch's operators read as a float where they read a bool as a bool."""
+    """A NumPy number or bool (np.int64(8), np.float32(0.5), np.True_: what comparing two NumPy
+    numbers gives): a constant guarded by its value and exact type."""
     numpy = sys.modules.get("numpy")  # (a value cannot be one unless numpy is imported)
-    return numpy is not None and isinstance(value, numpy.number)
+    return numpy is not None and isinstance(value, (numpy.number, numpy.bool_))
 
 
 def python_scalar(vt: VariableTracker) -> VariableTracker:
     """A NumPy number as the Python number torch's argument parser reads it as (an operand of a
-    tensor operator); any other value as it is."""
-    if isinstance(vt, ConstantVariable) and is_numpy_scalar(vt.value):
+    tensor operator); any other value as it is. Not np.bool_, which torch's operators read as a
+    float where they read a bool as a bool (as_node_arg then declines it)."""
+    if isinstance(vt, ConstantVariable) and is_numpy_scalar(vt.value) and not isinstance(vt.value, sys.modules["numpy"].bool_):
         return ConstantVariable(vt.value.item())
     return vt
 

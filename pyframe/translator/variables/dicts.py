@@ -253,7 +253,7 @@ def dict_key(tx, key: VariableTracker) -> Any:
         return TupleKey(tuple(dict_key(tx, item) for item in key.items), key)
     if isinstance(key, FakeIdVariable):
         return FakeIdKey(key.token, key)
-    token = key.identity()
+    token = key.pinned_identity(tx)
     try:
         key_type = key.python_type()
     except Unsupported:

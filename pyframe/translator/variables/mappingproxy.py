@@ -132,6 +132,36 @@ class MappingProxyVariable(VariableTracker):
         return f"MappingProxyVariable({self.source.name()})"
 
 
+class InstanceDictViewVariable(MappingProxyVariable):
+    """`module.__dict__` of an nn.Module read from the frame (a `__getattr__` of the user's
+    that looks in it): read as a mappingproxy is, its keys guarded and its values read lazily,
+    each on its own source (`L['self'].__dict__['_internal']`), so a module's hundred attributes
+    cost no guard each. Read-only: a store into it is not modelled (a graph break), and a read
+    after the trace assigned an attribute of the module is Unsupported (the view would show it)."""
+
+    def __init__(self, value: dict, source: Source, owner: VariableTracker):
+        VariableTracker.__init__(self, source)
+        self.value = self.mapping = value
+        self.keys = tuple(value)
+        self._values = {}
+        self.owner = owner
+
+    def python_type(self) -> type:
+        return dict
+
+    def _check_unchanged(self, tx) -> None:
+        if id(self.owner) in tx.side_effects.stores:
+            raise Unsupported(f"{self.source.name()} read after the trace assigned an attribute of its object")
+
+    def var_getattr(self, tx, name: str) -> VariableTracker:
+        if name in _READS:
+            return BoundMethodVariable(self, name)
+        raise Unsupported(f"attribute {name!r} of {self.source.name()}")
+
+    def __repr__(self) -> str:
+        return f"InstanceDictViewVariable({self.source.name()})"
+
+
 # What a mappingproxy reads through to its mapping; it has no method that changes it.
 _READS = frozenset({"__getitem__", "get", "__contains__", "__len__", "keys", "values", "items", "copy",
                     "__iter__", "__reversed__", "__eq__", "__ne__", "__or__"})

@@ -20,6 +20,7 @@ from .constant import ConstantVariable
 from .descriptions import describe_class
 from .iterators import ListIteratorVariable
 from .lists import BaseListVariable, TupleVariable
+from .mappingproxy import InstanceDictViewVariable
 from .exceptions import raise_symbolic
 from .realize import realize_as_a_constant_test
 from .tensor import call_in_graph
@@ -94,6 +95,9 @@ class NNModuleVariable(VariableTracker):
                 raise Unsupported(f"write-only property {name!r} of {type(module).__name__}")
             guard_class_attribute(tx, self, name)  # `M.prop = property(...)` later
             return tx.inline_call(static.fget, [self], {})
+        if name == "__dict__" and type(static) is types.GetSetDescriptorType and self.source is not None \
+                and all(type(k) is str for k in module.__dict__):
+            return self.instance_dict_view(tx)
         if static is not _MISSING and hasattr(type(static), "__set__"):
             raise Unsupported(f"descriptor {name!r} of {type(module).__name__}")
         if name in module.__dict__:
@@ -116,6 +120,12 @@ class NNModuleVariable(VariableTracker):
             source = AttrSource(AttrSource(self.source, "__class__"), "__getattr__") if self.source else None
             return tx.inline_call(fallback, [self, ConstantVariable(name)], {}, fn_source=source)
         return self.module_getattr(tx, name)
+
+    def instance_dict_view(self, tx) -> VariableTracker:
+        """`self.__dict__` (in a class's own `__getattr__`): a read-only view, its keys guarded."""
+        source = AttrSource(self.source, "__dict__")
+        tx.output.guards.add(source, GuardKind.DICT_KEYS_MATCH, tuple(self.module.__dict__))
+        return InstanceDictViewVariable(self.module.__dict__, source, self)
 
     def module_getattr(self, tx, name: str, through_dict: bool = False) -> VariableTracker:
         """nn.Module.__getattr__: a parameter, buffer or submodule; else AttributeError, raised in

@@ -9,6 +9,7 @@ import functools
 from typing import Any
 
 from ...exc import Unsupported
+from ...guards import GuardKind
 from ...source import AttrSource, Source
 from .base import VariableTracker
 from .constant import ConstantVariable
@@ -27,7 +28,7 @@ class PartialVariable(VariableTracker):
                  keywords: dict[str, VariableTracker], source: Source | None = None,
                  real_keywords: dict | None = None, value: functools.partial | None = None):
         super().__init__(source)
-        self.value = value  # the partial itself, read from the frame
+        self.value = value  # the partial read from the frame (None: made in the trace)
         self.func, self.args = func, args
         self._keywords = keywords
         self.real_keywords = real_keywords  # the real `keywords` dict of a partial read from the frame
@@ -45,6 +46,14 @@ class PartialVariable(VariableTracker):
 
     def python_type(self) -> type:
         return functools.partial
+
+    def pinned_identity(self, tx) -> Any:
+        """A partial hashes and compares by identity: one read from the frame (guarded by its
+        fields until now) is pinned by identity as a dict key; one made in the trace is its tracker."""
+        if self.value is None:
+            return self
+        tx.output.guards.add(self.source, GuardKind.ID_MATCH, self.value)
+        return self.value
 
     def call(self, tx, args, kwargs) -> VariableTracker:
         return self.func.call(tx, [*self.args, *args], {**self.keywords, **kwargs})

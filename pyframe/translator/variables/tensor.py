@@ -476,7 +476,36 @@ def call_in_graph(tx, op: str, target: Any, args: Sequence[VariableTracker],
     """Record `target(*args, **kwargs)` in the graph and wrap what it returns."""
     node_args = tuple(as_node_arg(a) for a in args)
     node_kwargs = {k: as_node_arg(v) for k, v in kwargs.items()}
-    return wrap_node(tx, tx.output.create_node(op, target, node_args, node_kwargs))
+    result = wrap_node(tx, tx.output.create_node(op, target, node_args, node_kwargs))
+    subclass = _result_subclass((*args, *kwargs.values()))
+    if subclass is not None:
+        for vt in (result.items if isinstance(result, BaseListVariable) else (result,)):
+            if isinstance(vt, TensorVariable) and not issubclass(vt.class_type, subclass):
+                vt.class_type = subclass
+    return result
+
+
+_DEFAULT_TORCH_FUNCTION = torch.Tensor.__torch_function__.__func__  # (a classmethod: compared unbound)
+
+
+def _result_subclass(args: Sequence[VariableTracker]) -> type | None:
+    """The class torch.Tensor.__torch_function__ gives the tensors an operation returns when an
+    argument is an instance of a tensor subclass that keeps that default (`class MyT(Tensor)`):
+    the most derived such class among the arguments (the one torch's dispatch asks first), into
+    which its `_convert` turns every plain Tensor result. None when no argument is one
+    (nn.Parameter disables __torch_function__: its results are plain tensors)."""
+    chosen = None
+    for vt in args:
+        items = vt.items if isinstance(vt, BaseListVariable) else (vt,)
+        for item in items:
+            if not isinstance(item, TensorVariable):
+                continue
+            cls = item.class_type
+            if cls is torch.Tensor or getattr(cls.__torch_function__, "__func__", None) is not _DEFAULT_TORCH_FUNCTION:
+                continue
+            if chosen is None or issubclass(cls, chosen):
+                chosen = cls
+    return chosen
 
 
 def wrap_node(tx, node: torch.fx.Node) -> VariableTracker:

@@ -1,0 +1,90 @@
+"""NumPy's functions called by traced code on values known while tracing: folded to constants.
+
+Library code computes sizes with NumPy (`np.lcm(a, b)`, `np.prod(shape)`, `np.ceil(n / k)`,
+`np.log2(...)`): on ints and floats known while tracing, torch._dynamo folds such a call into its
+result, a constant. pyframe does the same for every NumPy callable (a ufunc, a function NumPy's
+`__array_function__` protocol dispatches, a C function or a Python function of the numpy package),
+read from the frame or a module and guarded by identity: the call runs once, while tracing, on
+the constants, and its result (a NumPy or Python scalar, or a tuple of them) is a constant of the
+trace. Anything else (an array argument or result, a tensor, a value unknown while tracing) is a
+graph break, as a call into a library pyframe does not trace.
+"""
+from __future__ import annotations
+
+import sys
+import types
+from typing import Any
+
+from ...exc import Unsupported
+from .base import VariableTracker
+from .constant import ConstantVariable
+from .descriptions import describe_value
+
+
+def is_numpy_callable(value: Any) -> bool:
+    """A function, ufunc or dispatcher of the numpy package (not a class: `np.float32(x)` makes a
+    value of its own kind, read as a constant where it is one)."""
+    numpy = sys.modules.get("numpy")
+    if numpy is None or isinstance(value, type) or not callable(value):
+        return False
+    if isinstance(value, numpy.ufunc):
+        return True
+    module = getattr(value, "__module__", None) or ""
+    return (module == "numpy" or module.startswith("numpy.")) and isinstance(
+        value, (types.FunctionType, types.BuiltinFunctionType, type(numpy.prod)))
+
+
+def _folded_scalar(value: Any) -> bool:
+    """A value a folded call may give: a Python or NumPy scalar, or a tuple of them."""
+    numpy = sys.modules["numpy"]
+    if isinstance(value, tuple):
+        return all(_folded_scalar(v) for v in value)
+    return isinstance(value, (int, float, bool, complex, numpy.number, numpy.bool_)) or value is None
+
+
+class NumpyFunctionVariable(VariableTracker):
+    """A NumPy callable: called on constants, folded to its result (see the module's docstring)."""
+
+    def __init__(self, value: Any, source=None):
+        super().__init__(source)
+        self.value = value
+
+    def python_type(self) -> type:
+        return type(self.value)
+
+    def real_object(self) -> Any:
+        return self.value
+
+    def as_python_constant(self) -> Any:
+        return self.value
+
+    def is_python_constant(self) -> bool:
+        return True
+
+    def call(self, tx, args, kwargs) -> VariableTracker:
+        name = getattr(self.value, "__name__", describe_value(self.value))
+        if not all(a.is_python_constant() for a in (*args, *kwargs.values())):
+            raise Unsupported(f"numpy.{name}() of values unknown while tracing")
+        pargs = [a.as_python_constant() for a in args]
+        pkwargs = {k: v.as_python_constant() for k, v in kwargs.items()}
+        if not all(_folded_scalar(v) for v in (*pargs, *pkwargs.values())):
+            raise Unsupported(f"numpy.{name}() of arguments other than scalars")
+        try:
+            result = self.value(*pargs, **pkwargs)
+        except Exception as e:  # raised again when the frame runs as Python
+            raise Unsupported(f"numpy.{name}() raises {type(e).__name__}: {e}") from e
+        if not _folded_scalar(result):
+            raise Unsupported(f"numpy.{name}() gives a {type(result).__name__}, not a scalar")
+        return ConstantVariable(result)
+
+    def reconstruct(self, cg) -> None:
+        if self.source is not None:
+            cg.load_source(self.source)
+        else:
+            cg.load_const(self.value)
+
+    def describe(self) -> str:
+        return describe_value(self.value)
+
+    def __repr__(self) -> str:
+        return f"NumpyFunctionVariable({self.describe()})"
