@@ -22,7 +22,8 @@ from .variables.container_subclass import ContainerSubclassMixin
 from .variables.dict_subclass import DictSubclassMixin
 from .variables.dicts import DictVariable, ObjectKey, made_keys
 from .variables.exceptions import ExceptionVariable
-from .variables.functions import NestedFunctionVariable, PartialVariable
+from .variables.functions import NestedFunctionVariable
+from .variables.partials import PartialVariable
 from .variables.iterators import ListIteratorVariable
 from .variables.lists import BaseListVariable
 from .variables.objects import NewObjectVariable

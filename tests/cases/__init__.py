@@ -46,6 +46,8 @@ STRAIGHT_LINE = [
     "tests.cases.scopes",
     "tests.cases.torch_python_objects",
     "tests.cases.metaclasses",
+    "tests.cases.builtin_descriptors",
+    "tests.cases.wrapped_functions",
 ]
 GRAPH_BREAKS = ["tests.cases.graph_breaks", "tests.cases.autograd_function_breaks"]
 # Code installed by pip, called as its users call it (no cases when the library is not installed).

@@ -54,13 +54,14 @@ def setattr_protocol(tx, obj: VariableTracker, cls: type, class_attr_source: Cal
                      name: str, value: VariableTracker) -> None:
     """`obj.name = value`: the class's own `__setattr__` (inlined; it ends in
     `super().__setattr__`, object's store), or object's store itself."""
-    setattr_fn = class_attribute(cls, "__setattr__", None)
-    if isinstance(setattr_fn, types.FunctionType) and type(cls).__setattr__ is type.__setattr__:
+    # (the metaclass's own __setattr__ is for stores on the class: it has no say here)
+    setattr_fn = mro_lookup(cls, "__setattr__")
+    if isinstance(setattr_fn, types.FunctionType):
         tx.inline_call(setattr_fn, [obj, ConstantVariable(name), value], {}, fn_source=class_attr_source("__setattr__"))
         return
     if python_descriptor(cls, name, setter=True) is None and property_setter(cls, name) is None:
         check_plain_store(cls, name)
-    elif type(cls).__setattr__ is not type.__setattr__ or cls.__setattr__ is not object.__setattr__:
+    elif setattr_fn is not object.__setattr__:
         raise Unsupported(f"assignment to attribute {name!r} of {cls.__qualname__}, which defines __setattr__")
     obj.generic_setattr(tx, name, value)
 
@@ -230,10 +231,11 @@ def metaclass_getattr(tx, cls_var: VariableTracker, name: str) -> VariableTracke
 
 def check_plain_store(cls: type, name: str, own_setattr_ran: bool = False) -> None:
     """Unsupported unless `obj.name = value` (or, `own_setattr_ran`, object.__setattr__ at the end
-    of the class's own __setattr__) only puts value in the instance's __dict__."""
-    if not own_setattr_ran and (type(cls).__setattr__ is not type.__setattr__ or cls.__setattr__ is not object.__setattr__):
+    of the class's own __setattr__) only puts value in the instance's __dict__. What the instance
+    sees is its class's MRO (not the metaclass's `__setattr__`, nor its `__name__`)."""
+    if not own_setattr_ran and mro_lookup(cls, "__setattr__") is not object.__setattr__:
         raise Unsupported(f"assignment to attribute {name!r} of {cls.__qualname__}, which defines __setattr__")
-    static = class_attribute(cls, name, None)
+    static = mro_lookup(cls, name)
     if is_plain_member(static):  # a `__slots__` member (or one like it): stored in the object, as plainly
         return
     if is_data_descriptor(static):

@@ -156,6 +156,11 @@ class VariableTracker:
              kwargs: dict[str, "VariableTracker"]) -> "VariableTracker":
         raise Unsupported(f"calling {self.describe()}, which pyframe cannot trace")
 
+    def bind_to_instance(self, tx: Tracer, obj: "VariableTracker") -> "VariableTracker":
+        """This value, a builtin method descriptor read from a class's dict, as the instance `obj`
+        reads it (`push = list.append` in a class body: `obj.push` is bound to obj)."""
+        raise Unsupported(f"{self.describe()}, bound to {obj.describe()}")
+
     def call_method(self, tx: Tracer, name: str, args: Sequence["VariableTracker"],
                     kwargs: dict[str, "VariableTracker"]) -> "VariableTracker":
         return self.var_getattr(tx, name).call(tx, args, kwargs)

@@ -40,10 +40,12 @@ from .namedtuples import NamedTupleFactoryVariable, NamedTupleVariable
 from .container_subclass import UserContainerObjectVariable, container_base, make_instance
 from .sets import SetVariable
 from .tree_map import TreeMapFunctionVariable, is_tree_map
+from .builtin_descriptors import wrap_bound_builtin_method, wrap_builtin_descriptor
 from .numpy_functions import NumpyFunctionVariable, is_numpy_callable
-from .dict_subclass import BuiltinMethodOfVariable, UserDictObjectVariable, builtin_method_descriptor, dict_base
+from .partials import PartialVariable
+from .dict_subclass import UserDictObjectVariable, dict_base
 from .functions import (
-    CodeObjectVariable, InspectSignatureVariable, LruCacheWrapperVariable, PartialVariable, UserFunctionVariable,
+    CodeObjectVariable, InspectSignatureVariable, LruCacheWrapperVariable, UserFunctionVariable,
 )
 from .contexts import GRAD_MODE_CLASSES, GradModeClassVariable
 from .mappingproxy import MappingProxyVariable, is_modelled_proxy
@@ -157,6 +159,7 @@ def _wrap_constant(tx: Tracer, value: Any, source: Source | None, guard: bool,
         _add(guards, source, GuardKind.EQUALS_MATCH, value)
         return ConstantVariable(value, source)
     if isinstance(value, (torch.dtype, torch.layout, torch.memory_format, enum.Enum)) or value is Ellipsis \
+            or value is NotImplemented \
             or type(value) is torch.torch_version.TorchVersion \
             or any(value is info for info in _INTERPRETER_INFO):
         # (torch.__version__: a str, compared as a version; sys.version_info and the like: tuples
@@ -293,15 +296,6 @@ def _wrap_container_subclass(tx: Tracer, value: Any, source: Source | None, guar
     _add(guards, source, GuardKind.TYPE_MATCH, cls)
     _add(guards, source, GuardKind.EQUALS_MATCH, make_instance(cls, tuple(value), {}))  # (of the same type)
     return _mutable(tx, source, value, UserContainerObjectVariable(value, list(value), source))
-
-
-def _wrap_method_descriptor(tx: Tracer, value: Any, source: Source | None, guard: bool,
-                            guards: Any) -> VariableTracker | None:
-    """A method read from dict's or object's class (`dict.__setitem__`), guarded by identity."""
-    if builtin_method_descriptor(value):  # `dict.__setitem__`, `object.__setattr__`, read from the class
-        _add(guards, source, GuardKind.ID_MATCH, value)
-        return BuiltinMethodOfVariable(value.__objclass__, value.__name__, None, source)
-    return None
 
 
 def _wrap_constant_collection(tx: Tracer, value: Any, source: Source | None, guard: bool,
@@ -507,8 +501,9 @@ def _wrap_user_object(tx: Tracer, value: Any, source: Source | None, guard: bool
 # returns a tracker (the order matters where kinds overlap: a named tuple is a tuple, a builtin
 # type or grad-mode class is a class).
 _KINDS = (_wrap_tensor, _wrap_constant, _wrap_sequence, _wrap_mapping, _wrap_mapping_proxy, _wrap_container_subclass,
-          _wrap_method_descriptor, _wrap_constant_collection, _wrap_marked_function, _wrap_module,
-          _wrap_numpy_callable, _wrap_torch_or_builtin, _wrap_special_object, _wrap_callable, _wrap_class)
+          wrap_builtin_descriptor, _wrap_constant_collection, _wrap_marked_function, _wrap_module,
+          _wrap_numpy_callable, _wrap_torch_or_builtin, wrap_bound_builtin_method, _wrap_special_object,
+          _wrap_callable, _wrap_class)
 
 
 def _is_buffer(source: Source) -> bool:

@@ -23,15 +23,18 @@ from ...source import AttrSource
 from ...trace_rules import file_skip_reason
 from .base import UNKNOWN_OBJECT, VariableTracker, class_attribute, constant_args, mro_lookup, plain_getattr
 from .constant import ConstantVariable, python_scalar
+from .container_operators import CONTAINER_OPERATORS
 from .container_subclass import ContainerSubclassMixin, as_base_value
-from .dict_subclass import DictSubclassMixin, builtin_method_descriptor
+from .builtin_descriptors import is_builtin_descriptor
+from .dict_subclass import DictSubclassMixin
 from .dicts import DICT_HANDLERS, DictVariable, DictViewVariable, FakeIdVariable, name_as_constructed
 from .iterators import iterate
 from .namedtuples import tuple_new
-from .lists import BaseListVariable, ListVariable, SizeVariable, TupleVariable
+from .lists import BaseListVariable, ListVariable, TupleVariable
 from .sets import SET_HANDLERS, SetVariable, build_set
 from .exceptions import ExceptionVariable, RaisedException, is_exception_class, raise_symbolic
-from .functions import PartialVariable, UserFunctionVariable
+from .functions import UserFunctionVariable
+from .partials import PartialVariable
 from .super_object import SuperVariable, zero_arg_super
 from .nn_module import NNModuleVariable
 from .methods import make_method
@@ -51,6 +54,8 @@ _PURE_BUILTINS = {abs, all, any, bool, chr, divmod, float, format, hash, int, is
 PURE_FUNCTIONS = (_PURE_BUILTINS
                   # class methods of the immutable builtins, which make a new value from constants
                   | {int.from_bytes, float.fromhex, bytes.fromhex, str.maketrans, bytes.maketrans}
+                  # read as a constant, as torch._dynamo folds it (inspect.unwrap's bound on a chain)
+                  | {sys.getrecursionlimit}
                   | {getattr(operator, n) for n in dir(operator) if not n.startswith("_")}
                   | {getattr(math, n) for n in dir(math) if callable(getattr(math, n)) and not n.startswith("_")})
 
@@ -169,7 +174,7 @@ class BuiltinVariable(VariableTracker):
             return BuiltinVariable(attr, AttrSource(self.source, name) if self.source is not None else None)
         if name in ("__name__", "__qualname__", "__module__", "__doc__") and isinstance(attr, (str, type(None))):
             return ConstantVariable(attr)  # fixed for a builtin (`type(x).__name__` of a tuple)
-        if builtin_method_descriptor(attr):  # `dict.__setitem__`, `object.__setattr__`
+        if is_builtin_descriptor(attr):  # `dict.__setitem__`, `list.append`, `int.__add__`, `object.__setattr__`
             return tx.wrap(attr, AttrSource(self.source, name) if self.source is not None else None,
                            guard=self.source is not None)
         return super().var_getattr(tx, name)
@@ -397,29 +402,6 @@ def class_of(tx, obj: VariableTracker) -> VariableTracker:
     if obj.source is not None:
         return tx.wrap(cls, AttrSource(obj.source, "__class__"))
     return tx.wrap(cls, None, guard=False)
-
-
-def _binary(fn: Callable) -> Callable:
-    """Container forms of + and * (tuple + tuple, list * 2); constants and tensors fall through."""
-    def handler(tx, a: VariableTracker, b: VariableTracker) -> VariableTracker | None:
-        if is_tensor(a) or is_tensor(b) or (a.is_python_constant() and b.is_python_constant()):
-            return None
-        base = _INPLACE_TO_BINARY.get(fn, fn)
-        if isinstance(a, BaseListVariable) and base is operator.add and isinstance(b, BaseListVariable) \
-                and a.container_type is b.container_type:
-            if fn is operator.iadd and isinstance(a, ListVariable):
-                a.call_method(tx, "extend", [b], {})
-                return a
-            return type(a)(a.items + b.items)
-        if isinstance(a, BaseListVariable) and base is operator.add and isinstance(b, BaseListVariable) \
-                and a.container_type in (tuple, torch.Size) and b.container_type in (tuple, torch.Size):
-            # (torch.Size's reflected + wins over tuple's: `(-1,) + x.shape[1:]` is a torch.Size)
-            is_size = torch.Size in (a.container_type, b.container_type)
-            return (SizeVariable if is_size else TupleVariable)(a.items + b.items)
-        if isinstance(a, BaseListVariable) and base is operator.mul and b.is_python_constant():
-            return type(a)(a.items * b.as_python_constant())
-        return None
-    return handler
 
 
 def _id(tx, obj: VariableTracker) -> VariableTracker:
@@ -717,7 +699,7 @@ _HANDLERS: dict[Callable, Callable] = {
     functools.partial: _partial, **{t.fromkeys: _fromkeys(t) for t in _DICT_TYPES},
     sys.exc_info: _exc_info, sys.exception: _exception,
     bool: lambda tx, obj: ConstantVariable(truth(tx, obj)), object.__new__: _object_new, tuple.__new__: tuple_new,
-    **{fn: _binary(fn) for fn in (operator.add, operator.iadd, operator.mul, operator.imul)},
+    **CONTAINER_OPERATORS,
 }
 
 BUILTIN_FUNCTIONS = {v for v in vars(builtins).values() if callable(v)} | {t.fromkeys for t in _DICT_TYPES} | {

@@ -8,9 +8,10 @@ classes here extend) and a container of its base type, whose tracker (`base_var`
 TupleVariable or SetVariable) holds its items.
 
 What the class does not define in Python is the base's: `obj.append(x)`, `obj[i]`, `len(obj)`,
-`x in obj`, `obj | other`, iteration, `super().append(x)` and `list.append(obj, x)` are done on
-`base_var`, with CPython's semantics (the base's binary operators make a plain list, tuple or set;
-`obj += [...]` on a list subclass extends it and keeps the object). dict subclasses have their own
+`x in obj`, `obj | other`, iteration, and the base's method reached past the class
+(`super().append(x)`, `list.append(obj, x)`: builtin_descriptors.py) are done on `base_var`, with
+CPython's semantics (the base's binary operators make a plain list, tuple or set; `obj += [...]` on
+a list subclass extends it and keeps the object). dict subclasses have their own
 module (dict_subclass.py): their base methods call each other through the subclass.
 
 An instance made while tracing is built for real only if it outlives the trace, by the base's
@@ -31,6 +32,7 @@ from typing import Any, Sequence
 from ...exc import Unsupported
 from ...source import AttrSource, Source
 from .base import BoundMethodVariable, VariableTracker, class_attribute, has_plain_metaclasses
+from .builtin_methods import call_on_plain_value
 from .constant import ConstantVariable
 from .descriptions import describe_value
 from .dicts import ObjectKey
@@ -186,7 +188,8 @@ class ContainerSubclassMixin:
                          "__isub__": "difference_update", "__ixor__": "symmetric_difference_update"}[name]
             self.base_var.call_method(tx, from_base, args, {})
             return self
-        return self.base_var.call_method(tx, name, args, kwargs)
+        # what the base's own method does on a plain value of the base (`tuple.__add__`, `list.index`)
+        return call_on_plain_value(tx, vars(self.base)[name], self.base_var, [as_base_value(a) for a in args], kwargs)
 
     def _call_scalar_method(self, tx, name: str, args: list[VariableTracker], kwargs: dict[str, VariableTracker],
                             what: str) -> VariableTracker:
@@ -351,27 +354,6 @@ class NewContainerObjectVariable(ContainerSubclassMixin, NewObjectVariable):
 
     def __repr__(self) -> str:
         return f"NewContainerObjectVariable({self.cls.__qualname__})"
-
-
-class BaseMethodVariable(VariableTracker):
-    """A method of the base class bound to an instance of a subclass, reached past the subclass's
-    own lookup (`super().append`): calling it is the base's method, whatever the subclass overrides."""
-
-    def __init__(self, obj: ContainerSubclassMixin, name: str):
-        super().__init__()
-        self.obj, self.name = obj, name
-
-    def call(self, tx, args, kwargs) -> VariableTracker:
-        return self.obj.call_builtin(tx, self.name, list(args), kwargs)
-
-    def rebuilt_from(self) -> list[VariableTracker]:
-        return [self.obj]
-
-    def reconstruct(self, cg) -> None:  # base.name.__get__(obj)
-        cg.load_const(vars(self.obj.base)[self.name])
-        cg.emit("LOAD_METHOD", "__get__")
-        self.obj.reconstruct(cg)
-        cg.call(1)
 
 
 def as_base_value(vt: VariableTracker) -> VariableTracker:

@@ -15,7 +15,8 @@ defines is inlined; one that resolves to dict's or OrderedDict's own is done on 
 through `self[key] = value` (the subclass's `__setitem__`), `dict.update` does not, `OrderedDict.copy`
 makes `type(self)()` and copies through `__getitem__`/`__setitem__`, `dict(obj)` reads through
 `keys()` and `__getitem__` unless the class keeps dict's own `__iter__`. `super().__setitem__`,
-`super().__setattr__`, `dict.__setitem__(self, ...)` reach the same builtin operations.
+`super().__setattr__`, `dict.__setitem__(self, ...)` reach the same builtin operations
+(builtin_descriptors.py calls `call_builtin`).
 
 An instance made while tracing is built for real only if it outlives the trace, by `dict.__new__`
 and the base's own `__setitem__` and `object.__setattr__` (the subclass's overrides already ran in
@@ -31,14 +32,14 @@ from typing import Any, Sequence
 
 from ...exc import Unsupported
 from ...source import AttrSource, Source
-from .base import BoundMethodVariable, VariableTracker, class_attribute, has_plain_metaclasses
+from .base import BoundMethodVariable, VariableTracker, has_plain_metaclasses, mro_lookup
+from .builtin_methods import DICT_UNORDERED_READS
 from .constant import ConstantVariable
 from .dicts import (
     DictVariable, DictViewVariable, ObjectKey, key_var, name_as_constructed, positional_args, raise_key_error,
 )
 from .iterators import ListIteratorVariable, iterate
 from .lists import BaseListVariable
-from .methods import ObjectSlotMethodVariable
 from .static_lookup import is_data_descriptor
 from .objects import (
     NewObjectVariable, PythonObjectVariable, UserObjectVariable, register_constructor, store_raw_attributes,
@@ -188,7 +189,7 @@ class DictSubclassMixin:
         """`owner.name(self, *args, **kwargs)`, owner being dict, OrderedDict or object."""
         cls, items = self.python_type(), self.dict_var.items
         what = f"{owner.__name__}.{name}() on a {cls.__qualname__}"
-        if owner is dict and self.base is collections.OrderedDict and name not in _READS:
+        if owner is dict and self.base is collections.OrderedDict and name not in DICT_UNORDERED_READS:
             raise Unsupported(f"{what} (dict's method would bypass the OrderedDict's order)")
         if owner is object:
             if name == "__setattr__" and len(args) == 2 and not kwargs:
@@ -267,7 +268,7 @@ class DictSubclassMixin:
     def raw_setattr(self, tx, name: str, value: VariableTracker) -> None:
         """object.__setattr__(self, name, value): into the instance dict, unless a data descriptor
         of the class takes it (not modelled)."""
-        static = class_attribute(self.python_type(), name, None)
+        static = mro_lookup(self.python_type(), name)  # (what the instance sees: not the metaclass's)
         if is_data_descriptor(static):
             raise Unsupported(f"assignment to attribute {name!r} of {self.python_type().__qualname__} "
                               f"through a descriptor")
@@ -280,8 +281,7 @@ class DictSubclassMixin:
         raise NotImplementedError
 
 
-# Methods of dict that only read (dict's own is fine on an OrderedDict subclass), and that mutate.
-_READS = {"__getitem__", "__len__", "__contains__", "get", "keys", "values", "items", "__iter__"}
+# Methods of dict that mutate.
 _MUTATIONS = {"__setitem__", "__delitem__", "pop", "popitem", "setdefault", "clear", "move_to_end"}
 
 
@@ -376,57 +376,6 @@ class NewDictObjectVariable(DictSubclassMixin, NewObjectVariable):
 
     def __repr__(self) -> str:
         return f"NewDictObjectVariable({self.cls.__qualname__})"
-
-
-class BuiltinMethodOfVariable(VariableTracker):
-    """A method of dict, OrderedDict or object reached without the instance's own lookup:
-    `super().__setitem__` (bound to `obj`), `dict.__setitem__` / `object.__setattr__` read from the
-    class (unbound: `obj` None, the instance is the first argument)."""
-
-    def __init__(self, owner: type, name: str, obj: VariableTracker | None = None, source: Source | None = None):
-        super().__init__(source)
-        self.owner, self.name, self.obj = owner, name, obj
-
-    def real_object(self) -> Any:
-        return vars(self.owner)[self.name] if self.obj is None else super().real_object()
-
-    def call(self, tx, args, kwargs) -> VariableTracker:
-        obj, args = (self.obj, list(args)) if self.obj is not None else (args[0] if args else None, list(args[1:]))
-        if self.owner is object and self.name in ObjectSlotMethodVariable.NAMES:  # object.__setattr__(o, k, v)
-            if obj is None:
-                raise Unsupported(f"object.{self.name}() without an instance")
-            return ObjectSlotMethodVariable(self.name, obj).call(tx, args, kwargs)
-        if isinstance(obj, DictSubclassMixin) and isinstance(obj.python_type(), type) \
-                and issubclass(obj.python_type(), self.owner):
-            return obj.call_builtin(tx, self.name, args, kwargs, self.owner)
-        if self.obj is None and isinstance(obj, DictVariable) and obj.python_type() is self.owner is dict:
-            return obj.call_method(tx, self.name, args, kwargs)  # dict.keys(d) on a plain dict
-        raise Unsupported(f"{self.owner.__name__}.{self.name}() called on {obj}")
-
-    def rebuilt_from(self) -> list[VariableTracker]:
-        return [] if self.obj is None else [self.obj]
-
-    def reconstruct(self, cg) -> None:
-        if self.obj is None:
-            if self.source is not None:
-                cg.load_source(self.source)
-            else:
-                cg.load_const(vars(self.owner)[self.name])
-            return
-        # the descriptor bound to the instance: owner.name.__get__(obj)
-        cg.load_const(vars(self.owner)[self.name])
-        cg.emit("LOAD_METHOD", "__get__")
-        self.obj.reconstruct(cg)
-        cg.call(1)
-
-    def __repr__(self) -> str:
-        return f"BuiltinMethodOfVariable({self.owner.__name__}.{self.name}{' of ' + repr(self.obj) if self.obj else ''})"
-
-
-def builtin_method_descriptor(value: Any) -> bool:
-    """A method of dict, OrderedDict or object as read from the class (`dict.__setitem__`)."""
-    return isinstance(value, _METHOD_DESCRIPTORS) and getattr(value, "__objclass__", None) in _BUILTIN_BASES \
-        and vars(value.__objclass__).get(value.__name__) is value
 
 
 def mapping_or_pairs(tx, other: VariableTracker, dict_merge: bool) -> list[tuple[Any, VariableTracker]]:

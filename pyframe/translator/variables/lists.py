@@ -139,6 +139,12 @@ class ListVariable(BaseListVariable):
         mutating = {"append", "extend", "insert", "pop", "clear", "reverse", "remove", "sort", "__delitem__"}
         if name == "copy" and not args and not kwargs:  # a shallow copy: the same item trackers
             return ListVariable(list(self.items))
+        if name == "__setitem__" and len(args) == 2 and not kwargs and args[0].is_python_constant() \
+                and isinstance(args[0].as_python_constant(), (int, slice)):  # (`list.__setitem__(l, i, v)`)
+            index = args[0].as_python_constant()
+            tx.side_effects.mutate(self)
+            self.store_item(index, args[1].unpack(tx) if isinstance(index, slice) else args[1])
+            return ConstantVariable(None)
         if name not in mutating:
             return super().call_method(tx, name, args, kwargs)
         if name == "remove" and len(args) == 1 and not kwargs:

@@ -1,5 +1,5 @@
 """Methods bound to a symbolic object: a Python function inlined with it as `self`, and object's
-own `__getattribute__`, `__setattr__` and `__init__` (where a class's own versions end).
+own `__getattribute__`, `__setattr__` and `__delattr__` (where a class's own versions end).
 """
 from __future__ import annotations
 
@@ -81,16 +81,6 @@ class TypeCallVariable(VariableTracker):
 
     def __repr__(self) -> str:
         return f"TypeCallVariable({self.cls_var!r})"
-
-
-class ObjectInitVariable(VariableTracker):
-    """object.__init__ bound to an instance, reached through super(): does nothing when called
-    without arguments (with some, Python raises TypeError: left to it)."""
-
-    def call(self, tx, args, kwargs) -> VariableTracker:
-        if args or kwargs:
-            raise Unsupported("object.__init__() called with arguments")
-        return ConstantVariable(None)
 
 
 class InlinedMethodVariable(VariableTracker):

@@ -31,7 +31,7 @@ from .dicts import DictVariable
 from .lists import DequeVariable
 from .namedtuples import new_namedtuple
 from .exceptions import ExceptionVariable, is_exception_class, raise_symbolic
-from .functions import PartialVariable
+from .partials import PartialVariable
 from .methods import InlinedMethodVariable
 from .nn_module import MadeCrossEntropyLossVariable, NNModuleVariable, record_module_init
 from .descriptions import describe_value
@@ -561,7 +561,11 @@ class NewObjectVariable(VariableTracker):
                 tx.output.guards.add(AttrSource(self.cls_source, name), GuardKind.HASATTR_MATCH, False)
             raise_symbolic(AttributeError, f"{self.cls.__name__!r} object has no attribute {name!r}")
         source = AttrSource(self.cls_source, name) if self.cls_source is not None else None
-        return tx.wrap(static_attr(self.cls, name), source)
+        value = static_attr(self.cls, name)
+        if isinstance(value, (types.MethodDescriptorType, types.WrapperDescriptorType)):
+            # a builtin's method in the class's dict (`push = list.append`): bound to the instance
+            return tx.wrap(value, source).bind_to_instance(tx, self)
+        return tx.wrap(value, source)
 
     def _guard_class_member(self, tx, name: str, member: Any) -> None:
         """The class (read from the frame) still holds `member` (a function, a property) under

@@ -1,7 +1,8 @@
 """`super()`: attribute reads that start after a class in an object's MRO.
 
 What it finds is inlined as Python would run it: a method bound to the object, a classmethod, a
-property's getter, object's own slot methods, and (in a dict subclass) dict's own methods.
+property's getter; a builtin's own method (object's, dict's, list's, int's...) is bound to the
+object as builtin_descriptors.py models it.
 """
 from __future__ import annotations
 
@@ -13,10 +14,10 @@ import torch
 from ...exc import Unsupported
 from .attribute_protocol import TypeSetattrVariable
 from .base import VariableTracker
-from .container_subclass import BaseMethodVariable, BaseNewVariable, ContainerSubclassMixin, container_base
-from .dict_subclass import BuiltinMethodOfVariable, DictSubclassMixin
+from .builtin_descriptors import BuiltinDescriptorVariable, is_builtin_descriptor
+from .container_subclass import BaseNewVariable, container_base
 from .new_module import ModuleInitVariable, NewModuleVariable
-from .methods import InlinedMethodVariable, ObjectInitVariable, ObjectSlotMethodVariable, TypeCallVariable
+from .methods import InlinedMethodVariable, TypeCallVariable
 
 
 class SuperVariable(VariableTracker):
@@ -53,20 +54,13 @@ class SuperVariable(VariableTracker):
                     return InlinedMethodVariable(attr, self.obj)
                 if isinstance(attr, property) and attr.fget is not None and not of_class:
                     return tx.inline_call(attr.fget, [self.obj], {})
-                if klass is object and name in ObjectSlotMethodVariable.NAMES and not of_class:
-                    # `super().__getattribute__(key)` in a class's own __getattribute__: object's
-                    return ObjectSlotMethodVariable(name, self.obj)
-                if isinstance(self.obj, DictSubclassMixin) and isinstance(attr, (types.MethodDescriptorType,
-                                                                                 types.WrapperDescriptorType)):
-                    # `super().__setitem__(k, v)` in a dict subclass: dict's (or object's) own method
-                    return BuiltinMethodOfVariable(klass, name, self.obj)
+                if is_builtin_descriptor(attr) and not of_class:
+                    # `super().__setitem__(k, v)` in a dict subclass, `super().append(x)` in a list
+                    # subclass, `super().__setattr__(k, v)`, `super().__init__()` at the top: the
+                    # builtin's own method, bound to the object
+                    return BuiltinDescriptorVariable(attr, self.obj)
                 if name == "__new__" and of_class and klass is container_base(owner):
                     return BaseNewVariable(klass)  # `super().__new__(cls, ...)` in a tuple subclass's
-                if isinstance(self.obj, ContainerSubclassMixin) and klass is self.obj.base \
-                        and isinstance(attr, (types.MethodDescriptorType, types.WrapperDescriptorType)):
-                    return BaseMethodVariable(self.obj, name)  # `super().append(x)` in a list subclass
-                if attr is object.__init__ and not of_class:  # `super().__init__()` at the top
-                    return ObjectInitVariable()
                 if attr is type.__dict__["__setattr__"] and not of_class \
                         and isinstance(self.obj.as_python_constant(), type):
                     return TypeSetattrVariable(self.obj)  # `super().__setattr__(...)` in a metaclass's
