@@ -420,8 +420,8 @@ def test_a_builtin_method_bound_to_an_object_held_across_a_graph_break():
     assert type(result[0]) is _Registry
     explained = pyframe.explain(fn)(*make())
     assert explained.break_reasons and all("graph_break() called" in r.reason for r in explained.break_reasons)
-    # (torch._dynamo raises here: "expected WrapperDescriptorType, got <class 'function'>")
-    assert isinstance(run_dynamo(fn, make())[0], AssertionError)
+    # (torch._dynamo 2.13 raises here, "expected WrapperDescriptorType, got <class 'function'>", and
+    # leaves its eval-frame hook installed for the rest of the process: not run in the suite)
 
 
 class _Pushing(list):
