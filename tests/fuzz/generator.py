@@ -23,7 +23,11 @@ in-place op's operand broadcasts to its target. What it writes:
   breaks the graph (a branch on a tensor inside the comprehension);
 - a module-level object ``cfg`` whose attributes (an int, a float, a tensor) the runner sets anew
   before each call (so they change between calls, on the same object) and the program reads and
-  sets (``cfg.k += 1``, ``cfg.w = ...``, ``cfg.w.add_(...)``): the runner compares them afterwards.
+  sets (``cfg.k += 1``, ``cfg.w = ...``, ``cfg.w.add_(...)``): the runner compares them afterwards;
+- (protocols.py) generators closed part way or dropped paused, whose ``finally`` or ``except
+  GeneratorExit`` records something; set tests over generators (``isdisjoint``, ``issuperset``);
+  keyword-only parameters with defaults (a tensor one ``=None``, made when not given); a dict passed
+  in (``d0``) whose entries are read and written like variables and whose methods are called.
 
 A block (``if`` arm, loop body) may read and rebind the variables around it with values of the same
 type, but what it defines is forgotten after it, and it never changes a list's length, so the types
@@ -37,14 +41,15 @@ from contextlib import contextmanager
 from typing import Iterator
 
 from .expressions import ExpressionWriter
-from .program import (FEATURES, FLOAT, INT, MAX_BLOCK_DEPTH, MAX_EXPR_DEPTH, FloatT, Helper, IntT, Param,
-                      Program, Scope, SeqT, TensorT, VType)
+from .program import (FEATURES, FLOAT, INT, MAX_BLOCK_DEPTH, MAX_EXPR_DEPTH, DictT, FloatT, Helper, IntT, Param,
+                      Program, Scope, SeqT, TensorT, VType, is_plain_name)
+from .protocols import ProtocolStatements
 
-__all__ = ["FEATURES", "FLOAT", "INT", "FloatT", "Helper", "IntT", "Param", "Program", "Scope", "SeqT",
+__all__ = ["FEATURES", "FLOAT", "INT", "DictT", "FloatT", "Helper", "IntT", "Param", "Program", "Scope", "SeqT",
            "TensorT", "VType", "ProgramGenerator", "generate_program"]
 
 
-class ProgramGenerator(ExpressionWriter):
+class ProgramGenerator(ExpressionWriter, ProtocolStatements):
     """One program from one (seed, attempt): ``ProgramGenerator(seed).generate()``."""
 
     def __init__(self, seed: int, attempt: int = 0):
@@ -110,11 +115,19 @@ class ProgramGenerator(ExpressionWriter):
             self.write_helper(f"helper_{index}")
         params = [Param(f"t{i}", TensorT(self.pick(self.shapes[1:]))) for i in range(self.rng.randint(1, 3))]
         params += [Param("n0", INT), Param("f0", FLOAT), Param("l0", SeqT("list", (INT, INT, INT)))]
+        entries: dict[str, VType] = {}
+        if self.chance(0.3):
+            self.use("dict_state")
+            params.append(self.dict_param())
+            entries = self.dict_vars(params[-1])
+        keywords = self.keywords()  # never passed by the runner: their defaults, every call
         self.counter = 0
-        signature = ", ".join([p.name for p in params] + ["log"])
-        scope = Scope({**self.state_vars(), **{p.name: p.type for p in params}}, True, 0, True, None)
+        signature = ", ".join([p.name for p in params] + ["log"] + self.keyword_signature(keywords))
+        scope = Scope({**self.state_vars(), **{p.name: p.type for p in params}, **entries,
+                       **self.keyword_vars(keywords)}, True, 0, True, None)
         self.emit("")
         with self.block(f"def fuzz_main({signature}):"):
+            self.write_keyword_prologue(scope, keywords)
             self.write_body(scope, self.rng.randint(3, 8))
             self.write_return(scope)
         source = "\n".join(self.lines) + "\n"
@@ -131,12 +144,16 @@ class ProgramGenerator(ExpressionWriter):
         returns: VType = TensorT(self.pick(self.shapes))
         if self.chance(0.25):
             returns = SeqT("tuple", (returns, self.pick([INT, FLOAT])))
-        helper = Helper(name, tuple(params), returns, takes_log)
+        keywords = self.keywords()
+        helper = Helper(name, tuple(params), returns, takes_log, keywords)
         self.counter = 0
-        signature = ", ".join([p.name for p in params] + (["log"] if takes_log else []))
-        scope = Scope({**self.state_vars(), **{p.name: p.type for p in params}}, True, 0, takes_log, returns)
+        signature = ", ".join([p.name for p in params] + (["log"] if takes_log else [])
+                              + self.keyword_signature(keywords))
+        scope = Scope({**self.state_vars(), **{p.name: p.type for p in params}, **self.keyword_vars(keywords)},
+                      True, 0, takes_log, returns)
         self.emit("")
         with self.block(f"def {name}({signature}):"):
+            self.write_keyword_prologue(scope, keywords)
             self.write_body(scope, self.rng.randint(1, 4))
             self.emit(f"return {self.value_expr(scope, returns, 2)}")
         self.helpers.append(helper)  # after its body: a helper calls only earlier helpers
@@ -181,6 +198,9 @@ class ProgramGenerator(ExpressionWriter):
             (1, self.stmt_yield_from),
             (1, self.stmt_closure_call),
             (1, self.stmt_comprehension_break),
+            (1, self.stmt_gen_close),
+            (1, self.stmt_gen_set_test),
+            (1, self.stmt_dict_method),
         ]
         self.weighted(options)(scope)
 
@@ -344,7 +364,7 @@ class ProgramGenerator(ExpressionWriter):
     def stmt_closure_call(self, scope: Scope) -> None:
         """A nested function over a local (made a cell): maybe a break, maybe the cell rebound,
         then the call, which sees the cell's value at the call. Or a counter: `nonlocal n; n += k`."""
-        ints = [n for n in self.assignable(scope, INT) if "." not in n]
+        ints = [n for n in self.assignable(scope, INT) if is_plain_name(n)]
         if ints and self.chance(0.3):
             name = self.pick(ints)
             self.use("nonlocal_closure")
@@ -360,7 +380,7 @@ class ProgramGenerator(ExpressionWriter):
             self.emit(f"{new} = {fn}({self.rng.randint(1, 3)}) + {name}")
             scope.vars[new] = INT
             return
-        targets = [(n, t) for n, t in scope.tensors() if n not in scope.frozen and "." not in n]
+        targets = [(n, t) for n, t in scope.tensors() if n not in scope.frozen and is_plain_name(n)]
         if not targets:
             return self.stmt_new_tensor(scope)
         name, t = self.pick(targets)
@@ -483,6 +503,7 @@ class ProgramGenerator(ExpressionWriter):
             self.use("keyword_call")
             first_keyword = self.rng.randrange(len(args))
             args = args[:first_keyword] + [f"{n}={a}" for n, a in zip(names[first_keyword:], args[first_keyword:])]
+        args += self.keyword_arguments(scope, helper.keywords)
         return f"{helper.name}({', '.join(args)})"
 
 

@@ -28,7 +28,15 @@ class SeqT:
     items: tuple["VType", ...]
 
 
-VType = Union[TensorT, IntT, FloatT, SeqT]
+@dataclasses.dataclass(frozen=True)
+class DictT:
+    """A dict passed in with fixed string keys (``d0``): its entries are read and written by the
+    program as ``d0["k"]``, like variables of the scope, and compared after the call."""
+
+    items: tuple[tuple[str, "VType"], ...]
+
+
+VType = Union[TensorT, IntT, FloatT, SeqT, DictT]
 T = TypeVar("T")
 INT, FLOAT = IntT(), FloatT()
 
@@ -40,6 +48,10 @@ FEATURES = frozenset({
     "alias", "stack", "transpose", "unary", "division", "keyword_call", "expr_condition", "residual",
     "scalar_conversion", "list_slice", "closure_comprehension", "graph_break", "cell_rebind",
     "yield_from", "copysign", "closure_call", "nonlocal_closure", "comprehension_break", "attr_state",
+    # protocols.py: generators finalized, set tests over generators, keyword-only and defaulted
+    # parameters, a dict passed in
+    "gen_close", "gen_finally", "gen_exit_return", "gen_dropped", "gen_set_test", "kwonly_default",
+    "none_default", "dict_state", "dict_method",
 })
 
 #: The attributes of the program's module-level ``cfg`` object, when it has one (Program.state).
@@ -72,11 +84,22 @@ class Program:
 
 
 @dataclasses.dataclass(frozen=True)
+class Keyword:
+    """A keyword-only parameter with its default (`*, k=2, m=None`): a tensor one defaults to None,
+    and the function makes the tensor when it is not given."""
+
+    name: str
+    type: VType
+    default: str  # the default's source text
+
+
+@dataclasses.dataclass(frozen=True)
 class Helper:
     name: str
     params: tuple[Param, ...]
     returns: VType
     takes_log: bool
+    keywords: tuple[Keyword, ...] = ()  # keyword-only, after the positional ones and `log`
 
 
 @dataclasses.dataclass
@@ -102,6 +125,12 @@ class Scope:
 
     def seqs(self) -> list[tuple[str, SeqT]]:
         return [(n, t) for n, t in self.vars.items() if isinstance(t, SeqT)]
+
+
+def is_plain_name(name: str) -> bool:
+    """A local variable's name, not an attribute (`cfg.k`) or a dict entry (`d0["k"]`) used as one:
+    only a plain name can be `nonlocal` or read by a nested function as a cell."""
+    return name.isidentifier()
 
 
 # ------------------------------------------------------------------------------------------------
