@@ -86,7 +86,10 @@ _MATERIALIZE_GRADS = "Dynamo traces set_materialize_grads(False); pyframe breaks
 _FUNC_TRANSFORM = "torch.func.grad of a nested function is not traced: the frame and functorch's wrapped calls run as Python"
 _DYNAMO_SKIPS_UNITTEST = "Dynamo breaks at each call of unittest's assert methods (marked skipped); pyframe inlines them"
 _DYNAMO_CLASS_GETITEM = "Dynamo breaks calling the class __class_getitem__ returned; pyframe traces it (the case's difference)"
+_OUTPUT_CAPTURING_DICTCOMP = ("pyframe breaks in transformers' output-capturing dict comprehension (a loop "
+                              "over an iterator handed in); torch._dynamo traces it")
 BREAKS_DIFFER: dict[str, str] = {
+    "transformers_models.SwitchTransformersModelEval": _OUTPUT_CAPTURING_DICTCOMP,
     "stdlib_calls.testcase_assert_equal": _DYNAMO_SKIPS_UNITTEST,
     "function_objects.function_transform_of_a_nested_function": _FUNC_TRANSFORM,
     "class_protocols.class_getitem_picks_a_dtype": _DYNAMO_CLASS_GETITEM,

@@ -136,3 +136,51 @@ def test_sys_exc_info_is_traced_and_guarded_on_the_exception_being_handled():
     torch.testing.assert_close(compiled(x), x * 2)
     texts = pyframe.convert_frame.records_for(_reads_exc_info.__code__)[0].guards
     assert "(sys.exc_info()[1] is not None) == False" in texts
+
+
+def _blocks(mask):
+    return mask.reshape(mask.shape[0], -1, 2).sum(-1)
+
+
+def _mask_only_when_not_compiling(x, mask=None):
+    if mask is None and not torch.compiler.is_compiling():
+        mask = torch.ones_like(x)
+    return x * 2 + _blocks(mask).sum()  # None on the compiled path: `None.shape` raises there
+
+
+def test_exception_on_the_compiled_path_runs_the_frame_as_python():
+    """The trace answered is_compiling() True and took a path eager does not take (the mask left
+    None), then raised: the frame runs as Python, as torch._dynamo runs it (eager's mask), by rule
+    for good; the helper's frame it calls compiles alone, as under torch._dynamo."""
+    x = torch.randn(2, 4)
+    backend = CountingBackend()
+    compiled = pyframe.optimize(backend)(_mask_only_when_not_compiling)
+    torch.testing.assert_close(compiled(x), _mask_only_when_not_compiling(x))
+    reference = CountingBackend()
+    torch._dynamo.reset()
+    torch._dynamo.optimize(reference)(_mask_only_when_not_compiling)(x)
+    assert [g.ops for g in backend.graphs] == [g.ops for g in reference.graphs] == [("reshape", "sum")]
+    record = pyframe.convert_frame.records_for(_mask_only_when_not_compiling.__code__)[0]
+    assert record.status == "skipped_by_rule", record
+    assert "AttributeError raised while tracing on the path is_compiling() chose" in record.reason
+    torch.testing.assert_close(compiled(x), _mask_only_when_not_compiling(x))
+    assert len(backend.graphs) == 1
+
+
+def _none_attribute_caught(x, config=None):
+    try:
+        scale = config.scale
+    except AttributeError as e:
+        scale = len(str(e))
+    return x * scale
+
+
+def test_attribute_of_none_raises_attribute_error_in_the_trace():
+    """`None.scale` raises AttributeError as in Python, with Python's message: an except clause
+    in the frame catches it (one graph, torch._dynamo's), no graph break."""
+    x = torch.randn(3)
+    backend = CountingBackend()
+    torch.testing.assert_close(pyframe.optimize(backend)(_none_attribute_caught)(x), _none_attribute_caught(x))
+    assert [g.ops for g in backend.graphs] == [("mul",)]
+    record = pyframe.convert_frame.records_for(_none_attribute_caught.__code__)[0]
+    assert record.status == "compiled" and record.error is None

@@ -20,7 +20,7 @@ import warnings
 
 import pytest
 
-from tests.fuzz.generator import FEATURES, FLOAT, INT, Param, Program, TensorT, generate_program
+from tests.fuzz.generator import FEATURES, FLOAT, INT, DictT, Param, Program, TensorT, generate_program
 from tests.fuzz.minimize import minimize
 from tests.fuzz.runner import Outcome, check_seed, forget_program, load_program, run_program
 
@@ -85,6 +85,55 @@ def test_clean_program_passes_under_pyframe() -> None:
     outcome = run_program(program)
     assert outcome.status == "ok", outcome.report()
     assert outcome.graphs >= 2  # the branch on y.sum() is a graph break
+
+
+def test_finalized_generators_and_set_tests_over_generators_pass_under_pyframe() -> None:
+    """The shapes protocols.py writes: a generator closed part way (its finally block appends to
+    the log), and set tests that stop taking a generator's items at the one that decides; compiled
+    (a generator dropped paused in its try block would run the frame as Python)."""
+    program = _program(
+        "    def gen(a, out):\n"
+        "        try:\n"
+        "            for k in range(3):\n"
+        "                yield a * k + 1\n"
+        "        finally:\n"
+        "            out.append(a.sum())\n"
+        "    g = gen(t0, log)\n"
+        "    first = next(g)\n"
+        "    c = g.close()\n"
+        "    seen = []\n"
+        "    def items(values, seen):\n"
+        "        for v in values:\n"
+        "            seen.append(v)\n"
+        "            yield v\n"
+        "    s = items((n0, 2, n0 + 5, 3), seen)\n"
+        "    n = int({2, n0}.isdisjoint(s)) + 10 * len(seen) + 100 * len(list(s))\n"
+        "    s = items((1, 9, n0), seen)\n"
+        "    n += int(frozenset({1, 2, 3}).issuperset(s)) + 10 * len(seen) + 100 * len(list(s))\n"
+        "    return first, c, n\n")
+    outcome = run_program(program)
+    assert outcome.status == "ok", outcome.report()
+    assert outcome.graphs >= 1
+
+
+def test_a_dict_passed_in_is_made_for_each_call_and_compared_after_it() -> None:
+    params = (Param("t0", TensorT((3,))), Param("d0", DictT((("k", INT), ("s", FLOAT), ("w", TensorT((2,)))))))
+    source = ("import torch\n\n\ndef fuzz_main(t0, d0, log, *, m_opt=None):\n"
+              "    if m_opt is None:\n"
+              "        m_opt = t0 * 2\n"
+              "    torch._dynamo.graph_break()\n"
+              '    d0["k"] += 1\n'
+              '    d0["w"].add_(d0.pop("s"))\n'
+              '    d0["s"] = d0.setdefault("z", 0.5)\n'
+              '    return m_opt, d0["k"]\n')
+    program = Program(-2, source, params, frozenset())
+    assert run_program(program).status == "ok"
+
+    def engine(fn):  # changes an entry of the dict passed in
+        return lambda t0, d0, log: (lambda r: (d0.update(k=d0["k"] + 1), r)[1])(fn(t0, d0, log))
+
+    outcome = run_program(program, engine=engine)
+    assert outcome.status == "wrong" and "inputs after the call" in outcome.detail, outcome.detail
 
 
 def test_nan_or_raising_programs_are_invalid_not_failures() -> None:

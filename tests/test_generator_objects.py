@@ -156,9 +156,29 @@ def close_of_a_generator_that_ignores_it(x):
     return x
 
 
+def set_tests_take_a_generator_up_to_the_deciding_item(x):
+    """`s.issuperset(gen)` stops at the first item not in s, `s.isdisjoint(gen)` at the first in s
+    (CPython builds no set of them): the generator keeps the rest, and its side effects stop there
+    (torch._dynamo 2.13 takes all of issuperset's items)."""
+    seen = []
+
+    def items(values):
+        for v in values:
+            seen.append(v)
+            yield v
+
+    g = items((1, 9, 3, 4))
+    superset = {1, 3, 4}.issuperset(g)
+    rest = list(g)
+    h = items((5, 2, 6))
+    disjoint = frozenset({2}).isdisjoint(h)
+    return x * len(seen) + superset + disjoint, rest, list(h), seen
+
+
 PROGRAMS = [send_through_yield_from, throw_through_yield_from, stop_iteration_in_a_generator_is_runtime_error,
             generator_state_reads, generator_return_value_in_stop_iteration, generator_state_while_running,
-            misuse_raises_as_in_python, close_of_a_generator_that_ignores_it]
+            misuse_raises_as_in_python, close_of_a_generator_that_ignores_it,
+            set_tests_take_a_generator_up_to_the_deciding_item]
 
 
 @pytest.mark.parametrize("fn", PROGRAMS, ids=lambda fn: fn.__name__)

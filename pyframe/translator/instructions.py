@@ -75,7 +75,7 @@ class InstructionTranslator(LoadStoreOps, CellOps, CallOps, StackOps, OperatorOp
                  "frame_values", "unchanged_locals", "kw_names", "current_inst", "return_value", "steps",
                  "break_at", "deferred_methods", "pure_calls", "is_generator", "suspended", "yielded_value",
                  "thrown", "closure_refs", "cell_references", "exception_stack", "passed_cells", "cell_objects",
-                 "super_classes", "locals_dict", "side_effects", "root", "generators", "hooks",
+                 "super_classes", "locals_dict", "side_effects", "root", "generators", "hooks", "took_compiled_path",
                  "_immutable_globals", "immutable_globals")
 
     def __init__(self, code: types.CodeType, f_globals: dict, f_builtins: dict, closure: tuple | None,
@@ -128,6 +128,7 @@ class InstructionTranslator(LoadStoreOps, CellOps, CallOps, StackOps, OperatorOp
         # Mutations of objects that outlive the frame: one record for the whole trace.
         self.side_effects = parent.side_effects if parent is not None else SideEffects()
         self.root: InstructionTranslator = self if parent is None else parent.root  # the compiled frame's
+        self.took_compiled_path = False  # root frame: see catch()
         # root frame: the generators inlined generator functions made (finish.py checks that none is
         # left paused where dropping it would run a handler: `finally`, `except`, `with`)
         self.generators: list[GeneratorVariable] = []
@@ -180,7 +181,8 @@ class InstructionTranslator(LoadStoreOps, CellOps, CallOps, StackOps, OperatorOp
     def catch(self, index: int, raised: RaisedException) -> None:
         """An exception raised by instruction `index`: jump to its handler as CPython does (stack cut
         to the try's depth, the offset if the range asks for it, then the exception), or let it
-        leave this frame; leaving the compiled frame is a graph break at the raising instruction."""
+        leave this frame; leaving the compiled frame is a graph break at the raising instruction
+        (the whole frame runs as Python instead if the trace took is_compiling()'s path)."""
         exc = raised.value
         if not exc.context_known:  # where it is first seen raised: chained to the one being handled
             context = self.handled_exception()
@@ -189,6 +191,14 @@ class InstructionTranslator(LoadStoreOps, CellOps, CallOps, StackOps, OperatorOp
         if entry is None:
             if self.parent is not None:
                 raise raised
+            if self.took_compiled_path:
+                # Its values may be ones eager never makes (`if not is_compiling(): mask = ...` left
+                # None): a break would run the raising step for real on them. Eager's path instead,
+                # as torch._dynamo runs every frame an exception leaves while tracing.
+                whole = Unsupported(f"{raised.value.exc_type.__name__} raised while tracing on the path "
+                                    f"is_compiling() chose, so the frame runs as Python")
+                whole.whole_frame = whole.by_rule = True
+                raise whole from None
             raise Unsupported(f"{raised.value.exc_type.__name__} raised while tracing and not caught "
                               f"in the frame") from None
         del self.stack[entry.stack_depth:]
@@ -236,6 +246,10 @@ class InstructionTranslator(LoadStoreOps, CellOps, CallOps, StackOps, OperatorOp
     def make_tuple(self, items: list[VariableTracker]) -> VariableTracker:
         """A tuple made while tracing, for trackers below the tuples' module (an exception's args)."""
         return TupleVariable(items)
+
+    def raise_error(self, exc_type: type, *args: Any) -> None:
+        """Raise `exc_type(*args)` in the traced program, for trackers below the exceptions' module."""
+        raise RaisedException(ExceptionVariable(exc_type, [ConstantVariable(a) for a in args]))
 
     def prologue(self) -> list[Instr]:
         """MAKE_CELL / COPY_FREE_VARS / RESUME 0: what the transformed code must start with too."""

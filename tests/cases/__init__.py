@@ -49,7 +49,7 @@ STRAIGHT_LINE = [
     "tests.cases.builtin_descriptors",
     "tests.cases.wrapped_functions",
 ]
-GRAPH_BREAKS = ["tests.cases.graph_breaks", "tests.cases.autograd_function_breaks"]
+GRAPH_BREAKS = ["tests.cases.graph_breaks", "tests.cases.autograd_function_breaks", "tests.cases.compiled_path"]
 # Code installed by pip, called as its users call it (no cases when the library is not installed).
 LIBRARIES = ["tests.cases.transformers_models"]
 ALL = STRAIGHT_LINE + GRAPH_BREAKS + LIBRARIES

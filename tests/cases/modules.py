@@ -250,3 +250,49 @@ class GetattrReadsTheModulesDict(_ConfigMixin):
     def forward(self, x):
         names = [k for k in self.__dict__ if not k.startswith("_")]
         return self.l2(self.l1(x).relu()) * self.scale + self.shift, len(names), "training" in names
+
+
+class _FrozenTags:
+    """A data descriptor keeping a frozen copy of the set it is given, with a marker added."""
+
+    def __set_name__(self, owner, name):
+        self.slot = "_" + name
+
+    def __get__(self, obj, objtype=None):
+        return self if obj is None else getattr(obj, self.slot)
+
+    def __set__(self, obj, value):
+        setattr(obj, self.slot, frozenset(value) | {"set"})
+
+
+@case(inputs=lambda: torch.randn(2, 4))
+class SetValuedAttributesThroughDescriptors(nn.Module):
+    """`self.tags = {...}` on a module whose class has a data descriptor (or a property with a
+    setter) of that name: Module.__setattr__ stores it with object.__setattr__, so the descriptor's
+    __set__ (the setter) takes the set, and `self.tags` reads through its __get__, not the value
+    stored."""
+
+    tags = _FrozenTags()
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.tags = ()
+        self._names = frozenset()
+
+    @property
+    def names(self):
+        return self._names
+
+    @names.setter
+    def names(self, value):
+        self._names = frozenset(value)
+
+    def forward(self, x):
+        y = self.lin(x)  # (read before the stores: torch._dynamo names it through __dict__ after one)
+        self.tags = {"a"}
+        self.tags |= {"b"}
+        self.names = {"n"}
+        self.names = self.names | {"m"}
+        return (y * len(self.tags), sorted(self.tags), type(self.tags).__name__,
+                sorted(self.names), type(self.names).__name__)

@@ -227,3 +227,20 @@ def mappingproxy_made_in_the_frame(x):
     weights["b"] = 3.0
     total = sum(view.values()) + len(view) + ("b" in view) + view.get("z", 0.5)
     return x * view["b"] + total, [k for k in view]
+
+
+@case(inputs=lambda: torch.randn(4))
+def isdisjoint_stops_at_the_first_common_item(x):
+    """`s.isdisjoint(gen)` takes the generator's items one at a time and stops at the first one in
+    s, as CPython does (it builds no set): the generator keeps the rest, and its side effects stop
+    there too."""
+    seen = []
+
+    def items():
+        for i in (1, 2, 3, 4):
+            seen.append(i)
+            yield i
+
+    g = items()
+    disjoint = {2, 7}.isdisjoint(g)
+    return x * len(seen) + disjoint, list(g), frozenset({9}).isdisjoint(v * 3 for v in (1, 3))

@@ -88,6 +88,27 @@ if transformers is not None:
     }
 
 
+# Architectures run in eval mode only (``<Class>Eval``), each with what differs from torch._dynamo's
+# graphs. Their stacks skip the attention mask while compiling and then read it (None on the compiled
+# path: tests/cases/compiled_path.py), so the stack's frame runs as Python under both engines; the
+# frames it calls compile on their own. Run as Python, it calls torch.nn modules (Embedding, Dropout):
+# pyframe compiles a torch.nn module's forward the hook meets (trace_rules.frame_skip_reason),
+# torch._dynamo skips torch.nn's files as frames, so pyframe has a one-op graph more for each.
+_NN_FRAMES = ("pyframe compiles the forward of each torch.nn module the stack's frame, run as Python, calls "
+              "(Embedding, Dropout: one-op graphs); torch._dynamo skips torch.nn's frames")
+EVAL_ONLY: dict[str, tuple[Callable[[], torch.nn.Module], Callable[[], Inputs], str]] = {}
+
+if transformers is not None:
+    _SEQ2SEQ = dict(d_model=32, d_kv=8, d_ff=64, num_layers=2, num_decoder_layers=2, num_heads=4, vocab_size=VOCAB)
+    EVAL_ONLY = {
+        "LongT5Model": (lambda: T.LongT5Model(T.LongT5Config(**_SEQ2SEQ)), _text_and_decoder, _NN_FRAMES),
+        "SwitchTransformersModel": (lambda: T.SwitchTransformersModel(T.SwitchTransformersConfig(
+            **_SEQ2SEQ, num_experts=4, expert_capacity=8)), _text_and_decoder,
+            _NN_FRAMES + "; the dict comprehension of transformers' output capturing, met as a frame, "
+            "loops over an iterator handed in (its `.0`) that pyframe does not model: it runs as Python"),
+    }
+
+
 def greedy_decode(step: Callable, model: torch.nn.Module, steps: int) -> torch.Tensor:
     """`steps` tokens decoded greedily from a fixed 5-token prompt with a `DynamicCache` (which grows
     by one position a step), calling `step` (the model, or a compiled model) under no_grad."""
@@ -102,7 +123,8 @@ def greedy_decode(step: Callable, model: torch.nn.Module, steps: int) -> torch.T
     return ids
 
 
-def _eval_case(name: str, make_model: Callable[[], torch.nn.Module], inputs: Callable[[], Inputs]) -> type:
+def _eval_case(name: str, make_model: Callable[[], torch.nn.Module], inputs: Callable[[], Inputs],
+               difference: str | None = None) -> type:
     class Eval(torch.nn.Module):
         def __init__(self) -> None:
             super().__init__()
@@ -113,7 +135,7 @@ def _eval_case(name: str, make_model: Callable[[], torch.nn.Module], inputs: Cal
 
     Eval.__name__ = Eval.__qualname__ = f"{name}Eval"
     Eval.__doc__ = f"transformers' {name} in eval mode under no_grad: the model output whole."
-    return case(inputs=inputs, tags={"eval", "no_grad", "library"})(Eval)
+    return case(inputs=inputs, tags={"eval", "no_grad", "library"}, difference=difference)(Eval)
 
 
 def _train_case(name: str, make_model: Callable[[], torch.nn.Module], inputs: Callable[[], Inputs],
@@ -141,3 +163,5 @@ for _name, (_make, _inputs, _labels) in ARCHITECTURES.items():
     globals()[f"{_name}Train"] = _train_case(_name, _make, _inputs, _labels)
     if _name in ("BertModel", "LlamaForCausalLM"):
         globals()[f"{_name}CheckpointedTrain"] = _train_case(_name, _make, _inputs, _labels, checkpointed=True)
+for _name, (_make, _inputs, _difference) in EVAL_ONLY.items():
+    globals()[f"{_name}Eval"] = _eval_case(_name, _make, _inputs, _difference)

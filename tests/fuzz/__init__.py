@@ -1,6 +1,8 @@
 """The differential fuzzer: random small programs run eagerly and under pyframe, compared.
 
-- ``generator.py`` writes a program from a seed: module-level helper functions and an entry
+- ``generator.py`` writes a program from a seed (its types and records in ``program.py``, its
+  expressions in ``expressions.py``, its generators, set tests, keyword-only parameters and dict
+  passed in in ``protocols.py``): module-level helper functions and an entry
   function ``fuzz_main`` over tensors, Python numbers, lists and tuples, with branches on tensor
   values (graph breaks) and on Python values, ``for`` loops, in-place ops and appends to a ``log``
   list that outlives the call. Every expression is typed while it is written, so shapes agree.

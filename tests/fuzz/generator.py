@@ -23,7 +23,11 @@ in-place op's operand broadcasts to its target. What it writes:
   breaks the graph (a branch on a tensor inside the comprehension);
 - a module-level object ``cfg`` whose attributes (an int, a float, a tensor) the runner sets anew
   before each call (so they change between calls, on the same object) and the program reads and
-  sets (``cfg.k += 1``, ``cfg.w = ...``, ``cfg.w.add_(...)``): the runner compares them afterwards.
+  sets (``cfg.k += 1``, ``cfg.w = ...``, ``cfg.w.add_(...)``): the runner compares them afterwards;
+- (protocols.py) generators closed part way or dropped paused, whose ``finally`` or ``except
+  GeneratorExit`` records something; set tests over generators (``isdisjoint``, ``issuperset``);
+  keyword-only parameters with defaults (a tensor one ``=None``, made when not given); a dict passed
+  in (``d0``) whose entries are read and written like variables and whose methods are called.
 
 A block (``if`` arm, loop body) may read and rebind the variables around it with values of the same
 type, but what it defines is forgotten after it, and it never changes a list's length, so the types
@@ -32,133 +36,20 @@ by running it (runner.py); the generator only makes such failures rare.
 """
 from __future__ import annotations
 
-import dataclasses
 import random
 from contextlib import contextmanager
-from typing import Iterator, TypeVar, Union
+from typing import Iterator
 
-# ------------------------------------------------------------------------------------------------
-# Types of generated values
+from .expressions import ExpressionWriter
+from .program import (FEATURES, FLOAT, INT, MAX_BLOCK_DEPTH, MAX_EXPR_DEPTH, DictT, FloatT, Helper, IntT, Param,
+                      Program, Scope, SeqT, TensorT, VType, is_plain_name)
+from .protocols import ProtocolStatements
 
-
-@dataclasses.dataclass(frozen=True)
-class TensorT:
-    shape: tuple[int, ...]
-
-
-@dataclasses.dataclass(frozen=True)
-class IntT:
-    pass
+__all__ = ["FEATURES", "FLOAT", "INT", "DictT", "FloatT", "Helper", "IntT", "Param", "Program", "Scope", "SeqT",
+           "TensorT", "VType", "ProgramGenerator", "generate_program"]
 
 
-@dataclasses.dataclass(frozen=True)
-class FloatT:
-    pass
-
-
-@dataclasses.dataclass(frozen=True)
-class SeqT:
-    kind: str  # "list" or "tuple"
-    items: tuple["VType", ...]
-
-
-VType = Union[TensorT, IntT, FloatT, SeqT]
-T = TypeVar("T")
-INT, FLOAT = IntT(), FloatT()
-
-#: Every feature the generator can use; Program.features says which ones a program uses.
-FEATURES = frozenset({
-    "tensor_if", "python_if", "ternary", "and_or", "for_range", "for_list", "helper_call",
-    "nested_helper_call", "inplace", "aug_assign", "log_append", "matmul", "reduction",
-    "dim_reduction", "list", "tuple", "index", "unpack", "list_append", "item", "early_return",
-    "alias", "stack", "transpose", "unary", "division", "keyword_call", "expr_condition", "residual",
-    "scalar_conversion", "list_slice", "closure_comprehension", "graph_break", "cell_rebind",
-    "yield_from", "copysign", "closure_call", "nonlocal_closure", "comprehension_break", "attr_state",
-})
-
-#: The attributes of the program's module-level ``cfg`` object, when it has one (Program.state).
-STATE_ATTRS: tuple[tuple[str, "VType"], ...] = ()
-
-
-@dataclasses.dataclass(frozen=True)
-class Param:
-    name: str
-    type: VType
-
-
-@dataclasses.dataclass(frozen=True)
-class Program:
-    """A generated program: its source, its entry point's parameters and the features it uses."""
-
-    seed: int
-    source: str
-    params: tuple[Param, ...]  # of `fuzz_main`, without the trailing `log`
-    features: frozenset[str]
-    entry: str = "fuzz_main"
-    # The attributes of the module-level object `cfg` (empty: the program has none), which the
-    # runner sets before every call and compares after it.
-    state: tuple[Param, ...] = ()
-
-    @property
-    def filename(self) -> str:
-        """A real-looking file name (pyframe does not trace code from files named `<...>`)."""
-        return f"fuzz_{self.seed}.py"
-
-
-@dataclasses.dataclass(frozen=True)
-class Helper:
-    name: str
-    params: tuple[Param, ...]
-    returns: VType
-    takes_log: bool
-
-
-@dataclasses.dataclass
-class Scope:
-    """What a block of code can see: typed variables, and what it may do."""
-
-    vars: dict[str, VType]
-    top_level: bool  # function body, not inside a block: list appends and early returns allowed
-    depth: int  # block nesting
-    takes_log: bool
-    returns: VType | None  # the function's return type (None: the entry, which returns anything)
-    frozen: frozenset[str] = frozenset()  # loop variables: read, never rebound
-
-    def child(self, extra: dict[str, VType] | None = None, frozen: set[str] = frozenset()) -> "Scope":
-        return Scope({**self.vars, **(extra or {})}, False, self.depth + 1, self.takes_log, self.returns,
-                     self.frozen | frozen)
-
-    def names(self, want: VType) -> list[str]:
-        return [n for n, t in self.vars.items() if t == want]
-
-    def tensors(self) -> list[tuple[str, TensorT]]:
-        return [(n, t) for n, t in self.vars.items() if isinstance(t, TensorT)]
-
-    def seqs(self) -> list[tuple[str, SeqT]]:
-        return [(n, t) for n, t in self.vars.items() if isinstance(t, SeqT)]
-
-
-# ------------------------------------------------------------------------------------------------
-# The generator
-
-_FLOAT_CONSTS = (0.5, 1.5, -0.25, 2.0, 0.1, -1.0)
-_UNARY = ("sin", "cos", "tanh", "relu", "exp")
-_MAX_EXPR_DEPTH = 3
-_MAX_BLOCK_DEPTH = 2
-
-
-def _fmt_shape(shape: tuple[int, ...]) -> str:
-    return "()" if not shape else "(" + ", ".join(map(str, shape)) + ("," if len(shape) == 1 else "") + ")"
-
-
-def _numel(shape: tuple[int, ...]) -> int:
-    n = 1
-    for d in shape:
-        n *= d
-    return n
-
-
-class ProgramGenerator:
+class ProgramGenerator(ExpressionWriter, ProtocolStatements):
     """One program from one (seed, attempt): ``ProgramGenerator(seed).generate()``."""
 
     def __init__(self, seed: int, attempt: int = 0):
@@ -224,11 +115,19 @@ class ProgramGenerator:
             self.write_helper(f"helper_{index}")
         params = [Param(f"t{i}", TensorT(self.pick(self.shapes[1:]))) for i in range(self.rng.randint(1, 3))]
         params += [Param("n0", INT), Param("f0", FLOAT), Param("l0", SeqT("list", (INT, INT, INT)))]
+        entries: dict[str, VType] = {}
+        if self.chance(0.3):
+            self.use("dict_state")
+            params.append(self.dict_param())
+            entries = self.dict_vars(params[-1])
+        keywords = self.keywords()  # never passed by the runner: their defaults, every call
         self.counter = 0
-        signature = ", ".join([p.name for p in params] + ["log"])
-        scope = Scope({**self.state_vars(), **{p.name: p.type for p in params}}, True, 0, True, None)
+        signature = ", ".join([p.name for p in params] + ["log"] + self.keyword_signature(keywords))
+        scope = Scope({**self.state_vars(), **{p.name: p.type for p in params}, **entries,
+                       **self.keyword_vars(keywords)}, True, 0, True, None)
         self.emit("")
         with self.block(f"def fuzz_main({signature}):"):
+            self.write_keyword_prologue(scope, keywords)
             self.write_body(scope, self.rng.randint(3, 8))
             self.write_return(scope)
         source = "\n".join(self.lines) + "\n"
@@ -245,12 +144,16 @@ class ProgramGenerator:
         returns: VType = TensorT(self.pick(self.shapes))
         if self.chance(0.25):
             returns = SeqT("tuple", (returns, self.pick([INT, FLOAT])))
-        helper = Helper(name, tuple(params), returns, takes_log)
+        keywords = self.keywords()
+        helper = Helper(name, tuple(params), returns, takes_log, keywords)
         self.counter = 0
-        signature = ", ".join([p.name for p in params] + (["log"] if takes_log else []))
-        scope = Scope({**self.state_vars(), **{p.name: p.type for p in params}}, True, 0, takes_log, returns)
+        signature = ", ".join([p.name for p in params] + (["log"] if takes_log else [])
+                              + self.keyword_signature(keywords))
+        scope = Scope({**self.state_vars(), **{p.name: p.type for p in params}, **self.keyword_vars(keywords)},
+                      True, 0, takes_log, returns)
         self.emit("")
         with self.block(f"def {name}({signature}):"):
+            self.write_keyword_prologue(scope, keywords)
             self.write_body(scope, self.rng.randint(1, 4))
             self.emit(f"return {self.value_expr(scope, returns, 2)}")
         self.helpers.append(helper)  # after its body: a helper calls only earlier helpers
@@ -275,7 +178,7 @@ class ProgramGenerator:
             self.write_statement(scope)
 
     def write_statement(self, scope: Scope) -> None:
-        can_nest = scope.depth < _MAX_BLOCK_DEPTH
+        can_nest = scope.depth < MAX_BLOCK_DEPTH
         options = [
             (6, self.stmt_new_tensor),
             (3, self.stmt_rebind_tensor),
@@ -295,6 +198,9 @@ class ProgramGenerator:
             (1, self.stmt_yield_from),
             (1, self.stmt_closure_call),
             (1, self.stmt_comprehension_break),
+            (1, self.stmt_gen_close),
+            (1, self.stmt_gen_set_test),
+            (1, self.stmt_dict_method),
         ]
         self.weighted(options)(scope)
 
@@ -304,7 +210,7 @@ class ProgramGenerator:
     def stmt_new_tensor(self, scope: Scope) -> None:
         shape = self.pick(self.shapes)
         name = self.fresh("t")
-        self.emit(f"{name} = {self.tensor_expr(scope, shape, _MAX_EXPR_DEPTH)}")
+        self.emit(f"{name} = {self.tensor_expr(scope, shape, MAX_EXPR_DEPTH)}")
         scope.vars[name] = TensorT(shape)
 
     def stmt_rebind_tensor(self, scope: Scope) -> None:
@@ -317,7 +223,7 @@ class ProgramGenerator:
             op = self.pick(["+=", "-=", "*="])
             self.emit(f"{name} {op} {self.operand_for(scope, t.shape, 2)}")
         else:
-            self.emit(f"{name} = {self.tensor_expr(scope, t.shape, _MAX_EXPR_DEPTH)}")
+            self.emit(f"{name} = {self.tensor_expr(scope, t.shape, MAX_EXPR_DEPTH)}")
 
     def stmt_number(self, scope: Scope) -> None:
         kind = self.pick([INT, FLOAT])
@@ -458,7 +364,7 @@ class ProgramGenerator:
     def stmt_closure_call(self, scope: Scope) -> None:
         """A nested function over a local (made a cell): maybe a break, maybe the cell rebound,
         then the call, which sees the cell's value at the call. Or a counter: `nonlocal n; n += k`."""
-        ints = [n for n in self.assignable(scope, INT) if "." not in n]
+        ints = [n for n in self.assignable(scope, INT) if is_plain_name(n)]
         if ints and self.chance(0.3):
             name = self.pick(ints)
             self.use("nonlocal_closure")
@@ -474,7 +380,7 @@ class ProgramGenerator:
             self.emit(f"{new} = {fn}({self.rng.randint(1, 3)}) + {name}")
             scope.vars[new] = INT
             return
-        targets = [(n, t) for n, t in scope.tensors() if n not in scope.frozen and "." not in n]
+        targets = [(n, t) for n, t in scope.tensors() if n not in scope.frozen and is_plain_name(n)]
         if not targets:
             return self.stmt_new_tensor(scope)
         name, t = self.pick(targets)
@@ -597,209 +503,9 @@ class ProgramGenerator:
             self.use("keyword_call")
             first_keyword = self.rng.randrange(len(args))
             args = args[:first_keyword] + [f"{n}={a}" for n, a in zip(names[first_keyword:], args[first_keyword:])]
+        args += self.keyword_arguments(scope, helper.keywords)
         return f"{helper.name}({', '.join(args)})"
 
-    # -- expressions -----------------------------------------------------------------------------
-    def value_expr(self, scope: Scope, want: VType, depth: int) -> str:
-        if isinstance(want, TensorT):
-            return self.tensor_expr(scope, want.shape, depth)
-        if isinstance(want, SeqT):
-            texts = [self.value_expr(scope, item, depth - 1) for item in want.items]
-            if want.kind == "tuple":
-                return f"({', '.join(texts)},)"
-            return f"[{', '.join(texts)}]"
-        return self.number_expr(scope, want, depth)
-
-    def operand_for(self, scope: Scope, shape: tuple[int, ...], depth: int) -> str:
-        """Something that broadcasts to `shape` (for in-place ops): same shape, 0-d, or a number."""
-        roll = self.rng.random()
-        if roll < 0.55:
-            return self.tensor_expr(scope, shape, depth)
-        if roll < 0.7:
-            return self.tensor_expr(scope, (), depth)
-        return self.number_expr(scope, self.pick([INT, FLOAT]), depth)
-
-    def leaf_tensor(self, scope: Scope, shape: tuple[int, ...]) -> str:
-        names = scope.names(TensorT(shape))
-        if names and self.chance(0.85):
-            return self.pick(names)
-        roll = self.rng.random()
-        if not shape:
-            return f"torch.tensor({self.pick(_FLOAT_CONSTS)})"
-        if roll < 0.4:
-            return f"torch.ones({_fmt_shape(shape)})"
-        if roll < 0.7:
-            return f"torch.full({_fmt_shape(shape)}, {self.pick(_FLOAT_CONSTS)})"
-        return f"torch.linspace(-1, 1, {_numel(shape)}).reshape({_fmt_shape(shape)})"
-
-    def tensor_expr(self, scope: Scope, shape: tuple[int, ...], depth: int) -> str:
-        if depth <= 0:
-            return self.leaf_tensor(scope, shape)
-        options = [
-            (4, "leaf"), (3, "unary"), (5, "binary"), (1, "division"), (2, "matmul"),
-            (2, "reduce"), (1, "index"), (1, "seq_item"), (1, "ternary"), (1, "stack"),
-            (1, "transpose"), (1 if self.helpers else 0, "call"),
-        ]
-        kind = self.weighted(options)
-        sub = depth - 1
-        if kind == "unary":
-            self.use("unary")
-            fn = self.pick(_UNARY)
-            inner = self.tensor_expr(scope, shape, sub)
-            if fn == "exp":
-                inner = f"torch.tanh({inner})"  # exp of a bounded value: no overflow after a few rounds
-            return f"torch.{fn}({inner})" if self.chance(0.6) else f"{inner}.{fn}()"
-        if kind == "binary":
-            op = self.pick(["+", "-", "*"])
-            left = self.tensor_expr(scope, shape, sub)
-            roll = self.rng.random()
-            if roll < 0.6:
-                right = self.tensor_expr(scope, shape, sub)
-            elif roll < 0.75:
-                right = self.tensor_expr(scope, (), sub)
-            else:
-                right = self.number_expr(scope, self.pick([INT, FLOAT]), sub)
-            return f"({left} {op} {right})" if self.chance(0.8) else f"({right} {op} {left})"
-        if kind == "division":
-            self.use("division")
-            left = self.tensor_expr(scope, shape, sub)
-            if self.chance(0.5):
-                return f"({left} / ({self.tensor_expr(scope, shape, sub)}.abs() + 1))"
-            return f"({left} / {self.pick([2, 3.0, -4, 0.5])})"
-        if kind == "matmul" and len(shape) <= 2:
-            self.use("matmul")
-            k = self.pick(self.dims)
-            left_shape = (shape[0], k) if len(shape) == 2 else (shape[0], k) if len(shape) == 1 else (k,)
-            right_shape = (k, shape[1]) if len(shape) == 2 else (k,)
-            left = self.tensor_expr(scope, left_shape, sub)
-            right = self.tensor_expr(scope, right_shape, sub)
-            if self.chance(0.7):
-                return f"({left} @ {right})"
-            return f"torch.matmul({left}, {right})"
-        if kind == "reduce":
-            self.use("reduction")
-            if not shape and self.chance(0.6):
-                src = self.tensor_expr(scope, self.pick(self.shapes[1:]), sub)
-                fn = self.pick(["sum", "mean", "max"])
-                return f"{src}.{fn}()" if self.chance(0.7) else f"torch.{fn}({src})"
-            if len(shape) <= 1:
-                self.use("dim_reduction")
-                dim = self.rng.randint(0, len(shape))
-                src_shape = shape[:dim] + (self.pick(self.dims),) + shape[dim:]
-                src = self.tensor_expr(scope, src_shape, sub)
-                fn = self.pick(["sum", "mean", "max"])
-                if fn == "max":
-                    return f"{src}.max({dim})[0]" if self.chance(0.5) else f"{src}.max(dim={dim}).values"
-                return f"{src}.{fn}({dim})"
-        if kind == "index":
-            self.use("index")
-            size = self.pick(self.dims)
-            src = self.tensor_expr(scope, (size, *shape), sub)
-            return f"{src}[{self.rng.randrange(size)}]"
-        if kind == "seq_item":
-            for name, seq in scope.seqs():
-                for i, item in enumerate(seq.items):
-                    if item == TensorT(shape):
-                        self.use("index")
-                        return f"{name}[{i}]"
-        if kind == "ternary":
-            self.use("ternary")
-            return (f"({self.tensor_expr(scope, shape, sub)} if {self.condition(scope, 1)} "
-                    f"else {self.tensor_expr(scope, shape, sub)})")
-        if kind == "stack" and shape and 2 <= shape[0] <= 3:
-            self.use("stack")
-            items = [self.tensor_expr(scope, shape[1:], sub) for _ in range(shape[0])]
-            return f"torch.stack([{', '.join(items)}])"
-        if kind == "transpose" and len(shape) == 2:
-            self.use("transpose")
-            src = self.tensor_expr(scope, (shape[1], shape[0]), sub)
-            return f"{src}.t()" if self.chance(0.5) else f"{src}.T"
-        if kind == "call":
-            candidates = [h for h in self.helpers if h.returns == TensorT(shape)]
-            if candidates:
-                return self.call_text(scope, self.pick(candidates))
-        return self.leaf_tensor(scope, shape)
-
-    def number_expr(self, scope: Scope, kind: VType, depth: int) -> str:
-        names = scope.names(kind)
-        if depth <= 0 or self.chance(0.35):
-            if names and self.chance(0.7):
-                return self.pick(names)
-            return str(self.rng.randint(0, 4)) if kind == INT else str(self.pick(_FLOAT_CONSTS))
-        sub = depth - 1
-        roll = self.rng.random()
-        if kind == INT:
-            if roll < 0.2 and scope.tensors():
-                name, t = self.pick(scope.tensors())
-                if t.shape:
-                    return f"{name}.shape[{self.rng.randrange(len(t.shape))}]"
-                return f"{name}.dim()"
-            if roll < 0.3 and scope.seqs():
-                return f"len({self.pick(scope.seqs())[0]})"
-            if roll < 0.35 and scope.tensors():
-                self.use("scalar_conversion")  # Tensor.__int__ reads data: a break inside the expression
-                return f"int(({self.pick(scope.tensors())[0]} > 0).sum())"
-            if roll < 0.4:
-                for name, seq in scope.seqs():
-                    if INT in seq.items:
-                        self.use("index")
-                        return f"{name}[{seq.items.index(INT)}]"
-            op = self.pick(["+", "-", "*"])
-            return f"({self.number_expr(scope, INT, sub)} {op} {self.number_expr(scope, INT, sub)})"
-        if roll < 0.2:
-            return f"float({self.number_expr(scope, INT, sub)})"
-        if roll < 0.25 and scope.tensors():
-            self.use("scalar_conversion")
-            return f"float({self.pick(scope.tensors())[0]}.{self.pick(['sum', 'mean', 'max'])}())"
-        if roll < 0.3:
-            for name, seq in scope.seqs():
-                if FLOAT in seq.items:
-                    self.use("index")
-                    return f"{name}[{seq.items.index(FLOAT)}]"
-        if roll < 0.4:
-            return f"({self.number_expr(scope, FLOAT, sub)} / 2.0)"
-        if roll < 0.45 and scope.names(FLOAT):
-            self.use("copysign")  # tells -0.0 from 0.0
-            return f"math.copysign(1.0, {self.pick(scope.names(FLOAT))})"
-        op = self.pick(["+", "-", "*"])
-        return f"({self.number_expr(scope, FLOAT, sub)} {op} {self.number_expr(scope, self.pick([INT, FLOAT]), sub)})"
-
-    def condition(self, scope: Scope, depth: int) -> str:
-        roll = self.rng.random()
-        if depth > 0 and roll < 0.15:
-            self.use("and_or")
-            op = self.pick(["and", "or"])
-            return f"{self.condition(scope, depth - 1)} {op} {self.condition(scope, depth - 1)}"
-        if roll < 0.65 and scope.tensors():
-            self.use("tensor_if")
-            name, t = self.pick(scope.tensors())
-            if self.chance(0.2):  # a condition on an expression: the break has more on the stack
-                self.use("expr_condition")
-                name = f"({self.tensor_expr(scope, t.shape, 1)})"
-            threshold = self.pick([0, 0.5, -0.5, 1])
-            form = self.rng.randrange(5)
-            if form == 0:
-                return f"{name}.sum() > {threshold}"
-            if form == 1:
-                return f"({name} > {threshold}).any()"
-            if form == 2:
-                return f"not ({name} < {threshold}).all()"
-            if form == 3:
-                return f"{name}.mean() < {self.number_expr(scope, FLOAT, 1)}"
-            return f"{name}.max() > {threshold}"
-        self.use("python_if")
-        if scope.names(INT) and self.chance(0.6):
-            name = self.pick(scope.names(INT))
-            return self.pick([f"{name} > {self.rng.randint(0, 3)}", f"{name} % 2 == 0"])
-        if scope.names(FLOAT) and self.chance(0.6):
-            return f"{self.pick(scope.names(FLOAT))} < {self.pick(_FLOAT_CONSTS)}"
-        if scope.seqs():
-            return f"len({self.pick(scope.seqs())[0]}) > 1"
-        return self.pick(["True", "False"])
-
-    def weighted(self, options: list[tuple[int, T]]) -> T:
-        """One of the options, drawn with the given weights (a weight of 0 is never drawn)."""
-        return self.rng.choices([o for _, o in options], weights=[w for w, _ in options])[0]
 
 
 def generate_program(seed: int, attempt: int = 0) -> Program:

@@ -36,7 +36,7 @@ import torch
 import pyframe
 from pyframe.debug.compare import CountingBackend, assert_same_result
 
-from .generator import INT, FLOAT, Program, SeqT, TensorT, generate_program
+from .generator import INT, FLOAT, DictT, Program, SeqT, TensorT, VType, generate_program
 
 #: Input sets per program; the last repeats the first, so a cache hit is checked as well.
 TRIALS = 3
@@ -96,18 +96,20 @@ def make_inputs(program: Program, trial: int) -> list[Any]:
     trial = trial % (TRIALS - 1)  # the last trial repeats the first
     rng = random.Random(f"pyframe-fuzz-inputs:{program.seed}:{trial}")
     gen = torch.Generator().manual_seed(rng.randrange(2**31))
-    args: list[Any] = []
-    for param in program.params:
-        if isinstance(param.type, TensorT):
-            args.append(torch.randn(param.type.shape, generator=gen))
-        elif param.type == INT:
-            args.append(rng.randint(1, 3))
-        elif param.type == FLOAT:  # the trials pass 0.0 and -0.0 to some programs: one guard apart
-            args.append(round(rng.uniform(-1.5, 1.5), 2) if program.seed % 3 else (0.0, -0.0)[trial % 2])
-        elif isinstance(param.type, SeqT) and all(item == INT for item in param.type.items):
-            args.append([rng.randint(1, 3) for _ in param.type.items])
-        else:
-            raise TypeError(f"no input for a parameter of type {param.type}")
+    def make(t: VType) -> Any:
+        if isinstance(t, TensorT):
+            return torch.randn(t.shape, generator=gen)
+        if t == INT:
+            return rng.randint(1, 3)
+        if t == FLOAT:  # the trials pass 0.0 and -0.0 to some programs: one guard apart
+            return round(rng.uniform(-1.5, 1.5), 2) if program.seed % 3 else (0.0, -0.0)[trial % 2]
+        if isinstance(t, SeqT) and all(item == INT for item in t.items):
+            return [rng.randint(1, 3) for _ in t.items]
+        if isinstance(t, DictT):  # a dict of the caller's, its entries read and written
+            return {key: make(item) for key, item in t.items}
+        raise TypeError(f"no input for a parameter of type {t}")
+
+    args: list[Any] = [make(param.type) for param in program.params]
     args.append([])  # log
     return args
 
@@ -183,6 +185,9 @@ def _state_of(module: types.ModuleType | None) -> dict:
 def _leaves(value: Any) -> Iterator[Any]:
     if isinstance(value, (list, tuple)):
         for item in value:
+            yield from _leaves(item)
+    elif isinstance(value, dict):  # (a dict passed in: its values, in its order)
+        for item in value.values():
             yield from _leaves(item)
     else:
         yield value

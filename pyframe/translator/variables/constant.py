@@ -60,8 +60,9 @@ class ConstantVariable(VariableTracker):
     def var_getattr(self, tx, name: str) -> VariableTracker:
         try:
             attr = getattr(self.value, name)
-        except AttributeError as e:
-            raise Unsupported(f"{type(self.value).__name__} constant has no attribute {name!r}") from e
+        except AttributeError as e:  # (`None.shape`: Python's own error, which the code may catch)
+            tx.raise_error(AttributeError, str(e))
+            raise AssertionError("unreachable") from None
         if callable(attr):
             return BoundMethodVariable(self, name)
         return tx.wrap_constant(attr)

@@ -16,6 +16,7 @@ from ...exc import Unsupported
 from ...guards import GuardKind
 from ...source import AttrSource, ItemSource, Source
 from .base import BoundMethodVariable, VariableTracker, class_attribute, guard_class_attribute, mro_lookup
+from .attribute_protocol import descriptor_get, descriptor_set, property_setter, python_descriptor
 from .constant import ConstantVariable
 from .descriptions import describe_class
 from .iterators import ListIteratorVariable
@@ -23,6 +24,7 @@ from .lists import BaseListVariable, TupleVariable
 from .mappingproxy import InstanceDictViewVariable
 from .exceptions import raise_symbolic
 from .realize import realize_as_a_constant_test
+from .static_lookup import is_data_descriptor
 from .tensor import call_in_graph
 
 _TREE_PARAMETERS = {
@@ -99,7 +101,11 @@ class NNModuleVariable(VariableTracker):
                 and all(type(k) is str for k in module.__dict__):
             return self.instance_dict_view(tx)
         if static is not _MISSING and hasattr(type(static), "__set__"):
-            raise Unsupported(f"descriptor {name!r} of {type(module).__name__}")
+            descriptor = python_descriptor(type(module), name, static=static)
+            if descriptor is None:
+                raise Unsupported(f"descriptor {name!r} of {type(module).__name__}")
+            guard_class_attribute(tx, self, name)  # a data descriptor: read before the instance dict
+            return descriptor_get(tx, self, self._class_tracker(tx), name, descriptor)
         if name in module.__dict__:
             return tx.wrap(module.__dict__[name], AttrSource(self.source, name) if self.source else None)
         if isinstance(static, (types.FunctionType, staticmethod, classmethod)):
@@ -166,7 +172,26 @@ class NNModuleVariable(VariableTracker):
             raise Unsupported(f"assignment to {type(module).__name__}.{name}, a parameter, buffer or submodule")
         if isinstance(value, NNModuleVariable) or type(module).__setattr__ is not torch.nn.Module.__setattr__:
             raise Unsupported(f"assignment to attribute {name!r} of {type(module).__name__}")
+        # Module.__setattr__ stores any other value with object.__setattr__: a data descriptor of the
+        # class (a property's setter, a descriptor's __set__, a __slots__ member) takes it, not the
+        # instance dict, and later reads go through the descriptor too.
+        cls = type(module)
+        setter = property_setter(cls, name)
+        if setter is not None:
+            guard_class_attribute(tx, self, name, check_instance=False)
+            tx.inline_call(setter, [self, value], {})
+            return
+        descriptor = python_descriptor(cls, name, setter=True)
+        if descriptor is not None:
+            guard_class_attribute(tx, self, name)
+            descriptor_set(tx, self, self._class_tracker(tx), name, descriptor, value)
+            return
+        if is_data_descriptor(class_attribute(cls, name, None)):
+            raise Unsupported(f"assignment to attribute {name!r} of {cls.__name__} through a descriptor")
         tx.side_effects.store_attr(self, name, value)
+
+    def _class_tracker(self, tx) -> VariableTracker:
+        return tx.wrap(type(self.module), AttrSource(self.source, "__class__") if self.source is not None else None)
 
     def call(self, tx, args, kwargs) -> VariableTracker:
         """module(*args): its forward, with its forward pre-hooks and hooks around it, as

@@ -108,6 +108,8 @@ class SetVariable(VariableTracker):
             return ListIteratorVariable(self.items, type(iter(set())))  # (iter(s): the items now)
         if name == "copy" and not args:
             return SetVariable(set(self.values), None, self.set_type)
+        if name in _STOPS_EARLY and len(args) == 1 and set_like_keys(tx, args[0]) is None:
+            return ConstantVariable(self._decided_early(tx, name, args[0]))
         if name in _READS:
             others = [self._other_keys(tx, a) for a in args]
             result = getattr(self.values, name)(*others)
@@ -129,6 +131,15 @@ class SetVariable(VariableTracker):
                 getattr(self.values, name)(*[self._other_keys(tx, a) for a in args])
             return ConstantVariable(None)
         raise Unsupported(f"{self.set_type.__name__}.{name}() with these arguments")
+
+    def _decided_early(self, tx, name: str, other: VariableTracker) -> bool:
+        """`s.isdisjoint(it)`, `s.issuperset(it)` of an iterable that is not a set: CPython takes its
+        items one at a time and stops at the first that decides (one in `s`, one not in `s`), so a
+        generator keeps the items after it."""
+        for item in iterate(tx, other):
+            if (self._key(tx, item) in self.values) == (name == "isdisjoint"):
+                return False
+        return True
 
     def _other_keys(self, tx, other: VariableTracker) -> set:
         """The argument of a method (`s.union(iterable)`): any iterable, its items hashed."""
@@ -168,6 +179,7 @@ def _raise_key_error(key: Any) -> None:
 # Methods that read (their arguments may be any iterables), and those that change a set.
 _READS = {"union", "intersection", "difference", "symmetric_difference", "issubset", "issuperset",
           "isdisjoint"}
+_STOPS_EARLY = {"isdisjoint", "issuperset"}  # (on an argument that is not a set: see _decided_early)
 _MUTATIONS = {"add", "discard", "remove", "pop", "clear", "update", "intersection_update",
               "difference_update", "symmetric_difference_update"}
 

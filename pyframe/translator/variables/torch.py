@@ -190,10 +190,13 @@ class TorchFunctionVariable(VariableTracker):
 
     def call(self, tx, args, kwargs) -> VariableTracker:
         if _is_compiling_query(self.fn):
+            tx.root.took_compiled_path = True
             return ConstantVariable(True)
         if self.fn in _TORCH_FUNCTION_QUERIES:
             return ConstantVariable(any(_overrides_torch_function(a, tx) for a in args))
         if self.fn in _TRACING_QUERIES:
+            if _TRACING_QUERIES[self.fn]:  # (answered True while tracing; False when run as Python)
+                tx.root.took_compiled_path = True
             return ConstantVariable(_TRACING_QUERIES[self.fn])
         if self.fn is torch.is_grad_enabled:  # the mode as traced (`with torch.no_grad()` changes it)
             return ConstantVariable(tx.output.grad_enabled)
