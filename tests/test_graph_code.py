@@ -54,6 +54,7 @@ _NN_MODULE_FRAMES = ("the case's `difference`: pyframe compiles the torch.nn mod
 CODE_DIFFERS: dict[str, str] = {
     "transformers_models.LongT5ModelEval": _NN_MODULE_FRAMES,
     "transformers_models.SwitchTransformersModelEval": _NN_MODULE_FRAMES,
+    "graph_breaks.torch_modules_called_from_a_frame_run_as_python": _NN_MODULE_FRAMES,
     "autograd_function_breaks.set_materialize_grads_false": _MATERIALIZE,
     "graph_breaks.numpy_round_trip": _NUMPY_TRACE,
 }

@@ -675,3 +675,38 @@ def requires_grad_on_a_tensor_the_graph_returns(x):
     w = torch.ones(4)
     w.requires_grad_()
     return y + 1, w * x
+
+
+class _Scale(nn.Module):
+    """A user module: its forward, met as a frame, is compiled by both engines."""
+
+    def forward(self, h):
+        return h * 2 + 1
+
+
+_embed = nn.Embedding(16, 4)
+_project = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+_scale = _Scale()
+
+
+@case(
+    inputs=lambda: torch.tensor([1, 5, 7]),
+    tags={"break"},
+    difference=(
+        "a frame that runs as Python (a break in a loop) calls torch.nn modules: torch._dynamo skips "
+        "their forward frames (torch.nn is inlined only, MOD_INLINELIST, unless a module has hooks), "
+        "pyframe compiles each module's forward it meets there (Embedding, Sequential: a graph each; "
+        "the user's module is compiled by both), so it makes more graphs; the results are eager's "
+        "either way"
+    ),
+)
+def torch_modules_called_from_a_frame_run_as_python(ids):
+    """A graph break inside a loop runs the frame as Python; the torch.nn modules it calls are met
+    by the hook as frames of their own (LongT5's and SwitchTransformers' layers, where an earlier
+    exception or break leaves their callers to Python)."""
+    h = None
+    for _ in range(2):
+        h = _embed(ids)
+        print("", end="")
+        h = _scale(_project(h))
+    return h.sum(-1)
