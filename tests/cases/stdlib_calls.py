@@ -14,6 +14,7 @@ import enum
 import functools
 import itertools
 import operator
+import re
 import typing
 import unittest
 
@@ -332,3 +333,16 @@ def deque_passed_in_and_changed(x, window):
     window.appendleft(0.5)
     oldest = window.popleft()
     return x * oldest + window[-1], len(window), window.maxlen
+
+
+_SEPARATORS = re.compile(r"[-_.]+")
+
+
+@case(inputs=lambda: (torch.randn(3), "Layer_12.attn"))
+def regular_expressions_on_constant_strings(x, name):
+    """A library's name and key handling: re's functions and a module's compiled pattern on the
+    frame's strings, folded while tracing (their Python code fills re's own cache)."""
+    key = _SEPARATORS.sub("-", name).lower()
+    m = re.match(r"(\w+)-(\d+)", key)
+    parts = re.split(r"-", key)
+    return x * int(m.group(2)) + len(parts), key, m.groups(), re.findall(r"\d", key), bool(re.search("attn", key))

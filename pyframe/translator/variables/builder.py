@@ -29,7 +29,7 @@ from .autograd_function import AutogradFunctionVariable, is_autograd_function, i
 from . import tensor_hooks  # noqa: F401  (registers the tracer of `y.register_hook(fn)`)
 from .base import Tracer, VariableTracker, class_attribute
 from .builtins import BUILTIN_FUNCTIONS, PURE_FUNCTIONS, BuiltinVariable
-from .constant import ConstantVariable, is_constant_value, is_numpy_scalar
+from .constant import REGEX_TYPES, ConstantVariable, is_constant_value, is_numpy_scalar
 from .checkpoint import CHECKPOINT, CheckpointVariable
 from .cond import COND, CondVariable
 from .copying import CopyFunctionVariable, DeepcopyFunctionVariable, is_copy, is_deepcopy
@@ -157,6 +157,9 @@ def _wrap_constant(tx: Tracer, value: Any, source: Source | None, guard: bool,
             return SymNodeVariable(node, source)
     if type(value) in _EQUALS_TYPES or is_numpy_scalar(value):
         _add(guards, source, GuardKind.EQUALS_MATCH, value)
+        return ConstantVariable(value, source)
+    if type(value) in REGEX_TYPES:  # a compiled pattern (a module's `_PATTERN = re.compile(...)`), a match
+        _add(guards, source, GuardKind.ID_MATCH, value)
         return ConstantVariable(value, source)
     if isinstance(value, (torch.dtype, torch.layout, torch.memory_format, enum.Enum)) or value is Ellipsis \
             or value is NotImplemented \
@@ -589,8 +592,9 @@ def _disabled_twin(tx: Tracer, fn: types.FunctionType) -> Any:
 
 
 def _is_builtin(value: Any) -> bool:
-    """A builtin function or type (len, int, super, ...) or a math/operator function."""
-    if not isinstance(value, (types.BuiltinFunctionType, type)):
+    """A builtin function or type (len, int, super, ...), a math/operator function, or a Python
+    function folded as they are (re.sub: PURE_FUNCTIONS)."""
+    if not isinstance(value, (types.BuiltinFunctionType, type, types.FunctionType)):
         # never hash anything else: a user object's __hash__ may raise or run code (a frozen
         # dataclass's, in its own __init__, reads fields not set yet)
         return False

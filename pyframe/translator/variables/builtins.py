@@ -10,6 +10,7 @@ import collections
 import functools
 import math
 import operator
+import re
 import sys
 import types
 import typing
@@ -57,7 +58,13 @@ PURE_FUNCTIONS = (_PURE_BUILTINS
                   # read as a constant, as torch._dynamo folds it (inspect.unwrap's bound on a chain)
                   | {sys.getrecursionlimit}
                   | {getattr(operator, n) for n in dir(operator) if not n.startswith("_")}
-                  | {getattr(math, n) for n in dir(math) if callable(getattr(math, n)) and not n.startswith("_")})
+                  | {getattr(math, n) for n in dir(math) if callable(getattr(math, n)) and not n.startswith("_")}
+                  # regular expressions on constant strings: what a library computes names and keys
+                  # with (`re.sub(r"[-_.]+", "-", name)`), folded as torch._dynamo folds them. Their
+                  # Python code reads and fills re's module cache (`re._cache`), which a trace must
+                  # not model; compiled patterns and matches are constants (constant.py's REGEX_TYPES)
+                  | {re.sub, re.subn, re.match, re.fullmatch, re.search, re.split, re.findall, re.escape,
+                     re.compile})
 
 # Operators recorded in the graph when a tensor is involved (torch._dynamo records the same targets).
 _TENSOR_OPERATORS = {getattr(operator, n) for n in (

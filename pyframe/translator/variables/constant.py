@@ -5,6 +5,7 @@ guarded when the constant was read from the frame.
 """
 from __future__ import annotations
 
+import re
 import sys
 from typing import Any
 
@@ -13,6 +14,10 @@ import torch
 from ...exc import Unsupported
 from ...source import Source
 from .base import BoundMethodVariable, VariableTracker, constant_args
+
+# Compiled regular expressions and their matches: immutable, their methods give new values from
+# constants, so they are constants of the trace too (read from the frame, pinned by identity).
+REGEX_TYPES = (re.Pattern, re.Match)
 
 # Values that can be compared, hashed and embedded in co_consts or fx graphs as they are.
 CONSTANT_TYPES = (type(None), bool, int, float, complex, str, bytes, type(Ellipsis), type(NotImplemented),
