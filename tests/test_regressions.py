@@ -9,6 +9,7 @@ import collections
 import contextlib
 import dataclasses
 import enum
+import functools
 import inspect
 import itertools
 import threading
@@ -976,3 +977,31 @@ def test_ops_on_a_tensor_subclass_give_the_subclass_in_the_trace():
         assert type(out[0]) is type(expected[0]) is _Tagged
         torch.testing.assert_close(out[0].as_subclass(torch.Tensor), expected[0].as_subclass(torch.Tensor))
         assert out[1:] == expected[1:]
+
+
+def _version_probe():
+    import importlib.metadata  # (the standard library's own code: not traced)
+    return importlib.metadata.version("torch").split(".")[0]
+
+
+_version_probe._dynamo_marked_constant = True  # what libraries write for assume_constant_result
+
+
+@functools.lru_cache
+@torch._dynamo.assume_constant_result
+def _cached_probe(scale):
+    return scale * int(_version_probe())
+
+
+def test_functions_marked_assume_constant_result_are_called_not_traced():
+    """A function marked by torch._dynamo.assume_constant_result (or by its `_dynamo_marked_constant`
+    attribute, which transformers sets on its install probes) runs while tracing and its result is
+    a constant, as under torch._dynamo; inlining it went into importlib.metadata and broke the
+    graph (transformers 5.24's hubert, falcon_mamba: 3 graphs where Dynamo makes 1)."""
+    def fn(x):
+        return x * int(_version_probe()) + _cached_probe(3)
+
+    backend = CountingBackend()
+    torch.testing.assert_close(pyframe.optimize(backend)(fn)(torch.ones(2)), fn(torch.ones(2)))
+    assert len(backend.graphs) == 1
+    assert pyframe.explain(fn)(torch.ones(2)).graph_break_count == 0

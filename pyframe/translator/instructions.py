@@ -383,6 +383,8 @@ class InstructionTranslator(LoadStoreOps, CellOps, CallOps, StackOps, OperatorOp
                 and args[1].is_python_constant():
             # `super().__getattr__(name)` in a module's own __getattr__: what it finds is modelled
             return args[0].module_getattr(self, args[1].as_python_constant(), through_dict=True)
+        if fn.__dict__.get("_dynamo_marked_constant") is True:
+            return self.call_marked_constant(fn, args, kwargs)
         if self.depth >= config.inline_depth_limit:
             raise Unsupported(f"inlining deeper than {config.inline_depth_limit} calls ({fn.__qualname__})")
         check_inlinable(fn.__code__)
@@ -396,6 +398,22 @@ class InstructionTranslator(LoadStoreOps, CellOps, CallOps, StackOps, OperatorOp
         child.fn = fn
         child.locals = self.bind_arguments(fn, args, kwargs, fn_source)
         return child.run_call()
+
+    def call_marked_constant(self, fn: types.FunctionType, args: list[VariableTracker],
+                             kwargs: dict[str, VariableTracker]) -> VariableTracker:
+        """A function marked by torch._dynamo.assume_constant_result (its `_dynamo_marked_constant`,
+        which libraries set without importing torch: transformers' install probes): called for real
+        while tracing, on constant arguments, its result a constant of the trace, as torch._dynamo
+        does. Its code is not traced (an install probe reads importlib's metadata)."""
+        if not all(a.is_python_constant() for a in (*args, *kwargs.values())):
+            raise Unsupported(f"{fn.__qualname__}, marked a constant result, called with values unknown while tracing")
+        pargs = [a.as_python_constant() for a in args]
+        pkwargs = {k: v.as_python_constant() for k, v in kwargs.items()}
+        try:
+            result = fn(*pargs, **pkwargs)
+        except Exception as e:  # raised again when the frame runs as Python
+            raise Unsupported(f"{fn.__qualname__}, marked a constant result, raises {type(e).__name__}: {e}") from e
+        return self.wrap_constant(result)
 
     def inline_nested(self, fn: NestedFunctionVariable, args: list[VariableTracker],
                       kwargs: dict[str, VariableTracker]) -> VariableTracker:
