@@ -84,3 +84,10 @@ class _Channel(enum.IntEnum):
 def int_enum_members(x):
     """IntEnum members passed to tensor ops: plain ints in the graph's code, as Dynamo writes them."""
     return x * _Channel.GREEN + torch.full((2, 3), _Channel.RED), x.roll(_Channel.RED, dims=(_Channel.RED,))
+
+
+@case(inputs=lambda: torch.randn(4))
+def python_scalar_types_as_dtypes(x):
+    """Python's int, float and bool given where torch takes a dtype (llama4's `.to(int)`): the graph
+    names torch.int64, torch.float64 and torch.bool, as torch._dynamo's does."""
+    return x.to(int) + torch.zeros(4, dtype=float).to(x.dtype), torch.full((2,), 3, dtype=bool)

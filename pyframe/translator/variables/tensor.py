@@ -454,7 +454,15 @@ def as_node_arg(vt: VariableTracker) -> Any:
     scalar = vt.builtin_scalar()  # (an instance of an int subclass: torch reads the int)
     if scalar is not None:
         return _plain_number(scalar)
+    known = vt.real_object()
+    if type(known) is type and known in _SCALAR_TYPE_DTYPES:
+        # `x.to(int)`, `torch.zeros(n, dtype=float)`: torch reads Python's scalar types as these
+        # dtypes; the graph names the dtype, as torch._dynamo's does (fx cannot print the class)
+        return _SCALAR_TYPE_DTYPES[known]
     raise Unsupported(f"a {vt!r} passed to a tensor operation")
+
+
+_SCALAR_TYPE_DTYPES = {int: torch.int64, float: torch.float64, bool: torch.bool, complex: torch.complex128}
 
 
 def _plain_number(value: Any) -> Any:
