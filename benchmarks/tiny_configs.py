@@ -42,6 +42,7 @@ _INT_RULES: list[tuple[str, Any]] = [  # (pattern, size to shrink to (at most) o
     (r".*feature_layer|.*layer_idx|first_k_.*", "layer_index"),
     (r".*layers|n_layer|.*depth|num_blocks", LAYERS),
     (r"n_group|topk_group", 1),
+    (r".*groups", 4),  # (group norms and grouped convolutions: 4 divides every shrunk width)
     (r".*num_experts_per_tok.*|.*top_?k|num_experts_per_token", TOP_K),
     (r".*experts", EXPERTS),
     (r".*vocab_size", VOCAB),

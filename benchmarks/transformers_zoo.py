@@ -248,7 +248,7 @@ def _cell(e: dict | None) -> str:
 
 def report(records: list[dict], transformers_version: str) -> str:
     built = [r for r in records if eager_ran(r)]
-    rows = []
+    rows, by_reason = [], {}
     for r in sorted((r for r in built if differs(r)), key=lambda r: r["model_type"]):
         pf = r.get("pyframe")
         first = (pf["error"] or pf["wrong"] or (pf["reasons"] or pf["fallbacks"] or [""])[0]) if pf \
@@ -256,7 +256,11 @@ def report(records: list[dict], transformers_version: str) -> str:
         if r.get("dynamo") and r["dynamo"]["error"]:
             first = f"(dynamo: {r['dynamo']['error'][:60]}) " + first
         rows.append((r["model_type"], _cell(pf), _cell(r.get("dynamo")), first[:110]))
+        by_reason.setdefault(re.sub(r" \[[^\]]*\]$", "", first)[:80], []).append(r["model_type"])
     table = tabulate(rows, headers=("model", "pyframe graphs/breaks", "dynamo graphs/breaks", "pyframe's first break"))
+    table += "\n\nBy pyframe's first break (location dropped):\n" + "\n".join(
+        f"  {len(models):3} {reason or '(no break: graphs or breaks differ)'}: {', '.join(models)}"
+        for reason, models in sorted(by_reason.items(), key=lambda kv: -len(kv[1])))
     done = [r for r in built if r["status"] == "built"]
     count = lambda pred: sum(1 for r in done if pred(r))  # noqa: E731
     lines = [
