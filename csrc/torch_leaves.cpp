@@ -41,6 +41,10 @@ bool equal(c10::IntArrayRef actual, const std::vector<int64_t> &expected) {
     return true;
 }
 
+const c10::DispatchKeySet kFunctorchWrappers({c10::DispatchKey::FuncTorchBatched,
+                                              c10::DispatchKey::FuncTorchGradWrapper,
+                                              c10::DispatchKey::BatchedNestedTensor});
+
 // type(v) is tp (torch.Tensor, nn.Parameter, or another subclass), then dtype, device,
 // requires_grad, sizes and strides, cheapest first.
 class TensorMatch final : public Leaf {
@@ -80,6 +84,12 @@ public:
         const c10::TensorImpl *impl = THPVariable_Unpack(v).unsafeGetTensorImpl();
         if (impl->has_symbolic_sizes_strides()) {
             return false;  // never true of a tensor a user passes in; sizes() would throw
+        }
+        if (impl->key_set().has_any(kFunctorchWrappers)) {
+            // a torch.func transform's wrapper (vmap's batched tensor, grad's wrapper): its
+            // metadata is the logical tensor's, but a graph compiled for a plain tensor would
+            // ignore the transform. The trace never takes one as an input (builder.py).
+            return false;
         }
         try {
             // device() and the sizes/strides of Python-dispatch subclasses may call into

@@ -211,6 +211,11 @@ class Compiler:
             # torch._dynamo's compiler at work under our region: what it runs is its machinery, run
             # as Python this time (not marked: the same code may be user code another time).
             return None
+        if torch._C._are_functorch_transforms_active():
+            # Called inside torch.func's vmap or grad run as Python (its inputs are the transform's
+            # wrappers, which the trace does not take and TENSOR_MATCH rejects): run as Python this
+            # once, not marked, so the code still compiles when called on plain tensors.
+            return None
         # One miss at a time, process-wide: the translator's FakeTensorMode, memos and the records
         # are shared, and two threads missing on the same inputs must make one entry, not two.
         with _compile_lock:

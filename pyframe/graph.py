@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 import torch
+import torch._functorch.predispatch as predispatch
 import torch.fx
 from torch._dispatch.python import enable_python_dispatcher
 from torch._subclasses.fake_tensor import FakeTensorMode
@@ -74,7 +75,7 @@ class OutputGraph:
                  "autocast_stack", "backend", "backend_name", "class_reads", "fake_mode", "fast_propagation",
                  "attribute_reads", "getattribute_reads", "grad_enabled", "graph", "guards", "immutable_trackers",
                  "initial_grad_enabled", "inputs", "memo", "requires_grad_taints", "shape_env", "shapes",
-                 "subgraphs", "symbol_nodes", "symbolic", "symbolic_ints", "symbolic_tensors", "__weakref__")
+                 "subgraphs", "symbol_nodes", "symbolic", "symbolic_ints", "symbolic_tensors", "vmap_levels", "__weakref__")
 
     def __init__(self, backend: Callable, backend_name: str, symbolic: bool = False,
                  shapes: ShapePolicy = STATIC):
@@ -132,6 +133,8 @@ class OutputGraph:
         self.attribute_reads: dict[tuple, tuple] = {}
         # Calls that read only their argument's class, to repeat: see variables/class_reads.py.
         self.class_reads: dict[tuple, tuple] = {}
+        # The vmap levels the trace pushed onto functorch's stack and has not popped (variables/functorch.py).
+        self.vmap_levels: list[int] = []
     # -- building -----------------------------------------------------------------------------
     def add_input(self, source: Source, value: torch.Tensor, module_state: bool = False) -> torch.fx.Node:
         """The placeholder for a tensor read from the frame (one per source while tracing; one per
@@ -318,6 +321,27 @@ class OutputGraph:
         for device, dtype, enabled, cache_enabled in self.autocast_stack:
             regions.enter_context(torch.autocast(device, dtype, enabled, cache_enabled))
         return regions
+
+    def push_vmap_level(self, batch_size: int, randomness: str) -> int:
+        """Enter a vmap level for the ops traced next (variables/functorch.py): on functorch's stack
+        for real, popped by pop_vmap_level or, when the trace ends without, pop_vmap_levels. The
+        memo and the shape rules know nothing of batched tensors: every op inside is propagated."""
+        level = torch._C._functorch._vmap_increment_nesting(batch_size, randomness)
+        self.vmap_levels.append(level)
+        self._memo_state = None
+        return level
+
+    def pop_vmap_level(self) -> int:
+        self.vmap_levels.pop()
+        level = torch._C._functorch._vmap_decrement_nesting()
+        if not self.vmap_levels:
+            self._memo_state = self.memo.global_state()
+        return level
+
+    def pop_vmap_levels(self) -> None:
+        """The trace is over (returned, broke or failed): leave functorch's stack as it found it."""
+        while self.vmap_levels:
+            self.pop_vmap_level()
 
     def record_effect(self, target: Any, args: tuple) -> torch.fx.Node:
         """A call made for its effect on global state (`torch._C._set_grad_enabled`): not run now."""
@@ -619,9 +643,11 @@ def _sets_grad_mode(node: torch.fx.Node, mode: bool) -> bool:
     return node.target is torch._C._set_grad_enabled and tuple(node.args) == (mode,)
 
 
-# Calls made for an effect outside the tensors, which torch._dynamo records (and keeps) too.
-# nn.Module.__init__'s, for a module made while tracing; the check an `assert <tensor>` becomes
-_KEPT_FOR_EFFECT = {torch._C._log_api_usage_once, torch._assert_async}
+# Calls made for an effect outside the tensors, which torch._dynamo records (and keeps) too
+# (nn.Module.__init__'s, for a module made while tracing; the check an `assert <tensor>` becomes;
+# torch.vmap's levels, pushed and popped around the ops between: variables/functorch.py)
+_KEPT_FOR_EFFECT = {torch._C._log_api_usage_once, torch._assert_async, predispatch._vmap_increment_nesting,
+                    predispatch._vmap_decrement_nesting, predispatch.lazy_load_decompositions}
 
 _MUTATING_FUNCTIONS = {torch._C._set_grad_enabled, torch.amp._enter_autocast, torch.amp._exit_autocast,
                        operator.setitem, operator.delitem, operator.iadd, operator.isub, operator.imul,

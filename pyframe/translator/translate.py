@@ -41,6 +41,8 @@ def _translate(code: types.CodeType, f_locals: dict[str, Any], f_globals: dict, 
         try:
             value = tx.run()
             if value is None:
+                if tx.output.vmap_levels:
+                    raise _vmap_break(reason)
                 return finish_break(tx, break_at, reason, hooks.wrap_compiled)
             return finish_return(tx, value, hooks.wrap_compiled)
         except Unsupported as e:
@@ -62,6 +64,7 @@ def _translate(code: types.CodeType, f_locals: dict[str, Any], f_globals: dict, 
                 raise _scope_break(e) from None
             break_at, reason = e.break_index, e.without_tracebacks()
         finally:
+            tx.output.pop_vmap_levels()
             tx.release()
 
 
@@ -72,6 +75,17 @@ def _loop_break(e: Unsupported) -> Unsupported:
     loop = Unsupported(f"graph break in a loop, so the frame runs as Python ({e.reason})", e.location)
     loop.whole_frame = loop.by_rule = True
     return loop
+
+
+def _vmap_break(e: Unsupported | None) -> Unsupported:
+    """A break between a frame's own vmap level push and pop (`_vmap_increment_nesting` called by
+    the frame itself, not by a function it calls) runs the frame as Python: the graph before the
+    break would leave the level pushed. (A break in a function the frame calls is taken at that
+    call, before any level.)"""
+    whole = Unsupported(f"graph break inside a vmap level, so the frame runs as Python"
+                        f"{f' ({e.reason})' if e is not None else ''}", e.location if e is not None else None)
+    whole.whole_frame = True
+    return whole
 
 
 def _scope_break(e: Unsupported) -> Unsupported:

@@ -5,6 +5,7 @@ Cases tagged ``"nograph"`` compute only with constants and metadata: torch._dyna
 
 import enum
 import math
+from typing import Any, Callable, Optional
 
 import numpy as np
 import torch
@@ -91,3 +92,15 @@ def python_scalar_types_as_dtypes(x):
     """Python's int, float and bool given where torch takes a dtype (llama4's `.to(int)`): the graph
     names torch.int64, torch.float64 and torch.bool, as torch._dynamo's does."""
     return x.to(int) + torch.zeros(4, dtype=float).to(x.dtype), torch.full((2,), 3, dtype=bool)
+
+
+@case(inputs=lambda: torch.randn(3))
+def type_expressions_in_annotations(x):
+    """A nested function's annotations are evaluated at its `def`: `list[int] | None`,
+    `Callable[[Any], bool] | None`, `Optional[T]` are constants (torch's pytree helpers define such
+    functions inside the calls vmap makes)."""
+    def scale(a: list[int] | None = None, pred: Callable[[Any], bool] | None = None) -> Optional[float]:
+        return 2.0 if a is None else float(len(a))
+
+    kinds = (dict[str, int] | None, Optional[int], Callable[[Any], bool])
+    return x * scale() + len(kinds)

@@ -29,7 +29,7 @@ from .autograd_function import AutogradFunctionVariable, is_autograd_function, i
 from . import tensor_hooks  # noqa: F401  (registers the tracer of `y.register_hook(fn)`)
 from .base import Tracer, VariableTracker, class_attribute
 from .builtins import BUILTIN_FUNCTIONS, PURE_FUNCTIONS, BuiltinVariable
-from .constant import REGEX_TYPES, ConstantVariable, is_constant_value, is_numpy_scalar
+from .constant import REGEX_TYPES, TYPE_EXPRESSION_TYPES, ConstantVariable, is_constant_value, is_numpy_scalar
 from .checkpoint import CHECKPOINT, CheckpointVariable
 from .cond import COND, CondVariable
 from .copying import CopyFunctionVariable, DeepcopyFunctionVariable, is_copy, is_deepcopy
@@ -158,7 +158,8 @@ def _wrap_constant(tx: Tracer, value: Any, source: Source | None, guard: bool,
     if type(value) in _EQUALS_TYPES or is_numpy_scalar(value):
         _add(guards, source, GuardKind.EQUALS_MATCH, value)
         return ConstantVariable(value, source)
-    if type(value) in REGEX_TYPES:  # a compiled pattern (a module's `_PATTERN = re.compile(...)`), a match
+    if type(value) in REGEX_TYPES or isinstance(value, TYPE_EXPRESSION_TYPES):
+        # a compiled pattern (a module's `_PATTERN = re.compile(...)`), a match; `list[int] | None`
         _add(guards, source, GuardKind.ID_MATCH, value)
         return ConstantVariable(value, source)
     if isinstance(value, (torch.dtype, torch.layout, torch.memory_format, enum.Enum)) or value is Ellipsis \

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import re
 import sys
+import types
+import typing
 from typing import Any
 
 import torch
@@ -18,6 +20,12 @@ from .base import BoundMethodVariable, VariableTracker, constant_args
 # Compiled regular expressions and their matches: immutable, their methods give new values from
 # constants, so they are constants of the trace too (read from the frame, pinned by identity).
 REGEX_TYPES = (re.Pattern, re.Match)
+
+# Type expressions (`list[int]`, `int | None`, `Optional[T]`, `Callable[[Any], bool]`, a TypeVar):
+# immutable descriptions of types, made by subscripting a class or a typing form and by `|`, as a
+# nested function's annotations are evaluated at its `def`. Constants of the trace (read from the
+# frame, pinned by identity). typing._Final is the base of typing's forms and aliases.
+TYPE_EXPRESSION_TYPES = (types.GenericAlias, types.UnionType, typing._Final)
 
 # Values that can be compared, hashed and embedded in co_consts or fx graphs as they are.
 CONSTANT_TYPES = (type(None), bool, int, float, complex, str, bytes, type(Ellipsis), type(NotImplemented),

@@ -19,6 +19,7 @@ from ...source import AttrSource, Source
 from .base import VariableTracker
 from .constant import ConstantVariable
 from .exceptions import RaisedException, raise_symbolic
+from .functorch import FUNCTORCH_FUNCTIONS, call_functorch
 from .tensor import TensorVariable, call_in_graph
 
 _TORCH_DIR = os.path.dirname(torch.__file__)
@@ -83,7 +84,8 @@ def is_torch_op(value: Any) -> bool:
         return True
     if not isinstance(value, (types.BuiltinFunctionType, types.FunctionType, types.MethodDescriptorType)):
         return False  # (and set lookups below only ever see hashable functions)
-    if value in _TORCH_FUNCTION_QUERIES or value in _TRACING_QUERIES or value is torch._C._set_grad_enabled:
+    if value in _TORCH_FUNCTION_QUERIES or value in _TRACING_QUERIES or value is torch._C._set_grad_enabled \
+            or value in FUNCTORCH_FUNCTIONS:
         return True
     if _is_compiling_query(value):
         return True
@@ -207,6 +209,8 @@ class TorchFunctionVariable(VariableTracker):
                     return ConstantVariable(bool(enabled))
         if self.fn is torch._C._set_grad_enabled and len(args) == 1 and not kwargs:
             return _set_grad_enabled(tx, args[0])
+        if self.fn in FUNCTORCH_FUNCTIONS:
+            return call_functorch(tx, self.fn, args, kwargs)
         if self.fn in _DEFAULT_SETTERS:
             raise Unsupported(f"torch.{self.fn.__name__}() changes what the ops after it make")
         if self.fn in (torch.is_tensor, torch.is_storage) and len(args) == 1 and not kwargs \
