@@ -75,7 +75,7 @@ class OutputGraph:
                  "autocast_stack", "backend", "backend_name", "class_reads", "fake_mode", "fast_propagation",
                  "attribute_reads", "getattribute_reads", "grad_enabled", "graph", "guards", "immutable_trackers",
                  "initial_grad_enabled", "inputs", "memo", "requires_grad_taints", "shape_env", "shapes",
-                 "subgraphs", "symbol_nodes", "symbolic", "symbolic_ints", "symbolic_tensors", "vmap_levels", "__weakref__")
+                 "subgraphs", "symbol_nodes", "symbolic", "symbolic_ints", "symbolic_tensors", "torch_function_modes", "vmap_levels", "__weakref__")
 
     def __init__(self, backend: Callable, backend_name: str, symbolic: bool = False,
                  shapes: ShapePolicy = STATIC):
@@ -135,6 +135,8 @@ class OutputGraph:
         self.class_reads: dict[tuple, tuple] = {}
         # The vmap levels the trace pushed onto functorch's stack and has not popped (variables/functorch.py).
         self.vmap_levels: list[int] = []
+        # The torch function modes the trace entered, innermost last (variables/torch_function_modes.py).
+        self.torch_function_modes: list[Any] = []
     # -- building -----------------------------------------------------------------------------
     def add_input(self, source: Source, value: torch.Tensor, module_state: bool = False) -> torch.fx.Node:
         """The placeholder for a tensor read from the frame (one per source while tracing; one per

@@ -41,8 +41,8 @@ def _translate(code: types.CodeType, f_locals: dict[str, Any], f_globals: dict, 
         try:
             value = tx.run()
             if value is None:
-                if tx.output.vmap_levels:
-                    raise _vmap_break(reason)
+                if tx.output.vmap_levels or tx.output.torch_function_modes:
+                    raise _inside_break(reason)
                 return finish_break(tx, break_at, reason, hooks.wrap_compiled)
             return finish_return(tx, value, hooks.wrap_compiled)
         except Unsupported as e:
@@ -77,12 +77,13 @@ def _loop_break(e: Unsupported) -> Unsupported:
     return loop
 
 
-def _vmap_break(e: Unsupported | None) -> Unsupported:
+def _inside_break(e: Unsupported | None) -> Unsupported:
     """A break between a frame's own vmap level push and pop (`_vmap_increment_nesting` called by
-    the frame itself, not by a function it calls) runs the frame as Python: the graph before the
-    break would leave the level pushed. (A break in a function the frame calls is taken at that
-    call, before any level.)"""
-    whole = Unsupported(f"graph break inside a vmap level, so the frame runs as Python"
+    the frame itself, not by a function it calls), or inside a torch function mode the frame
+    entered, runs the frame as Python: the graph before the break would leave the level pushed, and
+    the code after it would run without the mode. (A break in a function the frame calls is taken
+    at that call, before any level or mode.)"""
+    whole = Unsupported(f"graph break inside a vmap level or a torch function mode, so the frame runs as Python"
                         f"{f' ({e.reason})' if e is not None else ''}", e.location if e is not None else None)
     whole.whole_frame = True
     return whole

@@ -74,6 +74,11 @@ def is_autograd_function(value: Any) -> bool:
     return isinstance(value, type) and issubclass(value, _Function) and value is not _Function
 
 
+def is_function_apply(attr: Any) -> bool:
+    """Function.apply itself, as found in a class's dict (a classmethod)."""
+    return isinstance(attr, classmethod) and attr.__func__ is _APPLY
+
+
 def is_bound_apply(value: Any) -> bool:
     """`MyFn.apply` read as a value (`apply = MyFn.apply` at module level)."""
     return isinstance(value, types.MethodType) and value.__func__ is _APPLY and is_autograd_function(value.__self__)
@@ -84,8 +89,8 @@ class AutogradFunctionVariable(PythonObjectVariable):
     any class."""
 
     def var_getattr(self, tx, name: str) -> VariableTracker:
-        if name == "apply":
-            return AutogradApplyVariable(self)
+        if name == "apply" and is_function_apply(inspect.getattr_static(self.value, "apply", None)):
+            return AutogradApplyVariable(self)  # (an `apply` of the class's own is inlined as a classmethod)
         return super().var_getattr(tx, name)
 
     def call(self, tx, args, kwargs) -> VariableTracker:

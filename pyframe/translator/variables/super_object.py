@@ -13,6 +13,7 @@ import torch
 
 from ...exc import Unsupported
 from .attribute_protocol import TypeSetattrVariable
+from .autograd_function import AutogradApplyVariable, AutogradFunctionVariable, is_function_apply
 from .base import VariableTracker
 from .builtin_descriptors import BuiltinDescriptorVariable, is_builtin_descriptor
 from .container_subclass import BaseNewVariable, container_base
@@ -40,6 +41,9 @@ class SuperVariable(VariableTracker):
                 attr = klass.__dict__[name]
                 if isinstance(attr, classmethod):
                     cls_vt = self.obj if of_class else tx.wrap(owner, None, guard=False)
+                    if is_function_apply(attr) and isinstance(cls_vt, AutogradFunctionVariable):
+                        # `super().apply(*args)` in an autograd.Function's own `apply`
+                        return AutogradApplyVariable(cls_vt)
                     return InlinedMethodVariable(attr.__func__, cls_vt)
                 if isinstance(attr, staticmethod):
                     return tx.wrap(attr.__func__, None, guard=False)

@@ -30,6 +30,7 @@ from .constant import ConstantVariable, is_constant_value, is_numpy_scalar, pyth
 from .dicts import DictVariable
 from .lists import BaseListVariable, ListVariable, SizeVariable, TupleVariable
 from .namedtuples import NamedTupleVariable
+from . import torch_function_modes
 
 # Tensor attributes and no-argument methods whose value is metadata, known while tracing.
 _METADATA_ATTRS = {"dtype", "device", "layout", "ndim", "requires_grad", "is_cuda", "is_cpu", "is_meta",
@@ -481,7 +482,17 @@ def _plain_number(value: Any) -> Any:
 
 def call_in_graph(tx, op: str, target: Any, args: Sequence[VariableTracker],
                   kwargs: dict[str, VariableTracker]) -> VariableTracker:
-    """Record `target(*args, **kwargs)` in the graph and wrap what it returns."""
+    """Record `target(*args, **kwargs)` in the graph and wrap what it returns (through the
+    __torch_function__ of a torch function mode the trace entered, where eager would call it)."""
+    if tx.output.torch_function_modes:
+        for arg in (*args, *kwargs.values()):  # looked at in the order the call takes them
+            for item in (arg.items if isinstance(arg, BaseListVariable) else (arg,)):
+                if isinstance(item, TensorVariable):
+                    item.realize(tx)
+        pattern = tuple(isinstance(a, TensorVariable) for a in args)
+        routed = torch_function_modes.call_through_mode(tx, op, target, list(args), dict(kwargs), pattern)
+        if routed is not None:
+            return routed
     node_args = tuple(as_node_arg(a) for a in args)
     node_kwargs = {k: as_node_arg(v) for k, v in kwargs.items()}
     result = wrap_node(tx, tx.output.create_node(op, target, node_args, node_kwargs))

@@ -20,6 +20,7 @@ from .base import VariableTracker
 from .constant import ConstantVariable
 from .exceptions import RaisedException, raise_symbolic
 from .functorch import FUNCTORCH_FUNCTIONS, call_functorch
+from .torch_function_modes import STACK_FUNCTIONS, call_stack_function
 from .tensor import TensorVariable, call_in_graph
 
 _TORCH_DIR = os.path.dirname(torch.__file__)
@@ -85,7 +86,7 @@ def is_torch_op(value: Any) -> bool:
     if not isinstance(value, (types.BuiltinFunctionType, types.FunctionType, types.MethodDescriptorType)):
         return False  # (and set lookups below only ever see hashable functions)
     if value in _TORCH_FUNCTION_QUERIES or value in _TRACING_QUERIES or value is torch._C._set_grad_enabled \
-            or value in FUNCTORCH_FUNCTIONS:
+            or value in FUNCTORCH_FUNCTIONS or value in STACK_FUNCTIONS:
         return True
     if _is_compiling_query(value):
         return True
@@ -211,6 +212,8 @@ class TorchFunctionVariable(VariableTracker):
             return _set_grad_enabled(tx, args[0])
         if self.fn in FUNCTORCH_FUNCTIONS:
             return call_functorch(tx, self.fn, args, kwargs)
+        if self.fn in STACK_FUNCTIONS and not kwargs:
+            return call_stack_function(tx, self.fn, args)
         if self.fn in _DEFAULT_SETTERS:
             raise Unsupported(f"torch.{self.fn.__name__}() changes what the ops after it make")
         if self.fn in (torch.is_tensor, torch.is_storage) and len(args) == 1 and not kwargs \
