@@ -30,7 +30,8 @@ import torch.fx
 
 from ...exc import Unsupported
 from ...fake.mode import use_fake_kernel_of
-from ...graph import changes_in_place, rename_node
+from ...graph import rename_node
+from ...graph_passes import changes_in_place
 from .autograd_function import SubgraphTracer
 from .base import VariableTracker
 from .constant import ConstantVariable

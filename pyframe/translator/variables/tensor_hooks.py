@@ -23,7 +23,7 @@ import torch.fx
 from torch._higher_order_ops.register_hook import register_hook_op
 
 from ...exc import Unsupported
-from ...graph import changes_in_place
+from ...graph_passes import changes_in_place
 from .autograd_function import SubgraphTracer
 from .base import VariableTracker
 from .tensor import HookHandleVariable, TensorVariable, register_hook_tracer
