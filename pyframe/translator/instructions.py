@@ -56,7 +56,7 @@ from .variables.lists import TupleVariable
 from .variables.exceptions import ExceptionVariable, RaisedException
 from .variables.functions import CellReference, NestedFunctionVariable
 from .variables.nn_module import NNModuleVariable
-from .variables.objects import UserObjectVariable
+from .variables.frame_objects import UserObjectVariable
 from .variables.realize import realize_as_a_function
 
 _MODULE_GETATTR = torch.nn.Module.__getattr__

@@ -50,7 +50,8 @@ from .variables.base import VariableTracker
 from .variables.base import class_attribute
 from .variables.container_subclass import ContainerSubclassMixin
 from .variables.dict_subclass import DictSubclassMixin, refill
-from .variables.objects import PythonObjectVariable, UserObjectVariable
+from .variables.frame_objects import UserObjectVariable
+from .variables.objects import PythonObjectVariable
 from .variables.functions import UserFunctionVariable
 from .variables.tensor import TensorVariable
 from .variables.dicts import build_dict_items, made_keys

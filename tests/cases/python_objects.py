@@ -5,6 +5,7 @@ annotations evaluated at def time, exceptions raised and caught."""
 import collections
 import collections.abc
 import dataclasses
+import functools
 import types
 import typing
 
@@ -282,3 +283,21 @@ def exception_context_and_suppression(x):
     except ValueError as e:
         hidden = e.__suppress_context__ and e.__cause__ is None and e.__context__ is not None
     return x * chained + hidden
+
+
+class _Scaler:
+    """A method wrapped by functools.lru_cache: the wrapper, stored on the class, binds like a
+    function (transformers' Logger.warning_once)."""
+
+    @functools.lru_cache(None)
+    def factor(self, n):
+        return n * 2
+
+
+_SCALER = _Scaler()
+
+
+@case(inputs=lambda: torch.randn(3))
+def lru_cache_method_of_an_object(x):
+    """The call traces the wrapped function, as torch._dynamo does, the cache not consulted."""
+    return x * _SCALER.factor(3) + _Scaler().factor(1)

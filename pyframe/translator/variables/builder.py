@@ -52,7 +52,8 @@ from .mappingproxy import MappingProxyVariable, is_modelled_proxy
 from .methods import InlinedMethodVariable
 from .super_object import SuperVariable
 from .nn_module import NNModuleVariable
-from .objects import DisabledFunctionVariable, GraphBreakFunctionVariable, PythonObjectVariable, UserObjectVariable
+from .frame_objects import UserObjectVariable
+from .objects import DisabledFunctionVariable, GraphBreakFunctionVariable, PythonObjectVariable
 from .tensor import SymNodeVariable, TensorVariable
 from .torch import PythonModuleVariable, TorchFunctionVariable, is_torch_op
 

@@ -40,7 +40,8 @@ from .super_object import SuperVariable, zero_arg_super
 from .nn_module import NNModuleVariable
 from .methods import make_method
 from .mappingproxy import MadeMappingProxyVariable
-from .objects import NewObjectVariable, PythonObjectVariable, UserObjectVariable, register_constructor
+from .frame_objects import UserObjectVariable
+from .objects import NewObjectVariable, PythonObjectVariable, register_constructor
 from .object_hasattr import object_has_attr
 from .iteration_builtins import ITERATION_HANDLERS, reduce_items
 from .special_methods import DUNDERS, contains, identity, is_fresh_container, is_tensor, length, python_method, text_of, truth, user_operator

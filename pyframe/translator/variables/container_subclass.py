@@ -39,7 +39,8 @@ from .dicts import ObjectKey
 from .exceptions import raise_symbolic
 from .iterators import ListIteratorVariable, iterate
 from .lists import ListVariable, TupleVariable
-from .objects import NewObjectVariable, UserObjectVariable, register_constructor
+from .frame_objects import UserObjectVariable
+from .objects import NewObjectVariable, register_constructor
 from .sets import SetVariable, build_set
 
 _SCALARS = (int, float, str)

@@ -24,7 +24,8 @@ from .constant import ConstantVariable
 from .dicts import DictVariable
 from .lists import FrameListVariable, ListVariable, TupleVariable
 from .functions import UserFunctionVariable
-from .objects import NewObjectVariable, UserObjectVariable
+from .frame_objects import UserObjectVariable
+from .objects import NewObjectVariable
 from .static_lookup import is_plain_class
 
 

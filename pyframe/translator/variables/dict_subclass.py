@@ -41,9 +41,8 @@ from .dicts import (
 from .iterators import ListIteratorVariable, iterate
 from .lists import BaseListVariable
 from .static_lookup import is_data_descriptor
-from .objects import (
-    NewObjectVariable, PythonObjectVariable, UserObjectVariable, register_constructor, store_raw_attributes,
-)
+from .frame_objects import UserObjectVariable
+from .objects import NewObjectVariable, PythonObjectVariable, register_constructor, store_raw_attributes
 
 # The builtin classes a supported subclass may inherit from (every other class on its MRO is a
 # Python class, whose methods are inlined).

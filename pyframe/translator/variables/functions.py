@@ -441,6 +441,13 @@ class LruCacheWrapperVariable(VariableTracker):
             return self.wrapped
         return self.wrapped.var_getattr(tx, name) if name in _FUNCTION_NAME_ATTRS else super().var_getattr(tx, name)
 
+    def reconstruct(self, cg) -> None:
+        """The wrapper itself (its cache is the process's, shared with every caller)."""
+        if self.source is not None:
+            cg.load_source(self.source)
+        else:
+            cg.load_const(self.wrapper)
+
     def __repr__(self) -> str:
         return f"LruCacheWrapperVariable({self.wrapped!r})"
 

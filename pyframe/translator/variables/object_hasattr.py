@@ -7,7 +7,8 @@ import types
 from ...guards import GuardKind
 from ...source import AttrSource
 from .base import plain_getattr, static_attribute
-from .objects import NewObjectVariable, UserObjectVariable
+from .frame_objects import UserObjectVariable
+from .objects import NewObjectVariable
 from .static_lookup import PLAIN_DESCRIPTORS
 
 _MISSING = object()

@@ -21,7 +21,8 @@ from .dicts import DictVariable, DictViewVariable
 from .lists import BaseListVariable, ListVariable, TupleVariable
 from .mappingproxy import MadeMappingProxyVariable, MappingProxyVariable
 from .new_module import NewModuleContainerVariable
-from .objects import NewObjectVariable, UserObjectVariable
+from .frame_objects import UserObjectVariable
+from .objects import NewObjectVariable
 from .sets import SetVariable
 from .tensor import TensorVariable
 
