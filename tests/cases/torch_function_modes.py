@@ -53,9 +53,10 @@ def mode_replaces_a_torch_function(x):
 
 @case(inputs=lambda: torch.randn(4))
 def mode_sees_the_operators(x):
-    """`x * 3` reaches the mode as Tensor.mul, `x - 1` as Tensor.sub (passed through)."""
+    """`x * 3` reaches the mode as Tensor.mul, `x - 1` as Tensor.sub, `2 - x` as Tensor.__rsub__
+    with the tensor first, `x[0]` as Tensor.__getitem__ (passed through)."""
     with _MulIsAdd():
-        return x * 3 - 1
+        return x * 3 - 1, 2 - x, 2 * x, x[0]
 
 
 @case(inputs=lambda: (torch.randn(3, 5), torch.tensor([0, 2])))

@@ -35,15 +35,19 @@ from .dicts import DictVariable
 STACK_FUNCTIONS = frozenset({torch._C._push_on_torch_function_stack, torch._C._pop_torch_function_stack,
                              torch._C._len_torch_function_stack})
 
-_OPERATORS = (operator.add, operator.sub, operator.mul, operator.truediv, operator.floordiv, operator.mod,
-              operator.pow, operator.matmul, operator.and_, operator.or_, operator.xor, operator.lshift,
-              operator.rshift, operator.lt, operator.le, operator.eq, operator.ne, operator.gt, operator.ge,
-              operator.getitem, operator.neg, operator.pos, operator.invert, operator.abs,
-              operator.iadd, operator.isub, operator.imul, operator.itruediv, operator.ifloordiv,
-              operator.imod, operator.ipow, operator.iand, operator.ior, operator.ixor)
+_UNARY = (operator.neg, operator.pos, operator.invert, operator.abs)
+_BINARY = (operator.add, operator.sub, operator.mul, operator.truediv, operator.floordiv, operator.mod,
+           operator.pow, operator.matmul, operator.lt, operator.le, operator.eq, operator.ne, operator.gt,
+           operator.ge, operator.iadd, operator.isub, operator.imul, operator.itruediv, operator.ifloordiv,
+           operator.imod, operator.ipow)
+_BITWISE = (operator.and_, operator.or_, operator.xor, operator.lshift, operator.rshift, operator.iand,
+            operator.ior, operator.ixor)  # (asked on integer tensors)
+_OPERATORS = frozenset((*_UNARY, *_BINARY, *_BITWISE, operator.getitem))
 
 
 def call_stack_function(tx, fn: Any, args: list[VariableTracker]) -> VariableTracker:
+    """torch._C's push, pop and length of the torch-function stack (TorchFunctionMode.__enter__,
+    __exit__; the length counts the modes active when the frame was entered too)."""
     modes = tx.output.torch_function_modes
     if fn is torch._C._push_on_torch_function_stack:
         if len(args) != 1 or not issubclass(args[0].python_type(), TorchFunctionMode):
@@ -70,17 +74,17 @@ def _operator_table() -> dict[tuple, tuple[Any, tuple[int, ...]]]:
             return func(*args, **(kwargs or {}))
 
     for op in _OPERATORS:
-        unary = op in (operator.neg, operator.pos, operator.invert, operator.abs)
-        patterns = [(True,)] if unary else [(True, True), (True, False), (False, True)]
+        dtype = torch.int64 if op in _BITWISE or op is operator.invert else torch.float32
+        if op in _UNARY:
+            patterns = [(True,)]
+        elif op is operator.getitem:  # (the indexed operand is the tensor)
+            patterns = [(True, True), (True, False)]
+        else:
+            patterns = [(True, True), (True, False), (False, True)]
         for pattern in patterns:
-            dtype = torch.int64 if op in (operator.and_, operator.or_, operator.xor, operator.lshift,
-                                          operator.rshift, operator.invert, operator.iand, operator.ior,
-                                          operator.ixor) else torch.float32
             operands = [torch.ones(2, dtype=dtype) if is_tensor else 1 for is_tensor in pattern]
-            if op is operator.getitem:
-                operands = [torch.ones(2, dtype=dtype), torch.zeros((), dtype=torch.int64) if pattern[1] else 0]
-            if op is operator.getitem and not pattern[0]:
-                continue
+            if op is operator.getitem and pattern[1]:
+                operands[1] = torch.zeros((), dtype=torch.int64)
             seen.clear()
             try:
                 with Record():
@@ -90,8 +94,7 @@ def _operator_table() -> dict[tuple, tuple[Any, tuple[int, ...]]]:
             if not seen:
                 continue
             func, args = seen[0]
-            order = tuple(next(i for i, o in enumerate(operands) if o is a) for a in args
-                          if any(o is a for o in operands))
+            order = tuple(i for a in args for i, o in enumerate(operands) if o is a)
             if len(order) == len(operands):
                 table[(op, pattern)] = (func, order)
     return table
