@@ -42,7 +42,7 @@ from .attribute_protocol import (
 )
 from .static_lookup import (
     ABSENT, bound_init_arguments, has_own_getattribute, instance_dict_of, is_data_descriptor,
-    is_enum_lookup, is_plain_class, plain_protocol, read_static, static_attr,
+    is_enum_lookup, is_plain_class, is_unset_slot, plain_protocol, read_static, static_attr,
 )
 
 _MISSING = object()
@@ -314,7 +314,7 @@ class UserObjectVariable(VariableTracker):
             return PartialVariable(InlinedMethodVariable(static.func, self), [constant(a) for a in static.args],
                                    {k: constant(v) for k, v in static.keywords.items()})
         found = static_attribute(self.value, name, ABSENT)
-        if found is ABSENT:
+        if found is ABSENT or is_unset_slot(self.value, found):  # (a slot never set: missing too)
             self._guard_missing(tx, name)
             raise_symbolic(AttributeError, f"{type(self.value).__name__!r} object has no attribute {name!r}")
         if name == "__dict__" and self.source is not None:
@@ -549,10 +549,11 @@ class NewObjectVariable(VariableTracker):
             return BoundMethodVariable(self, name)
         if name == "__dict__" and isinstance(static, types.GetSetDescriptorType):
             return InstanceDictVariable(self)
-        if isinstance(next((vars(k)[name] for k in self.cls.__mro__ if name in vars(k)), None),
-                      (types.GetSetDescriptorType, types.MemberDescriptorType)):
-            # a slot, `__weakref__`: a descriptor of the instances (read from the class, it is
-            # something else)
+        member = next((vars(k)[name] for k in self.cls.__mro__ if name in vars(k)), None)
+        if isinstance(member, types.MemberDescriptorType):  # a slot never set (its class's layout is fixed)
+            raise_symbolic(AttributeError, f"{self.cls.__name__!r} object has no attribute {name!r}")
+        if isinstance(member, types.GetSetDescriptorType):
+            # `__weakref__`: a descriptor of the instances (read from the class, it is something else)
             raise Unsupported(f"attribute {name!r} of a {self.cls.__qualname__} made while tracing")
         if static is _MISSING or not any(name in vars(k) for k in self.cls.__mro__):
             if hasattr(self.cls, name):  # (the metaclass's: not an attribute of the instances)
