@@ -184,6 +184,13 @@ def test_object_reduce_called_directly():
     copyreg_newobj = copyreg.__newobj__
     _check(fn, lambda: (Plain(), Pair(1)))
 
+    def returned(x, plain):
+        return x + 1, plain.__reduce_ex__(4)
+
+    plain = Plain()
+    rv = pyframe.optimize(CountingBackend())(returned)(torch.randn(2), plain)[1]
+    assert rv == returned(torch.randn(2), plain)[1] and rv[2] is plain.__dict__  # (the dict itself, not a copy)
+
 
 def test_copy_shares_the_values_and_changes_through_them_reach_the_original():
     """A shallow copy holds the original's values: a list appended to through the copy is the
