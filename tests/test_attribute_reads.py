@@ -118,3 +118,32 @@ def test_a_dataclass_fields_names_read_in_a_loop_compile_to_one_graph():
     x = torch.randn(2)
     torch.testing.assert_close(pyframe.optimize(backend)(fn)(x), fn(x))
     assert len(backend.graphs) == 1
+
+
+class _Slotted:
+    __slots__ = ("set_one", "unset_one")
+
+    def __init__(self):
+        self.set_one = 2
+
+
+def test_a_slot_never_set_is_missing_in_the_trace():
+    """Reading a `__slots__` member that holds nothing raises AttributeError, as a missing attribute
+    does: hasattr is False, getattr's default is given, for an object passed in (guarded to stay
+    unset) and one made in the trace."""
+    def fn(x, given):
+        made = _Slotted()
+        return (x * given.set_one + getattr(made, "unset_one", 5), hasattr(given, "unset_one"),
+                hasattr(made, "unset_one"), hasattr(made, "set_one"))
+
+    ours = CountingBackend()
+    compiled = pyframe.optimize(ours)(fn)
+    x = torch.randn(3)
+    result, expected = compiled(x, _Slotted()), fn(x, _Slotted())
+    torch.testing.assert_close(result[0], expected[0])
+    assert result[1:] == expected[1:] == (False, False, True)
+    filled = _Slotted()
+    filled.unset_one = 1
+    assert compiled(x, filled)[1] is True  # (the guard: set now, read again)
+    assert len(ours.graphs) == 2
+    assert not pyframe.explain(fn)(x, _Slotted()).break_reasons

@@ -134,3 +134,20 @@ def test_a_slice_guards_the_items_it_reads():
     x = torch.randn(2)
     for lst in ([1, 2, 3], [1, 5, 3], [1, 5, 7]):
         torch.testing.assert_close(compiled(lst, x), _item_of_a_slice(lst, x))
+
+
+def test_a_returned_tuple_of_containers_is_new_at_each_call_and_holds_the_frames_own():
+    """A tuple of constants' containers is not one constant shared by every call: a list in it is
+    a new list at each call (changing the one a call returned leaves the next call's alone), and a
+    dict the frame was given is that dict, not a copy."""
+    def fn(x, given):
+        return x + 1, ([1, 2], {"k": 1}), (given, 3)
+
+    compiled = pyframe.optimize(CountingBackend())(fn)
+    given = {"a": 1}
+    first = compiled(torch.ones(2), given)
+    first[1][0].append(3)
+    first[1][1]["k"] = 2
+    second = compiled(torch.ones(2), given)
+    assert second[1] == ([1, 2], {"k": 1}) and second[1][0] is not first[1][0]
+    assert second[2][0] is given

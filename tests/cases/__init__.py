@@ -40,6 +40,7 @@ STRAIGHT_LINE = [
     "tests.cases.builtin_subclasses",
     "tests.cases.set_algebra",
     "tests.cases.stdlib_calls",
+    "tests.cases.copy_protocol",
     "tests.cases.function_objects",
     "tests.cases.generator_objects",
     "tests.cases.class_protocols",

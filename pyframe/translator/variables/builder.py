@@ -27,6 +27,7 @@ from ...source import (
 )
 from .autograd_function import AutogradFunctionVariable, is_autograd_function, is_bound_apply
 from . import tensor_hooks  # noqa: F401  (registers the tracer of `y.register_hook(fn)`)
+from . import reduction  # noqa: F401  (registers object's __reduce_ex__, __reduce__, __getstate__)
 from .base import Tracer, VariableTracker, class_attribute
 from .builtins import BUILTIN_FUNCTIONS, PURE_FUNCTIONS, BuiltinVariable
 from .constant import REGEX_TYPES, TYPE_EXPRESSION_TYPES, ConstantVariable, is_constant_value, is_numpy_scalar

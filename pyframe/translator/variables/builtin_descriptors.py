@@ -24,7 +24,7 @@ Python's TypeError in the traced program; a method that is not modelled is a gra
 from __future__ import annotations
 
 import types
-from typing import Any
+from typing import Any, Callable
 
 from ...exc import Unsupported
 from ...guards import GuardKind
@@ -39,6 +39,15 @@ from .methods import ObjectSlotMethodVariable
 
 _DESCRIPTOR_TYPES = (types.MethodDescriptorType, types.WrapperDescriptorType)
 _BOUND_TYPES = (types.MethodWrapperType, types.BuiltinMethodType)
+
+# object's methods modelled by modules above this one: name -> handler(tx, obj, args, kwargs)
+# (reduction.py: the pickle protocol's __reduce_ex__, __reduce__ and __getstate__)
+_OBJECT_METHODS: dict[str, Callable[..., VariableTracker]] = {}
+
+
+def register_object_method(name: str, handler: Callable[..., VariableTracker]) -> None:
+    """Let `object.<name>(obj, *args, **kwargs)` be `handler(tx, obj, args, kwargs)`."""
+    _OBJECT_METHODS[name] = handler
 
 
 def is_builtin_descriptor(value: Any) -> bool:
@@ -154,6 +163,8 @@ def call_descriptor(tx, descriptor: Any, obj: VariableTracker, args: list[Variab
             mine, other = obj.identity(), args[0].identity()
             if mine is not UNKNOWN_OBJECT and other is not UNKNOWN_OBJECT:
                 return ConstantVariable(True if mine is other else NotImplemented)
+        if name in _OBJECT_METHODS:
+            return _OBJECT_METHODS[name](tx, obj, args, kwargs)
         raise Unsupported(f"{what} (object's {name} is not modelled)")
     if isinstance(obj, DictSubclassMixin):
         return obj.call_builtin(tx, name, args, kwargs, owner)

@@ -25,7 +25,7 @@ from .attribute_protocol import (
     is_plain_member, iterate_object, property_setter, python_descriptor, realize_stored, setattr_protocol,
 )
 from .static_lookup import (
-    ABSENT, has_own_getattribute, instance_dict_of, is_data_descriptor, plain_protocol, read_static,
+    ABSENT, has_own_getattribute, instance_dict_of, is_data_descriptor, is_unset_slot, plain_protocol, read_static,
 )
 from .objects import PythonObjectVariable, bind_lru_cache_method, is_lru_cache_method
 
@@ -100,7 +100,7 @@ class UserObjectVariable(VariableTracker):
             guard_class_attribute(tx, self, name)
             return bind_lru_cache_method(tx, static, self)
         found = static_attribute(self.value, name, ABSENT)
-        if found is ABSENT:
+        if found is ABSENT or is_unset_slot(self.value, found):  # (a slot never set: missing too)
             self._guard_missing(tx, name)
             raise_symbolic(AttributeError, f"{type(self.value).__name__!r} object has no attribute {name!r}")
         if name == "__dict__" and self.source is not None:

@@ -107,10 +107,23 @@ class TupleVariable(BaseListVariable):
     container_type = tuple
 
     def reconstruct(self, cg) -> None:
+        """One constant where every call's tuple would be equal and hold nothing a program could
+        change or tell from a new one; otherwise built from its items (a list, dict or set in it is
+        a new one at each call, or the very one the frame holds)."""
         if self.source is None and self.is_python_constant():
-            cg.load_const(self.as_python_constant())
-        else:
-            super().reconstruct(cg)
+            value = self.as_python_constant()
+            if _shareable(value):
+                cg.load_const(value)
+                return
+        super().reconstruct(cg)
+
+
+def _shareable(value: Any) -> bool:
+    """A constant one object may stand for at every call: no list, dict, set, bytearray or deque in
+    it (a tracker's as_python_constant makes those anew, so the frame's own would be lost too)."""
+    if isinstance(value, (tuple, frozenset)):
+        return all(_shareable(item) for item in value)
+    return not isinstance(value, (list, dict, set, bytearray, collections.deque))
 
 
 class SizeVariable(TupleVariable):

@@ -300,10 +300,11 @@ class NewObjectVariable(VariableTracker):
             return bind_lru_cache_method(tx, static, self)
         if name == "__dict__" and isinstance(static, types.GetSetDescriptorType):
             return InstanceDictVariable(self)
-        if isinstance(next((vars(k)[name] for k in self.cls.__mro__ if name in vars(k)), None),
-                      (types.GetSetDescriptorType, types.MemberDescriptorType)):
-            # a slot, `__weakref__`: a descriptor of the instances (read from the class, it is
-            # something else)
+        member = next((vars(k)[name] for k in self.cls.__mro__ if name in vars(k)), None)
+        if isinstance(member, types.MemberDescriptorType):  # a slot never set (its class's layout is fixed)
+            raise_symbolic(AttributeError, f"{self.cls.__name__!r} object has no attribute {name!r}")
+        if isinstance(member, types.GetSetDescriptorType):
+            # `__weakref__`: a descriptor of the instances (read from the class, it is something else)
             raise Unsupported(f"attribute {name!r} of a {self.cls.__qualname__} made while tracing")
         if static is _MISSING or not any(name in vars(k) for k in self.cls.__mro__):
             if hasattr(self.cls, name):  # (the metaclass's: not an attribute of the instances)

@@ -55,6 +55,18 @@ def instance_dict_of(obj: Any) -> dict:
 ABSENT = object()
 
 
+def is_unset_slot(obj: Any, found: Any) -> bool:
+    """`found` (what static_attribute found for a name of obj) is a `__slots__` member that holds
+    nothing in obj: reading it raises AttributeError, as for a missing attribute."""
+    if not isinstance(found, types.MemberDescriptorType):
+        return False
+    try:
+        found.__get__(obj, type(obj))
+    except AttributeError:
+        return True
+    return False
+
+
 def has_static_attr(obj: Any, name: str) -> bool:
     return static_attribute(obj, name, ABSENT) is not ABSENT
 
