@@ -151,6 +151,10 @@ def identity(negate: bool) -> Callable:
                     raise Unsupported("identity of two tensor inputs of a subgraph")
                 for inp in inputs:
                     tx.output.guards.add_aliasing(inp.source, inp.example)
+                if inputs[0].example is inputs[1].example:  # (realized in order: the first lends its name)
+                    a.realize(tx)
+                    b.realize(tx)
+                    tx.output.compared_twins.update(inp.source for inp in inputs)
                 return ConstantVariable((inputs[0].example is inputs[1].example) != negate)
             # A tensor made by the graph is a new object, distinct from every other.
             return ConstantVariable((a.node is b.node) != negate)
