@@ -295,6 +295,23 @@ def test_a_weakref_read_from_the_frame_and_passed_on():
     assert result[1] is ref
 
 
+def test_weakrefs_compare_by_their_referents_while_both_live_else_by_identity():
+    a, b = Scale(1.0), Scale(1.0)
+    dead = weakref.ref(Scale(2.0))
+    holder = Holder(a=weakref.ref(a), a_again=weakref.ref(a, lambda r: None), b=weakref.ref(b), dead=dead,
+                    dead_too=weakref.ref(Scale(3.0)))
+
+    def f(x, y, h):
+        flags = [h.a == h.a_again, h.a != h.b, h.dead == h.dead, h.dead != h.dead_too, h.a == h.dead,
+                 weakref.ref(x) == weakref.ref(x)]
+        return x + sum(flags), weakref.ref(x) == weakref.ref(y)  # (tensors: an elementwise ==)
+
+    x, y = torch.randn(3), torch.randn(3)
+    result, expected = _compile_and_compare(f, x, y, holder)
+    torch.testing.assert_close(result, expected)
+    torch.testing.assert_close(result[0], x + 5)
+
+
 # ---- nn.LSTM --------------------------------------------------------------------------------------
 
 

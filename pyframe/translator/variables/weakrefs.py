@@ -22,11 +22,20 @@ object the frame would have made: a weakref without a callback is shared, one pe
 type takes no weak references (an int, a tuple, a list...) raises TypeError as Python does; of a
 tensor the graph makes, or with a callback, the graph breaks (Python makes it).
 
+`r1 is r2` and `r1 == r2` follow CPython: two weakrefs without a callback to one live object are
+one object (same_weakref), and `==` compares the referents while both live, else the weakrefs'
+identity (weakref_comparisons).
+
+What the trace cannot see is CPython's reference counting: an object made in the traced code and
+held by nothing but a weakref (`weakref.ref(Point())()`) is gone at once in Python, while the trace
+still holds its tracker and gives it back (as torch._dynamo does).
+
 Only the exact type `weakref.ref` is modelled: a subclass (weakref.KeyedRef, WeakMethod, whose
 call is Python code) stays a user object.
 """
 from __future__ import annotations
 
+import operator
 import weakref
 from typing import Any, Callable
 
@@ -179,6 +188,23 @@ def same_weakref(tx, a: VariableTracker, b: VariableTracker,
     if other.is_dead(tx):
         return False  # (mine's referent lives: the trace holds it)
     return same_object(tx, mine.referent(tx), other.referent(tx))
+
+
+def weakref_comparisons(compare: Callable[[Any, Callable, VariableTracker, VariableTracker], VariableTracker],
+                        identity: Callable[[bool], Callable]) -> dict[Callable, Callable]:
+    """Handlers of `r1 == r2` and `r1 != r2` on two weakrefs (builtins.py's table), as weakref's
+    rich comparison decides them: while both referents live, the referents compared (`compare(tx,
+    op, a, b)` runs the operator as Python does: tensors give a tensor); once either died, the
+    weakrefs' identity (`identity(negate)`, special_methods.py's `is` / `is not`)."""
+    def handler_of(op: Callable, negate: bool) -> Callable:
+        def handler(tx, a: VariableTracker, b: VariableTracker) -> VariableTracker | None:
+            if not (isinstance(a, WeakRefVariable) and isinstance(b, WeakRefVariable)):
+                return None
+            if a.is_dead(tx) or b.is_dead(tx):
+                return identity(negate)(tx, a, b)
+            return compare(tx, op, a.referent(tx), b.referent(tx))
+        return handler
+    return {operator.eq: handler_of(operator.eq, False), operator.ne: handler_of(operator.ne, True)}
 
 
 register_constructor(lambda cls: cls is weakref.ref, make_weakref)
