@@ -29,6 +29,25 @@ _DEAD_REF = weakref.ref(_Scale(3.0))  # (its referent died as the line ran)
 _REFS_TO_A_TENSOR = [weakref.ref(_PROJECTION.bias)]
 
 
+class _SeesSwappedWeights(nn.Module):
+    """nn.LSTM's `_weights_have_changed`: a weakref to its weight, checked against the weight read
+    by name, which torch.func.functional_call swaps (`_parameters['weight'] = w`) for the call."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(4, 3))
+        self._refs = [weakref.ref(self.weight)]
+
+    def forward(self, x):
+        weight = self._refs[0]()
+        if weight is not self.weight:
+            weight = self.weight
+        return x @ weight
+
+
+_SWAPPED = _SeesSwappedWeights()
+
+
 @case(inputs=lambda: (torch.randn(2, 4),), tags={"nn"})
 class WeakParameterRefs(nn.Module):
     """Weak references to its own parameters, called in forward, as nn.LSTM keeps its
@@ -101,3 +120,11 @@ def weakref_to_a_tensor_in_a_global_list(x):
     `G['_REFS_TO_A_TENSOR'][0]()`."""
     return x * _REFS_TO_A_TENSOR[0]() - 1
 
+
+
+@case(inputs=lambda: (torch.randn(2, 4), torch.randn(4, 3)))
+def weakref_checked_against_a_parameter_functional_call_swaps(x, w):
+    """torch.func.functional_call swaps the parameters for one call: the module's weakref still
+    refers to its own weight, the weight read by name is the one passed (as for nn.Linear)."""
+    return torch.func.functional_call(_SWAPPED, {"weight": w}, (x,)) + \
+        torch.func.functional_call(_PROJECTION, {"weight": w.t(), "bias": w[0]}, (x,))
