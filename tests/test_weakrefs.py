@@ -279,6 +279,21 @@ def test_returned_weakrefs_refer_to_what_eager_s_do():
     assert type(result[2]) is weakref.ref and result[2]() is None and expected[2]() is None
 
 
+def test_weakrefs_stored_on_objects_of_the_frame_are_made_again_after_the_graph():
+    holder = Holder(obj=Scale(1.0), items=[])
+
+    def f(x, h):
+        h.ref = weakref.ref(h.obj)
+        h.items.append(weakref.ref(x))
+        return x + 1
+
+    x = torch.randn(3)
+    backend = CountingBackend()
+    torch.testing.assert_close(pyframe.optimize(backend)(f)(x, holder), x + 1)
+    assert holder.ref() is holder.obj and holder.items[0]() is x
+    assert len(backend.graphs) == 1 and count_breaks("pyframe") == 0
+
+
 def test_a_weakref_read_from_the_frame_and_passed_on():
     """A weakref of the frame returned, its callback read, isinstance: the same object back."""
     target = Scale(1.5)
