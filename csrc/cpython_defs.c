@@ -482,6 +482,19 @@ PyObject *pf_tuple_iterator_rest(PyObject *it)
     return PyTuple_GetSlice((PyObject *)ti->it_seq, ti->it_index, PyTuple_GET_SIZE(ti->it_seq));
 }
 
+/* ---- the referent of a weak reference (guards on a value a module keeps weakly) ----------- */
+
+/* PyWeakref_GET_OBJECT gives Py_None for a dead referent, and for one being deallocated (its
+   count already 0), as calling the weakref does; no Python code runs. */
+PyObject *pf_weakref_referent(PyObject *ref)
+{
+    if (!PyWeakref_CheckRef(ref)) {
+        PyErr_SetString(PyExc_TypeError, "weakref_referent: not a weakref.ref");
+        return NULL;
+    }
+    return Py_NewRef(PyWeakref_GET_OBJECT(ref));
+}
+
 /* ---- a type's version tag (snapshots record it: guard_snapshot.h) ------------------------- */
 
 /* 3.11 Objects/typeobject.c: a type loses its version tag on every change (PyType_Modified) and

@@ -35,6 +35,18 @@ void bind_tuple_iterator_rest(py::module_ &m) {
           "the items a tuple iterator has still to give, as a tuple (what its guards read)");
 }
 
+void bind_weakref_referent(py::module_ &m) {
+    m.def("weakref_referent", [](py::handle ref) {
+              PyObject *referent = pf_weakref_referent(ref.ptr());
+              if (referent == nullptr) {
+                  throw py::error_already_set();
+              }
+              return py::reinterpret_steal<py::object>(referent);
+          }, py::arg("ref"),
+          "ref() for a weakref.ref, its referent or None, read as its guards read it (no Python "
+          "__call__ asked); TypeError for anything else");
+}
+
 void bind_guard_manager(py::module_ &m) {
     py::class_<GuardManager>(m, "GuardManager", py::module_local(),
                              "One node of a guard tree: fetches one value (once per check) and "
@@ -52,6 +64,8 @@ void bind_guard_manager(py::module_ &m) {
              "child node: the value of the index-th key of a dict")
         .def("tuple_iterator_rest", &GuardManager::tuple_iterator_rest, kChild,
              "child node: the items a tuple iterator has still to give, as a tuple")
+        .def("weakref_call", &GuardManager::weakref_call, kChild,
+             "child node: v() for a weakref.ref v, its referent now (None once dead)")
         .def("tensor_property", &GuardManager::tensor_property, py::arg("what"), py::arg("dim") = 0, kChild,
              "the child node for the tensor's size or stride in dimension `dim`, or its "
              "storage offset (what: 'size', 'stride', 'storage_offset'), as a Python int")
@@ -178,6 +192,7 @@ void bind_root_guard_manager(py::module_ &m) {
 
 void bind_guards(py::module_ &m) {
     bind_tuple_iterator_rest(m);
+    bind_weakref_referent(m);
     bind_guard_manager(m);
     bind_root_guard_manager(m);
 }

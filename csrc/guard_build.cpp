@@ -82,6 +82,12 @@ GuardManager *GuardManager::tuple_iterator_rest() {
     return child(Access::TupleIterRest, py::none(), 0, "___tuple_iterator_rest(" + source_ + ")");
 }
 
+// `v()` for a weakref.ref v: the referent as it is now, None once it died. (A referent dies
+// without a version changing anywhere: a snapshot above never covers this node, see child().)
+GuardManager *GuardManager::weakref_call() {
+    return child(Access::WeakRefCall, py::none(), 0, source_ + "()");
+}
+
 GuardManager *GuardManager::tensor_property(const std::string &what, Py_ssize_t dim) {
     if (what == "storage_offset") {
         return child(Access::TensorStorageOffset, py::none(), 0, source_ + ".storage_offset()");
@@ -100,10 +106,11 @@ std::string GuardManager::key_text(Py_ssize_t index) const {
 GuardManager *GuardManager::child(Access access, const py::object &key, Py_ssize_t index,
                     std::string source) {
     // (an iterator moves on without a version: a snapshot of its parent is never safe)
-    // (nor a tensor's sizes: resize_ changes them in place)
+    // (nor a tensor's sizes: resize_ changes them in place; nor a weakref's referent: it dies)
     has_item_children_ = has_item_children_ || access == Access::Item ||
                          access == Access::DictKey || access == Access::DictValue ||
-                         access == Access::TupleIterRest || access == Access::TensorSize ||
+                         access == Access::TupleIterRest || access == Access::WeakRefCall ||
+                         access == Access::TensorSize ||
                          access == Access::TensorStride || access == Access::TensorStorageOffset;
     has_position_children_ = has_position_children_ || access == Access::DictKey ||
                              access == Access::DictValue;

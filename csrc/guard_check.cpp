@@ -60,6 +60,9 @@ PyObject *GuardManager::fetch_from(PyObject *parent) const {
     if (access_ == Access::TupleIterRest) {
         return pf_tuple_iterator_rest(parent);
     }
+    if (access_ == Access::WeakRefCall) {
+        return pf_weakref_referent(parent);
+    }
     if (access_ == Access::TensorSize || access_ == Access::TensorStride ||
         access_ == Access::TensorStorageOffset) {
         return read_tensor_property(parent, static_cast<int>(access_) - static_cast<int>(Access::TensorSize), index_);

@@ -58,11 +58,12 @@ struct Run {
 };
 
 // How a node fetches its value. GenericAttr: object.__getattribute__(v, name), a class's own
-// Python __getattribute__ not asked. TensorSize/TensorStride (index: the dimension) and
+// Python __getattribute__ not asked. WeakRefCall: `v()` for a weakref.ref v, its referent now (None
+// once dead), read without calling Python. TensorSize/TensorStride (index: the dimension) and
 // TensorStorageOffset: a tensor's metadata as a Python int, read from its TensorImpl.
 enum class Access : uint8_t {
     Local, Global, Builtin, Closure, GlobalsDict, Attr, GenericAttr, Item, DictKey, DictValue, TupleIterRest,
-    TensorSize, TensorStride, TensorStorageOffset
+    WeakRefCall, TensorSize, TensorStride, TensorStorageOffset
 };
 
 class GuardManager {
@@ -84,6 +85,9 @@ public:
     // The items a tuple iterator has still to give, as a tuple (an iterator a loop hands to a
     // resume function): its items and length are guarded as a tuple's.
     GuardManager *tuple_iterator_rest();
+    // `v()` for a weakref.ref v: the referent as it is now, None once it died (a value a module
+    // keeps weakly: nn.LSTM's _flat_weight_refs). Not a weakref.ref: the fetch fails.
+    GuardManager *weakref_call();
     // A tensor's size or stride in dimension `dim`, or its storage offset (`what`: "size",
     // "stride", "storage_offset"): the inputs of symbolic-shape checks and of graphs with
     // dynamic shapes.

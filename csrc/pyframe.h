@@ -118,6 +118,9 @@ PyObject *pf_mappingproxy_mapping(PyObject *proxy);
 /* The items a tuple iterator has still to give, as a new tuple (NULL with TypeError if `it` is
    not a tuple iterator). */
 PyObject *pf_tuple_iterator_rest(PyObject *it);
+/* `ref()` for a weakref.ref (or a subclass): its referent as a new reference, None once it died
+   (NULL with TypeError if `ref` is no weakref.ref). */
+PyObject *pf_weakref_referent(PyObject *ref);
 /* Whether `tp` has a valid version tag, giving it one if it lost it to a change (never raises). */
 int pf_type_assign_version_tag(PyTypeObject *tp);
 /* The co_extra index requested by pf_eval_frame_init (-1 before). */

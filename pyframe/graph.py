@@ -73,7 +73,7 @@ class OutputGraph:
     # each attribute read is an unspecialized dict lookup; the trace reads them at every op)
     __slots__ = ("_autocast_around", "_dispatch_cache", "_events", "_fake_inputs", "_inputs_by_fake",
                  "_last_placeholder", "_made_after", "_memo_state", "_node_keys", "_realized", "_sym_exprs",
-                 "autocast_stack", "backend", "backend_name", "class_reads", "fake_mode", "fast_propagation",
+                 "autocast_stack", "backend", "backend_name", "class_reads", "compared_twins", "fake_mode", "fast_propagation",
                  "attribute_reads", "getattribute_reads", "grad_enabled", "graph", "guards", "immutable_trackers",
                  "initial_grad_enabled", "inputs", "memo", "requires_grad_taints", "shape_env", "shapes",
                  "subgraphs", "symbol_nodes", "symbolic", "symbolic_ints", "symbolic_tensors", "torch_function_modes", "vmap_levels", "__weakref__")
@@ -123,6 +123,8 @@ class OutputGraph:
         self._node_keys: dict[torch.fx.Node, tuple] = {}  # memo keys of the nodes' values (fake/memo.py)
         self._fake_inputs: dict[int, torch.Tensor] = {}  # id of a real input -> its FakeTensor
         self._inputs_by_fake: dict[int, GraphInput] = {}  # id of an input's FakeTensor -> its first input
+        # Inputs the trace compared by identity with another (`x is y`): see _merge_twin_inputs.
+        self.compared_twins: set[Source] = set()
         # Graphs called by higher-order ops (an autograd.Function's `fwd_body_0`, `bwd_body_0`),
         # by the name of the get_attr node that reads each: attributes of the compiled GraphModule.
         self.subgraphs: dict[str, torch.fx.GraphModule] = {}
@@ -395,8 +397,9 @@ class OutputGraph:
         drop_cancelling_grad_mode_pairs(self.graph, self.initial_grad_enabled)
         if self.symbolic:
             drop_unused_size_arithmetic(self.graph)
+        used = {id(inp.example) for inp in self.inputs.values() if inp.node.users} if self.compared_twins else ()
         for source, inp in list(self.inputs.items()):  # read for their metadata only (x.shape)
-            if not inp.node.users and not _is_symbol(inp):
+            if not inp.node.users and not _is_symbol(inp) and not (source in self.compared_twins and id(inp.example) in used):
                 self.graph.erase_node(inp.node)
                 del self.inputs[source]
         if self.op_count == 0:
@@ -472,7 +475,9 @@ class OutputGraph:
         sources (tied weights, a tensor passed twice) is the first one's placeholder (in the final
         order), and the sources are guarded to stay one object (the aliasing guard: equal numbers).
         Done once the graph is finished, so a source read only for its metadata (whose placeholder
-        was dropped unused) does not lend its name."""
+        was dropped unused) does not lend its name; one compared by identity with its twin (`x is y`,
+        `ref() is weight`: compared_twins) does, as torch._dynamo made the second one the first's
+        placeholder when the comparison realized it, used or not."""
         first: dict[int, GraphInput] = {}
         for source, inp in list(self.inputs.items()):
             if not isinstance(inp.example, torch.Tensor):  # (symbols and int inputs: by value, not identity)

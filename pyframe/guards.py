@@ -22,7 +22,7 @@ from . import _C, config
 from .source import (
     AttrSource, BaseItemSource, BuiltinSource, CellContentsSource, ChildSource, ClosureSource, DictItemSource, DictKeySource,
     DictValueSource, GenericAttrSource, GlobalSource, GlobalsDictSource, ItemSource, LocalSource, Source,
-    TensorPropertySource, TupleIteratorRestSource, remembered,
+    TensorPropertySource, TupleIteratorRestSource, WeakRefCallSource, remembered,
 )
 
 
@@ -506,6 +506,7 @@ _LOWERINGS: dict[type, Any] = {
     DictKeySource: lambda base, s: base.dict_key(s.index),
     DictValueSource: lambda base, s: base.dict_value(s.index),
     TupleIteratorRestSource: lambda base, s: base.tuple_iterator_rest(),
+    WeakRefCallSource: lambda base, s: base.weakref_call(),
     TensorPropertySource: lambda base, s: base.tensor_property(s.prop, s.dim),
 }
 

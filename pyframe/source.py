@@ -240,6 +240,18 @@ class TupleIteratorRestSource(ChildSource):
 
 
 @dataclass(frozen=True)
+class WeakRefCallSource(ChildSource):
+    """`base()` for the weakref.ref at `base`: its referent as it is when read, None once it died
+    (a module's weak references to its own parameters: nn.LSTM's `_flat_weight_refs`). Named as
+    torch._dynamo names it, `L['self']._flat_weight_refs[0]()`, which also names its placeholder
+    (`L_self_flat_weight_refs_0_`)."""
+
+    @remembered
+    def _name(self) -> str:
+        return f"{self.base.name()}()"
+
+
+@dataclass(frozen=True)
 class TensorPropertySource(ChildSource):
     """A tensor's size or stride in dimension `dim`, or its storage offset (`prop`: "size",
     "stride", "storage_offset"): where a symbolic size of a graph with dynamic shapes comes from,

@@ -23,7 +23,7 @@ from ..rerun import Rerun, run_as_python
 from ..source import (
     AttrSource, BaseItemSource, BuiltinSource, CellContentsSource, ChildSource, ClosureSource, DictItemSource, DictKeySource,
     DictValueSource, FreeCellSource, GenericAttrSource, GlobalSource, ItemSource, LocalSource, Source,
-    TensorPropertySource, TupleIteratorRestSource,
+    TensorPropertySource, TupleIteratorRestSource, WeakRefCallSource,
 )
 
 _BUILD = {tuple: "BUILD_TUPLE", list: "BUILD_LIST"}
@@ -197,6 +197,11 @@ class PyCodegen:
         elif isinstance(source, TupleIteratorRestSource):  # what its guard reads
             self.push_null()
             self.load_const(_C.tuple_iterator_rest)
+            self.load_source(source.base)
+            self.call(1)
+        elif isinstance(source, WeakRefCallSource):  # `ref()`, read as its guard reads it
+            self.push_null()
+            self.load_const(_C.weakref_referent)
             self.load_source(source.base)
             self.call(1)
         elif isinstance(source, TensorPropertySource):  # `x.size(0)`, `x.stride(1)`, `x.storage_offset()`

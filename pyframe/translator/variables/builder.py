@@ -57,6 +57,7 @@ from .frame_objects import UserObjectVariable
 from .objects import DisabledFunctionVariable, GraphBreakFunctionVariable, PythonObjectVariable
 from .tensor import SymNodeVariable, TensorVariable
 from .torch import PythonModuleVariable, TorchFunctionVariable, is_torch_op
+from .weakrefs import wrap_weakref
 
 
 _EQUALS_TYPES = (bool, int, float, complex, str, bytes, torch.device)
@@ -508,7 +509,7 @@ def _wrap_user_object(tx: Tracer, value: Any, source: Source | None, guard: bool
 # type or grad-mode class is a class).
 _KINDS = (_wrap_tensor, _wrap_constant, _wrap_sequence, _wrap_mapping, _wrap_mapping_proxy, _wrap_container_subclass,
           wrap_builtin_descriptor, _wrap_constant_collection, _wrap_marked_function, _wrap_module,
-          _wrap_numpy_callable, _wrap_torch_or_builtin, wrap_bound_builtin_method, _wrap_special_object,
+          _wrap_numpy_callable, _wrap_torch_or_builtin, wrap_bound_builtin_method, wrap_weakref, _wrap_special_object,
           _wrap_callable, _wrap_class)
 
 

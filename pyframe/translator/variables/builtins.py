@@ -47,6 +47,7 @@ from .iteration_builtins import ITERATION_HANDLERS, reduce_items
 from .special_methods import DUNDERS, contains, identity, is_fresh_container, is_tensor, length, python_method, text_of, truth, user_operator
 from .static_lookup import checks_by_type, flatten_classinfo, is_legacy_tensor_type, is_plain_class
 from .tensor import SymNodeVariable, SymSliceVariable, TensorVariable, call_in_graph, sym_operation
+from .weakrefs import weakref_comparisons
 
 # Builtins with no side effects: calling them on constants while tracing is safe.
 _PURE_BUILTINS = {abs, all, any, bool, chr, divmod, float, format, hash, int, isinstance, issubclass, len,
@@ -671,6 +672,7 @@ def _not(tx, obj: VariableTracker) -> VariableTracker:
 
 
 _FAKE_ID_HANDLERS = {operator.eq: _fake_id_compare(operator.eq), operator.ne: _fake_id_compare(operator.ne)}
+_WEAKREF_HANDLERS = weakref_comparisons(lambda tx, op, a, b: BuiltinVariable(op).call(tx, [a, b], {}), identity)
 
 
 def _either(*tables: dict[Callable, Callable]) -> dict[Callable, Callable]:
@@ -699,7 +701,7 @@ def _either(*tables: dict[Callable, Callable]) -> dict[Callable, Callable]:
 _HANDLERS: dict[Callable, Callable] = {
     len: length, callable: _callable, isinstance: _isinstance, getattr: _getattr, hasattr: _hasattr, setattr: _setattr, delattr: _delattr,
     type: _type, str: text_of(str), repr: text_of(repr),
-    **ITERATION_HANDLERS, **_either(SET_HANDLERS, DICT_HANDLERS, _FAKE_ID_HANDLERS),
+    **ITERATION_HANDLERS, **_either(SET_HANDLERS, DICT_HANDLERS, _FAKE_ID_HANDLERS, _WEAKREF_HANDLERS),
     operator.is_: identity(False), operator.is_not: identity(True), operator.contains: contains,
     operator.getitem: _getitem, operator.not_: _not, super: _super, sum: _sum,
     set: _set(set), frozenset: _set(frozenset), dict: _dict, id: _id, vars: _vars,

@@ -140,6 +140,11 @@ class NNModuleVariable(VariableTracker):
         torch._dynamo traces as Python, its sources reading `self.__dict__["_modules"]`."""
         module = self.module
         for table in ("_parameters", "_buffers", "_modules"):
+            changed = self._changed_table(tx, table)
+            if changed is not None:  # (torch.func.functional_call swaps `_parameters[name]`)
+                if name in changed.items:
+                    return changed.items[name]
+                continue
             entries = module.__dict__.get(table)
             if entries is not None and name in entries:
                 return tx.wrap(entries[name], self._child_source(table, name, through_dict))
@@ -154,6 +159,15 @@ class NNModuleVariable(VariableTracker):
                     tx.output.guards.add(self._child_source(table, name, through_dict),
                                          GuardKind.DICT_CONTAINS_MATCH, False)
         raise_symbolic(AttributeError, f"'{type(module).__name__}' object has no attribute '{name}'")
+
+    def _changed_table(self, tx, table: str) -> VariableTracker | None:
+        """The module's `_parameters`, `_buffers` or `_modules` dict as the trace changed it
+        (`module._parameters[name] = t`: what a lookup finds from then on), or None while the trace
+        has not changed it."""
+        if self.source is None:
+            return None
+        tracker = tx.side_effects.known(AttrSource(self.source, table))
+        return tracker if tracker is not None and id(tracker) in tx.side_effects.mutated else None
 
     def store_attr(self, tx, name: str, value: VariableTracker) -> None:
         """A plain attribute (a counter, a cached value); parameters, buffers and submodules are

@@ -25,6 +25,7 @@ from .frame_objects import UserObjectVariable
 from .objects import NewObjectVariable
 from .sets import SetVariable
 from .tensor import TensorVariable
+from .weakrefs import same_weakref
 
 
 def is_tensor(vt: VariableTracker) -> bool:
@@ -142,6 +143,9 @@ def identity(negate: bool) -> Callable:
             return None  # folded on the values themselves
         if a is b:
             return ConstantVariable(not negate)
+        same = same_weakref(tx, a, b, _same_object)  # (a weakref made here: its referent decides)
+        if same is not None:
+            return ConstantVariable(same != negate)
         if is_tensor(a) and is_tensor(b):
             if a.node is not b.node and a.node.op == "placeholder" and b.node.op == "placeholder":
                 # Two inputs (two locals naming one tensor, handed to a resume function): one
@@ -152,6 +156,10 @@ def identity(negate: bool) -> Callable:
                     raise Unsupported("identity of two tensor inputs of a subgraph")
                 for inp in inputs:
                     tx.output.guards.add_aliasing(inp.source, inp.example)
+                if inputs[0].example is inputs[1].example:  # (realized in order: the first lends its name)
+                    a.realize(tx)
+                    b.realize(tx)
+                    tx.output.compared_twins.update(inp.source for inp in inputs)
                 return ConstantVariable((inputs[0].example is inputs[1].example) != negate)
             # A tensor made by the graph is a new object, distinct from every other.
             return ConstantVariable((a.node is b.node) != negate)
@@ -185,6 +193,12 @@ def identity(negate: bool) -> Callable:
             return ConstantVariable(negate)  # so has a list, dict or set made while tracing
         raise Unsupported(f"identity of {a} and {b}")
     return handler
+
+
+def _same_object(tx, a: VariableTracker, b: VariableTracker) -> bool:
+    """`a is b`, decided as `identity` decides it (two constants by their values)."""
+    found = identity(False)(tx, a, b)
+    return found.value if found is not None else a.as_python_constant() is b.as_python_constant()
 
 
 def length(tx, obj: VariableTracker) -> VariableTracker | None:
