@@ -216,6 +216,13 @@ public:
     HasAttrMatch(py::str name, bool expected, std::string text)
         : Leaf(std::move(text)), name_(std::move(name)), expected_(expected) {}
     bool check(PyObject *v) override {
+        if (PyType_Check(v) && Py_TYPE(v)->tp_getattro == PyType_Type.tp_getattro &&
+            _PyType_Lookup(Py_TYPE(v), name_.ptr()) == nullptr &&
+            _PyType_Lookup((PyTypeObject *)v, name_.ptr()) == nullptr) {
+            // A class with type's own lookup, the name in neither its MRO nor its metaclass's:
+            // missing, decided without the AttributeError type's lookup would make and clear.
+            return !expected_;
+        }
         PyObject *attr = nullptr;
         int found = _PyObject_LookupAttr(v, name_.ptr(), &attr);  // no AttributeError to clear
         Py_XDECREF(attr);

@@ -1,6 +1,7 @@
 """Guards: what recompiles, what hits the cache, the recompile limit, and freeing entries."""
 from __future__ import annotations
 
+import copy
 import gc
 import math
 import types
@@ -1245,3 +1246,30 @@ def test_a_module_method_is_guarded_by_its_class_lookup():
     texts = pyframe.debug.cache_entries(_ActModule.forward)[0].guards
     assert any(t.startswith("type(L['self']).act is function") and "not in L['self'].__dict__" in t for t in texts)
     torch.testing.assert_close(opt(x), m(x))
+
+
+class _Settings:
+    def __init__(self):
+        self.scale = 2.0
+
+
+class CopiesItsSettings(torch.nn.Module):
+    """copy.copy of an object of the frame: the copy protocol reads the class's special methods
+    (`__reduce_ex__`, `__getnewargs__`, `__setstate__`, `__new__`) and each must be guarded where
+    it lives, the class, so that the module's subtree can still be skipped while unchanged."""
+
+    def __init__(self):
+        super().__init__()
+        self.settings = _Settings()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        settings = copy.copy(self.settings)
+        settings.scale = settings.scale + 1
+        return self.lin(x) * settings.scale
+
+
+def test_copying_an_object_keeps_its_module_subtree_skippable(monkeypatch):
+    _warmed_up(CopiesItsSettings, monkeypatch, skip_unchanged=True, calls=3)
+    states = {source: state for source, state, *_ in _entry_guards(CopiesItsSettings).snapshots()}
+    assert states["L['self']"] == "valid", states

@@ -49,6 +49,7 @@ from .side_effects import SideEffects
 from .variables import VariableTracker, wrap
 from .variables.base import IdentityCache
 from .variables.builder import is_immutable_tracker
+from .variables.builtin_descriptors import BuiltinDescriptorVariable, is_builtin_descriptor
 from .variables.constant import ConstantVariable
 from .variables.dicts import DictVariable
 from .variables.generators import GeneratorVariable
@@ -246,6 +247,11 @@ class InstructionTranslator(LoadStoreOps, CellOps, CallOps, StackOps, OperatorOp
     def make_tuple(self, items: list[VariableTracker]) -> VariableTracker:
         """A tuple made while tracing, for trackers below the tuples' module (an exception's args)."""
         return TupleVariable(items)
+
+    def bind_builtin_descriptor(self, descriptor: Any, obj: VariableTracker) -> VariableTracker | None:
+        """A modelled builtin's method found on obj's class (`object.__reduce_ex__`), bound to obj,
+        for trackers below builtin_descriptors.py; None for another descriptor."""
+        return BuiltinDescriptorVariable(descriptor, obj) if is_builtin_descriptor(descriptor) else None
 
     def raise_error(self, exc_type: type, *args: Any) -> None:
         """Raise `exc_type(*args)` in the traced program, for trackers below the exceptions' module."""

@@ -378,7 +378,9 @@ def _wrap_torch_or_builtin(tx: Tracer, value: Any, source: Source | None, guard:
         return TorchFunctionVariable(value, source)
     if _is_builtin(value):
         # `OrderedDict.fromkeys` is a new bound method at each read: equal, never the same object
-        bound_to_class = isinstance(value, types.BuiltinMethodType) and isinstance(value.__self__, type)
+        # (but `C.__new__`, object's, is stored in object's dict as it is: the same object each read)
+        bound_to_class = isinstance(value, types.BuiltinMethodType) and isinstance(value.__self__, type) \
+            and vars(value.__self__).get(value.__name__) is not value
         _add(guards, source, GuardKind.EQUALS_MATCH if bound_to_class else GuardKind.ID_MATCH, value)
         return BuiltinVariable(value, source)
     if isinstance(value, types.BuiltinMethodType) and type(value.__self__) in _CONTAINER_TYPES:

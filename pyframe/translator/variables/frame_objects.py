@@ -105,6 +105,14 @@ class UserObjectVariable(VariableTracker):
             raise_symbolic(AttributeError, f"{type(self.value).__name__!r} object has no attribute {name!r}")
         if name == "__dict__" and self.source is not None:
             return self.instance_dict_tracker(tx)
+        if name not in instance_dict and self.source is not None:
+            bound = tx.bind_builtin_descriptor(found, self)
+            if bound is not None:
+                # a builtin's method on the class (`obj.__reduce_ex__`, `obj.__setattr__`): bound to
+                # obj, guarded where it lives (the class), not through the bound method each read
+                # makes anew, which no check of an unchanged object could skip
+                guard_class_attribute(tx, self, name)
+                return bound
         own_getattribute = has_own_getattribute(type(self.value))
         value = read_static(self.value, name, found, generic=own_getattribute)
         if isinstance(value, types.MethodType) and name not in instance_dict:
