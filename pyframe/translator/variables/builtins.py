@@ -13,7 +13,6 @@ import operator
 import re
 import sys
 import types
-import typing
 from typing import Any, Callable, Sequence
 
 import torch
@@ -21,8 +20,7 @@ import torch
 from ...exc import Unsupported
 from ...guards import GuardKind
 from ...source import AttrSource
-from ...trace_rules import file_skip_reason
-from .base import UNKNOWN_OBJECT, VariableTracker, class_attribute, constant_args, mro_lookup, plain_getattr
+from .base import UNKNOWN_OBJECT, VariableTracker, class_attribute, constant_args, plain_getattr
 from .constant import ConstantVariable, python_scalar
 from .container_operators import CONTAINER_OPERATORS
 from .container_subclass import ContainerSubclassMixin, as_base_value
@@ -31,7 +29,7 @@ from .dict_subclass import DictSubclassMixin
 from .dicts import DICT_HANDLERS, DictVariable, DictViewVariable, FakeIdVariable, name_as_constructed
 from .iterators import iterate
 from .namedtuples import tuple_new
-from .lists import BaseListVariable, ListVariable, TupleVariable
+from .lists import BaseListVariable, TupleVariable
 from .sets import SET_HANDLERS, SetVariable, build_set
 from .exceptions import ExceptionVariable, RaisedException, is_exception_class, raise_symbolic
 from .functions import UserFunctionVariable
@@ -43,9 +41,10 @@ from .mappingproxy import MadeMappingProxyVariable
 from .frame_objects import UserObjectVariable
 from .objects import NewObjectVariable, PythonObjectVariable, register_constructor
 from .object_hasattr import object_has_attr
+from .isinstance_checks import isinstance_of
 from .iteration_builtins import ITERATION_HANDLERS, reduce_items
 from .special_methods import DUNDERS, contains, identity, is_fresh_container, is_tensor, length, python_method, text_of, truth, user_operator
-from .static_lookup import checks_by_type, flatten_classinfo, is_legacy_tensor_type, is_plain_class
+from .static_lookup import is_plain_class
 from .tensor import SymNodeVariable, SymSliceVariable, TensorVariable, call_in_graph, sym_operation
 from .weakrefs import weakref_comparisons
 
@@ -232,82 +231,6 @@ def _callable(tx, obj: VariableTracker) -> VariableTracker:
     """callable(x): whether type(x) (not its metaclass: `list` has a __call__, lists do not)
     defines __call__, as CPython's tp_call slot says."""
     return ConstantVariable(any("__call__" in vars(k) for k in obj.python_type().__mro__))
-
-
-def _without_typing_aliases(classinfo: Any) -> Any:
-    """classinfo with typing's bare aliases (`typing.Sequence`, `typing.List`, `typing.Callable`)
-    replaced by the classes they stand for: their __instancecheck__ is issubclass(type(obj),
-    alias.__origin__)."""
-    if isinstance(classinfo, tuple):
-        return tuple(_without_typing_aliases(k) for k in classinfo)
-    if isinstance(classinfo, typing._SpecialGenericAlias) and isinstance(classinfo.__origin__, type):
-        return classinfo.__origin__
-    return classinfo
-
-
-def _classinfo_value(tx, classinfo: VariableTracker) -> Any:
-    """The classes isinstance() is asked about: a constant, or a typing alias (an object pyframe
-    holds as an instance, pinned by identity where it was read from)."""
-    if classinfo.is_python_constant():
-        return classinfo.as_python_constant()
-    if isinstance(classinfo, TupleVariable):
-        return tuple(_classinfo_value(tx, item) for item in classinfo.items)
-    alias = classinfo.real_object()
-    if not isinstance(alias, typing._SpecialGenericAlias):
-        return classinfo.as_python_constant()  # (Unsupported, naming it)
-    if classinfo.source is not None:
-        tx.output.guards.add(classinfo.source, GuardKind.ID_MATCH, alias)
-    return alias
-
-
-def _isinstance(tx, obj: VariableTracker, classinfo: VariableTracker) -> VariableTracker:
-    if isinstance(obj, TensorVariable):
-        obj.realize(tx)  # (torch._dynamo realizes a lazy input whose type is asked: type() too)
-    cls = _without_typing_aliases(_classinfo_value(tx, classinfo))
-    kinds = cls if isinstance(cls, tuple) else (cls,)
-    if isinstance(obj, TensorVariable) and any(is_legacy_tensor_type(k) for k in kinds):
-        # torch.FloatTensor and the like match a tensor by its dtype and device (static here)
-        return ConstantVariable(any(isinstance(obj.example, k) if is_legacy_tensor_type(k)
-                                    else issubclass(obj.python_type(), k) for k in kinds))
-    if not all(checks_by_type(k) for k in flatten_classinfo(kinds)):
-        if all(checks_by_type(k) or isinstance(_python_instancecheck(k), types.FunctionType)
-               for k in flatten_classinfo(kinds)):
-            return ConstantVariable(any(_isinstance_of_one(tx, obj, k) for k in flatten_classinfo(kinds)))
-        # A metaclass's own __instancecheck__ in C (torch's legacy storages) may look at the
-        # object itself: asked of the real object, which the guards keep the same one.
-        known = obj.real_object()
-        if known is UNKNOWN_OBJECT or (obj.source is None and not isinstance(obj, ConstantVariable)):
-            raise Unsupported(f"isinstance() against a class with its own __instancecheck__ ({cls!r})")
-        if obj.source is not None and not isinstance(obj, ConstantVariable):
-            tx.output.guards.add(obj.source, GuardKind.ID_MATCH, known)
-        return ConstantVariable(isinstance(known, cls))
-    return ConstantVariable(issubclass(obj.python_type(), cls))
-
-
-def _python_instancecheck(cls: Any) -> Any:
-    """The `__instancecheck__` of cls's metaclass, as isinstance() looks it up (on the type), when
-    it is a Python function of user code (inlined); None for a C one, and for one of the standard
-    library's or torch's (typing's Protocol, asked of the real object as before)."""
-    check = mro_lookup(type(cls), "__instancecheck__")
-    if not isinstance(check, types.FunctionType) or file_skip_reason(check.__code__.co_filename) is not None:
-        return None
-    return check
-
-
-def _isinstance_of_one(tx, obj: VariableTracker, cls: type) -> bool:
-    """isinstance(obj, cls) for one class, as PyObject_IsInstance decides it: true when obj's type
-    is cls itself; a class whose metaclass defines `__instancecheck__` in Python asks it (inlined,
-    its answer's truth taken); else obj's type is a subclass."""
-    if obj.python_type() is cls:
-        return True
-    check = _python_instancecheck(cls)
-    if not isinstance(check, types.FunctionType):
-        return issubclass(obj.python_type(), cls)
-    answer = tx.inline_call(check, [tx.wrap(cls, None, guard=False), obj], {})
-    truth = answer.as_python_constant() if answer.is_python_constant() else None
-    if truth is None and not answer.is_python_constant():
-        raise Unsupported(f"{type(cls).__qualname__}.__instancecheck__ gave a value unknown while tracing")
-    return bool(truth)
 
 
 _CALLER_FRAME_READERS = (breakpoint, dir, eval, exec)
@@ -699,7 +622,7 @@ def _either(*tables: dict[Callable, Callable]) -> dict[Callable, Callable]:
 
 
 _HANDLERS: dict[Callable, Callable] = {
-    len: length, callable: _callable, isinstance: _isinstance, getattr: _getattr, hasattr: _hasattr, setattr: _setattr, delattr: _delattr,
+    len: length, callable: _callable, isinstance: isinstance_of, getattr: _getattr, hasattr: _hasattr, setattr: _setattr, delattr: _delattr,
     type: _type, str: text_of(str), repr: text_of(repr),
     **ITERATION_HANDLERS, **_either(SET_HANDLERS, DICT_HANDLERS, _FAKE_ID_HANDLERS, _WEAKREF_HANDLERS),
     operator.is_: identity(False), operator.is_not: identity(True), operator.contains: contains,

@@ -29,6 +29,7 @@ from .static_lookup import (
 )
 from .objects import PythonObjectVariable, bind_lru_cache_method, is_lru_cache_method
 
+
 class UserObjectVariable(VariableTracker):
     """An instance of a user class, read from the frame (guarded by its type)."""
 
