@@ -19,9 +19,9 @@ module), so one-time setup (imports, FakeTensorMode, dispatcher caches) is not c
 engines are reset between rows. Target: pyframe <= 0.1x torch._dynamo on every row.
 
 Each engine also keeps a process-wide cache keyed by tensor shapes, which a reset leaves: Dynamo's
-FakeTensorMode dispatch cache and pyframe's propagation memo (pyframe/fake/memo.py). In the main
-column the repeats after the first find them warm, as a recompile or a second model of the same
-shapes does. The "cold shapes" column clears both before every run: the first compile of shapes the
+FakeTensorMode dispatch cache and pyframe's propagation memo and memo of views (pyframe/fake/memo.py,
+views.py). In the main column the repeats after the first find them warm, as a recompile or a
+second model of the same shapes does. The "cold shapes" column clears both before every run: the first compile of shapes the
 process has never seen, the stricter figure.
 
 Run from the repo root:  python benchmarks/compile_time.py [--quick] [--rows PATTERN] [--repeat N]
@@ -56,7 +56,7 @@ from pyframe.debug.compare import (  # noqa: E402
     optimize_with,
     reset_engines,
 )
-from pyframe.graph import propagation_memo  # noqa: E402
+from pyframe.graph import fake_mode, propagation_memo  # noqa: E402
 
 JIT_ENGINES = ("pyframe", "dynamo")
 TARGET_RATIO = 0.1
@@ -153,6 +153,7 @@ def clear_shape_caches() -> None:
     """Empty both engines' caches keyed by tensor shapes (see the module docstring)."""
     FakeTensorMode.cache_clear()
     propagation_memo().clear()
+    fake_mode().views.clear()
 
 
 def first_call_s(program: Program, engine: str, cold_shapes: bool = False) -> tuple[float, int]:

@@ -103,7 +103,7 @@ class OutputGraph:
         self.shape_env = self.fake_mode.shape_env
         if symbolic:
             # While tracing, FakeTensorMode's dispatch cache is off: what repeats is answered before
-            # it (the memo, fake/sym_views.py), and over a ShapeEnv each entry it makes is checked by
+            # it (the memo, fake/views.py), and over a ShapeEnv each entry it makes is checked by
             # building its output a second time. The backend gets the mode as torch made it (compile()).
             self._dispatch_cache = self.fake_mode.cache_enabled
             self.fake_mode.cache_enabled = False

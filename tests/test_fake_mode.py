@@ -1,6 +1,7 @@
 """pyframe's FakeTensorMode (pyframe/fake/mode.py) against torch's: the view ops it takes a short
-path for give what FakeTensorMode gives, autograd's view relation, storage and version counter
-included, on random shapes, strides and grad flags."""
+path for, or makes again from its memo of views (fake/views.py), give what FakeTensorMode gives,
+autograd's view relation, storage and version counter included, on random shapes, strides and grad
+flags."""
 from __future__ import annotations
 
 import random
@@ -15,7 +16,9 @@ aten = torch.ops.aten
 
 
 def _describe(t, inputs, unit_strides: bool = True) -> tuple:
-    """The metadata compared; `unit_strides=False` leaves out the strides of size-1 dimensions."""
+    """The metadata compared; `unit_strides=False` leaves out the strides of size-1 dimensions. The
+    version counter is compared from the input's count: the converter gives an input whose storage
+    it has met before with `set_`, which counts (from_tensor of a tensor freed and made again)."""
     if isinstance(t, (tuple, list)):
         return (type(t).__name__, *(_describe(item, inputs, unit_strides) for item in t))
     if not isinstance(t, torch.Tensor):
@@ -25,7 +28,7 @@ def _describe(t, inputs, unit_strides: bool = True) -> tuple:
     return (type(t).__name__, tuple(t.shape), stride, t.storage_offset(), t.dtype, str(t.device),
             t.requires_grad, t.is_leaf, t._is_view(), type(t.grad_fn).__name__,
             None if base is None else [base is i for i in inputs],
-            [torch._C._is_alias_of(t, i) for i in inputs], t._version)
+            [torch._C._is_alias_of(t, i) for i in inputs], t._version - inputs[0]._version)
 
 
 def _views(rng: random.Random, x: torch.Tensor) -> list[tuple]:
@@ -45,13 +48,23 @@ def _views(rng: random.Random, x: torch.Tensor) -> list[tuple]:
                   (aten.slice.Tensor, (x, dim, rng.choice([None, -2, 0, 1, 5]), rng.choice([None, -1, 2, 9]),
                                        rng.choice([1, 2]))),
                   (aten.view.default, (x, [-1])),  # raises on some strides, as it must
-                  (aten.view.default, (x, [*x.shape[:-1], 1, x.shape[-1]]))]
+                  (aten.view.default, (x, [*x.shape[:-1], 1, x.shape[-1]])),
+                  (aten.split.Tensor, (x, rng.choice([1, 2, 3]), dim)),
+                  (aten.split_with_sizes.default, (x, _parts(rng, size), dim))]
     if ndim >= 2:
         calls += [(aten.transpose.int, (x, 0, rng.randrange(-ndim, ndim))),
                   (aten.diagonal.default, (x, 0, 0, 1))]
     if ndim <= 2:
         calls.append((aten.t.default, (x,)))
     return calls
+
+
+def _parts(rng: random.Random, size: int) -> list[int]:
+    """Sizes that add up to `size` (one in five times, to one more: the op then raises)."""
+    parts = []
+    while sum(parts) < size:
+        parts.append(rng.randint(0, size - sum(parts)))
+    return parts + [1] if rng.random() < 0.2 else parts
 
 
 def _input(rng: random.Random) -> torch.Tensor:
@@ -77,6 +90,7 @@ def test_views_match_fake_tensor_mode(seed):
         made_by_op = rng.random() < 0.4
         for func, args in _views(rng, real):
             results, outputs = [], []
+            where = (func, tuple(real.shape), real.stride())
             for mode in (ours, theirs):
                 x = mode.from_tensor(real, static_shapes=True)
                 with mode, torch.enable_grad():
@@ -89,7 +103,10 @@ def test_views_match_fake_tensor_mode(seed):
                         results.append(_describe(out, [x], unit_strides=False))
                     except Exception as e:
                         results.append(("raised", type(e).__name__))
-            where = (func, tuple(real.shape), real.stride())
+                    if mode is ours and results[-1][0] != "raised":  # again: made by the memo of views
+                        again = func(*call_args)
+                        assert _describe(again, [x], unit_strides=False) == results[-1], where
+                        assert _describe(again, [x]) == _describe(out, [x]), where
             try:  # the op on real tensors: what the program itself gets
                 eager = func(real.detach() * 2 if made_by_op else real.detach(), *args[1:])
             except Exception as e:
@@ -113,6 +130,7 @@ def test_views_match_fake_tensor_mode(seed):
                     assert results[0] == results[1] and strides(outputs[0]) == strides(outputs[1]), where
             shortcut += direct_view(func)
     assert shortcut > 500  # the short path was taken
+    assert ours.views.hits > 500  # and the memo of views
 
 
 def test_the_short_path_covers_the_common_views_only():

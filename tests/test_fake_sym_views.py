@@ -1,4 +1,4 @@
-"""Views over symbolic sizes (pyframe/fake/sym_views.py): PyframeFakeTensorMode over a ShapeEnv
+"""Views over symbolic sizes (pyframe/fake/views.py): PyframeFakeTensorMode over a ShapeEnv
 remembers the views it made and makes `transpose` and `permute` directly. Each view must be what
 FakeTensorMode itself gives (sizes and strides as the same expressions, the offset, the input's
 storage, an autograd view of the input), and the ShapeEnv must be left as FakeTensorMode leaves it.
@@ -146,7 +146,7 @@ def test_repeated_views_hit_the_memo_and_permutations_need_no_dispatch():
     with mode, enable_python_dispatcher():
         for _ in range(4):
             x.view(x.shape[0], x.shape[1], 3, 4)
-        views = mode.symbolic_views
+        views = mode.views
         assert views.misses >= 1 and views.hits >= 3
         before = FakeTensorMode.cache_hits + FakeTensorMode.cache_misses
         misses = views.misses
@@ -249,7 +249,7 @@ def test_views_of_a_splits_parts_share_one_memo_entry():
     x = _symbolic(mode, (2, 5, 3, 4), dynamic=(1,))
     with mode, enable_python_dispatcher():
         parts = x.split(1, dim=2)
-        views = mode.symbolic_views
+        views = mode.views
         hits = views.hits
         outs = [p.view(2, x.shape[1], 1, 4) for p in parts]
         assert views.hits - hits == 2

@@ -19,13 +19,19 @@ strides of size-1 dimensions, where the meta kernel gives what the program's own
 FakeTensorMode's Python view kernel its own choice (`view` of a (1, 3) tensor with strides (1, 1)
 to (1, 1, 3): (3, 3, 1) in eager, (1, 3, 1) there).
 
-Over a ShapeEnv (dynamic shapes) that path is closed (a C++ meta kernel may specialize a symbolic
-size to an int); there views go to FakeTensorMode once per kind and are remembered
-(fake/sym_views.py).
+Every view this mode makes first goes to its memo of views (fake/views.py), which remembers what
+the first dispatch of each kind of view gave and makes it again as `as_strided` of the input below
+autograd; a miss takes the short path (or FakeTensorMode's). Over a ShapeEnv (dynamic shapes) the
+short path is closed (a C++ meta kernel may specialize a symbolic size to an int): a miss goes to
+FakeTensorMode.
+
+The answers FakeTensorMode gives first of all, without a dispatch (`prim.device` and the size
+queries C++ asks of a view's output), are given here before anything else.
 """
 from __future__ import annotations
 
 import functools
+import logging
 from typing import Any
 
 import torch
@@ -38,8 +44,8 @@ from torch.fx.experimental import _config as fx_config
 from ..dynamo_interop import hide_from_dynamo
 
 from .memo import new_fake
-from .sym_views import SymbolicViews
-from .sym_views import memoizable as memoizable_view
+from .views import ViewMemo
+from .views import memoizable as memoizable_view
 
 
 @functools.cache
@@ -82,8 +88,9 @@ def _plain_path_view(func: Any) -> bool:
 
 
 class PyframeFakeTensorMode(FakeTensorMode):
-    # Over a ShapeEnv: views from the memo of fake/sym_views.py, while pyframe traces (graph.py
-    # turns it off before the backend, which traces with this mode under its own proxy modes).
+    # Over a ShapeEnv: views from the memo of fake/views.py, while pyframe traces (graph.py turns
+    # it off before the backend, which traces with this mode under its own proxy modes). The static
+    # mode is pyframe's own (the backend makes its own): it always remembers them.
     remember_views: bool = False
 
     @classmethod
@@ -107,40 +114,53 @@ class PyframeFakeTensorMode(FakeTensorMode):
         return FakeTensorMode.avoid_device_init.fget(self)
 
     def dispatch(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        # (not over a ShapeEnv: a view's sizes may then be symbolic anywhere in its arguments)
-        if self.shape_env is None and direct_view(func) and not kwargs and not self.in_kernel_invocation \
-                and not self.propagate_real_tensors and not fx_config.backed_size_oblivious:
-            device = _common_device(self, args)
-            if device is not None:
-                with in_kernel_invocation_manager(self):
-                    out = func(*args)
-                return _wrap(self, out, device)
-        if self.remember_views and memoizable_view(func) and not self.in_kernel_invocation \
-                and not self.propagate_real_tensors and self.shape_env is not None:
-            return self._view_over_symbols(func, types, args, kwargs or {})
+        if func in _META_HANDLERS and not _fake_log.isEnabledFor(logging.DEBUG):
+            # `prim.device` and the size queries, which C++ asks of the output of every view: what
+            # FakeTensorMode answers first, without its debug line (made under no_dispatch)
+            return _META_HANDLERS[func](args)
+        if not self.in_kernel_invocation and not self.propagate_real_tensors:
+            if self.shape_env is None:  # (over a ShapeEnv a view's sizes may be symbolic anywhere in its arguments)
+                if fx_config.backed_size_oblivious:
+                    pass
+                elif memoizable_view(func):
+                    return self._remembered_view(func, types, args, kwargs or {})
+                if direct_view(func) and not kwargs:
+                    return self._dispatch_view(func, types, args, {})
+            elif self.remember_views and memoizable_view(func):
+                return self._remembered_view(func, types, args, kwargs or {})
         return super().dispatch(func, types, args, kwargs or {})
 
     @functools.cached_property
-    def symbolic_views(self) -> SymbolicViews:
-        """The memo of the views made over this mode's ShapeEnv (fake/sym_views.py)."""
-        return SymbolicViews(self)
+    def views(self) -> ViewMemo:
+        """The memo of the views this mode made (fake/views.py): for the process, on static sizes."""
+        return ViewMemo(self)
 
-    def _view_over_symbols(self, func: Any, types: Any, args: tuple, kwargs: dict) -> Any:
-        views = self.symbolic_views
+    def _remembered_view(self, func: Any, types: Any, args: tuple, kwargs: dict) -> Any:
+        views = self.views
         out = views.permuted(func, args, kwargs)
         if out is not None:
             return out
         found = views.key(func, args, kwargs)
         if found is None:
-            return super().dispatch(func, types, args, kwargs)
+            return self._dispatch_view(func, types, args, kwargs)
         key, base = found
         out = views.lookup(key, base)
         if out is None:
-            out = views.computed(func, args, kwargs)  # (unsqueeze, expand, view of a contiguous tensor)
+            out = views.computed(func, args, kwargs)  # (unsqueeze, split, slice; over a ShapeEnv, view, expand)
             if out is None:
-                out = super().dispatch(func, types, args, kwargs)
+                out = self._dispatch_view(func, types, args, kwargs)
             views.remember(key, base, out)
         return out
+
+    def _dispatch_view(self, func: Any, types: Any, args: tuple, kwargs: dict) -> Any:
+        """A view made by its op: on static sizes the short path where it applies, else FakeTensorMode's."""
+        if self.shape_env is None and not kwargs and direct_view(func):
+            device = _common_device(self, args)
+            if device is not None:
+                with in_kernel_invocation_manager(self):
+                    out = func(*args)
+                return _wrap(self, out, device)
+        return super().dispatch(func, types, args, kwargs)
 
 
 def use_fake_kernel_of(op: HigherOrderOperator) -> None:
@@ -184,5 +204,8 @@ def _wrap(mode: FakeTensorMode, out: Any, device: torch.device) -> Any:
         return mode.fake_tensor_converter.from_meta_and_device(mode, out, device)
     return out
 
+
+_META_HANDLERS = ft._DISPATCH_META_HANDLERS
+_fake_log = ft.log
 
 hide_from_dynamo(PyframeFakeTensorMode.__torch_dispatch__.__code__, PyframeFakeTensorMode.dispatch.__code__)

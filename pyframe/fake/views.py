@@ -1,11 +1,14 @@
-"""Views over symbolic sizes: a memo of the views one trace with dynamic shapes makes.
+"""A memo of views: the view ops one FakeTensorMode runs, remembered by their inputs' metadata.
 
-A view op (`transpose`, `view`, `expand`, `split`...) on FakeTensors over a ShapeEnv goes through
-FakeTensorMode's Python decomposition of it (`torch._refs`) and its dispatch cache, whose entries
-for symbolic outputs are checked by building the output a second time: 1-3 ms a view, a third of
-a transformer's dynamic recompile once its other ops are memoized (fake/memo.py) or given by rules.
-And the memo of fake/memo.py cannot hold a view: its output must share its input's storage and be
-an autograd view of it, which only the dispatch of the op itself makes.
+A view op (`transpose`, `view`, `expand`, `split`...) on FakeTensors cannot be rebuilt from
+remembered metadata above the dispatch (fake/memo.py): its output must share its input's storage
+and be an autograd view of it, which only the dispatch of the op itself makes. Yet its cost is in
+getting there. Over a ShapeEnv FakeTensorMode runs it through its Python decomposition
+(`torch._refs`) and its dispatch cache, whose entries for symbolic outputs are checked by building
+the output a second time: 1-3 ms a view, a third of a transformer's dynamic recompile once its
+other ops are memoized or given by rules. On static sizes the plain views take mode.py's short
+path (30-70 us: a C++ meta kernel, some written in Python), but `split`, a composite op, goes
+through FakeTensorMode's decomposition: a millisecond each.
 
 So this memo sits inside that dispatch (PyframeFakeTensorMode.dispatch, below autograd, which
 makes the view relation as for any view op): keyed by the op and its arguments' metadata (symbolic
@@ -16,21 +19,29 @@ gave, the storage is the input's: all that a later op can read. As with FakeTens
 over a ShapeEnv, a hit adds no guard: what the first dispatch decided about these expressions, this
 ShapeEnv has recorded; the checks `as_strided` makes on the remembered sizes (in bounds of the
 storage) are decided by it, and run with guards suppressed as FakeTensorMode's cache runs them.
+The static mode, shared by every trace of the process (graph.py's fake_mode), keeps one memo for
+the process, as its propagation memo is kept; a mode over a ShapeEnv keeps its own, which must not
+serve another ShapeEnv (one that has not recorded those guards).
 
 `transpose` and `permute` need no first dispatch: their view is the input's sizes and strides in
-another order, at the same offset, which no comparison of sizes decides (`permuted`).
+another order, at the same offset, which no comparison of sizes decides (`permuted`). Nor do
+`split` and `slice` on static sizes, whose parts are offsets and sizes by integer arithmetic, and
+`unsqueeze` (ATen's rule: the new dimension's stride is the next one's stride times its size).
 
-`unsqueeze`, `expand` and `view` need none either (`computed`, on a miss of
+Over a ShapeEnv, `unsqueeze`, `expand` and `view` need none either (`computed`, on a miss of
 the memo): their view is computed as torch's own decompositions compute it (`broadcast_in_dim`
 for the first two; `view`'s `_reshape_view_helper`: `infer_size`, then the split and collapse
 of dimensions), asking each question those ask about the sizes in the same form, and answered only
 where the ShapeEnv answers it statically (`_maybe_evaluate_static`, the first step of its
 `evaluate_expr`), which records nothing. Any question it would decide by a guard (a view of
 `(s77,)` as `(-1, 2)` guards `Eq(Mod(s77, 2), 0)`), a size 0 or 1, a collapse of dimensions whose
-strides do not match as expressions, and the first dispatch runs as before.
+strides do not match as expressions, and the first dispatch runs as before. (On static sizes the
+first dispatch decides `view` and `expand`: those decompositions and the meta kernels that the
+program's own tensors get may set the strides of size-1 dimensions apart.)
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import operator
 import sys
@@ -56,6 +67,7 @@ class _Unkeyable(Exception):
     pass
 
 
+@functools.cache
 def memoizable(func: Any) -> bool:
     """An aten view op FakeTensorMode has no special handling for (not a handler of its own, not
     in-place on the view's metadata, not a lift)."""
@@ -64,13 +76,16 @@ def memoizable(func: Any) -> bool:
             and torch.Tag.inplace_view not in func.tags)
 
 
-class SymbolicViews:
-    """The memo of the views made over one ShapeEnv (it must not serve another)."""
+class ViewMemo:
+    """The memo of the views made by one FakeTensorMode (over a ShapeEnv: it must not serve another)."""
 
     def __init__(self, mode: FakeTensorMode) -> None:
         self.mode = mode
         self._entries: dict[tuple, tuple] = {}
         self.hits = self.misses = 0
+
+    def clear(self) -> None:
+        self._entries.clear()
 
     def key(self, func: OpOverload, args: tuple, kwargs: dict) -> Optional[tuple[tuple, FakeTensor]]:
         """(the key of the call, its one tensor argument), or None when it cannot be memoized."""
@@ -99,11 +114,13 @@ class SymbolicViews:
         return self._view(base, [shape[d] for d in order], [stride[d] for d in order], base.storage_offset())
 
     def computed(self, func: OpOverload, args: tuple, kwargs: dict) -> Optional[FakeTensor]:
-        """`x.unsqueeze(d)`, `x.expand(sizes)` or `x.view(sizes)` computed without a dispatch where
-        torch's decomposition of it decides every question about the sizes statically; None to
-        dispatch it (see the module's docstring)."""
+        """`x.unsqueeze(d)`, `x.split(...)`, `x[a:b]`, and over a ShapeEnv `x.expand(sizes)` or
+        `x.view(sizes)`, computed without a dispatch where torch's decomposition of it decides every
+        question about the sizes statically; None to dispatch it (see the module's docstring)."""
         if kwargs or fx_config.backed_size_oblivious or not args:
             return None  # (size-oblivious: FakeTensorMode's view takes another path)
+        if self.mode.shape_env is None and func not in _COMPUTED_ON_STATIC_SIZES:
+            return None
         base = args[0]
         if type(base) is not FakeTensor or base.fake_mode is not self.mode or base.constant is not None:
             return None
@@ -343,6 +360,8 @@ class SymbolicViews:
             return question
         if question is sympy.true or question is sympy.false:
             return bool(question)
+        if self.mode.shape_env is None:
+            return None
         found = self.mode.shape_env._maybe_evaluate_static(question)
         return None if found is None else bool(found)
 
@@ -381,7 +400,9 @@ class SymbolicViews:
         self._entries[key] = (kind, tuple(items))
 
     def _view(self, base: FakeTensor, shape: tuple, stride: tuple, offset: Any) -> FakeTensor:
-        with in_kernel_invocation_manager(self.mode), self.mode.shape_env.suppress_guards():
+        shape_env = self.mode.shape_env
+        with in_kernel_invocation_manager(self.mode), \
+                shape_env.suppress_guards() if shape_env is not None else contextlib.nullcontext():
             meta = torch.ops.aten.as_strided.default(base, shape, stride, offset)
         return new_fake(self.mode, meta, base.fake_device)
 
@@ -431,6 +452,8 @@ _SPLIT, _SPLIT_WITH_SIZES = torch.ops.aten.split.Tensor, torch.ops.aten.split_wi
 # Views whose output offsets are the input's plus an amount its sizes, strides and the other
 # arguments decide (their decompositions read the offset only to add to it), and whose questions
 # about sizes never involve the offset: memoized relative to an int offset of the input.
+# Views computed on static sizes too: by integer arithmetic that is ATen's own.
+_COMPUTED_ON_STATIC_SIZES = frozenset({_UNSQUEEZE, _SLICE, _SPLIT, _SPLIT_WITH_SIZES})
 _SHIFTED_BY_OFFSET = frozenset({_VIEW, _UNSQUEEZE, _EXPAND, _SLICE, _SPLIT, _SPLIT_WITH_SIZES,
                                 torch.ops.aten.select.int})
 
