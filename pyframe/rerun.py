@@ -141,32 +141,55 @@ _MUTATING_OPERATORS = {"setitem", "iadd", "isub", "imul", "itruediv", "ifloordiv
 
 
 def _name(node: torch.fx.Node) -> str:
-    if node.op == "call_method":
-        return str(node.target)
-    if node.op == "call_function":
-        return getattr(node.target, "__name__", "") or ""
+    return _target_name(node.op, node.target)
+
+
+def _target_name(op: str, target: Any) -> str:
+    if op == "call_method":
+        return str(target)
+    if op == "call_function":
+        return getattr(target, "__name__", "") or ""
     return ""
 
 
 def _mutated(node: torch.fx.Node) -> list[Any]:
     """The tensors an in-place op writes (its first argument, `out=`): [] for any other node. A
     submodule call (an autograd.Function's graphs) counts as writing all its tensor arguments."""
-    if node.op == "call_module":
+    op = node.op
+    if op == "call_module":
         return [a for a in node.all_input_nodes]
-    if node.op not in ("call_function", "call_method"):
+    if op != "call_function" and op != "call_method":
         return []
     written = []
-    if "out" in node.kwargs:
-        out = node.kwargs["out"]
+    kwargs = node.kwargs
+    if "out" in kwargs:
+        out = kwargs["out"]
         written.extend(out if isinstance(out, (tuple, list)) else [out])
-    name = _name(node)
+    if (kwargs.get("inplace") is True or _writes_first_argument(op, node.target)) and node.args:
+        written.append(node.args[0])
+    return written
+
+
+def _writes_first_argument(op: str, target: Any) -> bool:
+    """By its name, the op writes its first argument (`add_`, `Tensor.__iadd__`, `operator.setitem`):
+    decided once per target, as every node of a graph is asked."""
+    try:
+        return _in_place_targets[(op, target)]
+    except KeyError:
+        pass
+    except TypeError:  # an unhashable target
+        return _in_place_name(_target_name(op, target))
+    found = _in_place_targets[(op, target)] = _in_place_name(_target_name(op, target))
+    return found
+
+
+def _in_place_name(name: str) -> bool:
     if name.startswith("__") and name.endswith("__"):  # Tensor.__setitem__, __iadd__...
         name = name[2:-2] if name[2:-2] in _MUTATING_OPERATORS else name
-    if (node.kwargs.get("inplace") is True or (name.endswith("_") and not name.endswith("__"))
-            or name in _MUTATING_OPERATORS):
-        if node.args:
-            written.append(node.args[0])
-    return written
+    return (name.endswith("_") and not name.endswith("__")) or name in _MUTATING_OPERATORS
+
+
+_in_place_targets: dict[tuple[str, Any], bool] = {}
 
 
 def _storage(value: Any) -> StorageWeakRef | None:

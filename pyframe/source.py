@@ -34,6 +34,9 @@ class remembered:
         return value
 
 
+_NOT_ALPHANUMERIC = re.compile(r"[^a-zA-Z0-9]+")
+
+
 class Source:
     """Base of every source. Subclasses are frozen dataclasses, so sources hash and compare."""
 
@@ -42,7 +45,7 @@ class Source:
 
     def placeholder_name(self) -> str:
         """`L['self']._modules['linear']` -> `L_self_modules_linear_` (torch._dynamo's naming)."""
-        return re.sub(r"[^a-zA-Z0-9]+", "_", self.name())
+        return _NOT_ALPHANUMERIC.sub("_", self.name())
 
     def __str__(self) -> str:
         return self.name()

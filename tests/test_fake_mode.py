@@ -130,7 +130,7 @@ def test_views_match_fake_tensor_mode(seed):
                     assert results[0] == results[1] and strides(outputs[0]) == strides(outputs[1]), where
             shortcut += direct_view(func)
     assert shortcut > 500  # the short path was taken
-    assert ours.views.hits > 500  # and the memo of views
+    assert ours.views.hits > 100  # and the memo of views (split, unbind, diagonal...)
 
 
 def test_the_short_path_covers_the_common_views_only():

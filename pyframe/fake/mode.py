@@ -19,11 +19,11 @@ strides of size-1 dimensions, where the meta kernel gives what the program's own
 FakeTensorMode's Python view kernel its own choice (`view` of a (1, 3) tensor with strides (1, 1)
 to (1, 1, 3): (3, 3, 1) in eager, (1, 3, 1) there).
 
-Every view this mode makes first goes to its memo of views (fake/views.py), which remembers what
-the first dispatch of each kind of view gave and makes it again as `as_strided` of the input below
-autograd; a miss takes the short path (or FakeTensorMode's). Over a ShapeEnv (dynamic shapes) the
-short path is closed (a C++ meta kernel may specialize a symbolic size to an int): a miss goes to
-FakeTensorMode.
+The other views (`split`, which FakeTensorMode decomposes: a millisecond) go to this mode's memo of
+views (fake/views.py), which remembers what the first dispatch of each kind of view gave and makes
+it again as `as_strided` of the input below autograd (no cheaper than a meta kernel: the short
+path stays first). Over a ShapeEnv (dynamic shapes) the short path is closed (a C++ meta kernel
+may specialize a symbolic size to an int): every view goes to the memo, a miss to FakeTensorMode.
 
 The answers FakeTensorMode gives first of all, without a dispatch (`prim.device` and the size
 queries C++ asks of a view's output), are given here before anything else.
@@ -118,14 +118,14 @@ class PyframeFakeTensorMode(FakeTensorMode):
             # `prim.device` and the size queries, which C++ asks of the output of every view: what
             # FakeTensorMode answers first, without its debug line (made under no_dispatch)
             return _META_HANDLERS[func](args)
-        if not self.in_kernel_invocation and not self.propagate_real_tensors:
+        if (memoizable_view(func) or direct_view(func)) and not self.in_kernel_invocation \
+                and not self.propagate_real_tensors:
             if self.shape_env is None:  # (over a ShapeEnv a view's sizes may be symbolic anywhere in its arguments)
-                if fx_config.backed_size_oblivious:
-                    pass
-                elif memoizable_view(func):
-                    return self._remembered_view(func, types, args, kwargs or {})
-                if direct_view(func) and not kwargs:
-                    return self._dispatch_view(func, types, args, {})
+                if not fx_config.backed_size_oblivious:
+                    if direct_view(func) and not kwargs:  # (its meta kernel costs no more than a memo's hit)
+                        return self._dispatch_view(func, types, args, {})
+                    if memoizable_view(func):  # (split: FakeTensorMode's decomposition, ~1 ms)
+                        return self._remembered_view(func, types, args, kwargs or {})
             elif self.remember_views and memoizable_view(func):
                 return self._remembered_view(func, types, args, kwargs or {})
         return super().dispatch(func, types, args, kwargs or {})

@@ -682,12 +682,18 @@ def _contiguous_itself(args: tuple, kwargs: dict) -> Optional[FakeTensor]:
 def dropout_outside_training(args: tuple, kwargs: dict) -> Any:
     """The input argument of F.dropout(x, p, training=False) (what nn.Dropout calls in eval mode),
     not in place; None for any other call (training, in place, p not a number in [0, 1])."""
-    try:
-        bound = _DROPOUT_SIGNATURE.bind(*args, **kwargs)
-    except TypeError:
-        return None
-    bound.apply_defaults()
-    t, p, training, inplace = (bound.arguments[name] for name in ("input", "p", "training", "inplace"))
+    if len(args) > len(_DROPOUT_PARAMETERS) or any(k not in _DROPOUT_PARAMETERS for k in kwargs):
+        return None  # (F.dropout's signature, bound by hand: inspect's bind costs most of the rule)
+    bound = dict(_DROPOUT_DEFAULTS)
+    for name, value in zip(_DROPOUT_PARAMETERS, args):
+        bound[name] = value
+    for name, value in kwargs.items():
+        if name in _DROPOUT_PARAMETERS[:len(args)]:
+            return None  # (given twice: a TypeError)
+        bound[name] = value
+    if len(bound) != len(_DROPOUT_PARAMETERS):
+        return None  # (the input missing)
+    t, p, training, inplace = (bound[name] for name in _DROPOUT_PARAMETERS)
     if training is not False or inplace is not False or type(p) not in (int, float) or not 0 <= p <= 1:
         return None  # (F.dropout raises for p outside [0, 1])
     return t
@@ -697,7 +703,10 @@ def _dropout_outside_training(args: tuple, kwargs: dict) -> Optional[FakeTensor]
     return _fake(dropout_outside_training(args, kwargs))
 
 
-_DROPOUT_SIGNATURE = inspect.signature(F.dropout)
+_DROPOUT_PARAMETERS = tuple(inspect.signature(F.dropout).parameters)  # (input, p, training, inplace)
+_DROPOUT_DEFAULTS = {name: param.default for name, param in inspect.signature(F.dropout).parameters.items()
+                     if param.default is not inspect.Parameter.empty}
+assert _DROPOUT_PARAMETERS == ("input", "p", "training", "inplace")
 _SELF_RULES[("call_method", "to")] = _to_itself
 _SYMBOLIC_SELF_RULES = {("call_method", "to")}
 _SELF_RULES[("call_method", "contiguous")] = _contiguous_itself

@@ -65,8 +65,11 @@ def infer(op: str, target: Any, args: tuple, kwargs: dict, grad_enabled: bool,
           autocast: bool) -> Optional[_Output]:
     """The output of `target(*args, **kwargs)` (fx arguments) on strided symbolic tensors, if a
     rule knows it without deciding anything about the symbols; None to propagate it for real."""
-    if fx_config.backed_size_oblivious:
-        return None  # (guard_or_false then answers from the static evaluation alone, another path)
+    try:
+        if (op, target) not in _RULES or fx_config.backed_size_oblivious:
+            return None  # (size-oblivious: guard_or_false then answers from the static evaluation alone)
+    except TypeError:  # an unhashable target
+        return None
     try:
         found = apply_rule(_RULES, op, target, args, kwargs, autocast)
     except _Undecided:

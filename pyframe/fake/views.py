@@ -7,8 +7,8 @@ getting there. Over a ShapeEnv FakeTensorMode runs it through its Python decompo
 (`torch._refs`) and its dispatch cache, whose entries for symbolic outputs are checked by building
 the output a second time: 1-3 ms a view, a third of a transformer's dynamic recompile once its
 other ops are memoized or given by rules. On static sizes the plain views take mode.py's short
-path (30-70 us: a C++ meta kernel, some written in Python), but `split`, a composite op, goes
-through FakeTensorMode's decomposition: a millisecond each.
+path (30-70 us: a C++ meta kernel, which a hit of this memo does not beat), but `split`, a
+composite op, goes through FakeTensorMode's decomposition: a millisecond each. Those come here.
 
 So this memo sits inside that dispatch (PyframeFakeTensorMode.dispatch, below autograd, which
 makes the view relation as for any view op): keyed by the op and its arguments' metadata (symbolic

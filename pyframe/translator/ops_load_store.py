@@ -19,13 +19,17 @@ _PLAIN_CONSTANTS = frozenset({type(None), bool, int, float, complex, str, bytes}
 
 
 class LoadStoreOps:
+    # (The three most frequent opcodes use the stack list itself, not push() and pop(): a tenth of
+    # a trace's Python calls.)
     def LOAD_FAST(self, inst: Instr) -> None:
-        self.push(self.read_local(inst.arg))
+        name = inst.arg
+        value = self.locals.get(name)
+        self.stack.append(value if value is not None else self.read_local(name))
 
     LOAD_FAST_CHECK = LOAD_FAST
 
     def STORE_FAST(self, inst: Instr) -> None:
-        value = self.pop()
+        value = self.stack.pop()
         if isinstance(value, TensorVariable):
             value.set_name_hint(inst.arg)
         self.bind_local(inst.arg, value)
@@ -37,9 +41,9 @@ class LoadStoreOps:
     def LOAD_CONST(self, inst: Instr) -> None:
         value = inst.arg
         if type(value) in _PLAIN_CONSTANTS:  # what wrap() makes of them, without its dispatch
-            self.push(ConstantVariable(value))
+            self.stack.append(ConstantVariable(value))
         else:
-            self.push(self.wrap_constant(value))
+            self.stack.append(self.wrap_constant(value))
 
     def IMPORT_NAME(self, inst: Instr) -> None:
         """`import a.b` / `from a import b` of a module already imported: no import runs while

@@ -144,6 +144,7 @@ def _wrap_tensor(tx: Tracer, value: Any, source: Source | None, guard: bool,
 
 # The interpreter's fixed records, structseqs of constants (`sys.version_info >= (3, 10)`).
 _INTERPRETER_INFO = (sys.version_info, sys.flags, sys.float_info, sys.int_info, sys.hash_info)
+_INTERPRETER_INFO_IDS = frozenset(map(id, _INTERPRETER_INFO))  # (they live as long as the interpreter)
 
 
 def _wrap_constant(tx: Tracer, value: Any, source: Source | None, guard: bool,
@@ -168,7 +169,7 @@ def _wrap_constant(tx: Tracer, value: Any, source: Source | None, guard: bool,
     if isinstance(value, (torch.dtype, torch.layout, torch.memory_format, enum.Enum)) or value is Ellipsis \
             or value is NotImplemented \
             or type(value) is torch.torch_version.TorchVersion \
-            or any(value is info for info in _INTERPRETER_INFO):
+            or id(value) in _INTERPRETER_INFO_IDS:
         # (torch.__version__: a str, compared as a version; sys.version_info and the like: tuples
         # of constants the interpreter fixed at start, of a type that cannot be made again)
         _add(guards, source, GuardKind.ID_MATCH, value)
