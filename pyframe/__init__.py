@@ -13,9 +13,11 @@ from .convert_frame import GuardFail, reset
 from .backends import list_backends, lookup_backend, register_backend
 from .debug.explain import explain
 from .eval_frame import OptimizedModule, compile, disable, mark_dynamic, mark_static, optimize, run
+from .export import ExportResult, export
 from .exc import BackendCompilerFailed, Unsupported
 from .logs import set_logs
 
 
-__all__ = ["BackendCompilerFailed", "GuardFail", "OptimizedModule", "Unsupported", "compile", "config", "disable", "exc", "explain",
+__all__ = ["BackendCompilerFailed", "ExportResult", "GuardFail", "OptimizedModule", "Unsupported", "compile", "config", "disable",
+           "exc", "explain", "export",
            "list_backends", "lookup_backend", "mark_dynamic", "mark_static", "optimize", "register_backend", "reset", "run", "set_logs", "debug"]

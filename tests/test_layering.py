@@ -30,7 +30,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("translator: opcode handlers", ("pyframe.translator.ops_", "pyframe.translator.cells")),
     ("translator: interpreter", ("pyframe.translator.instructions",)),
     ("translator: finishing a trace", ("pyframe.translator",)),
-    ("miss path and API", ("pyframe.convert_frame", "pyframe.eval_frame")),
+    ("miss path and API", ("pyframe.convert_frame", "pyframe.eval_frame", "pyframe.export")),
     ("debugging", ("pyframe.debug", "pyframe.seeds")),
     ("the package's facade", ("pyframe",)),
     ("programs on top of the facade", ("pyframe.demo", "pyframe.__main__")),
