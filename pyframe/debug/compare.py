@@ -22,7 +22,7 @@ import dataclasses
 import io
 import sys
 import time
-from collections.abc import MappingView
+from collections.abc import Iterator, MappingView
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import torch
@@ -307,11 +307,31 @@ def time_per_call_fresh(fn: Callable[[Inputs], Any], make_inputs: Callable[[], I
 
 def _snapshot(result: Any) -> Any:
     """A copy of a result, so the timed calls that follow (which may mutate a list passed in and
-    returned) cannot change what is compared; the result itself if it cannot be copied."""
+    returned) cannot change what is compared; the result itself if it cannot be copied. An
+    iterator it holds (a zip or map handed back) is taken now, once: TakenIterator."""
+    result = _take_iterators(result)
     try:
         return copy.deepcopy(result)
     except Exception:
         return result
+
+
+@dataclasses.dataclass
+class TakenIterator:
+    """An iterator a call returned, compared as its type and the items it gave when taken."""
+
+    kind: type
+    items: list
+
+
+def _take_iterators(value: Any) -> Any:
+    if isinstance(value, Iterator) and not isinstance(value, torch.Tensor):
+        return TakenIterator(type(value), [_take_iterators(item) for item in value])
+    if type(value) in (tuple, list):
+        return type(value)(_take_iterators(item) for item in value)
+    if type(value) is dict:
+        return {key: _take_iterators(item) for key, item in value.items()}
+    return value
 
 
 def run_case(case: Case, engine: str, *, timing: bool = True,

@@ -53,7 +53,7 @@ def _held(vt: VariableTracker) -> list[VariableTracker]:
     if isinstance(vt, NewObjectVariable):
         return list(vt.attrs.values())
     if isinstance(vt, ListIteratorVariable):
-        return vt.remaining()
+        return vt.held()
     if isinstance(vt, NestedFunctionVariable):  # a function made here keeps its defaults and cells
         return [*(vt.defaults or ()), *(vt.kwdefaults or {}).values(), *vt.escaping_values()]
     if isinstance(vt, PartialVariable):
@@ -85,7 +85,7 @@ def realize_lazy_iterators(tx: InstructionTranslator, values: list[VariableTrack
     still to come, made now: allowed only if making them changes nothing else (a generator that
     appends to a list as it yields would append early), else Unsupported."""
     def make_rest(vt: VariableTracker) -> None:
-        if isinstance(vt, ListIteratorVariable) and vt.pending is not None:
+        if isinstance(vt, ListIteratorVariable) and vt.pending is not None and not vt.remade():
             effects, known = tx.side_effects.effects, len(tx.output.graph.nodes)
             vt.remaining()
             made = list(tx.output.graph.nodes)[known:]

@@ -125,3 +125,33 @@ def itertools_combinatorics(a, b):
     for x in itertools.chain.from_iterable([[a, b], (b,)]):
         out = out * 0.5 + x
     return out
+
+
+# A zip or map over lists and tuples that outlives the frame is made again as itself over its
+# arguments still to come (torch._dynamo's ZipVariable and MapVariable rebuild them so); a map's
+# function still to run runs when the caller takes the items, as in Python.
+@case(inputs=lambda: (torch.randn(4), torch.randn(4)))
+def zip_returned_is_made_again_as_a_zip(a, b):
+    return zip([a + b, b.sin()], (a.cos(), b * 2), ["first", "second"])
+
+
+MAPPED = []
+
+
+def _double_and_log(t):
+    MAPPED.append(len(MAPPED))
+    return t * 2
+
+
+@case(inputs=lambda: torch.randn(4))
+def map_returned_runs_its_function_when_consumed(x):
+    return map(_double_and_log, [x + 1, x.exp()])
+
+
+@case(inputs=lambda: (torch.randn(4), torch.randn(4)))
+def partly_consumed_zip_and_map_returned(a, b):
+    pairs = zip([a, b], [b + 1, a + 1])
+    first = next(pairs)
+    sums = map(torch.add, [a, b], [b, a * 3])
+    second = next(sums)
+    return first, pairs, second, sums

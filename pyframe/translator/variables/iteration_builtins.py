@@ -22,8 +22,8 @@ from .base import VariableTracker
 from .constant import ConstantVariable
 from .dict_subclass import DictSubclassMixin
 from .exceptions import ExceptionVariable, RaisedException, raise_symbolic
-from .iterators import ListIteratorVariable, iterate
-from .lists import FrameListVariable, ListVariable, TupleVariable, sort_trackers
+from .iterators import ListIteratorVariable, Remake, iterate
+from .lists import BaseListVariable, FrameListVariable, ListVariable, TupleVariable, sort_trackers
 from .special_methods import is_tensor, length, python_method
 from .tensor import call_in_graph
 
@@ -58,16 +58,28 @@ def _zip(tx, *objs: VariableTracker, strict: VariableTracker | None = None) -> V
         if len({len(c) for c in columns}) > 1:
             raise Unsupported("zip(strict=True) of iterables of different lengths raises ValueError")
         objs = tuple(ListVariable(c) for c in columns)
-    tuples = (TupleVariable(list(items)) for items in zip(*(iterate(tx, o) for o in objs)))
-    return ListIteratorVariable([], zip, tuples)
+    arguments = zip(*(iterate(tx, o) for o in objs))
+    tuples = (TupleVariable(list(items)) for items in arguments)
+    return _remakeable(ListIteratorVariable([], zip, tuples), None, arguments, objs)
 
 
 def _map(tx, fn: VariableTracker, *objs: VariableTracker) -> VariableTracker:
     """map(): fn is called (traced) for each item as the consumer takes it, as Python calls it."""
     if not objs:
         raise Unsupported("map() with no iterable")
-    results = (fn.call(tx, list(items), {}) for items in zip(*(iterate(tx, o) for o in objs)))
-    return ListIteratorVariable([], map, results)
+    arguments = zip(*(iterate(tx, o) for o in objs))
+    results = (fn.call(tx, list(items), {}) for items in arguments)
+    return _remakeable(ListIteratorVariable([], map, results), fn, arguments, objs)
+
+
+def _remakeable(iterator: ListIteratorVariable, fn: VariableTracker | None, arguments: Iterator,
+                objs: tuple[VariableTracker, ...]) -> ListIteratorVariable:
+    """A zip or map over lists and tuples is made again as itself if it outlives the frame
+    (iterators.Remake); over anything else (an iterator, a generator), as a tuple iterator, which
+    the frame may not hand back."""
+    if all(isinstance(o, BaseListVariable) for o in objs):
+        iterator.remake = Remake(fn, arguments, len(objs))
+    return iterator
 
 
 def _filter(tx, fn: VariableTracker, obj: VariableTracker) -> VariableTracker:

@@ -84,6 +84,22 @@ class ListIteratorVariable(VariableTracker):
         if self.source is not None:
             cg.load_source(self.source)
             return
+        if self.remade():
+            arguments, remake = self._arguments_left(), self.remake
+
+            def remade() -> None:  # `zip(*columns)`, `map(fn, *columns)`
+                cg.push_null()
+                cg.load_const(self.kind)
+                if remake.fn is not None:
+                    remake.fn.reconstruct(cg)
+                for column in range(remake.arity):
+                    for row in arguments:
+                        row[column].reconstruct(cg)
+                    cg.emit("BUILD_TUPLE", len(arguments))
+                cg.call(remake.arity + (remake.fn is not None))
+
+            cg.rebuild_once(self, remade)
+            return
         rest = self.remaining()
 
         def build() -> None:
@@ -97,6 +113,50 @@ class ListIteratorVariable(VariableTracker):
 
     def rebuilt_as_itself(self) -> bool:
         """Whether reconstruct() gives back an iterator of the type Python gave (a tuple or a
-        list iterator, or the frame's own); a map, zip, generator... is rebuilt as a tuple
-        iterator, which only a loop's hidden iterator may be."""
-        return self.source is not None or self.kind in (_TUPLE_ITERATOR, _LIST_ITERATOR)
+        list iterator, the frame's own, or a zip or map made again as itself: `remake`); a
+        generator, filter, enumerate... is rebuilt as a tuple iterator, which only a loop's hidden
+        iterator may be."""
+        return self.source is not None or self.kind in (_TUPLE_ITERATOR, _LIST_ITERATOR) or self.remade()
+
+    # How a zip or a map is made again (Remake), or None.
+    remake: "Remake | None" = None
+
+    def remade(self) -> bool:
+        """Rebuilt by its Remake: a zip, or a map none of whose results the trace has made and not
+        handed on (those calls are traced; the others are left to the rebuilt map)."""
+        return self.remake is not None and (self.kind is zip or self.index == len(self.items))
+
+    def held(self) -> list[VariableTracker]:
+        """The values rebuilding it rebuilds: the items still to come, or a remade one's function
+        and arguments still to come (its calls not made)."""
+        if not self.remade():
+            return self.remaining()
+        rows = self._arguments_left()  # (column by column, the order it is rebuilt in)
+        return [*self.remake.held(), *(row[column] for column in range(self.remake.arity) for row in rows)]
+
+    def _arguments_left(self) -> list[tuple[VariableTracker, ...]]:
+        produced = [tuple(item.items) for item in self.items[self.index:]] if self.kind is zip else []
+        return [*produced, *self.remake.arguments_left()]
+
+
+class Remake:
+    """How a zip or map made in the trace is made again as itself where it outlives the frame:
+    `zip(*columns)` or `map(fn, *columns)` over the arguments still to come, as torch._dynamo
+    rebuilds its ZipVariable and MapVariable; a map's calls still to come are left to the rebuilt
+    map, made when its consumer asks, as Python makes them. Only for arguments that are lists and
+    tuples (their items are taken, unchanged, when the frame ends: nothing lazy runs early)."""
+
+    def __init__(self, fn: VariableTracker | None, arguments: Iterator[tuple[VariableTracker, ...]], arity: int):
+        self.fn = fn                    # map's function; None for zip
+        self.arity = arity              # how many iterables it takes
+        self._arguments = arguments     # the argument tuples, shared with the iterator's `pending`
+        self._left: list[tuple[VariableTracker, ...]] | None = None
+
+    def held(self) -> list[VariableTracker]:
+        return [self.fn] if self.fn is not None else []
+
+    def arguments_left(self) -> list[tuple[VariableTracker, ...]]:
+        if self._left is None:  # (the trace is over: nothing takes from them any more)
+            self._left = [tuple(arguments) for arguments in self._arguments]
+        return self._left
+
