@@ -31,7 +31,7 @@ from .dynamo_interop import dynamo_code_reason, dynamo_is_compiling, hide_from_d
 from .backends import CompiledGraph
 from .backends.compile import FirstCallCheck
 from .exc import BackendCompilerFailed, InvalidCompileOption, Unsupported
-from .fake.shapes import STATIC, FrameSizes, NeedsSymbolicTrace, ShapePolicy, lower_guards
+from .fake.shapes import STATIC_ONLY, FrameSizes, NeedsSymbolicTrace, ShapePolicy, lower_guards
 from .graph import OutputGraph
 from .guard_filter import apply_guard_filter
 from .guards import PinnedObject
@@ -257,7 +257,7 @@ class Compiler:
                 except Exception as e:  # (ShapeGuardError, or a gap in symbolic tracing): static shapes
                     log.debug("pyframe: %s with dynamic shapes failed (%s: %s); compiling it with static shapes",
                               code.co_name, type(e).__name__, e)
-                    result, guards, root = self._translate(frame, code, STATIC, symbolic=False)
+                    result, guards, root = self._translate(frame, code, STATIC_ONLY, symbolic=False)
         except Unsupported as e:
             if self.fullgraph:
                 raise

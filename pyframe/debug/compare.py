@@ -411,7 +411,8 @@ def compare_case(case: Case, engines: Iterable[str] = ENGINES, *, timing: bool =
 
 def assert_same_result(actual: Any, expected: Any, path: str = "result") -> None:
     """Assert two results are equal: tensors and numbers with ``torch.testing.assert_close``,
-    containers (tuple, list, dict and its views, named tuples, torch.Size, dataclasses) item by item with the same type
+    containers (tuple, list, dict and its views, named tuples, torch.Size, dataclasses) and iterators
+    (taking them: run_case's results hold TakenIterator records instead) item by item with the same type
     (an instance of a dict subclass: its attributes too), instances of user classes without an
     ``__eq__`` attribute by attribute, anything else (dtypes, strings, None) with ``==``. ``path`` names the item in the failure message."""
     if isinstance(expected, torch.Tensor):
@@ -443,6 +444,8 @@ def assert_same_result(actual: Any, expected: Any, path: str = "result") -> None
             assert_same_result(getattr(actual, field.name), getattr(expected, field.name), f"{path}.{field.name}")
     elif isinstance(expected, (bool, int, float, complex)):
         torch.testing.assert_close(actual, expected, msg=lambda m: f"{path}: {m}")
+    elif isinstance(expected, Iterator):  # (a zip or map handed back: its items, taken here)
+        assert_same_result(list(actual), list(expected), f"list({path})")
     elif _is_plain_object(expected):  # (a library's state object: a kv-cache) attribute by attribute
         assert_same_result(vars(actual), vars(expected), f"{path}.__dict__")
     elif actual != expected:

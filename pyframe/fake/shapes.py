@@ -93,6 +93,9 @@ class ShapePolicy:
 
     dynamic: bool | None = None
     sizes: FrameSizes | None = None
+    # False for the static trace made after a symbolic one failed: a captured `Tensor.item()`
+    # then breaks the graph instead of asking for a symbolic trace again.
+    symbolic_allowed: bool = True
 
     def dims(self, source: Source, value: torch.Tensor, module_state: bool) -> tuple[tuple[int, ...], bool]:
         """(the dynamic dimensions, whether they are duck-shaped)."""
@@ -118,12 +121,15 @@ class ShapePolicy:
 
 
 STATIC = ShapePolicy(dynamic=False)
+STATIC_ONLY = ShapePolicy(dynamic=False, symbolic_allowed=False)
 
 
 def new_symbolic_mode() -> PyframeFakeTensorMode:
-    """A FakeTensorMode over a fresh ShapeEnv, configured as torch._dynamo configures its own
-    (scalar outputs and data-dependent output shapes are not captured)."""
-    shape_env = ShapeEnv(allow_scalar_outputs=False, allow_dynamic_output_shape_ops=False)
+    """A FakeTensorMode over a fresh ShapeEnv, configured as torch._dynamo configures its own:
+    `Tensor.item()` gives an unbacked symbol when torch._dynamo.config.capture_scalar_outputs is
+    set (data-dependent output shapes are not captured)."""
+    shape_env = ShapeEnv(allow_scalar_outputs=torch._dynamo.config.capture_scalar_outputs,
+                         allow_dynamic_output_shape_ops=False)
     return PyframeFakeTensorMode(allow_non_fake_inputs=False, shape_env=shape_env)
 
 

@@ -20,8 +20,10 @@ from typing import Any, Callable, Sequence
 
 import torch
 import torch.fx
+from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
 from ...exc import Unsupported
+from ...fake.shapes import NeedsSymbolicTrace
 from ...graph import rename_node
 from ...guards import GuardKind
 from ...source import AttrSource, Source
@@ -132,14 +134,22 @@ class SymNodeVariable(VariableTracker):
     is_symbolic = True
 
     def is_python_constant(self) -> bool:
-        return True  # ... at the price of a guard: see as_python_constant
+        # ... at the price of a guard (see as_python_constant); never a value read from a tensor
+        return not free_unbacked_symbols(self.example)
 
     def as_python_constant(self) -> Any:
-        """Its value on this call, specialized: the ShapeEnv guards that it stays this value."""
+        """Its value on this call, specialized: the ShapeEnv guards that it stays this value. A
+        value read from a tensor has none while tracing: Unsupported (a graph break)."""
+        if free_unbacked_symbols(self.example):
+            raise Unsupported("a value read from a tensor (Tensor.item()) used as a Python constant")
         return self.python_type()(self.example)
 
     def truth(self) -> bool:
-        """`if n > 16:`: decided on this call's sizes; the ShapeEnv guards the relation."""
+        """`if n > 16:`: decided on this call's sizes; the ShapeEnv guards the relation. A value
+        read from a tensor (`Tensor.item()` captured) has no size to decide it: the branch breaks
+        the graph, as a branch on a tensor's data does."""
+        if free_unbacked_symbols(self.example):
+            raise Unsupported("a branch on a value read from a tensor (Tensor.item()) is data-dependent")
         return bool(self.example)
 
     def call_method(self, tx, name: str, args: Sequence[VariableTracker],
@@ -316,7 +326,9 @@ class TensorVariable(VariableTracker):
     def call_method(self, tx, name: str, args: Sequence[VariableTracker],
                     kwargs: dict[str, VariableTracker]) -> VariableTracker:
         self.realize(tx)
-        if name in _DATA_METHODS:  # as torch._dynamo by default (no capture_scalar_outputs here)
+        if name == "item" and not args and not kwargs and torch._dynamo.config.capture_scalar_outputs:
+            return _captured_item(tx, self)
+        if name in _DATA_METHODS:  # as torch._dynamo by default (capture_scalar_outputs off)
             raise Unsupported(f"Tensor.{name}() reads tensor data into Python")
         if name == "register_hook" and len(args) == 1 and not kwargs and self.node.op == "placeholder" \
                 and _is_python_function(args[0]):
@@ -478,6 +490,18 @@ def _plain_number(value: Any) -> Any:
     if kind is not float and isinstance(value, float):
         return float(value)
     return value
+
+
+def _captured_item(tx, tensor: "TensorVariable") -> VariableTracker:
+    """`x.item()` with torch._dynamo.config.capture_scalar_outputs set: the `item` call recorded,
+    its value an unbacked symbol of the trace's ShapeEnv (a static trace is traced again over
+    one), used symbolically from then on, as torch._dynamo records it. A branch on its value is a
+    question no guard can answer: a graph break."""
+    if not tx.output.symbolic:
+        if not tx.output.shapes.symbolic_allowed:  # (the symbolic trace failed: read as by default)
+            raise Unsupported("Tensor.item() reads tensor data into Python")
+        raise NeedsSymbolicTrace("Tensor.item() with capture_scalar_outputs")
+    return call_in_graph(tx, "call_method", "item", [tensor], {})
 
 
 def call_in_graph(tx, op: str, target: Any, args: Sequence[VariableTracker],
