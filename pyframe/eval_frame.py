@@ -14,11 +14,11 @@ from typing import Any, Callable, Sequence, TypeVar
 import torch
 import torch.fx._symbolic_trace as _fx_symbolic_trace
 
-from . import _C
+from . import _C, convert_frame
 from .backends import backend_name, lookup_backend
 from .backends.settings import with_settings
 from .exc import InvalidBackend
-from .convert_frame import Compiler, GuardFail, always_compile, force_trace, wrap_with_callback
+from .convert_frame import Compiler, FrameRecord, GuardFail, always_compile, force_trace, wrap_with_callback
 from .guard_filter import GuardFilterEntry
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -263,6 +263,24 @@ def compile(model: Callable | None = None, *, fullgraph: bool = False, dynamic: 
         guard_filter_fn = options.pop("guard_filter_fn")
     configured = with_settings(backend, mode, options or None, dynamic)
     return optimize(configured, fullgraph=fullgraph, dynamic=dynamic, guard_filter_fn=guard_filter_fn)(model)
+
+
+def call_privately(target: Callable, args: tuple, kwargs: dict, backend: Callable, name: str,
+                   **options: Any) -> tuple[Any, list[FrameRecord]]:
+    """Call `target` once under a compiler of its own (`options`: Compiler's; a store of sizes of its
+    own, so that automatic dynamic shapes learn nothing from the call), and return its result and
+    the records of the frames it met. What the call compiled is dropped after it, its entries and
+    records, however it ends: the call leaves nothing behind (explain, export)."""
+    seen: list[tuple[types.CodeType, FrameRecord]] = []
+    compiler = Compiler(backend, name, observer=lambda code, record: seen.append((code, record)), sizes={},
+                        **options)
+    try:
+        result = OptimizeContext(compiler)(target)(*args, **kwargs)
+    finally:
+        for code, _ in seen:  # only what this call compiled: other backends' entries stay
+            _C.clear_code(code, compiler)
+            convert_frame.records.pop(code, None)
+    return result, [record for _, record in seen]
 
 
 def _check_is_backend(backend: Any) -> None:

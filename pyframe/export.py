@@ -20,7 +20,6 @@ The export leaves nothing behind: its cache entries and frame records are droppe
 from __future__ import annotations
 
 import inspect
-import types
 from dataclasses import dataclass
 from typing import Any, Callable, NamedTuple
 
@@ -29,9 +28,7 @@ import torch.fx
 import torch.utils._pytree as pytree
 from torch.fx.graph import _PyTreeCodeGen, _PyTreeInfo
 
-from . import _C, convert_frame
-from .convert_frame import Compiler, FrameRecord
-from .eval_frame import OptimizeContext
+from .eval_frame import call_privately
 from .exc import Unsupported
 
 
@@ -54,16 +51,8 @@ def export(fn: Callable, *, aten_graph: bool = False) -> Callable[..., ExportRes
 
     def run(*args: Any, **kwargs: Any) -> ExportResult:
         capture = _Capture()
-        seen: list[tuple[types.CodeType, FrameRecord]] = []
-        compiler = Compiler(capture, "export", fullgraph=True, dynamic=False,
-                            observer=lambda code, record: seen.append((code, record)), sizes={})
-        try:
-            result = OptimizeContext(compiler)(fn)(*args, **kwargs)
-        finally:
-            for code, _ in seen:  # the export's own entries and records go; others stay
-                _C.clear_code(code, compiler)
-                convert_frame.records.pop(code, None)
-        compiled = [record for _, record in seen if record.status == "compiled"]
+        result, records = call_privately(fn, args, kwargs, capture, "export", fullgraph=True, dynamic=False)
+        compiled = [record for record in records if record.status == "compiled"]
         if len(capture.graphs) > 1 or len(compiled) > 1:
             raise Unsupported(f"pyframe.export: the call compiled {len(compiled)} frames into "
                               f"{len(capture.graphs)} graphs; an export is one frame's one graph")

@@ -8,16 +8,14 @@ behind: every code object it compiled, resume functions included, is cleared aft
 """
 from __future__ import annotations
 
-import types
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import torch
 
-from .. import _C, convert_frame
 from ..backends import backend_name, lookup_backend
-from ..convert_frame import Compiler, FrameRecord
-from ..eval_frame import OptimizeContext
+from ..convert_frame import FrameRecord
+from ..eval_frame import call_privately
 
 
 @dataclass
@@ -89,17 +87,8 @@ def op_name(node: torch.fx.Node) -> str:
 def explain(fn: Callable, backend: str | Callable = "eager") -> Callable[..., ExplainOutput]:
     """`explain(fn)(*args, **kwargs)`: run `fn` once under pyframe and describe what happened."""
     def run(*args: Any, **kwargs: Any) -> ExplainOutput:
-        seen: list[tuple[types.CodeType, FrameRecord]] = []
-        # (its own store of sizes for automatic dynamic shapes: a run of explain leaves nothing behind)
-        compiler = Compiler(lookup_backend(backend), backend_name(backend),
-                            observer=lambda code, record: seen.append((code, record)), sizes={})
-        try:
-            OptimizeContext(compiler)(fn)(*args, **kwargs)
-        finally:
-            for code, _ in seen:  # only what this run compiled: other backends' entries stay
-                _C.clear_code(code, compiler)
-                convert_frame.records.pop(code, None)
-        return _summarize([record for _, record in seen])
+        _, records = call_privately(fn, args, kwargs, lookup_backend(backend), backend_name(backend))
+        return _summarize(records)
     return run
 
 

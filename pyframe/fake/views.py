@@ -100,13 +100,9 @@ class ViewMemo:
     def permuted(self, func: OpOverload, args: tuple, kwargs: dict) -> Optional[FakeTensor]:
         """`x.transpose(d0, d1)` or `x.permute(dims)` made directly, or None (not one of them, or
         arguments other than a plain tensor and int dimensions)."""
-        if kwargs or func not in _PERMUTATIONS or not args:
+        if kwargs or func not in _PERMUTATIONS or not self._plain_base(args):
             return None
         base = args[0]
-        if type(base) is not FakeTensor or base.fake_mode is not self.mode or base.constant is not None:
-            return None
-        if base.layout is not torch.strided or base.is_conj() or base.is_neg():
-            return None
         order = _order(func, base.dim(), args[1:])
         if order is None:
             return None
@@ -117,15 +113,11 @@ class ViewMemo:
         """`x.unsqueeze(d)`, `x.split(...)`, `x[a:b]`, and over a ShapeEnv `x.expand(sizes)` or
         `x.view(sizes)`, computed without a dispatch where torch's decomposition of it decides every
         question about the sizes statically; None to dispatch it (see the module's docstring)."""
-        if kwargs or fx_config.backed_size_oblivious or not args:
+        if kwargs or fx_config.backed_size_oblivious or not self._plain_base(args):
             return None  # (size-oblivious: FakeTensorMode's view takes another path)
         if self.mode.shape_env is None and func not in _COMPUTED_ON_STATIC_SIZES:
             return None
         base = args[0]
-        if type(base) is not FakeTensor or base.fake_mode is not self.mode or base.constant is not None:
-            return None
-        if base.layout is not torch.strided or base.is_conj() or base.is_neg():
-            return None
         if func is _SLICE:
             return self._sliced(base, *args[1:]) if len(args) <= 5 else None
         if func is _SPLIT or func is _SPLIT_WITH_SIZES:
@@ -139,6 +131,16 @@ class ViewMemo:
         if func is _EXPAND:
             return self._expanded(base, args[1])
         return None
+
+    def _plain_base(self, args: tuple) -> bool:
+        """The view's input (its first argument) is a plain strided FakeTensor of this mode: no
+        constant, no conjugate or negative bit."""
+        if not args:
+            return False
+        base = args[0]
+        if type(base) is not FakeTensor or base.fake_mode is not self.mode or base.constant is not None:
+            return False
+        return base.layout is torch.strided and not base.is_conj() and not base.is_neg()
 
     def _expanded(self, base: FakeTensor, sizes: Any) -> Optional[FakeTensor]:
         """`torch._refs.expand`, then `broadcast_in_dim`: each size kept (-1 or itself, the stride
