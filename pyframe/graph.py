@@ -22,6 +22,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from . import config
 from .backends import CompiledGraph, compile_with_backend
 from .exc import Unsupported
+from .fake import inplace_rules
 from .fake import rules as fake_rules
 from .fake import sym_rules, sym_strides
 from .fake.memo import PropagationMemo, constant_tensor, plain_fake, tensor_inputs
@@ -281,8 +282,8 @@ class OutputGraph:
             if out is None:  # (strided inputs, static sizes too: torch's stride logic on ints)
                 out = sym_strides.infer(op, target, args, kwargs, self.grad_enabled, autocast)
             if out is None:
-                return fake_rules.infer_inplace(op, target, args, kwargs, self.grad_enabled, autocast,
-                                                self.symbolic), None
+                return inplace_rules.infer_inplace(op, target, args, kwargs, self.grad_enabled, autocast,
+                                                   self.symbolic), None
             self.memo.store(memo_key, out)
         return out.build(self.fake_mode), getattr(out, "value_key", None)
 

@@ -1,4 +1,4 @@
-"""The shape rules (pyframe/fake/rules.py) against FakeTensorMode: on random shapes, dtypes, strides,
+"""The shape rules (pyframe/fake/rules.py, inplace_rules.py) against FakeTensorMode: on random shapes, dtypes, strides,
 grad flags and arguments, a rule either declines (None) or gives exactly the real propagation's
 shape, stride, dtype, device, requires_grad and leafness; it never answers where the op raises."""
 from __future__ import annotations
@@ -11,6 +11,7 @@ import torch
 import torch.fx
 import torch.nn.functional as F
 
+from pyframe.fake import inplace_rules
 from pyframe.fake import rules as fake_rules
 from pyframe.fake.memo import _tensor_key
 from pyframe.graph import fake_mode
@@ -297,7 +298,7 @@ def test_in_place_ops(seed):
         grad = h.rng.random() < 0.8
         written = x.meta["example_value"]
         before = _meta(written)
-        answer = fake_rules.infer_inplace(op, target, args, kwargs, grad, autocast=False)
+        answer = inplace_rules.infer_inplace(op, target, args, kwargs, grad, autocast=False)
         real = h.real(op, target, args, kwargs, grad, answer)
         if real is not None:
             assert answer is written and real is written, target
@@ -332,7 +333,7 @@ def test_ops_that_give_back_their_argument(seed):
         grad = h.rng.random() < 0.8
         written = x.meta["example_value"]
         before = _meta(written)
-        answer = fake_rules.infer_inplace(op, target, args, kwargs, grad, autocast=False)
+        answer = inplace_rules.infer_inplace(op, target, args, kwargs, grad, autocast=False)
         real = h.real(op, target, args, kwargs, grad, answer)
         if real is not None:
             assert answer is written and real is written, (target, args, kwargs)

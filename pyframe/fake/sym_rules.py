@@ -41,9 +41,9 @@ import torch.nn.functional as F
 from torch._subclasses.fake_tensor import FakeTensor
 
 from .memo import _Output, strides_are_contiguous
+from .inplace_rules import dropout_outside_training
 from .rules import (
-    _FLOATING, _SCALARS, _UNARY, _only, apply_rule, cat_operands, contiguous_strides, dropout_outside_training,
-    fresh_output, registrar,
+    _FLOATING, _SCALARS, _UNARY, _only, apply_rule, cat_operands, contiguous_strides, fresh_output, registrar,
 )
 
 # (args, kwargs) -> (shape of ints and SymInts, [tensor inputs]) or None
@@ -300,7 +300,7 @@ def _abs(args: tuple, kwargs: dict) -> Optional[tuple]:
 
 def _converted(v: Any, dtype: Any) -> Optional[tuple]:
     """A copy of a tensor that requires no grad in another dtype (one ATen gives back itself, of
-    its own dtype, is fake/rules.py's `_to_itself`)."""
+    its own dtype, is fake/inplace_rules.py's `_to_itself`)."""
     found = _dense(v, _ANY)
     if found is None or type(dtype) is not torch.dtype or dtype not in _ANY or found[0].dtype is dtype:
         return None
