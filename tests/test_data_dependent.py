@@ -37,6 +37,10 @@ def first_element_times_ones(x):
     return torch.ones(3) * x[0].item() + x.shape[0]
 
 
+def int_and_float_of_items(x):
+    return x * int(x.sum().item()) + float(x.max().item())  # (torch.sym_int; float of a float: itself)
+
+
 def _graphs(engine_compile, fn, inputs):
     backend = CountingBackend()
     compiled = engine_compile(fn, backend)
@@ -44,7 +48,8 @@ def _graphs(engine_compile, fn, inputs):
     return backend.graphs, outputs
 
 
-@pytest.mark.parametrize("fn", [scale_by_sum, shift_by_max, branch_on_sum, first_element_times_ones])
+@pytest.mark.parametrize("fn", [scale_by_sum, shift_by_max, branch_on_sum, first_element_times_ones,
+                                int_and_float_of_items])
 def test_captured_item_graphs_are_dynamos(capture_scalars, fn):
     inputs = [torch.randn(4), torch.randn(4) * 3 + 2, -torch.rand(4) - 1]  # (both branches taken)
     torch._dynamo.reset()
@@ -56,16 +61,16 @@ def test_captured_item_graphs_are_dynamos(capture_scalars, fn):
     assert [g.code for g in ours] == [g.code for g in theirs]
 
 
-def test_an_item_used_as_a_python_number_breaks_the_graph(capture_scalars, caplog):
-    def repeat_count(x):
-        n = int(x.sum().item())
-        return x * n
+def test_an_item_used_as_a_python_constant_breaks_the_graph(capture_scalars, caplog):
+    def labelled(x):
+        label = str(x.sum().item())
+        return x * len(label)
 
     pyframe.reset()
     backend = CountingBackend()
-    compiled = pyframe.optimize(backend)(repeat_count)
-    for x in (torch.ones(3), torch.full((3,), 2.0)):
-        torch.testing.assert_close(compiled(x), repeat_count(x))
+    compiled = pyframe.optimize(backend)(labelled)
+    for x in (torch.ones(3), torch.full((3,), 2.5)):
+        torch.testing.assert_close(compiled(x), labelled(x))
     assert backend.graphs[0].ops == ("sum", "item")  # read in the graph, then used by Python
     assert "internal error" not in caplog.text
 

@@ -45,7 +45,7 @@ from .isinstance_checks import isinstance_of
 from .iteration_builtins import ITERATION_HANDLERS, reduce_items
 from .special_methods import DUNDERS, contains, identity, is_fresh_container, is_tensor, length, python_method, text_of, truth, user_operator
 from .static_lookup import is_plain_class
-from .tensor import SymNodeVariable, SymSliceVariable, TensorVariable, call_in_graph, sym_operation
+from .tensor import SymNodeVariable, SymSliceVariable, TensorVariable, call_in_graph, number_of_read_value, sym_operation
 from .weakrefs import weakref_comparisons
 
 # Builtins with no side effects: calling them on constants while tracing is safe.
@@ -122,6 +122,9 @@ class BuiltinVariable(VariableTracker):
                 return result
         if fn is slice and not kwargs and any(isinstance(a, SymNodeVariable) for a in args):
             return SymSliceVariable(args)
+        if (fn is int or fn is float) and len(args) == 1 and not kwargs and isinstance(args[0], SymNodeVariable) \
+                and not args[0].is_python_constant():  # (of a value read from a tensor)
+            return number_of_read_value(tx, fn, args[0])
         handler = _HANDLERS.get(fn)
         if handler is not None:
             try:

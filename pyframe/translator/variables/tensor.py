@@ -504,6 +504,14 @@ def _captured_item(tx, tensor: "TensorVariable") -> VariableTracker:
     return call_in_graph(tx, "call_method", "item", [tensor], {})
 
 
+def number_of_read_value(tx, cls: type, value: "SymNodeVariable") -> VariableTracker:
+    """`int(n)` / `float(n)` of a value read from a tensor (a captured `Tensor.item()`): recorded as
+    `torch.sym_int` / `torch.sym_float`, as torch._dynamo records them; of its own kind, itself."""
+    if value.python_type() is cls:
+        return value
+    return call_in_graph(tx, "call_function", torch.sym_int if cls is int else torch.sym_float, [value], {})
+
+
 def call_in_graph(tx, op: str, target: Any, args: Sequence[VariableTracker],
                   kwargs: dict[str, VariableTracker]) -> VariableTracker:
     """Record `target(*args, **kwargs)` in the graph and wrap what it returns (through the
