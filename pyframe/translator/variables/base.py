@@ -359,8 +359,17 @@ def _is_plain_metaclass(meta: type) -> bool:
 def has_plain_metaclasses(cls: type) -> bool:
     """Every class on cls's MRO made by a plain metaclass (_is_plain_metaclass): its instances'
     attributes are where getattr_static looks. A metaclass of its own (`__call__`, `__setattr__`,
-    `__instancecheck__`...) changes how the class is called and read, never how its instances are."""
-    return all(type(entry) is type or _is_plain_metaclass(type(entry)) for entry in cls.__mro__)
+    `__instancecheck__`...) changes how the class is called and read, never how its instances are.
+    Remembered while a trace runs, as class_attribute's answers are (by the class's version)."""
+    version = _class_version(cls) if _class_version is not None else 0
+    if version:
+        known = _plain_mros.get(id(cls))
+        if known is not None and known[0] is cls and known[1] == version:
+            return known[2]
+    plain = all(type(entry) is type or _is_plain_metaclass(type(entry)) for entry in cls.__mro__)
+    if version:
+        _plain_mros[id(cls)] = (cls, version, plain)
+    return plain
 
 
 def static_attribute(obj: Any, name: str, default: Any = _STATIC_MISSING) -> Any:
@@ -447,12 +456,15 @@ def remembering_class_reads(class_version: Callable[[type], int]) -> Iterator[No
     finally:
         _class_version = None
         _class_reads.clear()
+        _plain_mros.clear()
 
 
 # What class_attribute found while a trace runs, by (id(cls), name): (cls, its class_version, the
 # attribute or _STATIC_MISSING).
 _class_reads: dict[tuple[int, str], tuple[type, int, Any]] = {}
 _MAX_CLASS_READS = 4096
+# has_plain_metaclasses's answers while a trace runs, by id(cls): (cls, its class_version, answer).
+_plain_mros: dict[int, tuple[type, int, bool]] = {}
 _class_version: Callable[[type], int] | None = None
 
 
