@@ -44,6 +44,11 @@ fast_fake_propagation: bool = True
 skip_modules: list[str] = []
 trace_modules: list[str] = []
 
+# A frame compiled while DistributedDataParallel's forward runs: its graphs are split at DDP's
+# gradient buckets, each piece compiled on its own, so a bucket's all-reduce overlaps the backward
+# of the pieces before it (backends/ddp.py; torch._dynamo.config.optimize_ddp). False: one graph.
+optimize_ddp: bool = True
+
 
 def _check_limit(name: str, value: object) -> None:
     if type(value) is not int or value < 0:
@@ -70,6 +75,7 @@ _CHECKS = {
     "inline_depth_limit": _check_limit, "suppress_errors": _check_flag,
     "skip_guards_on_unchanged_objects": _check_flag, "fast_fake_propagation": _check_flag,
     "skip_modules": _check_module_names, "trace_modules": _check_module_names,
+    "optimize_ddp": _check_flag,
 }
 
 

@@ -30,6 +30,7 @@ from . import _C, config, logs, resume, trace_rules
 from .dynamo_interop import dynamo_code_reason, dynamo_is_compiling, hide_from_dynamo
 from .backends import CompiledGraph
 from .backends.compile import FirstCallCheck
+from .backends.ddp import DDPSplitBackend, active_ddp_module, bucket_caps
 from .exc import BackendCompilerFailed, InvalidCompileOption, Unsupported
 from .fake.shapes import STATIC_ONLY, FrameSizes, NeedsSymbolicTrace, ShapePolicy, lower_guards
 from .graph import OutputGraph
@@ -289,9 +290,13 @@ class Compiler:
     def _translate(self, frame: Any, code: types.CodeType, shapes: ShapePolicy, symbolic: bool) -> tuple:
         """One translation of the frame: (its TranslateResult, its GuardSet, the lowered guard tree)."""
         outputs: list[OutputGraph] = []
+        backend = self.backend
+        ddp = active_ddp_module() if config.optimize_ddp else None
+        if ddp is not None:  # its graphs are split at DDP's gradient buckets (backends/ddp.py)
+            backend = DDPSplitBackend(backend, *bucket_caps(ddp))
 
         def make_output() -> OutputGraph:
-            outputs.append(OutputGraph(self.backend, self.backend_name, symbolic, shapes))
+            outputs.append(OutputGraph(backend, self.backend_name, symbolic, shapes))
             return outputs[-1]
 
         hooks = TranslatorHooks(make_output, disable_wrap, wrap_with_callback, _is_pyframe_wrapper,
