@@ -159,6 +159,9 @@ void GuardManager::add_type_match(py::object tp, std::string text) {
     if (text.empty()) {
         text = "type(" + source_ + ") is " + qualname_of(tp);
     }
+    // (see pinned(): lists, dicts and tuples cannot be weakly referenced; they stay facts of an
+    // enclosing snapshot, as before)
+    pins_type_ = pins_type_ || (PyType_Check(tp.ptr()) && ((PyTypeObject *)tp.ptr())->tp_weaklistoffset > 0);
     add(make_type_match(std::move(tp), std::move(text)));
 }
 

@@ -144,7 +144,7 @@ bool GuardManager::check_value(PyObject *v, const Run &run, Snapshot *record) co
     // holds they pass as they did and are skipped with the subtree.
     const bool may_skip = run.skip_unchanged && pinned();
     for (const auto &leaf : leaves_) {
-        if (may_skip && leaf->kind() != LeafKind::Identity) {
+        if (may_skip && leaf->kind() != LeafKind::Identity && leaf->kind() != LeafKind::Type) {
             continue;
         }
         if (!leaf->check(v)) {
@@ -176,7 +176,7 @@ bool GuardManager::check_value(PyObject *v, const Run &run, Snapshot *record) co
 // it exported handed over from the snapshot), else its other leaves and its subtree checked in
 // full, recording a snapshot where the facts allow one.
 bool GuardManager::check_pinned_subtree(PyObject *v, const Run &run, Snapshot *record) const {
-    if (snapshot_valid_ && snapshot_.holds()) {
+    if (snapshot_valid_ && snapshot_.is_of(v) && snapshot_.holds()) {
         for (const auto &[index, value] : snapshot_.exports) {
             run.put(index, value);
         }
@@ -189,7 +189,7 @@ bool GuardManager::check_pinned_subtree(PyObject *v, const Run &run, Snapshot *r
         return true;
     }
     for (const auto &leaf : leaves_) {  // (the ones skipped above)
-        if (leaf->kind() != LeafKind::Identity && !leaf->check(v)) {
+        if (leaf->kind() != LeafKind::Identity && leaf->kind() != LeafKind::Type && !leaf->check(v)) {
             snapshot_valid_ = false;
             return false;
         }
@@ -201,6 +201,13 @@ bool GuardManager::check_pinned_subtree(PyObject *v, const Run &run, Snapshot *r
         return check_children(v, run, nullptr);
     }
     Snapshot mine;
+    if (!pins_identity_ && !mine.name_object(v)) {  // (type-pinned: which object it is for)
+        never_safe_ = true;
+        if (record != nullptr) {
+            record->safe = false;
+        }
+        return check_children(v, run, nullptr);
+    }
     record_facts(v, mine);
     bool ok = check_children(v, run, &mine);
     snapshot_valid_ = ok && mine.safe;

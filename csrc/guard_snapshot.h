@@ -20,9 +20,11 @@ PyObject *pf_fetch_child(const GuardManager *child, PyObject *parent);
 
 // ---- unchanged subtrees ------------------------------------------------------------------------
 //
-// A node whose value is pinned by an ID_MATCH (a module, say) may skip its whole subtree on later
-// checks while nothing the subtree read has changed. The first check that runs the subtree in full
-// and passes also records a Snapshot: for every object whose attributes it read, the object's
+// A node whose value is pinned by an ID_MATCH, or by a TYPE_MATCH of a weakly referenceable kind
+// (an nn.Module; the snapshot then names its object by a weak reference and holds only for it),
+// may skip its whole subtree on later checks while nothing the subtree read has changed. The
+// first check that runs the subtree in full and passes also records a Snapshot: for every object
+// whose attributes it read, the object's
 // type (and the type's version tag) and its instance dict's version; for every dict whose items
 // it read or whose value it checked, that dict's version. CPython changes a dict's version on
 // every change of its contents and a type's version tag on every change of the type or its
@@ -146,6 +148,9 @@ struct Snapshot {
     std::vector<std::pair<int, PyObject *>> identities;  // (identity slot, borrowed value) below
     std::vector<py::object> anchored;  // the values anchors fetched, kept alive (no reuse of an id)
     bool safe = true;
+    // A type-pinned node's snapshot: a weak reference to the object it was recorded for (no
+    // other object at its address can pass for it); empty for an identity-pinned node.
+    py::object object_ref;
 
     // The checked form (seal()): every fact but the leaf dicts' in order, then those.
     std::vector<Tag> ordered_facts;
@@ -229,6 +234,21 @@ struct Snapshot {
                 ordered_facts.push_back(t);
             }
         }
+    }
+
+    // Name the object this snapshot is for, by a weak reference; false if it cannot be referenced.
+    bool name_object(PyObject *v) {
+        PyObject *ref = PyWeakref_NewRef(v, nullptr);
+        if (ref == nullptr) {
+            PyErr_Clear();
+            return false;
+        }
+        object_ref = py::reinterpret_steal<py::object>(ref);
+        return true;
+    }
+    // Recorded for `v` (always, for an identity-pinned node, whose ID_MATCH has just passed).
+    bool is_of(PyObject *v) const {
+        return !object_ref || PyWeakref_GET_OBJECT(object_ref.ptr()) == v;
     }
 
     bool holds() const {

@@ -148,8 +148,11 @@ private:
     static void record_attr(PyObject *v, const GuardManager &child, PyObject *value, Snapshot &s);
 
     bool is_attr() const { return access_ == Access::Attr || access_ == Access::GenericAttr; }
-    // Whose identity an ID_MATCH pins and who has a subtree to skip.
-    bool pinned() const { return pins_identity_ && !children_.empty(); }
+    // Who has a subtree to skip while it is unchanged: a node whose identity an ID_MATCH pins,
+    // or whose TYPE_MATCH checks a kind of object that can be weakly referenced (an nn.Module,
+    // guarded by type as torch._dynamo guards it): its snapshot then also names the object it
+    // was recorded for, by a weak reference, and holds only for that same object.
+    bool pinned() const { return (pins_identity_ || pins_type_) && !children_.empty(); }
     bool same_key(Access access, const py::object &key, Py_ssize_t index) const;
     GuardManager *child(Access access, const py::object &key, Py_ssize_t index, std::string source);
     void add(LeafPtr leaf);
@@ -172,6 +175,7 @@ private:
     mutable PyObject *entry_key_ = nullptr;
     mutable PyObject *entry_value_ = nullptr;
     bool pins_identity_ = false;
+    bool pins_type_ = false;
     bool has_item_children_ = false;
     bool has_position_children_ = false;
     // Recorded by check_value (a cache of facts, not part of the tree's meaning).

@@ -9,8 +9,8 @@ import sys
 import types
 
 # Most cache entries one code object may hold for the same objects (torch._dynamo's default is 8):
-# entries made for other objects the trace guarded by identity (another instance of a module
-# whose forward this is, say) do not count, up to `accumulated_recompile_limit` entries in all
+# entries made for other objects the trace guarded by identity (an argument whose id() it read)
+# do not count (modules are guarded by type, as torch._dynamo guards them: they count), up to `accumulated_recompile_limit` entries in all
 # (torch._dynamo's 256). Past either limit the code runs eagerly (its entries still hit), with
 # one warning that names the guard that failed.
 recompile_limit: int = 8

@@ -380,9 +380,9 @@ def _sizes_key(code: types.CodeType) -> tuple[str, int, str]:
 
 
 def _live_entries(code: types.CodeType) -> list:
-    """The entries of `code`, after dropping those made for an object that has died since (a
-    module instance its guards pinned by identity): they can never hit again, and would count
-    toward the recompile limit of the objects that come after."""
+    """The entries of `code`, after dropping those made for an object that has died since (an
+    argument its guards pinned by identity: the trace read its id() or compared it by identity):
+    they can never hit again, and would count toward the recompile limit of the objects after."""
     entries = []
     for entry in _C.get_cache_entries(code):
         pinned = getattr(entry.info, "pinned_locals", None) or {}

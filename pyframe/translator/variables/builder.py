@@ -360,9 +360,11 @@ def _wrap_marked_function(tx: Tracer, value: Any, source: Source | None, guard: 
 
 def _wrap_module(tx: Tracer, value: Any, source: Source | None, guard: bool,
                  guards: Any) -> VariableTracker | None:
-    """An nn.Module or a Python module, guarded by identity."""
+    """An nn.Module, guarded by its type (and by what the trace reads of it), as torch._dynamo 2.13
+    guards its unspecialized modules: another instance of the same structure (the next block of
+    a model, compiled once) runs the same entry. A Python module, guarded by identity."""
     if isinstance(value, torch.nn.Module):
-        _add(guards, source, GuardKind.ID_MATCH, value)
+        _add(guards, source, GuardKind.TYPE_MATCH, type(value))
         return _mutable(tx, source, value, NNModuleVariable(value, source))
     if isinstance(value, types.ModuleType):
         _add(guards, source, GuardKind.ID_MATCH, value)

@@ -338,6 +338,10 @@ class NNModuleVariable(VariableTracker):
         found: list[tuple[str, NNModuleVariable]] = []
 
         def visit(prefix: str, node: NNModuleVariable) -> None:
+            if dedupe and node.source is not None:
+                # (which paths lead to one module decides what the walk gives: modules are
+                # guarded by type, so the aliasing of those paths is guarded too)
+                tx.output.guards.add_aliasing(node.source, node.module)
             if dedupe and id(node.module) in seen:
                 return
             seen.add(id(node.module))
