@@ -31,7 +31,7 @@ from .dynamo_interop import dynamo_code_reason, dynamo_is_compiling, hide_from_d
 from .backends import CompiledGraph
 from .backends.compile import FirstCallCheck
 from .exc import BackendCompilerFailed, InvalidCompileOption, Unsupported
-from .fake.shapes import STATIC_ONLY, FrameSizes, NeedsSymbolicTrace, ShapePolicy, lower_guards
+from .fake.shapes import STATIC_ONLY, FrameSizes, NeedsSymbolicTrace, ShapePolicy, capturing, lower_guards
 from .graph import OutputGraph
 from .guard_filter import apply_guard_filter
 from .guards import PinnedObject
@@ -246,7 +246,7 @@ class Compiler:
         start = time.perf_counter()
         try:
             sizes = self.sizes.setdefault(_sizes_key(code), FrameSizes())
-            policy = ShapePolicy(self.dynamic, sizes)
+            policy = ShapePolicy(self.dynamic, sizes, **capturing(self.fullgraph))
             try:
                 result, guards, root = self._translate(frame, code, policy, symbolic=False)
             except NeedsSymbolicTrace:

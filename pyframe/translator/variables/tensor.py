@@ -221,9 +221,13 @@ def symbolic_metadata(tx, value: Any, compute: Callable[[], tuple]) -> VariableT
 
 
 def size_item(tx, tensor: "TensorVariable", dim: int) -> VariableTracker:
-    """`x.shape[dim]` (symbolic where not found: `torch.ops.aten.sym_size.int(x, dim)`)."""
-    return symbolic_metadata(tx, tensor.example.shape[dim],
-                             lambda: ("call_function", torch.ops.aten.sym_size.int, (tensor.node, dim)))
+    """`x.shape[dim]` (symbolic where not found: `torch.ops.aten.sym_size.int(x, dim)`; a size read
+    from the data, `x.size(dim)`, which the runtime-assert pass gives the node binding it, as
+    torch._dynamo's graphs have it: fake/unbacked.py)."""
+    size = tensor.example.shape[dim]
+    if type(size) is not int and free_unbacked_symbols(size):
+        return symbolic_metadata(tx, size, lambda: ("call_method", "size", (tensor.node, dim)))
+    return symbolic_metadata(tx, size, lambda: ("call_function", torch.ops.aten.sym_size.int, (tensor.node, dim)))
 
 
 def _sizes(tx, tensor: "TensorVariable", values: Sequence[Any]) -> list[VariableTracker]:
@@ -326,8 +330,8 @@ class TensorVariable(VariableTracker):
     def call_method(self, tx, name: str, args: Sequence[VariableTracker],
                     kwargs: dict[str, VariableTracker]) -> VariableTracker:
         self.realize(tx)
-        if name == "item" and not args and not kwargs and torch._dynamo.config.capture_scalar_outputs:
-            return _captured_item(tx, self)
+        if name in ("item", "tolist") and not args and not kwargs and tx.output.shapes.scalar_outputs:
+            return _captured_item(tx, self) if name == "item" else _captured_tolist(tx, self)
         if name in _DATA_METHODS:  # as torch._dynamo by default (capture_scalar_outputs off)
             raise Unsupported(f"Tensor.{name}() reads tensor data into Python")
         if name == "register_hook" and len(args) == 1 and not kwargs and self.node.op == "placeholder" \
@@ -493,15 +497,45 @@ def _plain_number(value: Any) -> Any:
 
 
 def _captured_item(tx, tensor: "TensorVariable") -> VariableTracker:
-    """`x.item()` with torch._dynamo.config.capture_scalar_outputs set: the `item` call recorded,
-    its value an unbacked symbol of the trace's ShapeEnv (a static trace is traced again over
-    one), used symbolically from then on, as torch._dynamo records it. A branch on its value is a
-    question no guard can answer: a graph break."""
+    """`x.item()` with scalar outputs captured (torch._dynamo.config.capture_scalar_outputs, or
+    fullgraph: ShapePolicy.scalar_outputs): the `item` call recorded, its value an unbacked symbol
+    of the trace's ShapeEnv (a static trace is traced again over one), used symbolically from then
+    on, as torch._dynamo records it. A branch on its value is a question no guard can answer: a
+    graph break."""
+    _needs_symbolic_trace(tx, "item")
+    return call_in_graph(tx, "call_method", "item", [tensor], {})
+
+
+def _needs_symbolic_trace(tx, name: str) -> None:
     if not tx.output.symbolic:
         if not tx.output.shapes.symbolic_allowed:  # (the symbolic trace failed: read as by default)
-            raise Unsupported("Tensor.item() reads tensor data into Python")
-        raise NeedsSymbolicTrace("Tensor.item() with capture_scalar_outputs")
-    return call_in_graph(tx, "call_method", "item", [tensor], {})
+            raise Unsupported(f"Tensor.{name}() reads tensor data into Python")
+        raise NeedsSymbolicTrace(f"Tensor.{name}() with capture_scalar_outputs")
+
+
+_INTEGER_DTYPES = (torch.int8, torch.int16, torch.int32, torch.int64)
+
+
+def _captured_tolist(tx, tensor: "TensorVariable") -> VariableTracker:
+    """`x.tolist()` with scalar outputs captured, as torch._dynamo records it: of an integer tensor,
+    nested lists (one a dimension) of its elements, each `x[i][j]` read by `item()` in the graph, an
+    unbacked symbol (a 0-d tensor: its item). Of any other dtype a graph break, as under
+    torch._dynamo; so is a dimension of an unknown size (read from a tensor)."""
+    if tensor.example.dtype not in _INTEGER_DTYPES:
+        raise Unsupported(f"Tensor.tolist() of a {tensor.example.dtype} tensor (an integer tensor's is traced)")
+    _needs_symbolic_trace(tx, "tolist")
+    return _elements(tx, tensor.node)
+
+
+def _elements(tx, node: torch.fx.Node) -> VariableTracker:
+    example = node.meta["example_value"]
+    if example.dim() == 0:
+        return wrap_node(tx, tx.output.create_node("call_method", "item", (node,), {}))
+    size = example.shape[0]
+    if free_unbacked_symbols(size):
+        raise Unsupported("Tensor.tolist() of a tensor whose size is read from a tensor")
+    return ListVariable([_elements(tx, tx.output.create_node("call_function", operator.getitem, (node, i), {}))
+                         for i in range(int(size))])  # (a symbolic size: specialized, guarded)
 
 
 def number_of_read_value(tx, cls: type, value: "SymNodeVariable") -> VariableTracker:
