@@ -18,6 +18,7 @@ import torch
 import torch.fx
 from torch._dispatch.python import enable_python_dispatcher
 from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
 from . import config
 from .backends import CompiledGraph, compile_with_backend
@@ -259,8 +260,11 @@ class OutputGraph:
         modes = (self.grad_enabled, *self.autocast_stack)
         memo_key = (self.memo.key(op, target, args, kwargs, modes, self._memo_state, self._node_keys)
                     if self.fast_propagation else None)
-        example, value_key = (self._known_example(op, target, args, kwargs, memo_key, modes)
-                              if memo_key is not None else (None, None))
+        try:
+            example, value_key = (self._known_example(op, target, args, kwargs, memo_key, modes)
+                                  if memo_key is not None else (None, None))
+        except GuardOnDataDependentSymNode:  # (a shape rule's question on a size read from a tensor:
+            example, value_key = None, None  # FakeTensorMode answers without guarding, as torch does)
         if example is None:
             example = self._propagate(op, target, args, kwargs, memo_key)
         # Created bare, then given its arguments in one step (what the `args` and `kwargs` setters
