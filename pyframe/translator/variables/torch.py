@@ -122,14 +122,17 @@ _SYMBOL_CHECKS = (torch._check, torch._check_is_size)
 
 
 def _check(tx, args: Sequence[VariableTracker], kwargs: dict[str, VariableTracker]) -> VariableTracker:
-    """`torch._check(cond)`: a condition known while tracing is checked now (True: nothing
-    recorded; False: left to Python, which raises); a symbolic one (`u >= 0`, u read from a
-    tensor) is recorded, as torch._dynamo records it. A message, or a tensor condition, is left to
-    Python too."""
-    if len(args) != 1 or kwargs:
-        raise Unsupported("torch._check() with a message (its condition alone is traced)")
-    cond = args[0]
+    """`torch._check(cond, message=None)`: a condition known while tracing is checked now (True:
+    nothing recorded; False: left to Python, which raises); a symbolic one (`u >= 0`, u read from a
+    tensor, or a dynamic size compared) is recorded, as torch._dynamo records it, when no message
+    comes with it (torch._dynamo makes the message an attribute of the graph: not modelled, a break)."""
+    bound = dict(zip(("cond", "message"), args), **kwargs)
+    if len(args) > 2 or set(bound) - {"cond", "message"} or "cond" not in bound:
+        raise Unsupported("torch._check() with other arguments than (cond, message)")
+    cond, message = bound["cond"], bound.get("message")
     if cond.is_symbolic and cond.python_type() is bool:  # (a size's too: kept as an assert, not guarded)
+        if message is not None and not (message.is_python_constant() and message.as_python_constant() is None):
+            raise Unsupported("torch._check() of a symbolic condition with a message")
         return call_in_graph(tx, "call_function", torch._check, [cond], {})
     if cond.is_python_constant() and type(cond.as_python_constant()) is bool:
         if cond.as_python_constant():
