@@ -162,6 +162,12 @@ class SymNodeVariable(VariableTracker):
         return ConstantVariable(self.as_python_constant()).var_getattr(tx, name)
 
     def reconstruct(self, cg) -> None:
+        as_tensor = self.node.meta.get(FLOAT_OUTPUT)
+        if as_tensor is not None:  # (a float handed back as a 0-d tensor, `float_outputs_as_tensors`)
+            cg.load_tensor(TensorVariable(as_tensor))
+            cg.emit("LOAD_METHOD", "item")
+            cg.call(0)
+            return
         cg.load_tensor(self)  # a graph output kept in a temporary, or the size's source
 
     def describe(self) -> str:
@@ -536,6 +542,28 @@ def _elements(tx, node: torch.fx.Node) -> VariableTracker:
         raise Unsupported("Tensor.tolist() of a tensor whose size is read from a tensor")
     return ListVariable([_elements(tx, tx.output.create_node("call_function", operator.getitem, (node, i), {}))
                          for i in range(int(size))])  # (a symbolic size: specialized, guarded)
+
+
+# The key of a symbolic float's node meta holding the 0-d tensor node the graph hands it back as.
+FLOAT_OUTPUT = "pyframe_float_output"
+
+
+def float_outputs_as_tensors(tx, outputs: list[torch.fx.Node]) -> list[torch.fx.Node]:
+    """The graph's outputs with each symbolic float (a float `Tensor.item()`) handed back as a 0-d
+    float64 tensor made at the end of the graph (`torch.scalar_tensor(item, dtype=torch.float64)`),
+    its `item()` read by the transformed code, as torch._dynamo's codegen hands such floats back
+    (one tensor per value). Symbolic ints and bools stay as they are."""
+    if not any(type(node.meta.get("example_value")) is torch.SymFloat for node in outputs):
+        return outputs
+    replaced = []
+    for node in outputs:
+        if type(node.meta.get("example_value")) is torch.SymFloat:
+            if FLOAT_OUTPUT not in node.meta:
+                node.meta[FLOAT_OUTPUT] = tx.output.create_node("call_function", torch.scalar_tensor, (node,),
+                                                                {"dtype": torch.float64})
+            node = node.meta[FLOAT_OUTPUT]
+        replaced.append(node)
+    return replaced
 
 
 def number_of_read_value(tx, cls: type, value: "SymNodeVariable") -> VariableTracker:
