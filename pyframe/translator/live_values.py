@@ -28,7 +28,8 @@ from .variables.iterators import ListIteratorVariable
 from .variables.lists import BaseListVariable
 from .variables.objects import NewObjectVariable
 from .variables.sets import SetVariable
-from .variables.tensor import SymNodeVariable, TensorVariable, float_outputs_as_tensors, is_inplace_method
+from .variables.read_values import float_outputs_as_tensors
+from .variables.tensor import SymNodeVariable, TensorVariable, is_inplace_method
 
 
 def _children(vt: VariableTracker) -> list[VariableTracker]:

@@ -45,7 +45,8 @@ from .isinstance_checks import isinstance_of
 from .iteration_builtins import ITERATION_HANDLERS, reduce_items
 from .special_methods import DUNDERS, contains, identity, is_fresh_container, is_tensor, length, python_method, text_of, truth, user_operator
 from .static_lookup import is_plain_class
-from .tensor import SymNodeVariable, SymSliceVariable, TensorVariable, call_in_graph, number_of_read_value, sym_operation
+from .read_values import number_of_read_value
+from .tensor import SymNodeVariable, SymSliceVariable, TensorVariable, call_in_graph, sym_operation
 from .weakrefs import weakref_comparisons
 
 # Builtins with no side effects: calling them on constants while tracing is safe.

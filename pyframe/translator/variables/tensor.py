@@ -4,7 +4,7 @@ A TensorVariable is an fx node plus its FakeTensor. Under static shapes everythi
 but its data is known while tracing (shape, dtype, device, requires_grad), so `x.shape[0] + 1` is a
 constant and `x.size()`, `x.dim()`, `x.numel()` fold away, all covered by the TENSOR_MATCH guard
 on the graph input they derive from. Reading the data (`.item()`, a branch on `x.sum() > 0`) needs a
-graph break.
+graph break, unless torch._dynamo's flags capture the read (read_values.py).
 
 With dynamic shapes (fake/shapes.py) a size may be a `torch.SymInt`: `x.shape[0]` is then a
 SymNodeVariable, the graph's placeholder of that symbol (`s77`) or a `sym_size` node, and Python
@@ -23,7 +23,6 @@ import torch.fx
 from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
 from ...exc import Unsupported
-from ...fake.shapes import NeedsSymbolicTrace
 from ...graph import rename_node
 from ...guards import GuardKind
 from ...source import AttrSource, Source
@@ -47,6 +46,17 @@ _METADATA_METHODS = {"dim", "ndimension", "numel", "nelement", "is_contiguous", 
 _DATA_METHODS = {"item", "tolist", "numpy", "__bool__", "__int__", "__float__", "__index__", "data_ptr"}
 # Autograd's own machinery runs outside the graph (torch._dynamo breaks on these too).
 _AUTOGRAD_METHODS = {"backward", "register_hook", "retain_grad", "register_post_accumulate_grad_hook"}
+
+
+# The key of a symbolic float's node meta holding the 0-d tensor node the graph hands it back as.
+FLOAT_OUTPUT = "pyframe_float_output"
+
+# `x.item()` and `x.tolist()` with scalar outputs captured: set by read_values.py (above this module)
+_DATA_READERS: dict[str, Callable] = {}
+
+
+def register_data_reader(name: str, read: Callable) -> None:
+    _DATA_READERS[name] = read
 
 
 # `y.register_hook(fn)` on a tensor the graph makes, traced as the register_hook op: set by
@@ -336,8 +346,8 @@ class TensorVariable(VariableTracker):
     def call_method(self, tx, name: str, args: Sequence[VariableTracker],
                     kwargs: dict[str, VariableTracker]) -> VariableTracker:
         self.realize(tx)
-        if name in ("item", "tolist") and not args and not kwargs and tx.output.shapes.scalar_outputs:
-            return _captured_item(tx, self) if name == "item" else _captured_tolist(tx, self)
+        if name in _DATA_READERS and not args and not kwargs and tx.output.shapes.scalar_outputs:
+            return _DATA_READERS[name](tx, self)
         if name in _DATA_METHODS:  # as torch._dynamo by default (capture_scalar_outputs off)
             raise Unsupported(f"Tensor.{name}() reads tensor data into Python")
         if name == "register_hook" and len(args) == 1 and not kwargs and self.node.op == "placeholder" \
@@ -500,78 +510,6 @@ def _plain_number(value: Any) -> Any:
     if kind is not float and isinstance(value, float):
         return float(value)
     return value
-
-
-def _captured_item(tx, tensor: "TensorVariable") -> VariableTracker:
-    """`x.item()` with scalar outputs captured (torch._dynamo.config.capture_scalar_outputs, or
-    fullgraph: ShapePolicy.scalar_outputs): the `item` call recorded, its value an unbacked symbol
-    of the trace's ShapeEnv (a static trace is traced again over one), used symbolically from then
-    on, as torch._dynamo records it. A branch on its value is a question no guard can answer: a
-    graph break."""
-    _needs_symbolic_trace(tx, "item")
-    return call_in_graph(tx, "call_method", "item", [tensor], {})
-
-
-def _needs_symbolic_trace(tx, name: str) -> None:
-    if not tx.output.symbolic:
-        if not tx.output.shapes.symbolic_allowed:  # (the symbolic trace failed: read as by default)
-            raise Unsupported(f"Tensor.{name}() reads tensor data into Python")
-        raise NeedsSymbolicTrace(f"Tensor.{name}() with capture_scalar_outputs")
-
-
-_INTEGER_DTYPES = (torch.int8, torch.int16, torch.int32, torch.int64)
-
-
-def _captured_tolist(tx, tensor: "TensorVariable") -> VariableTracker:
-    """`x.tolist()` with scalar outputs captured, as torch._dynamo records it: of an integer tensor,
-    nested lists (one a dimension) of its elements, each `x[i][j]` read by `item()` in the graph, an
-    unbacked symbol (a 0-d tensor: its item). Of any other dtype a graph break, as under
-    torch._dynamo; so is a dimension of an unknown size (read from a tensor)."""
-    if tensor.example.dtype not in _INTEGER_DTYPES:
-        raise Unsupported(f"Tensor.tolist() of a {tensor.example.dtype} tensor (an integer tensor's is traced)")
-    _needs_symbolic_trace(tx, "tolist")
-    return _elements(tx, tensor.node)
-
-
-def _elements(tx, node: torch.fx.Node) -> VariableTracker:
-    example = node.meta["example_value"]
-    if example.dim() == 0:
-        return wrap_node(tx, tx.output.create_node("call_method", "item", (node,), {}))
-    size = example.shape[0]
-    if free_unbacked_symbols(size):
-        raise Unsupported("Tensor.tolist() of a tensor whose size is read from a tensor")
-    return ListVariable([_elements(tx, tx.output.create_node("call_function", operator.getitem, (node, i), {}))
-                         for i in range(int(size))])  # (a symbolic size: specialized, guarded)
-
-
-# The key of a symbolic float's node meta holding the 0-d tensor node the graph hands it back as.
-FLOAT_OUTPUT = "pyframe_float_output"
-
-
-def float_outputs_as_tensors(tx, outputs: list[torch.fx.Node]) -> list[torch.fx.Node]:
-    """The graph's outputs with each symbolic float (a float `Tensor.item()`) handed back as a 0-d
-    float64 tensor made at the end of the graph (`torch.scalar_tensor(item, dtype=torch.float64)`),
-    its `item()` read by the transformed code, as torch._dynamo's codegen hands such floats back
-    (one tensor per value). Symbolic ints and bools stay as they are."""
-    if not any(type(node.meta.get("example_value")) is torch.SymFloat for node in outputs):
-        return outputs
-    replaced = []
-    for node in outputs:
-        if type(node.meta.get("example_value")) is torch.SymFloat:
-            if FLOAT_OUTPUT not in node.meta:
-                node.meta[FLOAT_OUTPUT] = tx.output.create_node("call_function", torch.scalar_tensor, (node,),
-                                                                {"dtype": torch.float64})
-            node = node.meta[FLOAT_OUTPUT]
-        replaced.append(node)
-    return replaced
-
-
-def number_of_read_value(tx, cls: type, value: "SymNodeVariable") -> VariableTracker:
-    """`int(n)` / `float(n)` of a value read from a tensor (a captured `Tensor.item()`): recorded as
-    `torch.sym_int` / `torch.sym_float`, as torch._dynamo records them; of its own kind, itself."""
-    if value.python_type() is cls:
-        return value
-    return call_in_graph(tx, "call_function", torch.sym_int if cls is int else torch.sym_float, [value], {})
 
 
 def call_in_graph(tx, op: str, target: Any, args: Sequence[VariableTracker],
