@@ -241,7 +241,7 @@ def size_item(tx, tensor: "TensorVariable", dim: int) -> VariableTracker:
     from the data, `x.size(dim)`, which the runtime-assert pass gives the node binding it, as
     torch._dynamo's graphs have it: fake/unbacked.py)."""
     size = tensor.example.shape[dim]
-    if type(size) is not int and free_unbacked_symbols(size):
+    if tx.output.data_dependent and type(size) is not int and free_unbacked_symbols(size):  # (none made: none)
         return symbolic_metadata(tx, size, lambda: ("call_method", "size", (tensor.node, dim)))
     return symbolic_metadata(tx, size, lambda: ("call_function", torch.ops.aten.sym_size.int, (tensor.node, dim)))
 
