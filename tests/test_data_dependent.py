@@ -381,3 +381,26 @@ def test_a_symbolic_check_is_recorded_with_dynamic_shapes():
         torch.testing.assert_close(ours(torch.ones(2), n), checked(torch.ones(2), n))
     assert [g.code for g in backend.graphs] == expected
     assert "_assert_scalar" in expected[-1]
+
+
+def int_of_a_tensor(x):
+    return x * int(x.sum().to(torch.int64))
+
+
+def float_of_a_tensor(x):
+    return x * float(x.sum())
+
+
+def int_of_a_float_tensor(x):
+    return x * int(x.sum())
+
+
+def test_int_and_float_of_tensors_read_their_item():
+    """`int(t)` / `float(t)` under capture_scalar_outputs: the item, then sym_int / sym_float
+    (folded by the runtime-assert pass where the kind is the item's), as torch._dynamo records them."""
+    inputs = [torch.tensor([1., 2., 3.5])] * 2
+    with torch._dynamo.config.patch(**_CAPTURE_ALL):
+        for fn in (int_of_a_tensor, float_of_a_tensor, int_of_a_float_tensor):
+            assert "item" in _ops(_same_graphs_as_dynamo(fn, inputs)), fn.__name__
+    with torch._dynamo.config.patch(**_CAPTURE_NONE):
+        assert "item" not in _ops(_same_graphs_as_dynamo(int_of_a_tensor, inputs))

@@ -43,8 +43,12 @@ def data_dependent_break(error: BaseException, shapes: ShapePolicy, symbolic: bo
         return
     if isinstance(error, DynamicOutputShapeException) and shapes.dynamic_output_shapes:
         raise NeedsSymbolicTrace(f"{error.func} with capture_dynamic_output_shape_ops")
-    if isinstance(error, DataDependentOutputException) and shapes.scalar_outputs:
-        raise NeedsSymbolicTrace(f"{error.func} with capture_scalar_outputs")
+    if isinstance(error, DataDependentOutputException) and shapes.scalar_outputs and error.func in _SCALAR_READS:
+        raise NeedsSymbolicTrace(f"{error.func} with capture_scalar_outputs")  # (not `equal`: a break still)
+
+
+# What reads a tensor's value as an unbacked symbol when scalar outputs are captured
+_SCALAR_READS = (torch.ops.aten._local_scalar_dense.default, torch.ops.aten.item.default)
 
 
 def is_data_dependent_error(error: BaseException) -> bool:

@@ -90,5 +90,15 @@ def number_of_read_value(tx, cls: type, value: SymNodeVariable) -> VariableTrack
     return call_in_graph(tx, "call_function", torch.sym_int if cls is int else torch.sym_float, [value], {})
 
 
+def number_of_tensor(tx, cls: type, tensor: TensorVariable) -> VariableTracker:
+    """`int(t)` / `float(t)` of a one-element tensor with scalar outputs captured: its item, then
+    `torch.sym_int` / `torch.sym_float` of it, as torch._dynamo records them (the runtime-assert
+    pass folds a conversion of a value to its own kind into the item)."""
+    if tensor.example.dtype.is_complex:
+        raise Unsupported(f"{cls.__name__}() of a complex tensor (Python raises)")
+    value = captured_item(tx, tensor)
+    return call_in_graph(tx, "call_function", torch.sym_int if cls is int else torch.sym_float, [value], {})
+
+
 register_data_reader("item", captured_item)
 register_data_reader("tolist", captured_tolist)
