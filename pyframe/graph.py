@@ -428,7 +428,6 @@ class OutputGraph:
         gm = torch.fx.GraphModule(root, self.graph, class_name="GraphModule")
         if self.data_dependent:
             insert_runtime_asserts(gm, self.shape_env, name)
-            gm.recompile()
         gm.meta["pyframe_name"] = name
         # (a symbol's example is its SymInt, as torch._dynamo hands it; the backend finds the trace's
         # FakeTensorMode, with its ShapeEnv, in the tracing context, as under torch._dynamo)

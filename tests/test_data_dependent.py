@@ -404,3 +404,35 @@ def test_int_and_float_of_tensors_read_their_item():
             assert "item" in _ops(_same_graphs_as_dynamo(fn, inputs)), fn.__name__
     with torch._dynamo.config.patch(**_CAPTURE_NONE):
         assert "item" not in _ops(_same_graphs_as_dynamo(int_of_a_tensor, inputs))
+
+
+def test_a_branch_of_cond_gets_its_own_runtime_asserts():
+    """A nonzero inside a branch of torch.cond: the branch's graph gets the asserts of its unbacked
+    size, as torch._dynamo runs its pass on each graph the frame's holds."""
+    def branchy(x):
+        return torch.cond(x.sum() > 0, lambda a: a.nonzero().sum().reshape(1).float(),
+                          lambda a: a.sum().reshape(1), (x,))
+
+    def subgraph_codes(engine_compile):
+        codes = []
+
+        def backend(gm, example_inputs):
+            codes.extend(m.code for m in gm.children() if isinstance(m, torch.fx.GraphModule))
+            return gm.forward
+
+        compiled = engine_compile(branchy, backend)
+        for x in _VECTORS:
+            torch.testing.assert_close(compiled(x), branchy(x))
+        return codes
+
+    with torch._dynamo.config.patch(**_CAPTURE_ALL):
+        torch._dynamo.reset()
+        theirs = subgraph_codes(lambda f, b: torch.compile(f, backend=b))
+        pyframe.reset()
+        ours = subgraph_codes(lambda f, b: pyframe.optimize(b)(f))
+    def asserts(code):  # (the branches' placeholders are printed otherwise: `l_x__1 = l_x_` in Dynamo's)
+        return [line.strip() for line in code.splitlines() if "sym_size" in line or "_assert_scalar" in line
+                or line.strip().startswith(("ge =", "le ="))]
+
+    assert [asserts(code) for code in ours] == [asserts(code) for code in theirs]
+    assert "_assert_scalar" in ours[0]

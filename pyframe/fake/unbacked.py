@@ -72,8 +72,10 @@ def insert_runtime_asserts(gm: torch.fx.GraphModule, shape_env: ShapeEnv, name: 
     for sub in gm.children():
         if isinstance(sub, torch.fx.GraphModule):
             insert_deferred_runtime_asserts(sub, shape_env, name)
+            sub.recompile()
     insert_deferred_runtime_asserts(gm, shape_env, name)
     _drop_unused_reads(gm.graph)
+    gm.recompile()
 
 
 def _drop_unused_reads(graph: torch.fx.Graph) -> None:
