@@ -436,3 +436,20 @@ def test_a_branch_of_cond_gets_its_own_runtime_asserts():
 
     assert [asserts(code) for code in ours] == [asserts(code) for code in theirs]
     assert "_assert_scalar" in ours[0]
+
+
+def test_a_failing_runtime_assert_raises_eagers_error():
+    """A value read from a tensor breaking what the trace assumed of it (`u >= 0` for torch.zeros(u),
+    a torch._check): the graph's assert fails and the frame runs again as Python, which raises
+    eager's own error (torch._dynamo raises its assert's message instead)."""
+    with torch._dynamo.config.patch(**_CAPTURE_ALL):
+        for fn in (check_non_negative, item_as_a_size):
+            pyframe.reset()
+            compiled = pyframe.optimize(CountingBackend())(fn)
+            compiled(_POSITIVE[0])
+            negative = -_POSITIVE[0]
+            with pytest.raises(RuntimeError) as expected:
+                fn(negative)
+            with pytest.raises(RuntimeError) as raised:
+                compiled(negative)
+            assert str(raised.value) == str(expected.value)
