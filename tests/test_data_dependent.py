@@ -453,3 +453,13 @@ def test_a_failing_runtime_assert_raises_eagers_error():
             with pytest.raises(RuntimeError) as raised:
                 compiled(negative)
             assert str(raised.value) == str(expected.value)
+
+
+@torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True)
+def nonzero_under_a_patching_decorator(x):
+    return x.nonzero() + 1
+
+
+def test_a_flag_patched_by_a_decorator_applies_to_the_frame_it_wraps():
+    graphs = _same_graphs_as_dynamo(nonzero_under_a_patching_decorator, _VECTORS[:1])
+    assert "nonzero" in _ops(graphs)
