@@ -10,6 +10,8 @@ compared with eager (results) and with torch._dynamo on the same backend (every 
 """
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 import torch._dynamo
@@ -233,6 +235,11 @@ def mask_shape_returned(x):
     return x[x > 0].shape
 
 
+def builtins_of_an_item(x):
+    u = x.max().to(torch.int64).item()
+    return x * max(u, 1) + min(u, 2) + abs(u) + bool(u) + round(u / 2) + math.sqrt(u)
+
+
 _VECTORS = [torch.tensor([-1., 1., 2., 0.]), torch.tensor([1., 3., -3., 2.])]
 _POSITIVE = [torch.tensor([2., 2., 3., 4.]), torch.tensor([4., 1., 2., 1.])]
 _PROGRAMS = {
@@ -248,7 +255,7 @@ _PROGRAMS = {
     check_non_negative: _POSITIVE, check_is_size: _POSITIVE, item_as_a_size: _POSITIVE,
     slice_by_an_item: _POSITIVE, view_by_an_item: _POSITIVE,
     cond_on_an_item: [torch.tensor([1., 2., 3.]), torch.tensor([-4., 1., 2.])],
-    float_item_returned: _POSITIVE, float_item_across_a_break: _POSITIVE[:1] * 2, mask_shape_returned: _VECTORS,
+    builtins_of_an_item: _POSITIVE, float_item_returned: _POSITIVE, float_item_across_a_break: _POSITIVE[:1] * 2, mask_shape_returned: _VECTORS,
 }
 _CAPTURE_ALL = {"capture_scalar_outputs": True, "capture_dynamic_output_shape_ops": True}
 _CAPTURE_NONE = {"capture_scalar_outputs": False, "capture_dynamic_output_shape_ops": False}

@@ -9,7 +9,9 @@ traced again over a ShapeEnv (NeedsSymbolicTrace); what cannot be captured is a 
 """
 from __future__ import annotations
 
+import math
 import operator
+from typing import Any, Sequence
 
 import torch
 import torch.fx
@@ -18,6 +20,7 @@ from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 from ...exc import Unsupported
 from ...fake.shapes import NeedsSymbolicTrace
 from .base import VariableTracker
+from .constant import ConstantVariable
 from .lists import ListVariable
 from .tensor import FLOAT_OUTPUT, SymNodeVariable, TensorVariable, call_in_graph, register_data_reader, wrap_node
 
@@ -98,6 +101,29 @@ def number_of_tensor(tx, cls: type, tensor: TensorVariable) -> VariableTracker:
         raise Unsupported(f"{cls.__name__}() of a complex tensor (Python raises)")
     value = captured_item(tx, tensor)
     return call_in_graph(tx, "call_function", torch.sym_int if cls is int else torch.sym_float, [value], {})
+
+
+# Builtins on a value read from a tensor, recorded as torch._dynamo records them on a SymNode.
+_SYMBOLIC_BUILTINS = {max: torch.sym_max, min: torch.sym_min, abs: operator.abs, math.sqrt: torch._sym_sqrt}
+
+
+def builtin_of_read_value(tx, fn: Any, args: Sequence[VariableTracker], kwargs: dict) -> VariableTracker | None:
+    """`max(u, 1)`, `min`, `abs(u)`, `math.sqrt(u)`, `bool(u)`, `round(u)` with `u` read from a tensor
+    (an unbacked symbol, no value to compute them on): recorded in the graph, as torch._dynamo records
+    them (`torch.sym_max`, `operator.abs`, `torch._sym_sqrt`, `u != 0`, `u.__round__()`). None for
+    any other call (a size known while tracing is computed on its value, guarded, as before)."""
+    if kwargs or not any(isinstance(a, SymNodeVariable) and not a.is_python_constant() for a in args):
+        return None
+    if not all(isinstance(a, SymNodeVariable) or (isinstance(a, ConstantVariable) and type(a.value) in (int, float, bool))
+               for a in args):
+        return None
+    if fn in (max, min) and len(args) == 2 or fn in (abs, math.sqrt) and len(args) == 1:
+        return call_in_graph(tx, "call_function", _SYMBOLIC_BUILTINS[fn], args, {})
+    if fn is bool and len(args) == 1:
+        return call_in_graph(tx, "call_function", operator.ne, [args[0], ConstantVariable(0)], {})
+    if fn is round and len(args) == 1:
+        return call_in_graph(tx, "call_method", "__round__", args, {})
+    return None
 
 
 register_data_reader("item", captured_item)
