@@ -322,7 +322,7 @@ class OutputGraph:
             raise
         except Exception as e:  # the eager run will raise it again, with the user's traceback
             if is_data_dependent_error(e):  # (nonzero, a static trace's item: captured, or a break)
-                data_dependent_break(e, self.shapes, self.symbolic)
+                raise Unsupported(data_dependent_break(e, self.shapes, self.symbolic)) from e
             raise Unsupported(f"{_describe(op, target)} fails on these inputs ({type(e).__name__}: {e})") from e
         if memo_key is not None and not (self.symbolic and self.shape_env.pending_fresh_unbacked_symbols):
             self.memo.remember(memo_key, fake_inputs, versions, example)  # (never what makes fresh symbols)

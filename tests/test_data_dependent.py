@@ -470,3 +470,9 @@ def nonzero_under_a_patching_decorator(x):
 def test_a_flag_patched_by_a_decorator_applies_to_the_frame_it_wraps():
     graphs = _same_graphs_as_dynamo(nonzero_under_a_patching_decorator, _VECTORS[:1])
     assert "nonzero" in _ops(graphs)
+
+
+def test_a_break_at_a_data_dependent_op_names_the_flag_that_captures_it():
+    with torch._dynamo.config.patch(**_CAPTURE_NONE):
+        reasons = pyframe.explain(nonzero_method)(_VECTORS[0]).break_reasons
+    assert "capture_dynamic_output_shape_ops" in str(reasons[0])

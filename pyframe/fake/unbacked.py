@@ -35,16 +35,20 @@ from .shapes import NeedsSymbolicTrace, ShapePolicy
 CHECKS = (torch._check, torch._check_is_size)
 
 
-def data_dependent_break(error: BaseException, shapes: ShapePolicy, symbolic: bool) -> None:
+def data_dependent_break(error: BaseException, shapes: ShapePolicy, symbolic: bool) -> str:
     """An op whose output is data-dependent failed to propagate (`error`, from FakeTensorMode): on
     a static trace with that kind captured, the frame is traced again over a ShapeEnv that allows
-    it (NeedsSymbolicTrace). Otherwise returns: the op is a graph break, as under torch._dynamo."""
-    if symbolic or not shapes.symbolic_allowed:
-        return
-    if isinstance(error, DynamicOutputShapeException) and shapes.dynamic_output_shapes:
-        raise NeedsSymbolicTrace(f"{error.func} with capture_dynamic_output_shape_ops")
-    if isinstance(error, DataDependentOutputException) and shapes.scalar_outputs and error.func in _SCALAR_READS:
-        raise NeedsSymbolicTrace(f"{error.func} with capture_scalar_outputs")  # (not `equal`: a break still)
+    it (NeedsSymbolicTrace). Otherwise the op is a graph break, as under torch._dynamo: the reason."""
+    if isinstance(error, DynamicOutputShapeException):
+        if shapes.dynamic_output_shapes and not symbolic and shapes.symbolic_allowed:
+            raise NeedsSymbolicTrace(f"{error.func} with capture_dynamic_output_shape_ops")
+        return (f"{error.func}'s output shape depends on the data (captured with "
+                f"torch._dynamo.config.capture_dynamic_output_shape_ops)")
+    if isinstance(error, DataDependentOutputException) and error.func in _SCALAR_READS:
+        if shapes.scalar_outputs and not symbolic and shapes.symbolic_allowed:
+            raise NeedsSymbolicTrace(f"{error.func} with capture_scalar_outputs")
+        return f"{error.func} reads tensor data into Python (captured with torch._dynamo.config.capture_scalar_outputs)"
+    return f"{getattr(error, 'func', 'an operator')}'s output depends on the data"
 
 
 # What reads a tensor's value as an unbacked symbol when scalar outputs are captured
