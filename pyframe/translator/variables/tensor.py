@@ -181,6 +181,8 @@ class SymNodeVariable(VariableTracker):
         cg.load_tensor(self)  # a graph output kept in a temporary, or the size's source
 
     def describe(self) -> str:
+        if free_unbacked_symbols(self.example):
+            return f"a value read from a tensor ({self.example})"
         return f"a size ({self.example}) of a graph with dynamic shapes"
 
     def __repr__(self) -> str:
