@@ -32,7 +32,7 @@ from .backends import CompiledGraph
 from .backends.compile import FirstCallCheck
 from .backends.ddp import DDPSplitBackend, active_ddp_module, bucket_caps
 from .exc import BackendCompilerFailed, InvalidCompileOption, Unsupported
-from .fake.shapes import STATIC_ONLY, FrameSizes, NeedsSymbolicTrace, ShapePolicy, lower_guards
+from .fake.shapes import STATIC_ONLY, FrameSizes, NeedsSymbolicTrace, ShapePolicy, capturing, lower_guards
 from .graph import OutputGraph
 from .guard_filter import apply_guard_filter
 from .guards import PinnedObject
@@ -247,7 +247,7 @@ class Compiler:
         start = time.perf_counter()
         try:
             sizes = self.sizes.setdefault(_sizes_key(code), FrameSizes())
-            policy = ShapePolicy(self.dynamic, sizes)
+            policy = ShapePolicy(self.dynamic, sizes, **capturing(self.fullgraph))
             try:
                 result, guards, root = self._translate(frame, code, policy, symbolic=False)
             except NeedsSymbolicTrace:

@@ -18,6 +18,7 @@ import torch
 import torch.fx
 from torch._dispatch.python import enable_python_dispatcher
 from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
 from . import config
 from .backends import CompiledGraph, compile_with_backend
@@ -30,6 +31,7 @@ from .fake.mode import PyframeFakeTensorMode
 from .fake.shapes import (
     STATIC, NeedsSymbolicTrace, ShapePolicy, has_symbolic_sizes, new_symbolic_mode, symbolic_fake, symbolic_int,
 )
+from .fake.unbacked import CHECKS, bind_fresh_symbols, data_dependent_break, insert_runtime_asserts, is_data_dependent_error
 from .fx_python_code import PyframeGraph
 from .graph_passes import (check_own_nodes, drop_cancelling_grad_mode_pairs, drop_unused_bookkeeping,
                           drop_unused_size_arithmetic)
@@ -73,7 +75,7 @@ class OutputGraph:
     # (slots: more attributes than CPython 3.11's shared-key instance layout holds, 30, past which
     # each attribute read is an unspecialized dict lookup; the trace reads them at every op)
     __slots__ = ("_autocast_around", "_dispatch_cache", "_events", "_fake_inputs", "_inputs_by_fake",
-                 "_last_placeholder", "_made_after", "_memo_state", "_node_keys", "_realized", "_sym_exprs",
+                 "_last_placeholder", "_made_after", "_memo_state", "_node_keys", "_realized", "_sym_exprs", "data_dependent",
                  "autocast_stack", "backend", "backend_name", "class_reads", "compared_twins", "fake_mode", "fast_propagation",
                  "attribute_reads", "getattribute_reads", "grad_enabled", "graph", "guards", "immutable_trackers",
                  "initial_grad_enabled", "inputs", "memo", "requires_grad_taints", "shape_env", "shapes",
@@ -100,7 +102,7 @@ class OutputGraph:
         self._events = itertools.count()
         self.symbolic = symbolic
         self.shapes = shapes
-        self.fake_mode = new_symbolic_mode() if symbolic else fake_mode()
+        self.fake_mode = new_symbolic_mode(shapes) if symbolic else fake_mode()
         self.shape_env = self.fake_mode.shape_env
         if symbolic:
             # While tracing, FakeTensorMode's dispatch cache is off: what repeats is answered before
@@ -116,6 +118,10 @@ class OutputGraph:
         self.symbolic_ints: list[tuple[Source, Any]] = []  # int arguments made SymInt inputs
         self.symbol_nodes: dict[Any, torch.fx.Node] = {}
         self._sym_exprs: dict[Any, list[torch.fx.Node]] = {}  # see sym_node
+        # Symbolic: the nodes that made unbacked symbols (`item`, `nonzero`) or state facts about
+        # symbols (`torch._check`): the finished graph gets the ShapeEnv's runtime asserts if any
+        # (fake/unbacked.py). Shared with the graphs of higher-order ops traced inside.
+        self.data_dependent: list[torch.fx.Node] = []
         # (a symbolic trace's memo holds what its own ShapeEnv decided: it serves that trace only)
         self.memo = PropagationMemo(self.fake_mode) if symbolic else propagation_memo()
         self._memo_state = self.memo.global_state()
@@ -254,8 +260,11 @@ class OutputGraph:
         modes = (self.grad_enabled, *self.autocast_stack)
         memo_key = (self.memo.key(op, target, args, kwargs, modes, self._memo_state, self._node_keys)
                     if self.fast_propagation else None)
-        example, value_key = (self._known_example(op, target, args, kwargs, memo_key, modes)
-                              if memo_key is not None else (None, None))
+        try:
+            example, value_key = (self._known_example(op, target, args, kwargs, memo_key, modes)
+                                  if memo_key is not None else (None, None))
+        except GuardOnDataDependentSymNode:  # (a shape rule's question on a size read from a tensor:
+            example, value_key = None, None  # FakeTensorMode answers without guarding, as torch does)
         if example is None:
             example = self._propagate(op, target, args, kwargs, memo_key)
         # Created bare, then given its arguments in one step (what the `args` and `kwargs` setters
@@ -266,6 +275,9 @@ class OutputGraph:
         node.meta["example_value"] = example
         if value_key is not None:
             self._node_keys[node] = value_key
+        if self.symbolic and (self.shape_env.pending_fresh_unbacked_symbols or target in CHECKS):
+            if bind_fresh_symbols(self.shape_env, node) or target in CHECKS:
+                self.data_dependent.append(node)
         return node
 
     def _known_example(self, op: str, target: Any, args: tuple, kwargs: dict, memo_key: tuple,
@@ -309,9 +321,11 @@ class OutputGraph:
         except Unsupported:
             raise
         except Exception as e:  # the eager run will raise it again, with the user's traceback
+            if is_data_dependent_error(e):  # (nonzero, a static trace's item: captured, or a break)
+                raise Unsupported(data_dependent_break(e, self.shapes, self.symbolic)) from e
             raise Unsupported(f"{_describe(op, target)} fails on these inputs ({type(e).__name__}: {e})") from e
-        if memo_key is not None:
-            self.memo.remember(memo_key, fake_inputs, versions, example)
+        if memo_key is not None and not (self.symbolic and self.shape_env.pending_fresh_unbacked_symbols):
+            self.memo.remember(memo_key, fake_inputs, versions, example)  # (never what makes fresh symbols)
         return example
 
     def _symbolic_dispatch(self) -> contextlib.AbstractContextManager:
@@ -412,6 +426,8 @@ class OutputGraph:
         name = _next_graph_name()
         root = dict(self.subgraphs) if self.subgraphs else torch.nn.Module()
         gm = torch.fx.GraphModule(root, self.graph, class_name="GraphModule")
+        if self.data_dependent:
+            insert_runtime_asserts(gm, self.shape_env, name)
         gm.meta["pyframe_name"] = name
         # (a symbol's example is its SymInt, as torch._dynamo hands it; the backend finds the trace's
         # FakeTensorMode, with its ShapeEnv, in the tracing context, as under torch._dynamo)

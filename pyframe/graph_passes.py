@@ -78,9 +78,11 @@ def _sets_grad_mode(node: torch.fx.Node, mode: bool) -> bool:
 
 # Calls made for an effect outside the tensors, which torch._dynamo records (and keeps) too
 # (nn.Module.__init__'s, for a module made while tracing; the check an `assert <tensor>` becomes;
-# torch.vmap's levels, pushed and popped around the ops between: variables/functorch.py)
+# torch.vmap's levels, pushed and popped around the ops between: variables/functorch.py; facts
+# stated about sizes, which the runtime-assert pass reads: fake/unbacked.py)
 _KEPT_FOR_EFFECT = {torch._C._log_api_usage_once, torch._assert_async, predispatch._vmap_increment_nesting,
-                    predispatch._vmap_decrement_nesting, predispatch.lazy_load_decompositions}
+                    predispatch._vmap_decrement_nesting, predispatch.lazy_load_decompositions,
+                    torch._check, torch._check_is_size}
 
 _MUTATING_FUNCTIONS = {torch._C._set_grad_enabled, torch.amp._enter_autocast, torch.amp._exit_autocast,
                        operator.setitem, operator.delitem, operator.iadd, operator.isub, operator.imul,

@@ -96,6 +96,12 @@ class ShapePolicy:
     # False for the static trace made after a symbolic one failed: a captured `Tensor.item()`
     # then breaks the graph instead of asking for a symbolic trace again.
     symbolic_allowed: bool = True
+    # Data-dependent values captured in the graph as unbacked symbols (fake/unbacked.py), as
+    # torch._dynamo's ShapeEnv allows them: `Tensor.item()` and `tolist()` (scalar outputs), and ops
+    # whose output sizes depend on the data, `nonzero`, `x[mask]` (dynamic output shapes). See
+    # `capturing`.
+    scalar_outputs: bool = False
+    dynamic_output_shapes: bool = False
 
     def dims(self, source: Source, value: torch.Tensor, module_state: bool) -> tuple[tuple[int, ...], bool]:
         """(the dynamic dimensions, whether they are duck-shaped)."""
@@ -124,12 +130,23 @@ STATIC = ShapePolicy(dynamic=False)
 STATIC_ONLY = ShapePolicy(dynamic=False, symbolic_allowed=False)
 
 
-def new_symbolic_mode() -> PyframeFakeTensorMode:
+def capturing(fullgraph: bool) -> dict[str, bool]:
+    """ShapePolicy's data-dependent settings for one compile, read where and when torch._dynamo reads
+    them (each compile, from torch._dynamo.config, patched or not; never guarded, so a cached entry
+    serves a call whatever the flags say then): `capture_scalar_outputs` and
+    `capture_dynamic_output_shape_ops`, both on under fullgraph (as torch._dynamo's OutputGraph sets
+    its ShapeEnv for one_graph)."""
+    config = torch._dynamo.config
+    return {"scalar_outputs": fullgraph or config.capture_scalar_outputs,
+            "dynamic_output_shapes": fullgraph or config.capture_dynamic_output_shape_ops}
+
+
+def new_symbolic_mode(shapes: ShapePolicy = STATIC) -> PyframeFakeTensorMode:
     """A FakeTensorMode over a fresh ShapeEnv, configured as torch._dynamo configures its own:
-    `Tensor.item()` gives an unbacked symbol when torch._dynamo.config.capture_scalar_outputs is
-    set (data-dependent output shapes are not captured)."""
-    shape_env = ShapeEnv(allow_scalar_outputs=torch._dynamo.config.capture_scalar_outputs,
-                         allow_dynamic_output_shape_ops=False)
+    `Tensor.item()` gives an unbacked symbol with scalar outputs captured, `nonzero()` a tensor of
+    unbacked size with dynamic output shapes captured (`shapes`' settings)."""
+    shape_env = ShapeEnv(allow_scalar_outputs=shapes.scalar_outputs,
+                         allow_dynamic_output_shape_ops=shapes.dynamic_output_shapes)
     return PyframeFakeTensorMode(allow_non_fake_inputs=False, shape_env=shape_env)
 
 

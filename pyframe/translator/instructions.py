@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
 from bytecode import Bytecode, Instr, Label
 
@@ -171,6 +172,8 @@ class InstructionTranslator(LoadStoreOps, CellOps, CallOps, StackOps, OperatorOp
                     handler(self, inst)
                 except RaisedException as raised:
                     self.catch(index, raised)
+                except GuardOnDataDependentSymNode as e:  # (iterating `x.nonzero()`, `range(n)` of one)
+                    raise Unsupported(f"a decision on a value read from a tensor ({e.cond})") from e
             except Unsupported as e:
                 if not self.trusted:
                     e.with_location(self.location())

@@ -28,6 +28,7 @@ from .variables.iterators import ListIteratorVariable
 from .variables.lists import BaseListVariable
 from .variables.objects import NewObjectVariable
 from .variables.sets import SetVariable
+from .variables.read_values import float_outputs_as_tensors
 from .variables.tensor import SymNodeVariable, TensorVariable, is_inplace_method
 
 
@@ -160,6 +161,8 @@ def graph_outputs(tx: InstructionTranslator, live: list[VariableTracker], cells:
         outputs = [t.node for t in tensors_in(live) if t.node.op != "placeholder" and t.source is None]
         if handed_on is not None:
             outputs = _in_dynamo_order(tx, handed_on, live, cells, outputs)
+        if tx.output.symbolic:
+            outputs = float_outputs_as_tensors(tx, outputs)
     return outputs
 
 

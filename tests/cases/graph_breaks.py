@@ -710,3 +710,28 @@ def torch_modules_called_from_a_frame_run_as_python(ids):
         print("", end="")
         h = _scale(_project(h))
     return h.sum(-1)
+
+
+# --------------------------------------------------------------------------------------------------
+# Values read from tensors, by default (torch._dynamo.config's capture flags off: a break at the
+# read; captured, they are tests/test_data_dependent.py's)
+
+
+@case(inputs=lambda: torch.tensor([1.0, 3.0, 2.0]), tags={"break"})
+def item_checked_as_a_size(x):
+    """`.item()` breaks; the resume states the int is a size (`torch._check_is_size`, which
+    torch._dynamo records in the graph, constant and all) and makes a tensor of that size."""
+    n = x.max().to(torch.int64).item()
+    torch._check_is_size(n)
+    return torch.ones(n) * 2
+
+
+@case(inputs=lambda: torch.randn(4, 3), tags={"break"})
+def checks_of_known_conditions(x):
+    """`torch._check` of conditions known while tracing, with and without a message: nothing
+    recorded; `.item()` then breaks, and the resume checks the int it read."""
+    torch._check(x.shape[0] == 4, lambda: "four rows")
+    torch._check(x.dim() == 2)
+    k = (x > 0).sum().item()
+    torch._check(k >= 0)
+    return x * 2 + k

@@ -528,6 +528,7 @@ class SubgraphTracer(OutputGraph):
         # the frame's FakeTensorMode (and ShapeEnv, with dynamic shapes): one set of FakeTensors
         self.symbolic, self.fake_mode, self.shape_env = parent.symbolic, parent.fake_mode, parent.shape_env
         self.fast_propagation, self._sym_exprs = parent.fast_propagation, parent._sym_exprs
+        self.shapes, self.data_dependent = parent.shapes, parent.data_dependent
         self.memo, self._memo_state = parent.memo, parent._memo_state
         self.initial_grad_enabled = self.grad_enabled = parent.grad_enabled
         self.autocast_stack = list(parent.autocast_stack)

@@ -45,7 +45,8 @@ from .isinstance_checks import isinstance_of
 from .iteration_builtins import ITERATION_HANDLERS, reduce_items
 from .special_methods import DUNDERS, contains, identity, is_fresh_container, is_tensor, length, python_method, text_of, truth, user_operator
 from .static_lookup import is_plain_class
-from .tensor import SymNodeVariable, SymSliceVariable, TensorVariable, call_in_graph, number_of_read_value, sym_operation
+from .read_values import builtin_of_read_value, number_of_read_value, number_of_tensor
+from .tensor import SymNodeVariable, SymSliceVariable, TensorVariable, call_in_graph, sym_operation
 from .weakrefs import weakref_comparisons
 
 # Builtins with no side effects: calling them on constants while tracing is safe.
@@ -125,6 +126,13 @@ class BuiltinVariable(VariableTracker):
         if (fn is int or fn is float) and len(args) == 1 and not kwargs and isinstance(args[0], SymNodeVariable) \
                 and not args[0].is_python_constant():  # (of a value read from a tensor)
             return number_of_read_value(tx, fn, args[0])
+        if fn in _READ_VALUE_BUILTINS:
+            result = builtin_of_read_value(tx, fn, args, kwargs)
+            if result is not None:
+                return result
+        if (fn is int or fn is float) and len(args) == 1 and not kwargs and isinstance(args[0], TensorVariable) \
+                and tx.output.shapes.scalar_outputs:  # (the tensor's value read, captured)
+            return number_of_tensor(tx, fn, args[0])
         handler = _HANDLERS.get(fn)
         if handler is not None:
             try:
@@ -210,6 +218,8 @@ _SYM_OPERATORS = {
     operator.ifloordiv: operator.floordiv, operator.imod: operator.mod, operator.ipow: operator.pow,
     operator.itruediv: operator.truediv,
 }
+
+_READ_VALUE_BUILTINS = {max, min, abs, math.sqrt, bool, round}  # (see read_values.builtin_of_read_value)
 
 # Builtins that look at the object itself (its type, identity, attributes), not at its items.
 _OWN_OBJECT = {type, isinstance, issubclass, id, operator.is_, operator.is_not, getattr, hasattr, setattr,

@@ -15,8 +15,10 @@ tuple it returns:
     cond = torch.ops.higher_order.cond(gt, cond_true_0, cond_false_0, (l_x_, y))
     getitem = cond[0]
 
-A predicate known while tracing (a Python bool, a static size compared) picks its branch, which is
-inlined where cond is called, as torch._dynamo and eager do. What the op cannot express is a graph
+The predicate may also be a bool read from the data (`u > 0`, u a captured `Tensor.item()`: an
+unbacked SymBool, fake/unbacked.py), recorded as its node (`gt = item > 0`). A predicate known
+while tracing (a Python bool, a static size compared) picks its branch, which is inlined where cond
+is called, as torch._dynamo and eager do. What the op cannot express is a graph
 break at the call (eager then runs torch.cond): a branch that changes objects of the frame or a
 tensor in place, returns an input itself, or returns anything but tensors (one, or a flat tuple or
 list of them, the same kind and length in both branches); operands that are not tensors.
@@ -36,7 +38,7 @@ from .autograd_function import SubgraphTracer
 from .base import VariableTracker
 from .constant import ConstantVariable
 from .lists import ListVariable, TupleVariable
-from .tensor import TensorVariable, wrap_node
+from .tensor import SymNodeVariable, TensorVariable, wrap_node
 
 COND = torch.cond
 use_fake_kernel_of(torch.ops.higher_order.cond)
@@ -75,8 +77,8 @@ class CondVariable(VariableTracker):
         if pred.is_python_constant():  # the branch is known: eager calls it, as here
             branch = true_fn if pred.as_python_constant() else false_fn
             return tx.inline_call(_call_branch, [branch, *operands.items], {})
-        if not isinstance(pred, TensorVariable):
-            raise Unsupported(f"torch.cond with the predicate {pred!r} (a tensor or a constant is traced)")
+        if not isinstance(pred, TensorVariable) and not (isinstance(pred, SymNodeVariable) and pred.python_type() is bool):
+            raise Unsupported(f"torch.cond with the predicate {pred!r} (a tensor, a symbolic bool or a constant is traced)")
         if not all(isinstance(vt, TensorVariable) for vt in operands.items):
             raise Unsupported("torch.cond with an operand that is not a tensor")
         for vt in (pred, *operands.items):

@@ -4,7 +4,7 @@ A TensorVariable is an fx node plus its FakeTensor. Under static shapes everythi
 but its data is known while tracing (shape, dtype, device, requires_grad), so `x.shape[0] + 1` is a
 constant and `x.size()`, `x.dim()`, `x.numel()` fold away, all covered by the TENSOR_MATCH guard
 on the graph input they derive from. Reading the data (`.item()`, a branch on `x.sum() > 0`) needs a
-graph break.
+graph break, unless torch._dynamo's flags capture the read (read_values.py).
 
 With dynamic shapes (fake/shapes.py) a size may be a `torch.SymInt`: `x.shape[0]` is then a
 SymNodeVariable, the graph's placeholder of that symbol (`s77`) or a `sym_size` node, and Python
@@ -23,7 +23,6 @@ import torch.fx
 from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
 from ...exc import Unsupported
-from ...fake.shapes import NeedsSymbolicTrace
 from ...graph import rename_node
 from ...guards import GuardKind
 from ...source import AttrSource, Source
@@ -47,6 +46,17 @@ _METADATA_METHODS = {"dim", "ndimension", "numel", "nelement", "is_contiguous", 
 _DATA_METHODS = {"item", "tolist", "numpy", "__bool__", "__int__", "__float__", "__index__", "data_ptr"}
 # Autograd's own machinery runs outside the graph (torch._dynamo breaks on these too).
 _AUTOGRAD_METHODS = {"backward", "register_hook", "retain_grad", "register_post_accumulate_grad_hook"}
+
+
+# The key of a symbolic float's node meta holding the 0-d tensor node the graph hands it back as.
+FLOAT_OUTPUT = "pyframe_float_output"
+
+# `x.item()` and `x.tolist()` with scalar outputs captured: set by read_values.py (above this module)
+_DATA_READERS: dict[str, Callable] = {}
+
+
+def register_data_reader(name: str, read: Callable) -> None:
+    _DATA_READERS[name] = read
 
 
 # `y.register_hook(fn)` on a tensor the graph makes, traced as the register_hook op: set by
@@ -162,9 +172,17 @@ class SymNodeVariable(VariableTracker):
         return ConstantVariable(self.as_python_constant()).var_getattr(tx, name)
 
     def reconstruct(self, cg) -> None:
+        as_tensor = self.node.meta.get(FLOAT_OUTPUT)
+        if as_tensor is not None:  # (a float handed back as a 0-d tensor, `float_outputs_as_tensors`)
+            cg.load_tensor(TensorVariable(as_tensor))
+            cg.emit("LOAD_METHOD", "item")
+            cg.call(0)
+            return
         cg.load_tensor(self)  # a graph output kept in a temporary, or the size's source
 
     def describe(self) -> str:
+        if free_unbacked_symbols(self.example):
+            return f"a value read from a tensor ({self.example})"
         return f"a size ({self.example}) of a graph with dynamic shapes"
 
     def __repr__(self) -> str:
@@ -221,9 +239,13 @@ def symbolic_metadata(tx, value: Any, compute: Callable[[], tuple]) -> VariableT
 
 
 def size_item(tx, tensor: "TensorVariable", dim: int) -> VariableTracker:
-    """`x.shape[dim]` (symbolic where not found: `torch.ops.aten.sym_size.int(x, dim)`)."""
-    return symbolic_metadata(tx, tensor.example.shape[dim],
-                             lambda: ("call_function", torch.ops.aten.sym_size.int, (tensor.node, dim)))
+    """`x.shape[dim]` (symbolic where not found: `torch.ops.aten.sym_size.int(x, dim)`; a size read
+    from the data, `x.size(dim)`, which the runtime-assert pass gives the node binding it, as
+    torch._dynamo's graphs have it: fake/unbacked.py)."""
+    size = tensor.example.shape[dim]
+    if tx.output.data_dependent and type(size) is not int and free_unbacked_symbols(size):  # (none made: none)
+        return symbolic_metadata(tx, size, lambda: ("call_method", "size", (tensor.node, dim)))
+    return symbolic_metadata(tx, size, lambda: ("call_function", torch.ops.aten.sym_size.int, (tensor.node, dim)))
 
 
 def _sizes(tx, tensor: "TensorVariable", values: Sequence[Any]) -> list[VariableTracker]:
@@ -326,8 +348,8 @@ class TensorVariable(VariableTracker):
     def call_method(self, tx, name: str, args: Sequence[VariableTracker],
                     kwargs: dict[str, VariableTracker]) -> VariableTracker:
         self.realize(tx)
-        if name == "item" and not args and not kwargs and torch._dynamo.config.capture_scalar_outputs:
-            return _captured_item(tx, self)
+        if name in _DATA_READERS and not args and not kwargs and tx.output.shapes.scalar_outputs:
+            return _DATA_READERS[name](tx, self)
         if name in _DATA_METHODS:  # as torch._dynamo by default (capture_scalar_outputs off)
             raise Unsupported(f"Tensor.{name}() reads tensor data into Python")
         if name == "register_hook" and len(args) == 1 and not kwargs and self.node.op == "placeholder" \
@@ -490,26 +512,6 @@ def _plain_number(value: Any) -> Any:
     if kind is not float and isinstance(value, float):
         return float(value)
     return value
-
-
-def _captured_item(tx, tensor: "TensorVariable") -> VariableTracker:
-    """`x.item()` with torch._dynamo.config.capture_scalar_outputs set: the `item` call recorded,
-    its value an unbacked symbol of the trace's ShapeEnv (a static trace is traced again over
-    one), used symbolically from then on, as torch._dynamo records it. A branch on its value is a
-    question no guard can answer: a graph break."""
-    if not tx.output.symbolic:
-        if not tx.output.shapes.symbolic_allowed:  # (the symbolic trace failed: read as by default)
-            raise Unsupported("Tensor.item() reads tensor data into Python")
-        raise NeedsSymbolicTrace("Tensor.item() with capture_scalar_outputs")
-    return call_in_graph(tx, "call_method", "item", [tensor], {})
-
-
-def number_of_read_value(tx, cls: type, value: "SymNodeVariable") -> VariableTracker:
-    """`int(n)` / `float(n)` of a value read from a tensor (a captured `Tensor.item()`): recorded as
-    `torch.sym_int` / `torch.sym_float`, as torch._dynamo records them; of its own kind, itself."""
-    if value.python_type() is cls:
-        return value
-    return call_in_graph(tx, "call_function", torch.sym_int if cls is int else torch.sym_float, [value], {})
 
 
 def call_in_graph(tx, op: str, target: Any, args: Sequence[VariableTracker],

@@ -86,7 +86,7 @@ def is_torch_op(value: Any) -> bool:
     if not isinstance(value, (types.BuiltinFunctionType, types.FunctionType, types.MethodDescriptorType)):
         return False  # (and set lookups below only ever see hashable functions)
     if value in _TORCH_FUNCTION_QUERIES or value in _TRACING_QUERIES or value is torch._C._set_grad_enabled \
-            or value in FUNCTORCH_FUNCTIONS or value in STACK_FUNCTIONS:
+            or value in FUNCTORCH_FUNCTIONS or value in STACK_FUNCTIONS or value in _SYMBOL_CHECKS:
         return True
     if _is_compiling_query(value):
         return True
@@ -113,6 +113,32 @@ def _is_functional_helper(value: Any) -> bool:
 # the graph, they would not reach the ops traced after them nor the guard on the default dtype, so
 # each is a graph break (it runs as Python; the code after it is traced under the new default).
 _DEFAULT_SETTERS = {torch.set_default_dtype, torch.set_default_tensor_type, torch.set_default_device}
+
+
+# Facts stated about sizes and values read from tensors, recorded in the graph as torch._dynamo
+# records them (its runtime-assert pass turns them into asserts: fake/unbacked.py).
+# torch._check_is_size is wrapped by typing_extensions.deprecated: in the graph all the same.
+_SYMBOL_CHECKS = (torch._check, torch._check_is_size)
+
+
+def _check(tx, args: Sequence[VariableTracker], kwargs: dict[str, VariableTracker]) -> VariableTracker:
+    """`torch._check(cond, message=None)`: a condition known while tracing is checked now (True:
+    nothing recorded; False: left to Python, which raises); a symbolic one (`u >= 0`, u read from a
+    tensor, or a dynamic size compared) is recorded, as torch._dynamo records it, when no message
+    comes with it (torch._dynamo makes the message an attribute of the graph: not modelled, a break)."""
+    bound = dict(zip(("cond", "message"), args), **kwargs)
+    if len(args) > 2 or set(bound) - {"cond", "message"} or "cond" not in bound:
+        raise Unsupported("torch._check() with other arguments than (cond, message)")
+    cond, message = bound["cond"], bound.get("message")
+    if cond.is_symbolic and cond.python_type() is bool:  # (a size's too: kept as an assert, not guarded)
+        if message is not None and not (message.is_python_constant() and message.as_python_constant() is None):
+            raise Unsupported("torch._check() of a symbolic condition with a message")
+        return call_in_graph(tx, "call_function", torch._check, [cond], {})
+    if cond.is_python_constant() and type(cond.as_python_constant()) is bool:
+        if cond.as_python_constant():
+            return ConstantVariable(None)
+        raise Unsupported("torch._check() of a condition that does not hold: Python raises")
+    raise Unsupported(f"torch._check() of {cond.describe()} (a bool or a symbolic condition is traced)")
 
 
 def _set_grad_enabled(tx, enabled: VariableTracker) -> VariableTracker:
@@ -214,6 +240,10 @@ class TorchFunctionVariable(VariableTracker):
             return call_functorch(tx, self.fn, args, kwargs)
         if self.fn in STACK_FUNCTIONS and not kwargs:
             return call_stack_function(tx, self.fn, args)
+        if self.fn is torch._check:
+            return _check(tx, args, kwargs)
+        if self.fn is torch._check_is_size:  # (a wrapper of torch's, not the user's: no purity probe)
+            return call_in_graph(tx, "call_function", self.fn, args, kwargs)
         if self.fn in _DEFAULT_SETTERS:
             raise Unsupported(f"torch.{self.fn.__name__}() changes what the ops after it make")
         if self.fn in (torch.is_tensor, torch.is_storage) and len(args) == 1 and not kwargs \
