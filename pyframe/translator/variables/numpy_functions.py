@@ -19,14 +19,18 @@ from ...exc import Unsupported
 from .base import VariableTracker
 from .constant import ConstantVariable
 from .descriptions import describe_value
+from .ndarray import call_numpy_function
 
 
 def is_numpy_callable(value: Any) -> bool:
-    """A function, ufunc or dispatcher of the numpy package (not a class: `np.float32(x)` makes a
-    value of its own kind, read as a constant where it is one)."""
+    """A function, ufunc or dispatcher of the numpy package, or one of its scalar types
+    (`np.float64(2.0)`: a NumPy scalar made of a constant, or an array's elements converted); not
+    another class."""
     numpy = sys.modules.get("numpy")
-    if numpy is None or isinstance(value, type) or not callable(value):
+    if numpy is None or not callable(value):
         return False
+    if isinstance(value, type):
+        return issubclass(value, numpy.generic) and value.__module__ == "numpy"
     if isinstance(value, numpy.ufunc):
         return True
     module = getattr(value, "__module__", None) or ""
@@ -64,17 +68,18 @@ class NumpyFunctionVariable(VariableTracker):
     def call(self, tx, args, kwargs) -> VariableTracker:
         name = getattr(self.value, "__name__", describe_value(self.value))
         if not all(a.is_python_constant() for a in (*args, *kwargs.values())):
-            raise Unsupported(f"numpy.{name}() of values unknown while tracing")
+            return call_numpy_function(tx, self.value, args, kwargs)  # on arrays or tensors: in the graph
         pargs = [a.as_python_constant() for a in args]
         pkwargs = {k: v.as_python_constant() for k, v in kwargs.items()}
         if not all(_folded_scalar(v) for v in (*pargs, *pkwargs.values())):
-            raise Unsupported(f"numpy.{name}() of arguments other than scalars")
+            # (`np.array([1.0, 3.0])`, `np.ones((3, 4))`: an array made in the graph)
+            return call_numpy_function(tx, self.value, args, kwargs)
         try:
             result = self.value(*pargs, **pkwargs)
         except Exception as e:  # raised again when the frame runs as Python
             raise Unsupported(f"numpy.{name}() raises {type(e).__name__}: {e}") from e
-        if not _folded_scalar(result):
-            raise Unsupported(f"numpy.{name}() gives a {type(result).__name__}, not a scalar")
+        if not _folded_scalar(result):  # (`np.ones((3, 4))`: an array, made in the graph instead)
+            return call_numpy_function(tx, self.value, args, kwargs)
         return ConstantVariable(result)
 
     def reconstruct(self, cg) -> None:
