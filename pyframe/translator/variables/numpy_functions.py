@@ -1,13 +1,14 @@
-"""NumPy's functions called by traced code on values known while tracing: folded to constants.
+"""NumPy's functions called by traced code: folded on constants, traced on arrays.
 
 Library code computes sizes with NumPy (`np.lcm(a, b)`, `np.prod(shape)`, `np.ceil(n / k)`,
-`np.log2(...)`): on ints and floats known while tracing, torch._dynamo folds such a call into its
-result, a constant. pyframe does the same for every NumPy callable (a ufunc, a function NumPy's
-`__array_function__` protocol dispatches, a C function or a Python function of the numpy package),
-read from the frame or a module and guarded by identity: the call runs once, while tracing, on
-the constants, and its result (a NumPy or Python scalar, or a tuple of them) is a constant of the
-trace. Anything else (an array argument or result, a tensor, a value unknown while tracing) is a
-graph break, as a call into a library pyframe does not trace.
+`np.log2(...)`): on ints and floats known while tracing, such a call is folded into its result, a
+constant. pyframe does this for every NumPy callable (a ufunc, a function NumPy's
+`__array_function__` protocol dispatches, a C function or a Python function of the numpy package, a
+scalar type such as `np.float64`), read from the frame or a module and guarded by identity: the call
+runs once, while tracing, on the constants, and its result (a NumPy or Python scalar, or a tuple of
+them) is a constant of the trace. A call on arrays or tensors, or one that makes an array
+(`np.ones((3, 4))`), is recorded in the graph through its torch._numpy counterpart, as torch._dynamo
+records it (ndarray.py). `numpy.random` is never called while tracing: its calls break the graph.
 """
 from __future__ import annotations
 
@@ -31,11 +32,18 @@ def is_numpy_callable(value: Any) -> bool:
         return False
     if isinstance(value, type):
         return issubclass(value, numpy.generic) and value.__module__ == "numpy"
+    if _is_numpy_random(value):  # (`np.random.rand`: a method of NumPy's global generator)
+        return True
     if isinstance(value, numpy.ufunc):
         return True
     module = getattr(value, "__module__", None) or ""
     return (module == "numpy" or module.startswith("numpy.")) and isinstance(
         value, (types.FunctionType, types.BuiltinFunctionType, type(numpy.prod)))
+
+
+def _is_numpy_random(value: Any) -> bool:
+    module = getattr(value, "__module__", None) or ""
+    return module == "numpy.random" or module.startswith("numpy.random.")
 
 
 def _folded_scalar(value: Any) -> bool:
@@ -67,6 +75,8 @@ class NumpyFunctionVariable(VariableTracker):
 
     def call(self, tx, args, kwargs) -> VariableTracker:
         name = getattr(self.value, "__name__", describe_value(self.value))
+        if _is_numpy_random(self.value):  # (never run while tracing, nor torch._numpy's: its own generator)
+            raise Unsupported(f"numpy.random.{name}() draws from NumPy's random generator: not traced")
         if not all(a.is_python_constant() for a in (*args, *kwargs.values())):
             return call_numpy_function(tx, self.value, args, kwargs)  # on arrays or tensors: in the graph
         pargs = [a.as_python_constant() for a in args]
