@@ -257,6 +257,8 @@ def ndarray_operator(tx, fn: Any, args: Sequence[VariableTracker]) -> VariableTr
     which eager gives, as the array defers to the tensor)."""
     if fn not in _OPERATORS or not any(isinstance(a, NdarrayVariable) for a in args):
         return None
+    if fn is operator.getitem and isinstance(args[0], NdarrayVariable) and _holds_a_tensor(args[1]):
+        raise Unsupported("a numpy.ndarray indexed by a tensor (NumPy converts the index by its own rules)")
     if any(isinstance(a, TensorVariable) and not isinstance(a, NdarrayVariable) for a in args):
         return None
     return _record(tx, NumpyOperatorCall(fn), args, {}, fn.__name__, lambda a, k: fn(*a))
@@ -271,6 +273,12 @@ def _holds_a_tensor(vt: VariableTracker) -> bool:
     if isinstance(vt, BaseListVariable):
         return any(_holds_a_tensor(v) for v in vt.items)
     return isinstance(vt, TensorVariable) and not isinstance(vt, NdarrayVariable)
+
+
+def _holds_an_array(vt: VariableTracker) -> bool:
+    if isinstance(vt, BaseListVariable):
+        return any(_holds_an_array(v) for v in vt.items)
+    return isinstance(vt, NdarrayVariable)
 
 
 def _counterparts() -> dict[int, Any]:
@@ -320,11 +328,16 @@ def call_numpy_function(tx, fn: Any, args: Sequence[VariableTracker],
 
 def to_torch(tx, fn: Any, args: Sequence[VariableTracker], kwargs: dict[str, VariableTracker]) -> VariableTracker | None:
     """`torch.from_numpy(a)` / `torch.as_tensor(a, ...)` of an array the trace holds: the tensor it
-    is, through `torch.as_tensor`, as torch._dynamo records both; None for other calls."""
-    if fn not in (torch.from_numpy, torch.as_tensor) or not args or not isinstance(args[0], NdarrayVariable):
+    is, through `torch.as_tensor`, as torch._dynamo records both; None for a call that takes no
+    array. Any other torch function given an array is Unsupported (eager's raise TypeError, or
+    convert it by rules of their own: `torch.tensor(a)`)."""
+    holds_an_array = any(_holds_an_array(a) for a in (*args, *kwargs.values()))
+    if not holds_an_array:
         return None
-    if fn is torch.from_numpy and (len(args) != 1 or kwargs):
-        return None
+    if fn not in (torch.from_numpy, torch.as_tensor) or not isinstance(args[0], NdarrayVariable) \
+            or any(_holds_an_array(a) for a in (*args[1:], *kwargs.values())) \
+            or (fn is torch.from_numpy and (len(args) != 1 or kwargs)):
+        raise Unsupported(f"torch.{getattr(fn, '__name__', fn)}() of a numpy.ndarray is not traced")
     node_kwargs = {k: as_node_arg(v) for k, v in kwargs.items()}
     node = tx.output.create_node("call_function", torch.as_tensor, (args[0].node, *map(as_node_arg, args[1:])),
                                  node_kwargs)
