@@ -9,7 +9,8 @@ arrays (each one element seen through zero strides: the array's shape and dtype,
 with the same constants. A dtype that differs from the FakeTensor's is a graph break (never a
 result of another dtype than eager's); the kind (array or scalar) is what the trace holds. Where
 NumPy cannot run on the stand-ins (a value that matters: a singular matrix), the trace relies on
-torch._numpy's answer (`UNKNOWN`).
+torch._numpy's answer (`UNKNOWN`). The check costs what the call costs NumPy (its output is made
+in full), once per trace.
 """
 from __future__ import annotations
 
@@ -41,12 +42,13 @@ def _stand_in(vt: VariableTracker) -> Any:
     if isinstance(vt, TensorVariable):
         example = vt.example
         dtype = numpy_dtype(example.dtype)
-        if dtype is None or not all(type(n) is int for n in example.shape):
+        shape = tuple(n if type(n) is int else getattr(n.node, "hint", None) for n in example.shape)
+        if dtype is None or None in shape:  # (a symbolic size stands for its value on this call)
             raise _NoStandIn
         if getattr(vt, "scalar", False):
             return dtype.type(1)
         one = numpy.ones(1, dtype=dtype)
-        return numpy.lib.stride_tricks.as_strided(one, shape=tuple(example.shape), strides=(0,) * example.dim())
+        return numpy.lib.stride_tricks.as_strided(one, shape=shape, strides=(0,) * len(shape))
     if isinstance(vt, BaseListVariable) and not vt.is_python_constant():
         return vt.container_type(_stand_in(v) for v in vt.items)
     if vt.is_python_constant():
