@@ -536,9 +536,9 @@ def _wrap_user_object(tx: Tracer, value: Any, source: Source | None, guard: bool
 # Each kind of value, in the order they are tried: a value is the first kind whose function
 # returns a tracker (the order matters where kinds overlap: a named tuple is a tuple, a builtin
 # type or grad-mode class is a class).
-_KINDS = (_wrap_tensor, _wrap_ndarray, _wrap_constant, _wrap_sequence, _wrap_mapping, _wrap_mapping_proxy, _wrap_container_subclass,
+_KINDS = (_wrap_tensor, _wrap_constant, _wrap_sequence, _wrap_mapping, _wrap_mapping_proxy, _wrap_container_subclass,
           wrap_builtin_descriptor, _wrap_constant_collection, _wrap_marked_function, _wrap_module,
-          _wrap_numpy_callable, _wrap_torch_or_builtin, wrap_bound_builtin_method, wrap_weakref, _wrap_special_object,
+          _wrap_ndarray, _wrap_numpy_callable, _wrap_torch_or_builtin, wrap_bound_builtin_method, wrap_weakref, _wrap_special_object,
           _wrap_callable, _wrap_class)
 
 
