@@ -237,6 +237,21 @@ def numpy_branch_on_an_array(x):
 
 
 @case(inputs=lambda: torch.randn(3, 4), tags={"break"})
+def numpy_index_read_into_python(x):
+    """`int(np.argmax(a))`: an index read into Python; the argmax is in the first graph."""
+    a = x.numpy()
+    i = np.argmax(a)
+    return x.flatten()[int(i)]
+
+
+@case(inputs=lambda: torch.randn(3, 4), tags={"break"})
+def numpy_boolean_mask(x):
+    """`a[a > 0]` has a size that depends on the data: the indexing runs in Python."""
+    a = x.numpy()
+    return torch.from_numpy(a[a > 0])
+
+
+@case(inputs=lambda: torch.randn(3, 4), tags={"break"})
 def numpy_array_live_across_a_break(x):
     """`a.tolist()` breaks; the array, live after it, is a graph output made an array again."""
     a = np.exp(x.numpy())

@@ -156,3 +156,70 @@ def numpy_scalar_operand(x):
     """np.float64(2.0): a NumPy scalar, strongly typed, made in the graph (`wrapped_float64`)."""
     a = x.numpy()
     return torch.from_numpy(a * np.float64(2.0))
+
+
+@case(inputs=lambda: torch.randn(3, 4))
+def list_of_arrays(x):
+    a = x.numpy()
+    return [a, a + 1, np.concatenate((a, a))]
+
+
+@case(inputs=lambda: torch.randn(3, 4))
+def identity_and_type_of_arrays(x):
+    a = x.numpy()
+    b = a
+    c = a + 0
+    return a is b, a is c, isinstance(a, np.ndarray), type(a).__name__, c
+
+
+@case(inputs=lambda: torch.randn(3, 4))
+def copy_then_change_in_place(x):
+    """`a.copy()` is a copy: changing it leaves x as it was."""
+    a = x.numpy().copy()
+    a += 5
+    return x, torch.from_numpy(a)
+
+
+@case(inputs=lambda: torch.randn(3, 4))
+def inplace_on_a_view_of_a_tensor(x):
+    """`y.numpy()` shares y's memory: `a *= 2` changes y, as in eager."""
+    y = x.clone()
+    a = y.numpy()
+    a *= 2
+    return y
+
+
+@case(inputs=lambda: torch.randn(3, 4))
+def astype_to_python_and_numpy_types(x):
+    """Python types are torch dtypes in the graph (`torch.int64`), NumPy's their names (`'float64'`)."""
+    a = x.numpy()
+    return a.astype(int), a.astype(np.float64).astype(bool), np.zeros((2, 2), dtype=np.float32)
+
+
+@case(inputs=lambda: torch.randn(4, 3))
+def array_of_a_transposed_tensor(x):
+    a = x.t().numpy()
+    return torch.from_numpy(a * 2), a.shape
+
+
+@case(inputs=lambda: torch.randn(3, 4))
+def shape_of_an_array_to_torch(x):
+    a = x.numpy()
+    return torch.zeros(a.shape) + x, torch.ones(a.shape[1])
+
+
+@case(inputs=lambda: torch.arange(12).reshape(3, 4))
+def integer_arithmetic(x):
+    a = x.numpy()
+    return a % 5, a // 3, a ** 2, -a, a.max(axis=1), np.sqrt(a)
+
+
+@case(inputs=lambda: torch.randn(3, 4))
+def unhashable_array_as_a_dict_key(x):
+    """hash() of an array raises TypeError, caught in the frame: no break."""
+    a = x.numpy()
+    try:
+        d = {a: 1}
+    except TypeError:
+        d = {}
+    return len(d), x + 1

@@ -200,8 +200,6 @@ def numpy_node_arg(tx, vt: VariableTracker) -> Any:
     value = vt.real_object() if not vt.is_python_constant() else vt.as_python_constant()
     if isinstance(value, numpy.dtype) or (isinstance(value, type) and issubclass(value, numpy.generic)):
         return numpy.dtype(value).name
-    if any(value is kind for kind in (int, float, bool, complex)):
-        return value
     if is_numpy_scalar(value):
         kind = type(value).__name__  # (np.bool_ is `bool` in NumPy 2, `bool_` in torch._numpy)
         make = getattr(tnp(), kind, None) or getattr(tnp(), kind + "_", None)
