@@ -5,8 +5,10 @@ scalar); where torch._dynamo gives another result than eager (a 0-d array for a 
 torch._numpy's dtype for NumPy's, NumPy's generator replaced by torch's), pyframe gives eager's."""
 from __future__ import annotations
 
+import gc
 import subprocess
 import sys
+import weakref
 
 import numpy as np
 import pytest
@@ -205,3 +207,22 @@ def test_importing_pyframe_does_not_load_torch_numpy():
             "assert 'torch._numpy' not in sys.modules\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
+
+
+def test_the_graph_callables_live_as_long_as_their_graphs():
+    """One callable per node (numpy_ops.py): nothing of pyframe's keeps it once the graph is gone."""
+    refs = []
+
+    def backend(gm, example_inputs):
+        refs.extend(weakref.ref(n.target) for n in gm.graph.nodes if "wrapped" in getattr(n.target, "__name__", ""))
+        return gm.forward
+
+    def fn(x):
+        return torch.from_numpy(np.sin(x.numpy()) * 2)
+
+    pyframe.reset()
+    pyframe.optimize(backend)(fn)(torch.ones(3))
+    assert len(refs) == 2
+    pyframe.reset()
+    gc.collect()
+    assert all(ref() is None for ref in refs)

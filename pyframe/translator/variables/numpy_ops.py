@@ -29,6 +29,8 @@ from typing import Any
 
 import torch
 
+from ...graph import PER_NODE_CALLABLES
+
 # The module the graph's code names these callables after (see the docstring).
 _GRAPH_MODULE = "torch._dynamo.utils"
 
@@ -55,10 +57,21 @@ def _as_array(value: Any) -> Any:
     return tnp().ndarray(value) if isinstance(value, torch.Tensor) else value
 
 
+# NumPy's functions and methods that write into their first argument (besides `out=`, which
+# rerun.py reads from the node's keyword arguments).
+_WRITING_FUNCTIONS = frozenset({"copyto", "put", "place", "putmask", "fill_diagonal", "put_along_axis"})
+_WRITING_METHODS = frozenset({"__setitem__", "fill", "sort", "put", "partition", "resize", "itemset", "setfield"})
+_INPLACE_OPERATORS = frozenset({"iadd", "isub", "imul", "itruediv", "ifloordiv", "imod", "ipow", "imatmul", "iand",
+                                "ior", "ixor", "ilshift", "irshift"})
+
+
 class _GraphCallable:
-    """One node's callable: compared and hashed by identity (each node has its own)."""
+    """One node's callable: compared and hashed by identity (each node has its own).
+    `mutates_first_argument`: the call writes into the array it is given first (`a += 1`,
+    `a[0] = v`), which rerun.py must know (a graph that raised after it cannot run again)."""
 
     __name__: str
+    mutates_first_argument = False
 
     def __repr__(self) -> str:
         return f"<pyframe {self.__name__}>"
@@ -71,6 +84,7 @@ class NumpyFunctionCall(_GraphCallable):
     def __init__(self, fn: Any):
         self.fn = fn
         self.__name__ = f"wrapped_{fn.__name__}"
+        self.mutates_first_argument = fn.__name__ in _WRITING_FUNCTIONS
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return to_tensors(self.fn(*args, **kwargs))
@@ -82,6 +96,7 @@ class NumpyMethodCall(_GraphCallable):
     def __init__(self, name: str):
         self.name = name
         self.__name__ = f"wrapped_{name}"
+        self.mutates_first_argument = name in _WRITING_METHODS or name.startswith("__i")
 
     def __call__(self, obj: Any, *args: Any, **kwargs: Any) -> Any:
         return to_tensors(getattr(_as_array(obj), self.name)(*args, **kwargs))
@@ -94,6 +109,7 @@ class NumpyOperatorCall(_GraphCallable):
     def __init__(self, op: Any):
         self.op = op
         self.__name__ = f"wrapped_{op.__name__}"
+        self.mutates_first_argument = op.__name__ in _INPLACE_OPERATORS
 
     def __call__(self, *operands: Any) -> Any:
         return to_tensors(self.op(*map(_as_array, operands)))
@@ -101,6 +117,7 @@ class NumpyOperatorCall(_GraphCallable):
 
 for _kind in (NumpyFunctionCall, NumpyMethodCall, NumpyOperatorCall):
     _kind.__module__ = _GRAPH_MODULE  # (what the graph's code names them after: see the docstring)
+    PER_NODE_CALLABLES.add(_kind)
 
 
 def numpy_attr_wrapper(obj: Any, name: str) -> Any:
