@@ -259,7 +259,7 @@ class OutputGraph:
         """Record a call and propagate FakeTensors through it (`op` is call_function/call_method)."""
         modes = (self.grad_enabled, *self.autocast_stack)
         memo_key = (self.memo.key(op, target, args, kwargs, modes, self._memo_state, self._node_keys)
-                    if self.fast_propagation else None)
+                    if self.fast_propagation and type(target) not in PER_NODE_CALLABLES else None)
         try:
             example, value_key = (self._known_example(op, target, args, kwargs, memo_key, modes)
                                   if memo_key is not None else (None, None))
@@ -569,10 +569,16 @@ def _is_module_state(source: Source) -> bool:
 _graph_counter = itertools.count(1)
 _name_candidates: dict[Any, str] = {}
 
+# Classes of callables made for one node each (the NumPy wrappers of translator/variables/numpy_ops.py):
+# no memo entry nor remembered name is kept for them, as none would be asked for again.
+PER_NODE_CALLABLES: set[type] = set()
+
 
 def _name_candidate(graph: torch.fx.Graph, target: Any) -> str:
     """The name fx gives a node of `target` before numbering it (`torch.sin` -> "sin"), computed
     once per target: fx derives it with regular expressions for every node."""
+    if type(target) in PER_NODE_CALLABLES:
+        return graph._target_to_str(target)
     try:
         return _name_candidates[target]
     except KeyError:

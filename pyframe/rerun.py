@@ -172,13 +172,18 @@ def _mutated(node: torch.fx.Node) -> list[Any]:
 
 def _writes_first_argument(op: str, target: Any) -> bool:
     """By its name, the op writes its first argument (`add_`, `Tensor.__iadd__`, `operator.setitem`):
-    decided once per target, as every node of a graph is asked."""
+    decided once per target, as every node of a graph is asked. A callable that says it itself
+    (`mutates_first_argument`: the NumPy wrappers, `wrapped_iadd`, made one per node) is asked
+    each time, and not remembered."""
     try:
         return _in_place_targets[(op, target)]
     except KeyError:
         pass
     except TypeError:  # an unhashable target
         return _in_place_name(_target_name(op, target))
+    says = getattr(target, "mutates_first_argument", None)
+    if says is not None:
+        return bool(says)
     found = _in_place_targets[(op, target)] = _in_place_name(_target_name(op, target))
     return found
 

@@ -270,6 +270,20 @@ class TensorPropertySource(ChildSource):
         return f"{self.base.name()}.{self.prop}()[{self.dim}]"
 
 
+@dataclass(frozen=True)
+class NumpyTensorSource(ChildSource):
+    """The tensor over the memory of the NumPy array at `base` (`torch.as_tensor(<base>)`): how a
+    graph takes an array passed to the frame, named as torch._dynamo names it
+    (`___from_numpy(L['a'])`); its placeholder is named after the array (`L_a_`)."""
+
+    @remembered
+    def _name(self) -> str:
+        return f"___from_numpy({self.base.name()})"
+
+    def placeholder_name(self) -> str:
+        return self.base.placeholder_name()
+
+
 def _remember_hashes(cls: type) -> None:
     """Make each source hash its fields once, when it is made: a source is a key of the trace's
     input, guard and constant tables, and the dataclass hash walks the whole chain

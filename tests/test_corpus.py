@@ -81,7 +81,6 @@ def test_case_matches_eager_and_dynamo(case: Case) -> None:
 # backend (RunRecord.breaks: torch._dynamo's graph_break_reasons; pyframe's frame records that carry
 # an Unsupported), by reason. Like the listings of tests/test_graph_code.py, each must stay true: a
 # case that comes to break as often as torch._dynamo fails until it is removed.
-_NUMPY = "Dynamo traces numpy code (torch._numpy); pyframe breaks at .numpy() and at the numpy calls' frames"
 _MATERIALIZE_GRADS = "Dynamo traces set_materialize_grads(False); pyframe breaks at the apply and in forward's frame"
 _FUNC_TRANSFORM = "torch.func.grad of a nested function is not traced: the frame and functorch's wrapped calls run as Python"
 _DYNAMO_SKIPS_UNITTEST = "Dynamo breaks at each call of unittest's assert methods (marked skipped); pyframe inlines them"
@@ -93,7 +92,6 @@ BREAKS_DIFFER: dict[str, str] = {
     "stdlib_calls.testcase_assert_equal": _DYNAMO_SKIPS_UNITTEST,
     "function_objects.function_transform_of_a_nested_function": _FUNC_TRANSFORM,
     "class_protocols.class_getitem_picks_a_dtype": _DYNAMO_CLASS_GETITEM,
-    "graph_breaks.numpy_round_trip": _NUMPY,
     "autograd_function_breaks.set_materialize_grads_false": _MATERIALIZE_GRADS,
 }
 

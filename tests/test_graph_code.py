@@ -47,7 +47,6 @@ SIGNATURE_DIFFERS: dict[str, str] = {
 # Cases whose placeholders match but whose graphs do not, each for a reason the case documents
 # (its `difference`): torch._dynamo and pyframe split the frame into different graphs, so the code
 # of the graphs cannot be the same.
-_NUMPY_TRACE = "Dynamo traces numpy code into the graph (torch._numpy); pyframe breaks at .numpy()"
 _MATERIALIZE = "Dynamo traces an autograd.Function with set_materialize_grads(False); pyframe breaks at its apply"
 _NN_MODULE_FRAMES = ("the case's `difference`: pyframe compiles the torch.nn modules' frames (Embedding, Dropout) "
                      "a frame run as Python calls, one-op graphs torch._dynamo does not make")
@@ -56,7 +55,6 @@ CODE_DIFFERS: dict[str, str] = {
     "transformers_models.SwitchTransformersModelEval": _NN_MODULE_FRAMES,
     "graph_breaks.torch_modules_called_from_a_frame_run_as_python": _NN_MODULE_FRAMES,
     "autograd_function_breaks.set_materialize_grads_false": _MATERIALIZE,
-    "graph_breaks.numpy_round_trip": _NUMPY_TRACE,
 }
 
 

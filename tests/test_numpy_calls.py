@@ -2,8 +2,9 @@
 (pyframe/translator/variables/numpy_functions.py), where torch._dynamo 2.13 traces them into its
 graph through torch._numpy (`wrapped_lcm`, `wrapped_ceil`...), often with graph breaks around
 them: library code computes chunk sizes and paddings this way (transformers' Reformer: `np.lcm`,
-`np.sqrt`). Results are compared with eager, graphs counted; a NumPy call on an array or a tensor
-stays a graph break (torch._dynamo's torch._numpy tracing of arrays is not built).
+`np.sqrt`). Results are compared with eager, graphs counted. NumPy calls on arrays are traced into
+the graph through torch._numpy, as torch._dynamo traces them (tests/test_numpy_graphs.py); reading
+an array's value into Python (`float(np.mean(a))`) is a graph break.
 """
 from __future__ import annotations
 
@@ -49,7 +50,9 @@ def test_numpy_calls_on_constants_are_folded(fn, args):
     assert not any("wrapped" in op or "np" in op for op in backend.graphs[0].ops)
 
 
-def test_a_numpy_call_on_an_array_is_a_graph_break():
+def test_a_numpy_value_read_into_python_is_a_graph_break():
+    """The calls on the array are in the graph (as torch._dynamo records them); float() of their
+    result, a NumPy scalar, reads it into Python: the break."""
     def fn(x):
         y = x * 2
         scale = float(np.mean(np.array([1.0, 3.0])))
@@ -57,6 +60,7 @@ def test_a_numpy_call_on_an_array_is_a_graph_break():
 
     backend = CountingBackend()
     torch.testing.assert_close(pyframe.optimize(backend)(fn)(torch.ones(3)), fn(torch.ones(3)))
+    assert backend.graphs[0].ops == ("mul", "wrapped_array", "wrapped_mean")
     explained = pyframe.explain(fn)(torch.ones(3))
     assert explained.graph_break_count >= 1
     assert any("numpy" in str(b.reason) for b in explained.break_reasons)

@@ -10,7 +10,7 @@ from pyframe.debug.compare import run_case
 from pyframe.debug.parity import parity_report
 from tests.cases import ALL
 
-SELECTED = ("elementwise.add", "graph_breaks.toy_example", "graph_breaks.numpy_round_trip")
+SELECTED = ("elementwise.add", "graph_breaks.toy_example", "class_protocols.class_getitem_picks_a_dtype")
 
 
 def _cases():
@@ -36,7 +36,7 @@ def test_rows_agree_with_running_the_cases():
 def test_documented_difference_is_listed_with_its_reason():
     report = parity_report(_cases())
     differences = report.split("## Differences", 1)[1]
-    documented = next(c for c in _cases() if c.name == "numpy_round_trip")
+    documented = next(c for c in _cases() if c.name == "class_getitem_picks_a_dtype")
     assert f"**{documented.qualname}** (documented): {documented.difference}" in differences
     assert "toy_example" not in differences
     assert "- op sequences equal to torch._dynamo's: 2/3" in report

@@ -22,8 +22,8 @@ from ..exc import Unsupported
 from ..rerun import Rerun, run_as_python
 from ..source import (
     AttrSource, BaseItemSource, BuiltinSource, CellContentsSource, ChildSource, ClosureSource, DictItemSource, DictKeySource,
-    DictValueSource, FreeCellSource, GenericAttrSource, GlobalSource, ItemSource, LocalSource, Source,
-    TensorPropertySource, TupleIteratorRestSource, WeakRefCallSource,
+    DictValueSource, FreeCellSource, GenericAttrSource, GlobalSource, ItemSource, LocalSource, NumpyTensorSource,
+    Source, TensorPropertySource, TupleIteratorRestSource, WeakRefCallSource,
 )
 
 _BUILD = {tuple: "BUILD_TUPLE", list: "BUILD_LIST"}
@@ -204,6 +204,11 @@ class PyCodegen:
             self.load_const(_C.weakref_referent)
             self.load_source(source.base)
             self.call(1)
+        elif isinstance(source, NumpyTensorSource):  # the tensor over a NumPy array's memory
+            self.push_null()
+            self.load_const(torch.as_tensor)
+            self.load_source(source.base)
+            self.call(1)
         elif isinstance(source, TensorPropertySource):  # `x.size(0)`, `x.stride(1)`, `x.storage_offset()`
             self.push_null()
             self.load_const(getattr(torch.Tensor, source.prop))
@@ -285,9 +290,10 @@ class PyCodegen:
     def _call_graph(self, compiled_fn: Any, input_sources: list[Source], first: bool) -> None:
         self.push_null()
         self.load_const(compiled_fn)
-        if input_sources and first:
+        if input_sources and first and not any(isinstance(s, NumpyTensorSource) for s in input_sources):
             # The first thing the code does, so the inputs are the values the guards just
-            # fetched: the hook hands them over in one tuple (docs/c_layer.md, "Exports").
+            # fetched: the hook hands them over in one tuple (docs/c_layer.md, "Exports"). (The
+            # tensor over a NumPy array is made by the code, from the array the guards checked.)
             self.exported_inputs = list(input_sources)
             self.emit("LOAD_FAST", _C.EXPORTS_LOCAL)
             self._graph_call_args = self.instructions[-1]

@@ -420,6 +420,15 @@ def assert_same_result(actual: Any, expected: Any, path: str = "result") -> None
             raise AssertionError(f"{path}: expected a tensor, got {type(actual).__name__}")
         torch.testing.assert_close(actual, expected, msg=lambda m: f"{path}: {m}")
         return
+    numpy = sys.modules.get("numpy")
+    if numpy is not None and isinstance(expected, (numpy.ndarray, numpy.generic)):
+        # a NumPy array or scalar: of the same type (an array is no scalar), dtype and shape, close
+        if type(actual) is not type(expected) or actual.dtype != expected.dtype or actual.shape != expected.shape:
+            raise AssertionError(f"{path}: {type(actual).__name__} {getattr(actual, 'dtype', '')} "
+                                 f"{getattr(actual, 'shape', '')} != expected {type(expected).__name__} "
+                                 f"{expected.dtype} {expected.shape}")
+        numpy.testing.assert_allclose(actual, expected, rtol=1.3e-6, atol=1e-5, err_msg=path)
+        return
     if type(actual) is not type(expected):
         raise AssertionError(
             f"{path}: type {type(actual).__name__} != expected {type(expected).__name__}"

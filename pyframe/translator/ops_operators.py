@@ -15,6 +15,7 @@ from .variables import BuiltinVariable, ConstantVariable, DictVariable, ListVari
 from .variables.container_subclass import ContainerSubclassMixin
 from .variables.dict_subclass import DictSubclassMixin
 from .variables.lists import FrameListVariable
+from .variables.ndarray import NdarrayVariable
 from .variables.special_methods import inline_special
 from .variables.tensor import call_in_graph
 
@@ -95,7 +96,9 @@ class OperatorOps:
 
     def STORE_SUBSCR(self, inst: Instr) -> None:
         key, obj, value = self.pop(), self.pop(), self.pop()
-        if isinstance(obj, TensorVariable):
+        if isinstance(obj, NdarrayVariable):  # `a[0] = v`: NumPy's, recorded (`wrapped___setitem__`)
+            obj.call_method(self, "__setitem__", [key, value], {})
+        elif isinstance(obj, TensorVariable):
             call_in_graph(self, "call_function", operator.setitem, [obj, key, value], {})
         elif isinstance(obj, DictVariable):
             obj.call_method(self, "__setitem__", [key, value], {})

@@ -52,6 +52,7 @@ STRAIGHT_LINE = [
     "tests.cases.functorch_vmap",
     "tests.cases.torch_function_modes",
     "tests.cases.weak_references",
+    "tests.cases.numpy_arrays",
 ]
 GRAPH_BREAKS = ["tests.cases.graph_breaks", "tests.cases.autograd_function_breaks", "tests.cases.compiled_path"]
 # Code installed by pip, called as its users call it (no cases when the library is not installed).

@@ -32,10 +32,9 @@ RATE = np.float32(0.5)
 
 
 @case(inputs=lambda: torch.randn(5), difference=(
-    "torch._dynamo traces numpy through torch._numpy (config.trace_numpy), so a numpy scalar read from "
-    "the frame is a graph input there (G_STEPS_, a 0-d tensor, its ops in the graph too); pyframe does not "
-    "trace numpy (see graph_breaks.numpy_round_trip): a numpy scalar is a constant of the graph, guarded by "
-    "value (a new value recompiles), so the ops are the same but the graph takes no input for it"))
+    "torch._dynamo makes a numpy scalar read from the frame a graph input (G_STEPS_, a 0-d tensor, its ops "
+    "in the graph too); pyframe makes it a constant of the graph, guarded by value (a new value recompiles), "
+    "so the ops are the same but the graph takes no input for it"))
 def numpy_scalar_constants(x):
     """NumPy numbers are constants guarded by value, operands of tensor operators as Python numbers
     (torch._dynamo makes them graph inputs, 0-d tensors: the ops are the same)."""

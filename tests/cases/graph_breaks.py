@@ -5,7 +5,7 @@ The cases are grouped by what causes the break and by what must survive it:
 
 - every conditional-jump opcode of 3.11 on a tensor-derived value (``if``, ``if not``, ``and`` /
   ``or`` in a condition and as a value, the ternary, ``assert``, ``while``, chained comparisons);
-- calls that cannot be traced: ``print``, ``.item()`` / ``.tolist()`` / ``.numpy()``, a C function
+- calls that cannot be traced: ``print``, ``.item()`` / ``.tolist()``, NumPy values read into Python, a C function
   outside torch (``os.getpid``), and an opcode the translator does not model (``import``);
 - several breaks in one frame, breaks in inlined helpers (one and two calls deep), breaks inside
   unrolled ``for`` loops;
@@ -20,6 +20,7 @@ says which. A case whose graphs differ from torch._dynamo's on purpose says why 
 
 import os
 
+import numpy as np
 import torch
 import torch.nn as nn
 
@@ -218,20 +219,44 @@ def tolist_then_python_sum(x):
     return x + sum(values), len(values)
 
 
-@case(
-    inputs=lambda: torch.randn(4),
-    tags={"break"},
-    difference=(
-        "torch._dynamo traces numpy code into the graph through torch._numpy (config.trace_numpy), "
-        "so all the ops are in one graph; pyframe breaks at `.numpy()`, a read of tensor data into "
-        "Python, and leaves the numpy arithmetic to Python"
-    ),
-)
-def numpy_round_trip(x):
-    """`.numpy()` shares memory with the tensor; numpy arithmetic, then back with torch.from_numpy."""
-    y = x + 1
-    arr = x.numpy()
-    return torch.from_numpy(arr * 2) - y
+@case(inputs=lambda: torch.randn(3, 4), tags={"break"})
+def numpy_value_read_into_python(x):
+    """NumPy code on `x.numpy()` is in the graph (tests/cases/numpy_arrays.py); float() of its
+    result, a NumPy scalar, reads it into Python: the break, as in torch._dynamo."""
+    a = x.numpy()
+    return x * float(a.sum())
+
+
+@case(inputs=lambda: torch.randn(3, 4), tags={"break"})
+def numpy_branch_on_an_array(x):
+    """A branch on an array's data (`(a > 0).any()`): the graph computes it, the branch breaks."""
+    a = x.numpy()
+    if (a > 0).any():
+        return x + 1
+    return x - 1
+
+
+@case(inputs=lambda: torch.randn(3, 4), tags={"break"})
+def numpy_index_read_into_python(x):
+    """`int(np.argmax(a))`: an index read into Python; the argmax is in the first graph."""
+    a = x.numpy()
+    i = np.argmax(a)
+    return x.flatten()[int(i)]
+
+
+@case(inputs=lambda: torch.randn(3, 4), tags={"break"})
+def numpy_boolean_mask(x):
+    """`a[a > 0]` has a size that depends on the data: the indexing runs in Python."""
+    a = x.numpy()
+    return torch.from_numpy(a[a > 0])
+
+
+@case(inputs=lambda: torch.randn(3, 4), tags={"break"})
+def numpy_array_live_across_a_break(x):
+    """`a.tolist()` breaks; the array, live after it, is a graph output made an array again."""
+    a = np.exp(x.numpy())
+    values = a.tolist()
+    return torch.from_numpy(a * len(values))
 
 
 @case(inputs=lambda: torch.randn(5), tags={"break"})

@@ -22,8 +22,8 @@ from ...resume import STACK_ARG_PREFIX
 from ...fake.shapes import has_symbolic_sizes
 from ...guards import GuardKind, KeysById
 from ...source import (
-    AttrSource, BaseItemSource, DictItemSource, DictKeySource, DictValueSource, ItemSource, LocalSource, Source,
-    TupleIteratorRestSource,
+    AttrSource, BaseItemSource, DictItemSource, DictKeySource, DictValueSource, ItemSource, LocalSource,
+    NumpyTensorSource, Source, TupleIteratorRestSource,
 )
 from .autograd_function import AutogradFunctionVariable, is_autograd_function, is_bound_apply
 from . import tensor_hooks  # noqa: F401  (registers the tracer of `y.register_hook(fn)`)
@@ -43,6 +43,7 @@ from .sets import SetVariable
 from .tree_map import TreeMapFunctionVariable, is_tree_map
 from .builtin_descriptors import wrap_bound_builtin_method, wrap_builtin_descriptor
 from .numpy_functions import NumpyFunctionVariable, is_numpy_callable
+from .ndarray import NdarrayVariable
 from .partials import PartialVariable
 from .dict_subclass import UserDictObjectVariable, dict_base
 from .functions import (
@@ -140,6 +141,31 @@ def _wrap_tensor(tx: Tracer, value: Any, source: Source | None, guard: bool,
             tx.output.guards.add_aliasing(source, value)
         return TensorVariable(node, source, type(value))
     return None
+
+
+def _wrap_ndarray(tx: Tracer, value: Any, source: Source | None, guard: bool,
+                  guards: Any) -> VariableTracker | None:
+    """A NumPy array passed to the frame: a graph input, the tensor over its memory (made by the
+    transformed code from the array on each call: NumpyTensorSource), as torch._dynamo takes it;
+    guarded by its type, dtype, shape and strides, its sizes static (ndarray.py)."""
+    numpy = sys.modules.get("numpy")  # (a value cannot be one unless numpy is imported)
+    if numpy is None or type(value) is not numpy.ndarray:
+        return None
+    if source is None:
+        raise Unsupported("a numpy.ndarray that is not an input of the frame")
+    if not value.flags.writeable:
+        raise Unsupported("a read-only numpy.ndarray (its tensor could be written to)")
+    try:
+        tensor = torch.as_tensor(value)
+    except Exception as e:  # (an array of objects, strings, another byte order)
+        raise Unsupported(f"a numpy.ndarray of dtype {value.dtype} has no tensor ({type(e).__name__})") from e
+    _add(guards, source, GuardKind.TYPE_MATCH, numpy.ndarray)
+    for attr in ("dtype", "shape", "strides"):
+        _add(guards, AttrSource(source, attr) if source is not None else None, GuardKind.EQUALS_MATCH,
+             getattr(value, attr))
+    tensor_source = NumpyTensorSource(source)
+    node = tx.output.add_input(tensor_source, tensor, module_state=True)  # (static sizes: guarded above)
+    return NdarrayVariable(node, tensor_source)
 
 
 # The interpreter's fixed records, structseqs of constants (`sys.version_info >= (3, 10)`).
@@ -514,7 +540,7 @@ def _wrap_user_object(tx: Tracer, value: Any, source: Source | None, guard: bool
 # type or grad-mode class is a class).
 _KINDS = (_wrap_tensor, _wrap_constant, _wrap_sequence, _wrap_mapping, _wrap_mapping_proxy, _wrap_container_subclass,
           wrap_builtin_descriptor, _wrap_constant_collection, _wrap_marked_function, _wrap_module,
-          _wrap_numpy_callable, _wrap_torch_or_builtin, wrap_bound_builtin_method, wrap_weakref, _wrap_special_object,
+          _wrap_ndarray, _wrap_numpy_callable, _wrap_torch_or_builtin, wrap_bound_builtin_method, wrap_weakref, _wrap_special_object,
           _wrap_callable, _wrap_class)
 
 

@@ -45,6 +45,7 @@ from .isinstance_checks import isinstance_of
 from .iteration_builtins import ITERATION_HANDLERS, reduce_items
 from .special_methods import DUNDERS, contains, identity, is_fresh_container, is_tensor, length, python_method, text_of, truth, user_operator
 from .static_lookup import is_plain_class
+from .ndarray import NdarrayVariable, is_ndarray, ndarray_operator
 from .read_values import builtin_of_read_value, number_of_read_value, number_of_tensor
 from .tensor import SymNodeVariable, SymSliceVariable, TensorVariable, call_in_graph, sym_operation
 from .weakrefs import weakref_comparisons
@@ -126,6 +127,13 @@ class BuiltinVariable(VariableTracker):
         if (fn is int or fn is float) and len(args) == 1 and not kwargs and isinstance(args[0], SymNodeVariable) \
                 and not args[0].is_python_constant():  # (of a value read from a tensor)
             return number_of_read_value(tx, fn, args[0])
+        if args and (type(args[0]) is NdarrayVariable or (len(args) == 2 and type(args[1]) is NdarrayVariable)) \
+                and not kwargs:  # NumPy's operator on an array (`a + 1`, `a[1:]`), recorded as NumPy's
+            result = ndarray_operator(tx, operator.abs if fn is abs else fn, args)
+            if result is not None:
+                return result
+            if fn in (max, min, float, int, bool, complex):  # (reading its data into Python, or not modelled)
+                raise Unsupported(f"{fn.__name__}() of {args[0].describe() if is_ndarray(args[0]) else 'a numpy.ndarray'}")
         if fn in _READ_VALUE_BUILTINS:
             result = builtin_of_read_value(tx, fn, args, kwargs)
             if result is not None:

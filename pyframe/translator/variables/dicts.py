@@ -237,6 +237,17 @@ def value_fields(cls: type) -> list[str] | None:
     return compared if compared == hashed else None
 
 
+def type_name(cls: type) -> str:
+    """A class's name as CPython's errors give it (its tp_name): a class defined in C outside the
+    builtins names its module too (`numpy.ndarray`), one made by a class statement does not."""
+    if cls.__module__ == "builtins" or cls.__flags__ & _HEAPTYPE:
+        return cls.__name__
+    return f"{cls.__module__}.{cls.__name__}"
+
+
+_HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE
+
+
 def dict_key(tx, key: VariableTracker) -> Any:
     """`key` as a key of a traced dict: its value if it is compared by value (is_constant_key),
     else an ObjectKey. A key that is neither (an object with its own __eq__ or __hash__, a value
@@ -264,6 +275,8 @@ def dict_key(tx, key: VariableTracker) -> Any:
         return ScalarKey(scalar, key)  # an int, float or str subclass's instance (container_subclass.py)
     if fields is not None:
         return DataclassKey(key_type, tuple(dict_key(tx, tx.load_attr(key, name)) for name in fields), key)
+    if key_type is not None and key_type.__hash__ is None:  # (a NumPy array, a list: what hash() raises)
+        raise_symbolic(TypeError, f"unhashable type: '{type_name(key_type)}'")
     if token is UNKNOWN_OBJECT or key_type is None or not hashes_by_identity(key_type, token):
         raise Unsupported(f"a dict key that does not hash by identity nor is a constant ({key})")
     if issubclass(key_type, torch.Tensor):

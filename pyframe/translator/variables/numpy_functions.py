@@ -1,13 +1,14 @@
-"""NumPy's functions called by traced code on values known while tracing: folded to constants.
+"""NumPy's functions called by traced code: folded on constants, traced on arrays.
 
 Library code computes sizes with NumPy (`np.lcm(a, b)`, `np.prod(shape)`, `np.ceil(n / k)`,
-`np.log2(...)`): on ints and floats known while tracing, torch._dynamo folds such a call into its
-result, a constant. pyframe does the same for every NumPy callable (a ufunc, a function NumPy's
-`__array_function__` protocol dispatches, a C function or a Python function of the numpy package),
-read from the frame or a module and guarded by identity: the call runs once, while tracing, on
-the constants, and its result (a NumPy or Python scalar, or a tuple of them) is a constant of the
-trace. Anything else (an array argument or result, a tensor, a value unknown while tracing) is a
-graph break, as a call into a library pyframe does not trace.
+`np.log2(...)`): on ints and floats known while tracing, such a call is folded into its result, a
+constant. pyframe does this for every NumPy callable (a ufunc, a function NumPy's
+`__array_function__` protocol dispatches, a C function or a Python function of the numpy package, a
+scalar type such as `np.float64`), read from the frame or a module and guarded by identity: the call
+runs once, while tracing, on the constants, and its result (a NumPy or Python scalar, or a tuple of
+them) is a constant of the trace. A call on arrays or tensors, or one that makes an array
+(`np.ones((3, 4))`), is recorded in the graph through its torch._numpy counterpart, as torch._dynamo
+records it (ndarray.py). `numpy.random` is never called while tracing: its calls break the graph.
 """
 from __future__ import annotations
 
@@ -19,19 +20,30 @@ from ...exc import Unsupported
 from .base import VariableTracker
 from .constant import ConstantVariable
 from .descriptions import describe_value
+from .ndarray import call_numpy_function
 
 
 def is_numpy_callable(value: Any) -> bool:
-    """A function, ufunc or dispatcher of the numpy package (not a class: `np.float32(x)` makes a
-    value of its own kind, read as a constant where it is one)."""
+    """A function, ufunc or dispatcher of the numpy package, or one of its scalar types
+    (`np.float64(2.0)`: a NumPy scalar made of a constant, or an array's elements converted); not
+    another class."""
     numpy = sys.modules.get("numpy")
-    if numpy is None or isinstance(value, type) or not callable(value):
+    if numpy is None or not callable(value):
         return False
+    if isinstance(value, type):
+        return issubclass(value, numpy.generic) and value.__module__ == "numpy"
+    if _is_numpy_random(value):  # (`np.random.rand`: a method of NumPy's global generator)
+        return True
     if isinstance(value, numpy.ufunc):
         return True
     module = getattr(value, "__module__", None) or ""
     return (module == "numpy" or module.startswith("numpy.")) and isinstance(
         value, (types.FunctionType, types.BuiltinFunctionType, type(numpy.prod)))
+
+
+def _is_numpy_random(value: Any) -> bool:
+    module = getattr(value, "__module__", None) or ""
+    return module == "numpy.random" or module.startswith("numpy.random.")
 
 
 def _folded_scalar(value: Any) -> bool:
@@ -63,18 +75,21 @@ class NumpyFunctionVariable(VariableTracker):
 
     def call(self, tx, args, kwargs) -> VariableTracker:
         name = getattr(self.value, "__name__", describe_value(self.value))
+        if _is_numpy_random(self.value):  # (never run while tracing, nor torch._numpy's: its own generator)
+            raise Unsupported(f"numpy.random.{name}() draws from NumPy's random generator: not traced")
         if not all(a.is_python_constant() for a in (*args, *kwargs.values())):
-            raise Unsupported(f"numpy.{name}() of values unknown while tracing")
+            return call_numpy_function(tx, self.value, args, kwargs)  # on arrays or tensors: in the graph
         pargs = [a.as_python_constant() for a in args]
         pkwargs = {k: v.as_python_constant() for k, v in kwargs.items()}
         if not all(_folded_scalar(v) for v in (*pargs, *pkwargs.values())):
-            raise Unsupported(f"numpy.{name}() of arguments other than scalars")
+            # (`np.array([1.0, 3.0])`, `np.ones((3, 4))`: an array made in the graph)
+            return call_numpy_function(tx, self.value, args, kwargs)
         try:
             result = self.value(*pargs, **pkwargs)
         except Exception as e:  # raised again when the frame runs as Python
             raise Unsupported(f"numpy.{name}() raises {type(e).__name__}: {e}") from e
-        if not _folded_scalar(result):
-            raise Unsupported(f"numpy.{name}() gives a {type(result).__name__}, not a scalar")
+        if not _folded_scalar(result):  # (`np.ones((3, 4))`: an array, made in the graph instead)
+            return call_numpy_function(tx, self.value, args, kwargs)
         return ConstantVariable(result)
 
     def reconstruct(self, cg) -> None:

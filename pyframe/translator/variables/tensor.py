@@ -68,6 +68,15 @@ def register_hook_tracer(trace: Any) -> None:
     _HOOK_TRACERS.append(trace)
 
 
+# `x.numpy()`: the array over x's memory, traced as torch._dynamo traces it (set by ndarray.py,
+# whose NdarrayVariable is a kind of TensorVariable, above this module)
+_NUMPY_VIEWS: list[Any] = []
+
+
+def register_numpy_view(make: Any) -> None:
+    _NUMPY_VIEWS.append(make)
+
+
 def _is_python_function(vt: VariableTracker) -> bool:
     try:
         return vt.python_type() is types.FunctionType
@@ -350,6 +359,8 @@ class TensorVariable(VariableTracker):
         self.realize(tx)
         if name in _DATA_READERS and not args and not kwargs and tx.output.shapes.scalar_outputs:
             return _DATA_READERS[name](tx, self)
+        if name == "numpy" and _NUMPY_VIEWS and not args and set(kwargs) <= {"force"}:
+            return _NUMPY_VIEWS[0](tx, self, kwargs.get("force"))
         if name in _DATA_METHODS:  # as torch._dynamo by default (capture_scalar_outputs off)
             raise Unsupported(f"Tensor.{name}() reads tensor data into Python")
         if name == "register_hook" and len(args) == 1 and not kwargs and self.node.op == "placeholder" \

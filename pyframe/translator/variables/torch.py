@@ -21,6 +21,7 @@ from .constant import ConstantVariable
 from .exceptions import RaisedException, raise_symbolic
 from .functorch import FUNCTORCH_FUNCTIONS, call_functorch
 from .torch_function_modes import STACK_FUNCTIONS, call_stack_function
+from .ndarray import to_torch
 from .tensor import TensorVariable, call_in_graph
 
 _TORCH_DIR = os.path.dirname(torch.__file__)
@@ -266,6 +267,9 @@ class TorchFunctionVariable(VariableTracker):
             _check_side_effect_free(tx, self.fn, args, kwargs)  # (allowed in the graph by the user)
         if self.fn is torch.nn.functional.pad:
             return _pad(tx, args, kwargs)
+        converted = to_torch(tx, self.fn, args, kwargs)  # `torch.from_numpy(a)` of an array of the graph
+        if converted is not None:
+            return converted
         return call_in_graph(tx, "call_function", self.fn, args, kwargs)
 
     def var_getattr(self, tx, name: str) -> VariableTracker:
