@@ -1,9 +1,15 @@
-"""DistributedDataParallel compiled as torch._dynamo compiles it (pyframe/backends/ddp.py): the graph
-of a module DDP runs is split at DDP's gradient buckets, each piece compiled on its own, the same
-pieces as torch._dynamo's DDPOptimizer makes; losses and gradients equal eager's.
+"""Training on many processes, compiled as torch._dynamo compiles it.
 
-Most tests run DDP in this process on a one-rank gloo group (the split depends on the bucket caps
-and the graph, not on the number of ranks); `test_two_ranks_train_as_eager_does` starts two."""
+- DistributedDataParallel (pyframe/backends/ddp.py): the graph of a module DDP runs is split at
+  DDP's gradient buckets, each piece compiled on its own, the same pieces as torch._dynamo's
+  DDPOptimizer makes.
+- FSDP2 (`fully_shard` on each block and on the net): the blocks' forwards, between the hooks
+  FSDP installs, compile as frames of their own, one entry for all blocks (modules are guarded by
+  type), the graphs torch._dynamo compiles.
+
+Losses and gradients equal eager's. Most tests run in this process on a one-rank gloo group (the
+split depends on the bucket caps and the graph, not on the number of ranks);
+`test_two_ranks_train_as_eager_does` starts two."""
 from __future__ import annotations
 
 import datetime
@@ -15,6 +21,7 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+from torch.distributed.fsdp import fully_shard
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 import pyframe
@@ -154,6 +161,45 @@ def test_a_module_outside_ddp_is_not_split(one_rank):
     assert len(graphs) == 2 and len(backend.graphs) == 1
 
 
+def _fully_sharded(width: int = 64) -> ResidualNet:
+    net = ResidualNet(width)
+    for block in net.blocks:
+        fully_shard(block)
+    fully_shard(net)
+    return net
+
+
+def _train_fsdp(engine, inner, steps=2):
+    torch.manual_seed(0)
+    net = _fully_sharded()
+    backend = CountingBackend(resolve_backend(inner))
+    model = net if engine is None else optimize_with(engine, net, backend)
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    losses = []
+    for step in range(steps):
+        torch.manual_seed(step)
+        loss = model(torch.randn(8, 64)).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.detach())
+    reset_engines()
+    return torch.stack(losses), backend.graphs
+
+
+@pytest.mark.parametrize("inner", ["eager", "aot_eager"])
+def test_fully_sharded_blocks_compile_torch_dynamos_graphs(one_rank, inner):
+    if (why := engine_unavailable_reason("dynamo")) is not None:
+        pytest.skip(why)
+    eager_losses, _ = _train_fsdp(None, inner)
+    losses, graphs = _train_fsdp("pyframe", inner)
+    _, dynamo_graphs = _train_fsdp("dynamo", inner)
+    torch.testing.assert_close(losses, eager_losses)
+    # a block's forward (its input without grad, then with), and the head
+    assert len(graphs) == 3
+    assert [g.ops for g in graphs] == [g.ops for g in dynamo_graphs]
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -185,12 +231,16 @@ def _rank_main(rank: int, world_size: int, port: int, results) -> None:
                 losses.append(loss.item())
             out[engine] = (losses, [p.detach().clone() for p in net.parameters()], [g.ops for g in backend.graphs])
             reset_engines()
+            fsdp_losses, fsdp_graphs = _train_fsdp(engine, "eager")
+            out["fsdp", engine] = (fsdp_losses.tolist(), [g.ops for g in fsdp_graphs])
         results[rank] = out
     finally:
         dist.destroy_process_group()
 
 
 def test_two_ranks_train_as_eager_does():
+    """DDP and FSDP2 on two gloo ranks, each rank its own data: eager's losses and parameters on
+    every rank, torch._dynamo's graphs."""
     if (why := engine_unavailable_reason("dynamo")) is not None:
         pytest.skip(why)
     ctx = mp.get_context("spawn")
@@ -215,6 +265,9 @@ def test_two_ranks_train_as_eager_does():
         for got, want in zip(params, eager_params):
             torch.testing.assert_close(got, want)
         assert len(graphs) == 2 and graphs == dynamo_graphs
+        torch.testing.assert_close(torch.tensor(results[rank]["fsdp", "pyframe"][0]),
+                                   torch.tensor(results[rank]["fsdp", None][0]))
+        assert results[rank]["fsdp", "pyframe"][1] == results[rank]["fsdp", "dynamo"][1]
     # the ranks saw different data; the all-reduced gradients leave them with the same parameters
     for got, want in zip(results[0]["pyframe"][1], results[1]["pyframe"][1]):
         torch.testing.assert_close(got, want)
