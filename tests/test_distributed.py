@@ -9,7 +9,7 @@
 
 Losses and gradients equal eager's. Most tests run in this process on a one-rank gloo group (the
 split depends on the bucket caps and the graph, not on the number of ranks);
-`test_two_ranks_train_as_eager_does` starts two."""
+`test_ranks_train_as_eager_does` starts two (and, marked slow, four)."""
 from __future__ import annotations
 
 import datetime
@@ -238,26 +238,27 @@ def _rank_main(rank: int, world_size: int, port: int, results) -> None:
         dist.destroy_process_group()
 
 
-def test_two_ranks_train_as_eager_does():
-    """DDP and FSDP2 on two gloo ranks, each rank its own data: eager's losses and parameters on
-    every rank, torch._dynamo's graphs."""
+@pytest.mark.parametrize("world_size", [2, pytest.param(4, marks=pytest.mark.slow)])
+def test_ranks_train_as_eager_does(world_size):
+    """DDP and FSDP2 on two (and four) gloo ranks, each rank its own data: eager's losses and
+    parameters on every rank, torch._dynamo's graphs. A rank that fails or hangs fails the test."""
     if (why := engine_unavailable_reason("dynamo")) is not None:
         pytest.skip(why)
     ctx = mp.get_context("spawn")
     with ctx.Manager() as manager:
         results, port = manager.dict(), _free_port()
-        procs = [ctx.Process(target=_rank_main, args=(rank, 2, port, results)) for rank in range(2)]
+        procs = [ctx.Process(target=_rank_main, args=(rank, world_size, port, results)) for rank in range(world_size)]
         for p in procs:
             p.start()
         for p in procs:
-            p.join(timeout=240)
+            p.join(timeout=120 * world_size)
         hung = [p for p in procs if p.is_alive()]
         for p in hung:
             p.kill()
         assert not hung, "a rank did not finish in time"
         assert all(p.exitcode == 0 for p in procs), [p.exitcode for p in procs]
         results = dict(results)
-    for rank in range(2):
+    for rank in range(world_size):
         eager_losses, eager_params, _ = results[rank][None]
         losses, params, graphs = results[rank]["pyframe"]
         _, _, dynamo_graphs = results[rank]["dynamo"]
@@ -269,5 +270,6 @@ def test_two_ranks_train_as_eager_does():
                                    torch.tensor(results[rank]["fsdp", None][0]))
         assert results[rank]["fsdp", "pyframe"][1] == results[rank]["fsdp", "dynamo"][1]
     # the ranks saw different data; the all-reduced gradients leave them with the same parameters
-    for got, want in zip(results[0]["pyframe"][1], results[1]["pyframe"][1]):
-        torch.testing.assert_close(got, want)
+    for rank in range(1, world_size):
+        for got, want in zip(results[0]["pyframe"][1], results[rank]["pyframe"][1]):
+            torch.testing.assert_close(got, want)
