@@ -43,7 +43,8 @@ from ..source import GlobalsDictSource, Source
 from .analysis import enclosing_entries, enclosing_handlers, live_locals
 from .instructions import InstructionTranslator
 from .live_values import (
-    changed_cells, check_escaping_iterators, drop_stores_to_dead_tensors, escaping_cells, graph_outputs,
+    changed_cells, check_escaping_iterators, check_rebuildable_methods, drop_stores_to_dead_tensors, escaping_cells,
+    graph_outputs,
     pin_before_instruction, pin_changed_sources, realize_lazy_iterators,
 )
 from .variables import NullVariable, VariableTracker
@@ -129,6 +130,7 @@ def finish_return(tx: InstructionTranslator, value: VariableTracker,
     drop_stores_to_dead_tensors(tx, [value, *cells.values()])
     live = [value, *cells.values(), *tx.side_effects.live_values()]
     check_escaping_iterators(live)
+    check_rebuildable_methods(live)
     realize_lazy_iterators(tx, live)
     graphs = emit_graph_call(tx, cg, live, wrap_compiled, cells, handed_on=[value])
     pin_changed_sources(tx, cg, [value, *cells.values()])
@@ -257,6 +259,7 @@ def plan_break(tx: InstructionTranslator, index: int, reason: Unsupported) -> Br
     # Plain locals are passed to the resume function rebuilt from their traced values (their slots
     # keep the entry values every Source reads). Cells are synced first: closures see them.
     live_values = [tx.locals[n] for n in _symbolic_locals_order(tx, set().union(*lives))]
+    check_rebuildable_methods([*lower, *operands, *live_values, *tx.side_effects.live_values()])
     return BreakPlan(inst, lower, operands, blocks, exits, targets, lives, live_values)
 
 

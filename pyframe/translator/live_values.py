@@ -8,6 +8,7 @@ before the replay or the breaking instruction can change what they read.
 """
 from __future__ import annotations
 
+import types
 from typing import Callable
 
 import torch.fx
@@ -26,6 +27,7 @@ from .variables.functions import NestedFunctionVariable
 from .variables.partials import PartialVariable
 from .variables.iterators import ListIteratorVariable
 from .variables.lists import BaseListVariable
+from .variables.methods import InlinedMethodVariable
 from .variables.objects import NewObjectVariable
 from .variables.sets import SetVariable
 from .variables.tensor import SymNodeVariable, TensorVariable, is_inplace_method
@@ -106,6 +108,33 @@ def check_escaping_iterators(values: list[VariableTracker]) -> None:
                               f"come back as a tuple_iterator)")
 
     walk(values, check)
+
+
+def check_rebuildable_methods(values: list[VariableTracker]) -> None:
+    """A Python method bound to an object the frame made (`K().m`, `Mod().forward`, `f = obj.m`
+    with `obj = K()`) among the values handed back to Python (the stack and live locals at a
+    break, the return value, what mutations store) runs the whole frame as Python: torch._dynamo
+    has no way to rebuild such a method (UserMethodVariable without a source: "Reconstruction
+    failure"), so it runs the frame as Python ("Failed to handle graph break gracefully") and
+    compiles the method's own frame when Python calls it. pyframe could rebuild it, but doing so
+    gives other frames and graphs than torch._dynamo's."""
+    def check(vt: VariableTracker) -> None:
+        if _unrebuildable_method(vt):
+            e = Unsupported(f"{vt.describe()}, a method of an object made in the frame, is handed back "
+                            f"to Python (torch._dynamo cannot rebuild it), so the frame runs as Python")
+            e.whole_frame = e.by_rule = True
+            raise e
+
+    walk(values, check)
+
+
+def _unrebuildable_method(vt: VariableTracker) -> bool:
+    if vt.source is not None or not isinstance(vt, (BoundMethodVariable, InlinedMethodVariable)) \
+            or vt.obj.source is not None:
+        return False
+    if isinstance(vt, InlinedMethodVariable):
+        return True
+    return isinstance(vt._class_attribute(), types.FunctionType)
 
 
 def _mutates(node: torch.fx.Node) -> bool:
