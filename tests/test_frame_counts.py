@@ -7,7 +7,8 @@ The classes of programs:
 
 - a method bound to an object the frame made (`K().m(x)` breaking inside `m`, `f = K().m` live
   across a break, returned): torch._dynamo cannot rebuild it, so it runs that frame as Python and
-  compiles the method's own frame when Python calls it.
+  compiles the method's own frame when Python calls it (a tensor's Python methods, `y.backward`,
+  it rebuilds).
 """
 from __future__ import annotations
 
@@ -183,3 +184,13 @@ def test_a_frame_handing_back_a_method_of_its_own_object_runs_as_python_by_rule(
     assert "made in the frame" in records[0].reason
     assert backend.graphs == []
     pyframe.reset()
+
+
+def python_method_of_a_tensor_the_graph_made_breaks(x, w):
+    (x * w).sum().backward()
+    return w.grad * 2
+
+
+def test_a_python_method_of_a_tensor_the_graph_made_is_rebuilt_as_in_dynamo():
+    assert_counts_as_dynamo(python_method_of_a_tensor_the_graph_made_breaks,
+                            lambda: (t(5), torch.ones(5, requires_grad=True)))

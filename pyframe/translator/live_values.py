@@ -130,8 +130,8 @@ def check_rebuildable_methods(values: list[VariableTracker]) -> None:
 
 def _unrebuildable_method(vt: VariableTracker) -> bool:
     if vt.source is not None or not isinstance(vt, (BoundMethodVariable, InlinedMethodVariable)) \
-            or vt.obj.source is not None:
-        return False
+            or vt.obj.source is not None or isinstance(vt.obj, (TensorVariable, SymNodeVariable)):
+        return False  # (a tensor's method, `y.backward`, torch._dynamo rebuilds as the attribute of y)
     if isinstance(vt, InlinedMethodVariable):
         return True
     return isinstance(vt._class_attribute(), types.FunctionType)
