@@ -8,7 +8,11 @@ The classes of programs:
 - a method bound to an object the frame made (`K().m(x)` breaking inside `m`, `f = K().m` live
   across a break, returned): torch._dynamo cannot rebuild it, so it runs that frame as Python and
   compiles the method's own frame when Python calls it (a tensor's Python methods, `y.backward`,
-  it rebuilds).
+  it rebuilds);
+- an int read from the frame's arguments other than as an argument itself (`obj.n`, `sizes[0]`,
+  `d["n"]`, a closure's cell) that changes between calls: a SymInt input from the second compile
+  on (automatic dynamic), so a third value compiles nothing; an nn.Module's ints, globals and
+  defaults stay static.
 """
 from __future__ import annotations
 
@@ -184,6 +188,111 @@ def test_a_frame_handing_back_a_method_of_its_own_object_runs_as_python_by_rule(
     assert "made in the frame" in records[0].reason
     assert backend.graphs == []
     pyframe.reset()
+
+
+# -- automatic dynamic ints read through the frame's arguments -----------------------------------
+
+class Holder:
+    def __init__(self, n):
+        self.n = n
+
+
+class Scaled(torch.nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.n = n
+
+    def forward(self, x):
+        return x * self.n
+
+
+def make_scale(k):
+    def scale(x):
+        return x * k
+    return scale
+
+
+SCALES = [make_scale(1), make_scale(2), make_scale(3)]
+MODULES = [Scaled(1), Scaled(2), Scaled(3)]
+GLOBAL_N = [1]
+
+
+def attribute_int(x, h):
+    return x + h.n
+
+
+def list_ints(x, sizes):
+    return x + sizes[0] + sizes[1]
+
+
+def tuple_int(x, pair):
+    return x * pair[0]
+
+
+def dict_int(x, d):
+    return x * d["n"]
+
+
+def closure_int(x, fn):
+    return fn(x) + 1
+
+
+def module_int(x, m):
+    return m(x)
+
+
+def attribute_int_mutated(x, h):
+    h.n += 1
+    return x * h.n
+
+
+def attribute_int_across_break(x, h):
+    y = x * h.n
+    gb()
+    return y + h.n
+
+
+def list_ints_as_shape(x, shape):
+    return x.view(shape[0], shape[1]) + 1
+
+
+def dict_int_as_range(x, d):
+    for _ in range(d["n"]):
+        x = x + 1
+    return x
+
+
+def attribute_int_compared(x, h):
+    if h.n > 2:
+        return x + 1
+    return x - 1
+
+
+def global_int(x):
+    return x * GLOBAL_N[0]
+
+
+def set_global(n):
+    GLOBAL_N[0] = n
+    return (t(4),)
+
+
+@pytest.mark.parametrize("fn, calls", [
+    (attribute_int, [lambda n=n: (t(4), Holder(n)) for n in (1, 2, 3)]),
+    (list_ints, [lambda n=n: (t(4), [n, n + 1]) for n in (1, 3, 5)]),
+    (tuple_int, [lambda n=n: (t(4), (n, n + 1)) for n in (1, 3, 5)]),
+    (dict_int, [lambda n=n: (t(4), {"n": n}) for n in (1, 2, 3)]),
+    (closure_int, [lambda f=f: (t(4), f) for f in SCALES]),
+    (module_int, [lambda m=m: (t(4), m) for m in MODULES]),
+    (attribute_int_mutated, [lambda n=n: (t(4), Holder(n)) for n in (2, 3, 4)]),
+    (attribute_int_across_break, [lambda n=n: (t(4), Holder(n)) for n in (2, 3, 4)]),
+    (list_ints_as_shape, [lambda a=a, b=b: (t(a * b), [a, b]) for a, b in ((2, 3), (3, 4), (4, 5))]),
+    (dict_int_as_range, [lambda n=n: (t(4), {"n": n}) for n in (2, 3, 4)]),
+    (attribute_int_compared, [lambda n=n: (t(4), Holder(n)) for n in (2, 3, 4)]),
+    (global_int, [lambda n=n: set_global(n) for n in (1, 2, 3)]),
+], ids=lambda v: v.__name__ if callable(v) else "")
+def test_ints_read_through_arguments_become_dynamic_as_in_dynamo(fn, calls):
+    assert_counts_as_dynamo(fn, *calls)
 
 
 def python_method_of_a_tensor_the_graph_made_breaks(x, w):
