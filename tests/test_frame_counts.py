@@ -12,7 +12,11 @@ The classes of programs:
 - an int read from the frame's arguments other than as an argument itself (`obj.n`, `sizes[0]`,
   `d["n"]`, a closure's cell) that changes between calls: a SymInt input from the second compile
   on (automatic dynamic), so a third value compiles nothing; an nn.Module's ints, globals and
-  defaults stay static.
+  defaults stay static;
+- an int, float, bool or string read from the frame and only passed through (returned as it is,
+  handed on across a break, to an inlined call): never guarded (torch._dynamo's lazy constants), so
+  another value compiles nothing; one used (in arithmetic, a branch, isinstance, stored as an
+  attribute, or in a container that is rebuilt whole as a constant) is guarded by its value.
 """
 from __future__ import annotations
 
@@ -303,3 +307,94 @@ def python_method_of_a_tensor_the_graph_made_breaks(x, w):
 def test_a_python_method_of_a_tensor_the_graph_made_is_rebuilt_as_in_dynamo():
     assert_counts_as_dynamo(python_method_of_a_tensor_the_graph_made_breaks,
                             lambda: (t(5), torch.ones(5, requires_grad=True)))
+
+
+# -- constants passed through unused ----------------------------------------------------------
+
+def int_passed_through(x, n):
+    return x + 1, n
+
+
+def string_passed_through(x, s):
+    return x + 1, s
+
+
+def bool_and_float_passed_through(x, b, f):
+    return x + 1, b, f
+
+
+def int_in_a_tuple_argument_passed_through(x, pair):
+    return x + 1, pair[0]
+
+
+def int_handed_to_an_inlined_call(x, n):
+    def g(a, b):
+        return a + 1, b
+    return g(x, n)
+
+
+def int_passed_across_a_break(x, n):
+    x = x + 1
+    gb()
+    return x * 2, n
+
+
+def int_first_in_the_returned_tuple(x, n):
+    return n, x + 1  # (the tuple asked whether it is a constant uses n, as in torch._dynamo)
+
+
+def int_alone_in_a_list(x, n):
+    return x + 1, [n]
+
+
+def int_in_a_dict(x, n):
+    return x + 1, {"n": n}
+
+
+def int_stored_as_an_attribute(x, n):
+    x.foo = n
+    return x + 1
+
+
+def int_in_isinstance(x, n):
+    if isinstance(n, int):
+        return x + 1, n
+    return x
+
+
+def int_used(x, n):
+    return x * n, n
+
+
+def string_used(x, s):
+    return x + len(s)
+
+
+@pytest.mark.parametrize("fn, calls", [
+    (int_passed_through, [lambda n=n: (t(4), n) for n in (2, 3, 4)]),
+    (string_passed_through, [lambda s=s: (t(4), s) for s in "abc"]),
+    (bool_and_float_passed_through, [lambda b=b, f=f: (t(4), b, f) for b, f in ((True, 1.5), (False, 2.5))]),
+    (int_in_a_tuple_argument_passed_through, [lambda n=n: (t(4), (n, 1.0)) for n in (2, 3, 4)]),
+    (int_handed_to_an_inlined_call, [lambda n=n: (t(4), n) for n in (2, 3, 4)]),
+    (int_passed_across_a_break, [lambda n=n: (t(4), n) for n in (2, 3, 4)]),
+    (int_first_in_the_returned_tuple, [lambda n=n: (t(4), n) for n in (2, 3, 4)]),
+    (int_alone_in_a_list, [lambda n=n: (t(4), n) for n in (2, 3, 4)]),
+    (int_in_a_dict, [lambda n=n: (t(4), n) for n in (2, 3, 4)]),
+    (int_stored_as_an_attribute, [lambda n=n: (t(4), n) for n in (2, 3, 4)]),
+    (int_in_isinstance, [lambda n=n: (t(4), n) for n in (2, 3, 4)]),
+    (int_used, [lambda n=n: (t(4), n) for n in (2, 3, 4)]),
+    (string_used, [lambda s=s: (t(4), s) for s in ("a", "bb", "ccc")]),
+], ids=lambda v: v.__name__ if callable(v) else "")
+def test_constants_only_passed_through_are_not_guarded_as_in_dynamo(fn, calls):
+    assert_counts_as_dynamo(fn, *calls)
+
+
+def test_a_constant_passed_through_is_read_again_from_the_frame():
+    backend = CountingBackend()
+    opt = pyframe.optimize(backend)(int_passed_through)
+    for n in (2, 3, "s", None):
+        result = opt(torch.ones(2), n)
+        assert result[1] is n
+    assert len(backend.graphs) == 1  # a str and None after ints: the type is not guarded either
+    pyframe.reset()
+

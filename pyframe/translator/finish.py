@@ -44,7 +44,7 @@ from .analysis import enclosing_entries, enclosing_handlers, live_locals
 from .instructions import InstructionTranslator
 from .live_values import (
     changed_cells, check_escaping_iterators, check_rebuildable_methods, drop_stores_to_dead_tensors, escaping_cells,
-    graph_outputs,
+    graph_outputs, use_constants_as_dynamo,
     pin_before_instruction, pin_changed_sources, realize_lazy_iterators,
 )
 from .variables import NullVariable, VariableTracker
@@ -131,6 +131,7 @@ def finish_return(tx: InstructionTranslator, value: VariableTracker,
     live = [value, *cells.values(), *tx.side_effects.live_values()]
     check_escaping_iterators(live)
     check_rebuildable_methods(live)
+    use_constants_as_dynamo(tx, [value, *cells.values()], [])
     realize_lazy_iterators(tx, live)
     graphs = emit_graph_call(tx, cg, live, wrap_compiled, cells, handed_on=[value])
     pin_changed_sources(tx, cg, [value, *cells.values()])
@@ -299,6 +300,7 @@ def _emit_state_before(tx: InstructionTranslator, cg: PyCodegen, plan: BreakPlan
     # (a local still holding what the frame's slot holds is read from the slot, never handed on)
     changed = [v for n, v in zip(_symbolic_locals_order(tx, set().union(*plan.lives)), plan.live_values)
                if n not in tx.code.co_cellvars and n not in tx.unchanged_locals]
+    use_constants_as_dynamo(tx, plan.operands, [*plan.lower, *changed])
     graphs = emit_graph_call(tx, cg, live, wrap_compiled, changed_cells(tx),
                              handed_on=[*plan.lower, *plan.operands, *changed])
     pin_changed_sources(tx, cg, [*plan.lower, *plan.operands, *plan.live_values, *changed_cells(tx).values()])

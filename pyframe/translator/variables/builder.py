@@ -22,8 +22,8 @@ from ...resume import STACK_ARG_PREFIX
 from ...fake.shapes import has_symbolic_sizes
 from ...guards import GuardKind, KeysById
 from ...source import (
-    AttrSource, BaseItemSource, CellContentsSource, ChildSource, ClosureSource, DictItemSource, DictKeySource,
-    DictValueSource, ItemSource, LocalSource, Source, TupleIteratorRestSource,
+    AttrSource, BaseItemSource, DictItemSource, DictKeySource, DictValueSource, ItemSource, LocalSource, Source,
+    TupleIteratorRestSource,
 )
 from .autograd_function import AutogradFunctionVariable, is_autograd_function, is_bound_apply
 from . import tensor_hooks  # noqa: F401  (registers the tracer of `y.register_hook(fn)`)
@@ -53,9 +53,10 @@ from .mappingproxy import MappingProxyVariable, is_modelled_proxy
 from .methods import InlinedMethodVariable
 from .super_object import SuperVariable
 from .nn_module import NNModuleVariable
+from .number_inputs import NUMBER_INPUT_TYPES, wrap_number_input
 from .frame_objects import UserObjectVariable
 from .objects import DisabledFunctionVariable, GraphBreakFunctionVariable, PythonObjectVariable
-from .tensor import SymNodeVariable, TensorVariable
+from .tensor import TensorVariable
 from .torch import PythonModuleVariable, TorchFunctionVariable, is_torch_op
 from .weakrefs import wrap_weakref
 
@@ -153,13 +154,8 @@ def _wrap_constant(tx: Tracer, value: Any, source: Source | None, guard: bool,
     if value is None:
         _add(guards, source, GuardKind.NONE_MATCH)
         return ConstantVariable(None, source)
-    if type(value) is int and guards is not None and _unspecialized_int_source(tx, source):
-        # an int the frame reads from its arguments (`n`, `obj.n`, `sizes[0]`, a closure's cell)
-        # seen changing (automatic dynamic) or with dynamic=True: a SymInt input
-        node = tx.output.add_int_input(source, value)
-        if node is not None:
-            _add(guards, source, GuardKind.TYPE_MATCH, int)
-            return SymNodeVariable(node, source)
+    if guards is not None and type(value) in NUMBER_INPUT_TYPES:  # a SymInt input, or a lazy constant
+        return wrap_number_input(tx, value, source)
     if type(value) in _EQUALS_TYPES or is_numpy_scalar(value):
         _add(guards, source, GuardKind.EQUALS_MATCH, value)
         return ConstantVariable(value, source)
@@ -176,23 +172,6 @@ def _wrap_constant(tx: Tracer, value: Any, source: Source | None, guard: bool,
         _add(guards, source, GuardKind.ID_MATCH, value)
         return ConstantVariable(value, source)
     return None
-
-
-_DEFAULTS_ATTRS = ("__defaults__", "__kwdefaults__")
-
-
-def _unspecialized_int_source(tx: Tracer, source: Source) -> bool:
-    """Whether an int read from `source` may become a SymInt input, by torch._dynamo's rule
-    (utils.is_int_specialization_case): it comes from the frame's locals (an argument, an item or
-    attribute of one, a cell's contents), not from a global, a function's defaults or an
-    nn.Module (a module's ints are its configuration, kept static)."""
-    while isinstance(source, ChildSource):
-        if isinstance(source, AttrSource) and source.attr in _DEFAULTS_ATTRS:
-            return False
-        source = source.base
-        if isinstance(tx.side_effects.known(source), NNModuleVariable):
-            return False
-    return isinstance(source, (LocalSource, ClosureSource, CellContentsSource))
 
 
 _DEQUE_ITEMS = 64  # the longest deque read from the frame whose items are modelled
