@@ -398,3 +398,26 @@ def test_a_constant_passed_through_is_read_again_from_the_frame():
     assert len(backend.graphs) == 1  # a str and None after ints: the type is not guarded either
     pyframe.reset()
 
+
+# -- graphs whose only calls are size arithmetic -------------------------------------------------
+
+def branch_on_a_dynamic_int_then_break(x, n):
+    if n == 0:
+        gb()
+        return x
+    return x + n
+
+
+def recursion_down_to_zero_with_a_break(x, n):
+    if n == 0:
+        gb()
+        return x
+    return recursion_down_to_zero_with_a_break(x + 1, n - 1) * 2
+
+
+def test_a_graph_of_size_arithmetic_only_is_compiled_empty_as_in_dynamo():
+    # n seen as 2 then 1 is a SymInt input; at n == 0 the comparison is the graph's one call,
+    # which torch._dynamo counts before its dead-code pass: it compiles an empty graph
+    assert_counts_as_dynamo(branch_on_a_dynamic_int_then_break, *[lambda n=n: (t(4), n) for n in (2, 1, 0)])
+    assert_counts_as_dynamo(recursion_down_to_zero_with_a_break, lambda: (t(4), 2))
+
