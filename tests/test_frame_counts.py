@@ -421,3 +421,48 @@ def test_a_graph_of_size_arithmetic_only_is_compiled_empty_as_in_dynamo():
     assert_counts_as_dynamo(branch_on_a_dynamic_int_then_break, *[lambda n=n: (t(4), n) for n in (2, 1, 0)])
     assert_counts_as_dynamo(recursion_down_to_zero_with_a_break, lambda: (t(4), 2))
 
+
+# -- frames that trace no op -----------------------------------------------------------------------
+
+def ops_on_one_branch(x, flag):
+    if flag:
+        return x + 1
+    return x
+
+
+def int_arithmetic_only(x, n):
+    m = n + 1
+    return x
+
+
+def returns_its_input(x):
+    return x
+
+
+@pytest.mark.parametrize("fn, calls", [
+    (ops_on_one_branch, [lambda f=f: (t(4), f) for f in (False, True, True)]),
+    (ops_on_one_branch, [lambda f=f: (t(4), f) for f in (True, False, True)]),
+    (int_arithmetic_only, [lambda n=n: (t(4), n) for n in (3, 4, 5)]),
+    (returns_its_input, [lambda: (t(4),), lambda: (t(5),)]),
+], ids=lambda v: v.__name__ if callable(v) else "")
+def test_a_frame_that_traces_no_op_runs_as_python_from_then_on_as_in_dynamo(fn, calls):
+    assert_counts_as_dynamo(fn, *calls)
+
+
+def test_a_frame_without_ops_is_skipped_by_rule_and_not_traced_again():
+    opt = pyframe.optimize(CountingBackend())(ops_on_one_branch)
+    x = t(4)
+    assert opt(x, False) is x
+    torch.testing.assert_close(opt(x, True), x + 1)  # run as Python: the code is skipped
+    records = pyframe.convert_frame.records_for(ops_on_one_branch.__code__)
+    assert [r.status for r in records] == ["skipped_by_rule"] and "no ops" in records[0].reason
+    pyframe.reset()
+
+
+def test_fullgraph_still_compiles_a_frame_without_ops():
+    opt = pyframe.optimize(CountingBackend(), fullgraph=True)(returns_its_input)
+    x = t(4)
+    assert opt(x) is x
+    assert [r.status for r in pyframe.convert_frame.records_for(returns_its_input.__code__)] == ["compiled"]
+    pyframe.reset()
+

@@ -44,6 +44,8 @@ def _translate(code: types.CodeType, f_locals: dict[str, Any], f_globals: dict, 
                 if tx.output.vmap_levels or tx.output.torch_function_modes:
                     raise _inside_break(reason)
                 return finish_break(tx, break_at, reason, hooks.wrap_compiled)
+            if tx.output.op_count == 0 and not fullgraph:
+                raise _no_ops()
             return finish_return(tx, value, hooks.wrap_compiled)
         except Unsupported as e:
             if e.proven_pure is not None and e.proven_pure not in pure_calls:
@@ -75,6 +77,15 @@ def _loop_break(e: Unsupported) -> Unsupported:
     loop = Unsupported(f"graph break in a loop, so the frame runs as Python ({e.reason})", e.location)
     loop.whole_frame = loop.by_rule = True
     return loop
+
+
+def _no_ops() -> Unsupported:
+    """A frame traced to its return without recording a single call runs as Python, from now on,
+    as torch._dynamo skips it ("No ops traced for the FX graph", SkipFrame): there is nothing to
+    compile, and a later call that would record ops (another branch taken) is not compiled either."""
+    skip = Unsupported("no ops traced for the graph, so the frame runs as Python")
+    skip.whole_frame = skip.by_rule = True
+    return skip
 
 
 def _inside_break(e: Unsupported | None) -> Unsupported:
