@@ -20,6 +20,7 @@ The classes of programs:
 """
 from __future__ import annotations
 
+import contextlib
 import types
 from typing import Any, Callable
 
@@ -64,8 +65,8 @@ def _methods_called(value: Any) -> Any:
     return value
 
 
-def t(*sizes: int) -> torch.Tensor:
-    return torch.randn(*sizes)
+def t(*sizes: int, **kwargs: Any) -> torch.Tensor:
+    return torch.randn(*sizes, **kwargs)
 
 
 # -- methods of objects made in the frame --------------------------------------------------------
@@ -466,3 +467,55 @@ def test_fullgraph_still_compiles_a_frame_without_ops():
     assert [r.status for r in pyframe.convert_frame.records_for(returns_its_input.__code__)] == ["compiled"]
     pyframe.reset()
 
+
+# -- blocks a break may lie in --------------------------------------------------------------------
+
+NULL_CONTEXT = contextlib.nullcontext()
+
+
+def break_inside_a_nullcontext(x):
+    with contextlib.nullcontext():
+        x = x + 1
+        gb()
+        x = x * 2
+    return x
+
+
+def break_inside_a_nullcontext_from_the_frame(x):
+    with NULL_CONTEXT:
+        x = x + 1
+        gb()
+        x = x * 2
+    return x.sin()
+
+
+def break_inside_a_nullcontext_inside_no_grad(x):
+    with torch.no_grad():
+        with contextlib.nullcontext():
+            y = x + 1
+            gb()
+            y = y * 2
+    return y
+
+
+def exception_after_a_break_inside_a_nullcontext(x):
+    with contextlib.nullcontext():
+        x = x + 1
+        gb()
+        if x.shape[0] == 4:
+            raise ValueError("out of the block")
+    return x
+
+
+@pytest.mark.parametrize("fn", [
+    break_inside_a_nullcontext, break_inside_a_nullcontext_from_the_frame, break_inside_a_nullcontext_inside_no_grad,
+], ids=lambda fn: fn.__name__)
+def test_a_break_inside_a_nullcontext_resumes_inside_a_new_one_as_in_dynamo(fn):
+    assert_counts_as_dynamo(fn, lambda: (t(4, requires_grad=True),))
+
+
+def test_an_exception_after_a_break_inside_a_nullcontext_leaves_it_as_python_does():
+    opt = pyframe.optimize(CountingBackend())(exception_after_a_break_inside_a_nullcontext)
+    with pytest.raises(ValueError, match="out of the block"):
+        opt(t(4))
+    pyframe.reset()

@@ -49,7 +49,7 @@ from .live_values import (
 )
 from .variables import NullVariable, VariableTracker
 from .variables.iterators import ListIteratorVariable
-from .variables.contexts import AutocastExitVariable, GradModeExitVariable
+from .variables.contexts import AutocastExitVariable, GradModeExitVariable, NullContextExitVariable
 
 
 @dataclass
@@ -229,7 +229,7 @@ def finish_break(tx: InstructionTranslator, index: int, reason: Unsupported,
     cg.exportable = tx.output.guards.fetched_sources()
     cg.lineno = plan.inst.lineno or tx.code.co_firstlineno
     graphs = _emit_state_before(tx, cg, plan, wrap_compiled)
-    # Inside a with block on grad mode or autocast, the instruction runs in the blocks entered
+    # Inside a with block on grad mode, autocast or a nullcontext, the instruction runs in the blocks entered
     # again, and the resume functions enter them once more (resume.Reentry).
     handler = enter_blocks(cg, [block.reentry() for block in plan.blocks]) if plan.blocks else None
     exit_labels = _emit_instruction(tx, cg, plan)
@@ -265,7 +265,7 @@ def plan_break(tx: InstructionTranslator, index: int, reason: Unsupported) -> Br
 
 
 def _check_resumable(tx: InstructionTranslator, index: int, exits: list[tuple[int, int]], reason: Unsupported) -> None:
-    """Inside a with block on grad mode or autocast the graph leaves the block and the code after
+    """Inside a with block on grad mode, autocast or a nullcontext the graph leaves the block and the code after
     the break enters it again; other blocks (try, a user's context manager) send the frame to Python."""
     handlers = enclosing_handlers(tx.instructions)
     in_block = bool(handlers[index] or any(handlers[first_real(tx.instructions, target)] for target, _ in exits))
@@ -348,7 +348,7 @@ def _emit_exits(tx: InstructionTranslator, cg: PyCodegen, plan: BreakPlan,
     return resumes
 
 
-_BLOCK_EXITS = (GradModeExitVariable, AutocastExitVariable)
+_BLOCK_EXITS = (GradModeExitVariable, AutocastExitVariable, NullContextExitVariable)
 
 
 def _slot(value: VariableTracker) -> Slot:
@@ -383,13 +383,13 @@ def _in_frame_order(code: types.CodeType, names: set[str]) -> tuple[str, ...]:
 
 
 def _inside_traced_blocks_only(tx: InstructionTranslator, index: int) -> bool:
-    """Every try range covering instruction `index` is the body of a `with` on a grad-mode or
+    """Every try range covering instruction `index` is the body of a `with` on a grad-mode, nullcontext or
     autocast context (its handler keeps the stack up to the block's __exit__, which the trace
     knows and the transformed code can rebuild)."""
     entries = enclosing_entries(tx.instructions)[index]
     return bool(entries) and all(
         0 < entry.stack_depth <= len(tx.stack)
-        and isinstance(tx.stack[entry.stack_depth - 1], (GradModeExitVariable, AutocastExitVariable))
+        and isinstance(tx.stack[entry.stack_depth - 1], _BLOCK_EXITS)
         for entry in entries)
 
 
