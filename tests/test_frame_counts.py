@@ -519,3 +519,52 @@ def test_an_exception_after_a_break_inside_a_nullcontext_leaves_it_as_python_doe
     with pytest.raises(ValueError, match="out of the block"):
         opt(t(4))
     pyframe.reset()
+
+
+def break_in_no_grad_inside_try(x):
+    try:
+        with torch.no_grad():
+            x = x + 1
+            gb()
+            x = x * 2
+    except ValueError:
+        pass
+    return x
+
+
+def raise_after_break_in_no_grad_inside_try(x):
+    try:
+        with torch.no_grad():
+            x = x + 1
+            gb()
+            raise ValueError
+    except ValueError:
+        pass
+    return x
+
+
+def break_in_nullcontext_inside_try_finally(x):
+    try:
+        with contextlib.nullcontext():
+            x = x + 1
+            gb()
+    finally:
+        x = x * 2
+    return x
+
+
+def break_in_nested_no_grad_blocks(x):
+    with torch.no_grad():
+        with torch.enable_grad():
+            y = x * 2
+            gb()
+            y = y + 1
+    return y
+
+
+@pytest.mark.parametrize("fn", [
+    break_in_no_grad_inside_try, raise_after_break_in_no_grad_inside_try, break_in_nullcontext_inside_try_finally,
+    break_in_nested_no_grad_blocks,
+], ids=lambda fn: fn.__name__)
+def test_a_break_in_a_with_block_inside_a_try_runs_the_frame_as_python_as_in_dynamo(fn):
+    assert_counts_as_dynamo(fn, lambda: (t(4, requires_grad=True),))

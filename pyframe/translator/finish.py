@@ -383,14 +383,40 @@ def _in_frame_order(code: types.CodeType, names: set[str]) -> tuple[str, ...]:
 
 
 def _inside_traced_blocks_only(tx: InstructionTranslator, index: int) -> bool:
-    """Every try range covering instruction `index` is the body of a `with` on a grad-mode, nullcontext or
-    autocast context (its handler keeps the stack up to the block's __exit__, which the trace
-    knows and the transformed code can rebuild)."""
-    entries = enclosing_entries(tx.instructions)[index]
-    return bool(entries) and all(
-        0 < entry.stack_depth <= len(tx.stack)
-        and isinstance(tx.stack[entry.stack_depth - 1], _BLOCK_EXITS)
-        for entry in entries)
+    """Every try range an exception raised at instruction `index` would go through is the body of
+    a `with` on a grad-mode, nullcontext or autocast context (its handler keeps the stack up to
+    the block's __exit__, which the trace knows and the transformed code can rebuild), or the
+    cleanup of one. 3.11's exception table gives each instruction only its innermost range: a
+    `try` around the block is found through the with block's handler, which its range covers
+    (torch._dynamo's block stack sees it, and runs such a frame as Python)."""
+    entries = enclosing_entries(tx.instructions)
+    reached, seen = list(entries[index]), set()
+    while reached:
+        entry = reached.pop()
+        if id(entry) in seen:
+            continue
+        seen.add(id(entry))
+        handler = first_real(tx.instructions, tx.label_index[entry.target])
+        kind = _handler_kind(tx.instructions, handler)
+        if kind == "with":
+            if not (0 < entry.stack_depth <= len(tx.stack) and isinstance(tx.stack[entry.stack_depth - 1], _BLOCK_EXITS)):
+                return False
+        elif kind != "cleanup":
+            return False
+        reached.extend(entries[handler])
+    return bool(seen)
+
+
+def _handler_kind(instructions: list, index: int) -> str:
+    """"with" for a with block's handler (PUSH_EXC_INFO; WITH_EXCEPT_START), "cleanup" for the
+    handler that only re-raises out of another (COPY 3; POP_EXCEPT; RERAISE 1), "try" for a
+    try statement's except or finally."""
+    names = [inst.name for inst in instructions[index:index + 6] if isinstance(inst, Instr)][:3]
+    if names[:2] == ["PUSH_EXC_INFO", "WITH_EXCEPT_START"]:
+        return "with"
+    if names == ["COPY", "POP_EXCEPT", "RERAISE"]:
+        return "cleanup"
+    return "try"
 
 
 def _load_live(tx: InstructionTranslator, cg: PyCodegen, name: str) -> None:
