@@ -16,7 +16,12 @@ The classes of programs:
 - an int, float, bool or string read from the frame and only passed through (returned as it is,
   handed on across a break, to an inlined call): never guarded (torch._dynamo's lazy constants), so
   another value compiles nothing; one used (in arithmetic, a branch, isinstance, stored as an
-  attribute, or in a container that is rebuilt whole as a constant) is guarded by its value.
+  attribute, or in a container that is rebuilt whole as a constant) is guarded by its value;
+- a graph whose only calls are size arithmetic nothing uses: compiled empty, as torch._dynamo
+  counts calls before its dead-code pass;
+- a frame traced to its return without a single call: run as Python from then on;
+- a break inside a `contextlib.nullcontext()` block: resumed inside a new one; inside a with
+  block that a try statement encloses: the frame runs as Python.
 """
 from __future__ import annotations
 
