@@ -260,7 +260,7 @@ def plan_break(tx: InstructionTranslator, index: int, reason: Unsupported) -> Br
     # Plain locals are passed to the resume function rebuilt from their traced values (their slots
     # keep the entry values every Source reads). Cells are synced first: closures see them.
     live_values = [tx.locals[n] for n in _symbolic_locals_order(tx, set().union(*lives))]
-    check_rebuildable_methods([*lower, *operands, *live_values, *tx.side_effects.live_values()])
+    check_rebuildable_methods([*lower, *operands, *live_values, *tx.side_effects.live_values()], at_break=True)
     return BreakPlan(inst, lower, operands, blocks, exits, targets, lives, live_values)
 
 

@@ -157,19 +157,21 @@ def _constant_as_a_whole(vt: VariableTracker) -> bool:
     return False
 
 
-def check_rebuildable_methods(values: list[VariableTracker]) -> None:
+def check_rebuildable_methods(values: list[VariableTracker], at_break: bool = False) -> None:
     """A Python method bound to an object the frame made (`K().m`, `Mod().forward`, `f = obj.m`
     with `obj = K()`) among the values handed back to Python (the stack and live locals at a
     break, the return value, what mutations store) runs the whole frame as Python: torch._dynamo
     has no way to rebuild such a method (UserMethodVariable without a source: "Reconstruction
     failure"), so it runs the frame as Python ("Failed to handle graph break gracefully") and
     compiles the method's own frame when Python calls it. pyframe could rebuild it, but doing so
-    gives other frames and graphs than torch._dynamo's."""
+    gives other frames and graphs than torch._dynamo's. At a break (`at_break`), torch._dynamo
+    still lists that break among its graph breaks."""
     def check(vt: VariableTracker) -> None:
         if _unrebuildable_method(vt):
             e = Unsupported(f"{vt.describe()}, a method of an object made in the frame, is handed back "
                             f"to Python (torch._dynamo cannot rebuild it), so the frame runs as Python")
             e.whole_frame = e.by_rule = True
+            e.listed_break = at_break
             raise e
 
     walk(values, check)
