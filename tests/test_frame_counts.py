@@ -573,3 +573,28 @@ def break_in_nested_no_grad_blocks(x):
 ], ids=lambda fn: fn.__name__)
 def test_a_break_in_a_with_block_inside_a_try_runs_the_frame_as_python_as_in_dynamo(fn):
     assert_counts_as_dynamo(fn, lambda: (t(4, requires_grad=True),))
+
+
+def break_inside_an_except_block(x):
+    try:
+        raise ValueError
+    except ValueError:
+        x = x + 1
+        gb()
+    return x * 2
+
+
+def break_inside_an_except_block_inside_no_grad(x):
+    with torch.no_grad():
+        try:
+            raise ValueError
+        except ValueError:
+            x = x + 1
+            gb()
+    return x * 2
+
+
+@pytest.mark.parametrize("fn", [break_inside_an_except_block, break_inside_an_except_block_inside_no_grad],
+                         ids=lambda fn: fn.__name__)
+def test_a_break_inside_an_except_block_runs_the_frame_as_python_as_in_dynamo(fn):
+    assert_counts_as_dynamo(fn, lambda: (t(4),))

@@ -390,9 +390,9 @@ def _inside_traced_blocks_only(tx: InstructionTranslator, index: int) -> bool:
     `try` around the block is found through the with block's handler, which its range covers
     (torch._dynamo's block stack sees it, and runs such a frame as Python)."""
     entries = enclosing_entries(tx.instructions)
-    reached, seen = list(entries[index]), set()
+    reached, seen = [(entry, True) for entry in entries[index]], set()
     while reached:
-        entry = reached.pop()
+        entry, direct = reached.pop()
         if id(entry) in seen:
             continue
         seen.add(id(entry))
@@ -401,9 +401,9 @@ def _inside_traced_blocks_only(tx: InstructionTranslator, index: int) -> bool:
         if kind == "with":
             if not (0 < entry.stack_depth <= len(tx.stack) and isinstance(tx.stack[entry.stack_depth - 1], _BLOCK_EXITS)):
                 return False
-        elif kind != "cleanup":
+        elif kind != "cleanup" or direct:  # (a cleanup range covering the break: inside an except block)
             return False
-        reached.extend(entries[handler])
+        reached.extend((e, False) for e in entries[handler])
     return bool(seen)
 
 
