@@ -83,10 +83,6 @@ class ConstantVariable(VariableTracker):
         lazy[1]()
         return lazy[0]
 
-    def is_lazy(self) -> bool:
-        """Its value not used yet (nor guarded)."""
-        return "_lazy" in self.__dict__
-
     def realize_for_dispatch(self) -> None:
         """A builtin is called on it (or it is stored as an attribute): a lazy number that may
         be symbolic is used now, as torch._dynamo realizes it to pick the builtin's handler."""
