@@ -19,7 +19,8 @@ The classes of programs:
   attribute, or in a container that is rebuilt whole as a constant) is guarded by its value;
 - a graph whose only calls are size arithmetic nothing uses: compiled empty, as torch._dynamo
   counts calls before its dead-code pass;
-- a frame traced to its return without a single call: run as Python from then on;
+- a frame traced to its return without a single call: run as Python from then on (but the
+  function given to optimize(), which pyframe compiles whatever it traces);
 - a break inside a `contextlib.nullcontext()` block: resumed inside a new one; inside a with
   block that a try statement encloses: the frame runs as Python.
 """
@@ -430,48 +431,80 @@ def test_a_graph_of_size_arithmetic_only_is_compiled_empty_as_in_dynamo():
 
 # -- frames that trace no op -----------------------------------------------------------------------
 
+def ops_after_the_break_on_one_branch(x, flag):
+    y = x + 1
+    gb()
+    if flag:  # (the resume function: no op when flag is False)
+        return y * 2
+    return y
+
+
+def int_arithmetic_only_after_the_break(x, n):
+    y = x + 1
+    gb()
+    m = n + 1
+    return y
+
+
+def helper_without_ops(x, flag):
+    if flag:
+        return x + 1
+    return x
+
+
+def calls_a_helper_left_to_python(x, flag):
+    y = x * 2
+    print("", end="")  # (a break before the call: the helper's frame is compiled on its own)
+    return helper_without_ops(y, flag)
+
+
 def ops_on_one_branch(x, flag):
     if flag:
         return x + 1
     return x
 
 
-def int_arithmetic_only(x, n):
-    m = n + 1
-    return x
-
-
-def returns_its_input(x):
-    return x
-
-
 @pytest.mark.parametrize("fn, calls", [
-    (ops_on_one_branch, [lambda f=f: (t(4), f) for f in (False, True, True)]),
+    (ops_after_the_break_on_one_branch, [lambda f=f: (t(4), f) for f in (False, True, True)]),
+    (ops_after_the_break_on_one_branch, [lambda f=f: (t(4), f) for f in (True, False, True)]),
+    (int_arithmetic_only_after_the_break, [lambda n=n: (t(4), n) for n in (3, 4, 5)]),
     (ops_on_one_branch, [lambda f=f: (t(4), f) for f in (True, False, True)]),
-    (int_arithmetic_only, [lambda n=n: (t(4), n) for n in (3, 4, 5)]),
-    (returns_its_input, [lambda: (t(4),), lambda: (t(5),)]),
 ], ids=lambda v: v.__name__ if callable(v) else "")
 def test_a_frame_that_traces_no_op_runs_as_python_from_then_on_as_in_dynamo(fn, calls):
     assert_counts_as_dynamo(fn, *calls)
 
 
 def test_a_frame_without_ops_is_skipped_by_rule_and_not_traced_again():
+    backend = CountingBackend()
+    opt = pyframe.optimize(backend)(calls_a_helper_left_to_python)
+    x = t(4)
+    torch.testing.assert_close(opt(x, False), x * 2)
+    torch.testing.assert_close(opt(x, True), x * 2 + 1)  # the helper runs as Python: the code is skipped
+    records = pyframe.convert_frame.records_for(helper_without_ops.__code__)
+    assert [r.status for r in records] == ["skipped_by_rule"] and "no ops" in records[0].reason
+    assert [g.ops for g in backend.graphs] == [("mul",)]
+    pyframe.reset()
+
+
+def test_the_function_given_to_optimize_keeps_its_entry_without_ops():
+    # (unlike torch._dynamo, which skips it too: pyframe compiles the function it is given whatever
+    # it traces, tests/test_frame_rules.py)
     opt = pyframe.optimize(CountingBackend())(ops_on_one_branch)
     x = t(4)
     assert opt(x, False) is x
-    torch.testing.assert_close(opt(x, True), x + 1)  # run as Python: the code is skipped
-    records = pyframe.convert_frame.records_for(ops_on_one_branch.__code__)
-    assert [r.status for r in records] == ["skipped_by_rule"] and "no ops" in records[0].reason
+    assert [r.status for r in pyframe.convert_frame.records_for(ops_on_one_branch.__code__)] == ["compiled"]
     pyframe.reset()
 
 
 def test_fullgraph_still_compiles_a_frame_without_ops():
-    opt = pyframe.optimize(CountingBackend(), fullgraph=True)(returns_its_input)
+    opt = pyframe.optimize(CountingBackend(), fullgraph=True)(calls_a_helper_left_to_python)
     x = t(4)
-    assert opt(x) is x
-    assert [r.status for r in pyframe.convert_frame.records_for(returns_its_input.__code__)] == ["compiled"]
+    with pytest.raises(pyframe.exc.Unsupported):
+        opt(x, False)
+    opt = pyframe.optimize(CountingBackend(), fullgraph=True)(helper_without_ops)
+    assert opt(x, False) is x
+    assert [r.status for r in pyframe.convert_frame.records_for(helper_without_ops.__code__)] == ["compiled"]
     pyframe.reset()
-
 
 # -- blocks a break may lie in --------------------------------------------------------------------
 
