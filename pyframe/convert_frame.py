@@ -301,8 +301,9 @@ class Compiler:
 
         hooks = TranslatorHooks(make_output, disable_wrap, wrap_with_callback, _is_pyframe_wrapper,
                                 _C.tuple_iterator_rest, _C.class_version)
+        # (a function given to optimize() is compiled even when it traces no op: its entry stays)
         result = translate_frame(code, frame.f_locals, frame.f_globals, frame.f_builtins, frame.closure,
-                                 hooks, self.fullgraph)
+                                 hooks, self.fullgraph, skip_without_ops=code not in always_compile)
         output = outputs[-1]
         if output.symbolic:
             output.guards.shape_guards = lower_guards(output.shape_env, output.symbolic_tensors, output.symbolic_ints)

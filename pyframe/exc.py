@@ -61,6 +61,9 @@ class Unsupported(PyframeError):
         # The frame runs as Python by the rule torch._dynamo follows too (a graph break inside a
         # loop): a decision, not a gap of pyframe's, so it is no fallback (convert_frame.py).
         self.by_rule = False
+        # A frame run as Python by rule whose break torch._dynamo still lists among its graph
+        # breaks (the break a method of an object made in the frame cannot be rebuilt for).
+        self.listed_break = False
         # Not a break: the id of a function allowed in the graph that was found free of Python side
         # effects; the frame is traced again with it called as one node (translate_frame).
         self.proven_pure: int | None = None

@@ -34,7 +34,7 @@ from .fake.shapes import (
 from .fake.unbacked import CHECKS, bind_fresh_symbols, data_dependent_break, insert_runtime_asserts, is_data_dependent_error
 from .fx_python_code import PyframeGraph
 from .graph_passes import (check_own_nodes, drop_cancelling_grad_mode_pairs, drop_unused_bookkeeping,
-                          drop_unused_size_arithmetic)
+                          drop_unused_size_arithmetic, has_size_arithmetic)
 from .guards import GuardSet
 from .source import Source, TensorPropertySource
 
@@ -404,10 +404,13 @@ class OutputGraph:
 
         Every call traced stays, used or not, as in torch._dynamo 2.13 (which leaves dead code to the
         backend), except what it never records (see `drop_unused_bookkeeping`); inputs nothing
-        reads are dropped. None when the graph has no call at all.
+        reads are dropped. None when the graph recorded no call at all (one whose only calls were
+        size arithmetic nothing uses is compiled empty, as torch._dynamo counts calls before its
+        dead-code pass).
         """
         self.graph.output(tuple(outputs))
         recorded_at = {node: index for index, node in enumerate(self.graph.nodes)}  # before any drop
+        sized = self.symbolic and has_size_arithmetic(self.graph)
         drop_unused_bookkeeping(self.graph)
         drop_cancelling_grad_mode_pairs(self.graph, self.initial_grad_enabled)
         if self.symbolic:
@@ -417,7 +420,7 @@ class OutputGraph:
             if not inp.node.users and not _is_symbol(inp) and not (source in self.compared_twins and id(inp.example) in used):
                 self.graph.erase_node(inp.node)
                 del self.inputs[source]
-        if self.op_count == 0:
+        if self.op_count == 0 and not sized:
             return None
         self._order_inputs_as_dynamo(recorded_at)
         self._merge_twin_inputs()

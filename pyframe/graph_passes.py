@@ -62,6 +62,11 @@ def drop_unused_size_arithmetic(graph: torch.fx.Graph) -> None:
             graph.erase_node(node)
 
 
+def has_size_arithmetic(graph: torch.fx.Graph) -> bool:
+    """Whether the graph recorded arithmetic or comparisons on symbolic sizes (or size reads)."""
+    return any(node.op == "call_function" and _is_size_computation(node) for node in graph.nodes)
+
+
 def _is_size_computation(node: torch.fx.Node) -> bool:
     if node.target is torch.ops.aten.sym_size.int:
         return True

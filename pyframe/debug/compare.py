@@ -197,13 +197,13 @@ def count_breaks(engine: str) -> int:
     """Graph breaks ``engine`` reported since its last reset: torch._dynamo's list of break reasons;
     pyframe's frame records that carry an ``Unsupported`` (a break, or a frame run as plain Python),
     but for a frame run as Python by a rule torch._dynamo follows (a break inside a loop), which
-    torch._dynamo does not list either."""
+    torch._dynamo does not list either (unless it does: ``Unsupported.listed_break``)."""
     if engine == "dynamo":
         from torch._dynamo.utils import graph_break_reasons
 
         return len(graph_break_reasons)
     if engine == "pyframe":
-        return sum(r.error is not None and r.status != "skipped_by_rule"
+        return sum(r.error is not None and (r.status != "skipped_by_rule" or r.error.listed_break)
                    for records in convert_frame.records.values() for r in records)
     return 0
 

@@ -116,6 +116,16 @@ class ShapePolicy:
             dims = set(seen) | set(marked)
         return tuple(sorted(d for d in dims if d not in static)), bool(self.dynamic) and not marked
 
+    def int_may_be_dynamic(self, source: Source, value: int) -> bool:
+        """Whether int_is_dynamic may answer yes, without recording `value`: with dynamic=True,
+        or once the int was seen with another value."""
+        if self.dynamic is not None:
+            return bool(self.dynamic)
+        if self.sizes is None or source.name() not in self.sizes.seen:
+            return False
+        seen = self.sizes.seen[source.name()]
+        return seen is None or seen != (value,)
+
     def int_is_dynamic(self, source: Source, value: int) -> bool:
         """Whether an int argument of the frame is a symbolic input: from the first compile with
         `dynamic=True`, else once it was seen with two values (torch._dynamo's automatic dynamic)."""

@@ -43,12 +43,13 @@ from ..source import GlobalsDictSource, Source
 from .analysis import enclosing_entries, enclosing_handlers, live_locals
 from .instructions import InstructionTranslator
 from .live_values import (
-    changed_cells, check_escaping_iterators, drop_stores_to_dead_tensors, escaping_cells, graph_outputs,
+    changed_cells, check_escaping_iterators, check_rebuildable_methods, drop_stores_to_dead_tensors, escaping_cells,
+    graph_outputs, use_constants_as_dynamo,
     pin_before_instruction, pin_changed_sources, realize_lazy_iterators,
 )
 from .variables import NullVariable, VariableTracker
 from .variables.iterators import ListIteratorVariable
-from .variables.contexts import AutocastExitVariable, GradModeExitVariable
+from .variables.contexts import AutocastExitVariable, GradModeExitVariable, NullContextExitVariable
 
 
 @dataclass
@@ -129,6 +130,8 @@ def finish_return(tx: InstructionTranslator, value: VariableTracker,
     drop_stores_to_dead_tensors(tx, [value, *cells.values()])
     live = [value, *cells.values(), *tx.side_effects.live_values()]
     check_escaping_iterators(live)
+    check_rebuildable_methods(live)
+    use_constants_as_dynamo(tx, [value, *cells.values()], [])
     realize_lazy_iterators(tx, live)
     graphs = emit_graph_call(tx, cg, live, wrap_compiled, cells, handed_on=[value])
     pin_changed_sources(tx, cg, [value, *cells.values()])
@@ -226,7 +229,7 @@ def finish_break(tx: InstructionTranslator, index: int, reason: Unsupported,
     cg.exportable = tx.output.guards.fetched_sources()
     cg.lineno = plan.inst.lineno or tx.code.co_firstlineno
     graphs = _emit_state_before(tx, cg, plan, wrap_compiled)
-    # Inside a with block on grad mode or autocast, the instruction runs in the blocks entered
+    # Inside a with block on grad mode, autocast or a nullcontext, the instruction runs in the blocks entered
     # again, and the resume functions enter them once more (resume.Reentry).
     handler = enter_blocks(cg, [block.reentry() for block in plan.blocks]) if plan.blocks else None
     exit_labels = _emit_instruction(tx, cg, plan)
@@ -257,11 +260,12 @@ def plan_break(tx: InstructionTranslator, index: int, reason: Unsupported) -> Br
     # Plain locals are passed to the resume function rebuilt from their traced values (their slots
     # keep the entry values every Source reads). Cells are synced first: closures see them.
     live_values = [tx.locals[n] for n in _symbolic_locals_order(tx, set().union(*lives))]
+    check_rebuildable_methods([*lower, *operands, *live_values, *tx.side_effects.live_values()], at_break=True)
     return BreakPlan(inst, lower, operands, blocks, exits, targets, lives, live_values)
 
 
 def _check_resumable(tx: InstructionTranslator, index: int, exits: list[tuple[int, int]], reason: Unsupported) -> None:
-    """Inside a with block on grad mode or autocast the graph leaves the block and the code after
+    """Inside a with block on grad mode, autocast or a nullcontext the graph leaves the block and the code after
     the break enters it again; other blocks (try, a user's context manager) send the frame to Python."""
     handlers = enclosing_handlers(tx.instructions)
     in_block = bool(handlers[index] or any(handlers[first_real(tx.instructions, target)] for target, _ in exits))
@@ -296,6 +300,7 @@ def _emit_state_before(tx: InstructionTranslator, cg: PyCodegen, plan: BreakPlan
     # (a local still holding what the frame's slot holds is read from the slot, never handed on)
     changed = [v for n, v in zip(_symbolic_locals_order(tx, set().union(*plan.lives)), plan.live_values)
                if n not in tx.code.co_cellvars and n not in tx.unchanged_locals]
+    use_constants_as_dynamo(tx, plan.operands, [*plan.lower, *changed])
     graphs = emit_graph_call(tx, cg, live, wrap_compiled, changed_cells(tx),
                              handed_on=[*plan.lower, *plan.operands, *changed])
     pin_changed_sources(tx, cg, [*plan.lower, *plan.operands, *plan.live_values, *changed_cells(tx).values()])
@@ -343,7 +348,7 @@ def _emit_exits(tx: InstructionTranslator, cg: PyCodegen, plan: BreakPlan,
     return resumes
 
 
-_BLOCK_EXITS = (GradModeExitVariable, AutocastExitVariable)
+_BLOCK_EXITS = (GradModeExitVariable, AutocastExitVariable, NullContextExitVariable)
 
 
 def _slot(value: VariableTracker) -> Slot:
@@ -378,14 +383,40 @@ def _in_frame_order(code: types.CodeType, names: set[str]) -> tuple[str, ...]:
 
 
 def _inside_traced_blocks_only(tx: InstructionTranslator, index: int) -> bool:
-    """Every try range covering instruction `index` is the body of a `with` on a grad-mode or
-    autocast context (its handler keeps the stack up to the block's __exit__, which the trace
-    knows and the transformed code can rebuild)."""
-    entries = enclosing_entries(tx.instructions)[index]
-    return bool(entries) and all(
-        0 < entry.stack_depth <= len(tx.stack)
-        and isinstance(tx.stack[entry.stack_depth - 1], (GradModeExitVariable, AutocastExitVariable))
-        for entry in entries)
+    """Every try range an exception raised at instruction `index` would go through is the body of
+    a `with` on a grad-mode, nullcontext or autocast context (its handler keeps the stack up to
+    the block's __exit__, which the trace knows and the transformed code can rebuild), or the
+    cleanup of one. 3.11's exception table gives each instruction only its innermost range: a
+    `try` around the block is found through the with block's handler, which its range covers
+    (torch._dynamo's block stack sees it, and runs such a frame as Python)."""
+    entries = enclosing_entries(tx.instructions)
+    reached, seen = [(entry, True) for entry in entries[index]], set()
+    while reached:
+        entry, direct = reached.pop()
+        if id(entry) in seen:
+            continue
+        seen.add(id(entry))
+        handler = first_real(tx.instructions, tx.label_index[entry.target])
+        kind = _handler_kind(tx.instructions, handler)
+        if kind == "with":
+            if not (0 < entry.stack_depth <= len(tx.stack) and isinstance(tx.stack[entry.stack_depth - 1], _BLOCK_EXITS)):
+                return False
+        elif kind != "cleanup" or direct:  # (a cleanup range covering the break: inside an except block)
+            return False
+        reached.extend((e, False) for e in entries[handler])
+    return bool(seen)
+
+
+def _handler_kind(instructions: list, index: int) -> str:
+    """"with" for a with block's handler (PUSH_EXC_INFO; WITH_EXCEPT_START), "cleanup" for the
+    handler that only re-raises out of another (COPY 3; POP_EXCEPT; RERAISE 1), "try" for a
+    try statement's except or finally."""
+    names = [inst.name for inst in instructions[index:index + 6] if isinstance(inst, Instr)][:3]
+    if names[:2] == ["PUSH_EXC_INFO", "WITH_EXCEPT_START"]:
+        return "with"
+    if names == ["COPY", "POP_EXCEPT", "RERAISE"]:
+        return "cleanup"
+    return "try"
 
 
 def _load_live(tx: InstructionTranslator, cg: PyCodegen, name: str) -> None:

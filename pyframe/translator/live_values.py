@@ -8,6 +8,7 @@ before the replay or the breaking instruction can change what they read.
 """
 from __future__ import annotations
 
+import types
 from typing import Callable
 
 import torch.fx
@@ -18,6 +19,7 @@ from ..source import CellContentsSource, LocalSource, Source
 from .instructions import InstructionTranslator
 from .variables import BoundMethodVariable, VariableTracker
 from .variables.builtins import INPLACE_OPERATORS
+from .variables.constant import ConstantVariable
 from .variables.container_subclass import ContainerSubclassMixin
 from .variables.dict_subclass import DictSubclassMixin
 from .variables.dicts import DictVariable, ObjectKey, made_keys
@@ -26,6 +28,7 @@ from .variables.functions import NestedFunctionVariable
 from .variables.partials import PartialVariable
 from .variables.iterators import ListIteratorVariable
 from .variables.lists import BaseListVariable
+from .variables.methods import InlinedMethodVariable
 from .variables.objects import NewObjectVariable
 from .variables.sets import SetVariable
 from .variables.read_values import float_outputs_as_tensors
@@ -107,6 +110,81 @@ def check_escaping_iterators(values: list[VariableTracker]) -> None:
                               f"come back as a tuple_iterator)")
 
     walk(values, check)
+
+
+def use_constants_as_dynamo(tx: InstructionTranslator, rebuilt: list[VariableTracker],
+                            used: list[VariableTracker]) -> None:
+    """Use the lazy constants (ConstantVariable.lazy) that torch._dynamo uses while finishing a
+    graph (OutputGraph.compile_subgraph), so they are guarded as there:
+
+    - `used`: every one inside them (realize_all: the stack below a break's operands, and the live
+      locals handed on that do not hold the frame's own argument of that name);
+    - `rebuilt`: those its codegen uses (the return value, a break's operands): a value with a
+      source is read from it (a lazy constant stays unused); one without is first asked whether it
+      is a constant as a whole (`is_python_constant()`), which uses the lazy constants among its
+      items up to the first item that is not one (`return x + 1, n` leaves n unused; `return n,
+      x + 1` and `return [n]` use it); its items are then rebuilt alike;
+    - the side effects' values, rebuilt alike, a container whose items changed (`l.append(5)`)
+      as a whole, its own source notwithstanding."""
+    for vt in walk(used):
+        if type(vt) is ConstantVariable:
+            vt.value  # noqa: B018 (its use)
+    seen: set[int] = set()
+
+    def rebuild(vt: VariableTracker) -> None:
+        if vt.source is not None or id(vt) in seen:
+            return
+        seen.add(id(vt))
+        if not _constant_as_a_whole(vt):
+            for child in _children(vt):
+                rebuild(child)
+
+    for container in tx.side_effects.mutated.values():
+        if not _constant_as_a_whole(container):
+            for child in _children(container):
+                rebuild(child)
+    for value in [*rebuilt, *tx.side_effects.live_values()]:
+        rebuild(value)
+
+
+def _constant_as_a_whole(vt: VariableTracker) -> bool:
+    if type(vt) is ConstantVariable:
+        vt.value  # noqa: B018 (its use)
+        return True
+    if isinstance(vt, BaseListVariable):
+        return all(_constant_as_a_whole(item) for item in vt.items)
+    if type(vt) is DictVariable:
+        return all(not isinstance(key, ObjectKey) and _constant_as_a_whole(value) for key, value in vt.items.items())
+    return False
+
+
+def check_rebuildable_methods(values: list[VariableTracker], at_break: bool = False) -> None:
+    """A Python method bound to an object the frame made (`K().m`, `Mod().forward`, `f = obj.m`
+    with `obj = K()`) among the values handed back to Python (the stack and live locals at a
+    break, the return value, what mutations store) runs the whole frame as Python: torch._dynamo
+    has no way to rebuild such a method (UserMethodVariable without a source: "Reconstruction
+    failure"), so it runs the frame as Python ("Failed to handle graph break gracefully") and
+    compiles the method's own frame when Python calls it. pyframe could rebuild it, but doing so
+    gives other frames and graphs than torch._dynamo's. At a break (`at_break`), torch._dynamo
+    still lists that break among its graph breaks."""
+    def check(vt: VariableTracker) -> None:
+        if _unrebuildable_method(vt):
+            e = Unsupported(f"{vt.describe()}, a method of an object made in the frame, is handed back "
+                            f"to Python (torch._dynamo cannot rebuild it), so the frame runs as Python")
+            e.whole_frame = e.by_rule = True
+            e.listed_break = at_break
+            raise e
+
+    walk(values, check)
+
+
+def _unrebuildable_method(vt: VariableTracker) -> bool:
+    if vt.source is not None or not isinstance(vt, (BoundMethodVariable, InlinedMethodVariable)) \
+            or vt.obj.source is not None or isinstance(vt.obj, (TensorVariable, SymNodeVariable)):
+        return False  # (a tensor's method, `y.backward`, torch._dynamo rebuilds as the attribute of y)
+    if isinstance(vt, InlinedMethodVariable):
+        return True
+    return isinstance(vt._class_attribute(), types.FunctionType)
 
 
 def _mutates(node: torch.fx.Node) -> bool:

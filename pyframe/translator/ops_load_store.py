@@ -130,6 +130,8 @@ class LoadStoreOps:
             # torch._dynamo's setattr looks at the value it stores, realizing a lazy graph input
             # there (`self.val = val` in an inlined __init__): its placeholder comes this early
             value.realize(self)
+        elif type(value) is ConstantVariable:  # (torch._dynamo's setattr realizes a lazy number too)
+            value.realize_for_dispatch()
         obj.store_attr(self, inst.arg, value)
 
     def DELETE_ATTR(self, inst: Instr) -> None:

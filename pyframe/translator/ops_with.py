@@ -1,7 +1,8 @@
 """Opcode handlers: entering a `with` block (BEFORE_WITH), and leaving it by an exception
 (WITH_EXCEPT_START).
 
-Grad mode, autocast and `@contextmanager` generators are modelled (variables/contexts.py); any other
+Grad mode, autocast, `contextlib.nullcontext` and `@contextmanager` generators are modelled
+(variables/contexts.py); any other
 manager has its `__enter__` inlined and its bound `__exit__` left on the stack for the block's exit.
 An exception raised in the block (by the traced code, or by a builtin such as `[][1]`) reaches the
 block's handler through the exception table; the handler calls that `__exit__` (inlined), whose
@@ -15,7 +16,7 @@ import torch
 from bytecode import Instr
 
 from .variables.constant import ConstantVariable
-from .variables.contexts import AutocastVariable, GeneratorContextVariable, GradModeVariable
+from .variables.contexts import AutocastVariable, GeneratorContextVariable, GradModeVariable, NullContextExitVariable
 from .variables.objects import NewObjectVariable
 
 
@@ -31,6 +32,10 @@ class WithOps:
         if isinstance(context, (GradModeVariable, GeneratorContextVariable, AutocastVariable)):
             self.push(context.exit_callable())
             self.push(context.enter(self))
+            return
+        if _is_null_context(context):  # its __enter__ gives its enter_result; its exit does nothing
+            self.push(NullContextExitVariable())
+            self.push(context.var_getattr(self, "__enter__").call(self, [], {}))
             return
         if isinstance(context, NewObjectVariable) and issubclass(context.cls, contextlib._GeneratorContextManager):
             context = GeneratorContextVariable.of(context)
@@ -48,3 +53,10 @@ class WithOps:
         exc, exit_method = self.stack[-1], self.stack[-4]
         exc_type = self.wrap(exc.python_type(), None)
         self.push(exit_method.call(self, [exc_type, exc, ConstantVariable(None)], {}))
+
+
+def _is_null_context(context) -> bool:
+    """A `contextlib.nullcontext` (not a subclass: one may define its own __exit__)."""
+    if isinstance(context, NewObjectVariable):
+        return context.cls is contextlib.nullcontext
+    return type(context.real_object()) is contextlib.nullcontext

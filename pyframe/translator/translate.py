@@ -18,18 +18,23 @@ from .variables.base import remembering_class_reads
 
 
 def translate_frame(code: types.CodeType, f_locals: dict[str, Any], f_globals: dict, f_builtins: dict,
-                    closure: tuple | None, hooks: TranslatorHooks, fullgraph: bool = False) -> TranslationResult:
+                    closure: tuple | None, hooks: TranslatorHooks, fullgraph: bool = False,
+                    skip_without_ops: bool = True) -> TranslationResult:
     """Trace a frame; on the first Unsupported, trace it again up to that instruction and break there.
+    A frame traced to its return without a single call runs as Python (`skip_without_ops`, not
+    with `fullgraph`).
 
     Tracing again (rather than cutting the first attempt short) leaves no half-traced call in the
     graph and no half-mutated symbolic container: the second trace stops cleanly before the step.
     """
     with remembering_class_reads(hooks.class_version):
-        return _translate(code, f_locals, f_globals, f_builtins, closure, hooks, fullgraph)
+        return _translate(code, f_locals, f_globals, f_builtins, closure, hooks, fullgraph,
+                          skip_without_ops and not fullgraph)
 
 
 def _translate(code: types.CodeType, f_locals: dict[str, Any], f_globals: dict, f_builtins: dict,
-               closure: tuple | None, hooks: TranslatorHooks, fullgraph: bool) -> TranslationResult:
+               closure: tuple | None, hooks: TranslatorHooks, fullgraph: bool,
+               skip_without_ops: bool) -> TranslationResult:
     break_at: int | None = None
     reason: Unsupported | None = None
     deferred_methods: dict[int, str] = {}  # LOAD_METHODs whose lookup failed: left to their call
@@ -44,6 +49,8 @@ def _translate(code: types.CodeType, f_locals: dict[str, Any], f_globals: dict, 
                 if tx.output.vmap_levels or tx.output.torch_function_modes:
                     raise _inside_break(reason)
                 return finish_break(tx, break_at, reason, hooks.wrap_compiled)
+            if tx.output.op_count == 0 and skip_without_ops:
+                raise _no_ops()
             return finish_return(tx, value, hooks.wrap_compiled)
         except Unsupported as e:
             if e.proven_pure is not None and e.proven_pure not in pure_calls:
@@ -75,6 +82,17 @@ def _loop_break(e: Unsupported) -> Unsupported:
     loop = Unsupported(f"graph break in a loop, so the frame runs as Python ({e.reason})", e.location)
     loop.whole_frame = loop.by_rule = True
     return loop
+
+
+def _no_ops() -> Unsupported:
+    """A frame traced to its return without recording a single call runs as Python, from now on,
+    as torch._dynamo skips it ("No ops traced for the FX graph", SkipFrame): there is nothing to
+    compile, and a later call that would record ops (another branch taken) is not compiled either.
+    (convert_frame.py leaves out the functions given to optimize(), which pyframe compiles anyway:
+    tests/test_frame_rules.py.)"""
+    skip = Unsupported("no ops traced for the graph, so the frame runs as Python")
+    skip.whole_frame = skip.by_rule = True
+    return skip
 
 
 def _inside_break(e: Unsupported | None) -> Unsupported:

@@ -18,6 +18,7 @@ Each case has inputs that make the program take a known path; where the path mat
 says which. A case whose graphs differ from torch._dynamo's on purpose says why in ``difference=``.
 """
 
+import contextlib
 import os
 
 import numpy as np
@@ -760,3 +761,28 @@ def checks_of_known_conditions(x):
     k = (x > 0).sum().item()
     torch._check(k >= 0)
     return x * 2 + k
+
+
+class _Stepper:
+    def step(self, x):
+        x = x + 1
+        torch._dynamo.graph_break()
+        return x * 2
+
+
+@case(inputs=lambda: torch.randn(6), tags={"break"})
+def method_of_an_object_made_in_the_frame_breaks(x):
+    """The call breaks inside a method bound to an object the frame made, which torch._dynamo
+    cannot rebuild at the break: the frame runs as Python, by rule, and the method's own frame is
+    compiled (two graphs) when Python calls it; `.sin()` after it runs eagerly."""
+    return _Stepper().step(x).sin()
+
+
+@case(inputs=lambda: torch.randn(6), tags={"break"})
+def break_inside_a_nullcontext(x):
+    """A break inside `with contextlib.nullcontext():` resumes inside a new nullcontext."""
+    with contextlib.nullcontext():
+        x = x + 1
+        torch._dynamo.graph_break()
+        x = x * 2
+    return x.sin()

@@ -54,9 +54,10 @@ from .mappingproxy import MappingProxyVariable, is_modelled_proxy
 from .methods import InlinedMethodVariable
 from .super_object import SuperVariable
 from .nn_module import NNModuleVariable
+from .number_inputs import NUMBER_INPUT_TYPES, wrap_number_input
 from .frame_objects import UserObjectVariable
 from .objects import DisabledFunctionVariable, GraphBreakFunctionVariable, PythonObjectVariable
-from .tensor import SymNodeVariable, TensorVariable
+from .tensor import TensorVariable
 from .torch import PythonModuleVariable, TorchFunctionVariable, is_torch_op
 from .weakrefs import wrap_weakref
 
@@ -179,12 +180,8 @@ def _wrap_constant(tx: Tracer, value: Any, source: Source | None, guard: bool,
     if value is None:
         _add(guards, source, GuardKind.NONE_MATCH)
         return ConstantVariable(None, source)
-    if type(value) is int and isinstance(source, LocalSource) and guards is not None:
-        # an int argument seen changing (automatic dynamic) or with dynamic=True: a SymInt input
-        node = tx.output.add_int_input(source, value)
-        if node is not None:
-            _add(guards, source, GuardKind.TYPE_MATCH, int)
-            return SymNodeVariable(node, source)
+    if guards is not None and type(value) in NUMBER_INPUT_TYPES:  # a SymInt input, or a lazy constant
+        return wrap_number_input(tx, value, source)
     if type(value) in _EQUALS_TYPES or is_numpy_scalar(value):
         _add(guards, source, GuardKind.EQUALS_MATCH, value)
         return ConstantVariable(value, source)

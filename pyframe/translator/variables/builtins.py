@@ -104,6 +104,9 @@ class BuiltinVariable(VariableTracker):
 
     def call(self, tx, args: Sequence[VariableTracker], kwargs: dict[str, VariableTracker]) -> VariableTracker:
         fn = self.fn
+        for arg in args:
+            if type(arg) is ConstantVariable:
+                arg.realize_for_dispatch()
         if isinstance(fn, type) and is_exception_class(fn):
             return ExceptionVariable.make(fn, list(args), kwargs)
         if (fn is locals or fn is vars) and not args and not kwargs:

@@ -9,7 +9,7 @@ import re
 import sys
 import types
 import typing
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -61,6 +61,35 @@ class ConstantVariable(VariableTracker):
         self.source = source  # (VariableTracker.__init__'s one field, set here: constants are made by the thousand)
         self.value = value
 
+    @classmethod
+    def lazy(cls, value: Any, source: Source, on_use: Callable[[], None], may_be_symbolic: bool) -> "ConstantVariable":
+        """A number, bool or string read from `source` whose guard waits until the trace uses its
+        value (torch._dynamo's LazyConstantVariable): one only passed through (returned, handed to a
+        resume function, stored) is rebuilt from its source, unguarded, so a call with another value
+        compiles nothing. `on_use` guards the value, at its first use (reading `value`, its type
+        included). `may_be_symbolic`: an int or float that could become a symbolic input, which
+        torch._dynamo realizes when a builtin (isinstance, setattr) is called on it, to know its kind."""
+        vt = cls.__new__(cls)
+        vt.source, vt._lazy = source, (value, on_use, may_be_symbolic)
+        return vt
+
+    def __getattr__(self, name: str) -> Any:
+        # (only for an attribute the instance lacks: `value` of a lazy constant, at its first use)
+        lazy = self.__dict__.get("_lazy") if name == "value" else None
+        if lazy is None:
+            raise AttributeError(name)
+        del self._lazy
+        self.value = lazy[0]
+        lazy[1]()
+        return lazy[0]
+
+    def realize_for_dispatch(self) -> None:
+        """A builtin is called on it (or it is stored as an attribute): a lazy number that may
+        be symbolic is used now, as torch._dynamo realizes it to pick the builtin's handler."""
+        lazy = self.__dict__.get("_lazy")
+        if lazy is not None and lazy[2]:
+            self.value  # noqa: B018 (its use)
+
     def real_object(self) -> Any:
         return self.value
 
@@ -90,6 +119,9 @@ class ConstantVariable(VariableTracker):
         return tx.wrap_constant(getattr(self.value, name)(*pargs, **pkwargs))
 
     def reconstruct(self, cg) -> None:
+        if "_lazy" in self.__dict__:  # passed through unused: read again where it came from
+            cg.load_source(self.source)
+            return
         cg.load_const(self.value)
 
     def unpack(self, tx) -> list[VariableTracker]:
@@ -98,4 +130,5 @@ class ConstantVariable(VariableTracker):
         return super().unpack(tx)
 
     def __repr__(self) -> str:
-        return f"ConstantVariable({self.value!r})"
+        lazy = self.__dict__.get("_lazy")
+        return f"ConstantVariable({lazy[0]!r}, unused)" if lazy is not None else f"ConstantVariable({self.value!r})"

@@ -1,13 +1,16 @@
-"""Grad-mode and autocast context managers.
+"""Grad-mode, autocast and no-op context managers.
 
 `with torch.no_grad():` is recorded as torch._dynamo 2.13 records it: a call
 `torch._C._set_grad_enabled(False)` on entry and one restoring the previous mode on exit, and the
 nodes in between are traced (their FakeTensors propagated) under that mode. `with torch.autocast(...)`
 likewise: `torch.amp._enter_autocast(device, dtype, enabled, cache_enabled)` on entry, whose result
 `torch.amp._exit_autocast` takes on exit, and the nodes in between propagated under autocast.
+`with contextlib.nullcontext():` records nothing. A graph break inside such a block leaves it
+(the graph's part) and enters it again after the break (the exit's `reentry`).
 """
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import torch
@@ -265,3 +268,22 @@ class _GradModeRestore:
 
 
 _RESTORE_GRAD_MODE = {True: _GradModeRestore(True), False: _GradModeRestore(False)}
+
+
+class NullContextExitVariable(VariableTracker):
+    """The __exit__ of a `contextlib.nullcontext()` block, left on the stack by BEFORE_WITH: it
+    does nothing, and a graph break inside the block enters a new nullcontext after the break, as
+    torch._dynamo's NullContextVariable lets it."""
+
+    def call(self, tx, args, kwargs) -> VariableTracker:
+        return ConstantVariable(None)
+
+    def reconstruct(self, cg) -> None:
+        cg.load_const(_leave_null_context)
+
+    def reentry(self) -> Reentry:
+        return Reentry(contextlib.nullcontext, ())
+
+
+def _leave_null_context(exc_type=None, exc=None, tb=None) -> None:
+    """The __exit__ of a nullcontext entered by a graph: nothing to undo."""
