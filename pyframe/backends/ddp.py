@@ -142,7 +142,7 @@ class DDPSplitBackend:
 
     def __init__(self, backend: Callable, first_cap: int, cap: int) -> None:
         self.backend, self.first_cap, self.cap = backend, first_cap, cap
-        self.buckets: list[Bucket] = []  # the last graph's plan (for tests and explain)
+        self.buckets: list[Bucket] = []  # the plan of the last graph it split (to study it)
 
     def __call__(self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callable:
         buckets = self.buckets = plan_buckets(gm, example_inputs, self.first_cap, self.cap)
