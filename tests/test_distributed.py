@@ -95,6 +95,7 @@ def _train(engine, inner, cap_mb, width, compile_outside=True, steps=2):
     ("eager", 1, 256, True),       # two pieces
     ("eager", 2, 384, True),       # three: the first bucket is capped at 1 MiB
     ("aot_eager", 1, 256, False),  # DDP(compile(net)); each piece an autograd function of its own
+    pytest.param("inductor", 1, 256, True, marks=pytest.mark.slow),
 ])
 def test_graphs_are_split_at_ddps_buckets_as_torch_dynamo_splits_them(one_rank, inner, cap_mb, width, compile_outside):
     if (why := engine_unavailable_reason("dynamo")) is not None:
