@@ -639,6 +639,106 @@ pf_shadow_frames_py(PyObject *Py_UNUSED(module), PyObject *Py_UNUSED(args))
     return PyLong_FromUnsignedLongLong(pf_shadow_frames);
 }
 
+/* ---- stances ------------------------------------------------------------------------------ */
+
+/* What a region's entry does (pyframe.set_stance, torch.compiler.set_stance; decorators.py). Only
+   force_eager changes anything here: the region runs with the callback off, cached entries
+   included. The other stances act on a miss, in the callback (convert_frame.py reads
+   `_C.stance()`). Like torch._dynamo's, the stance is read when a region is entered, never inside. */
+#define PF_STANCE_FORCE_EAGER 1
+
+static int pf_own_stance = 0;                   /* pyframe.set_stance's; 0: default (follow torch's) */
+static PyObject *pf_stance_classify = NULL;     /* strong: torch's stance object -> int (Python) */
+static PyObject *pf_torch_stance_module = NULL; /* "torch._dynamo.eval_frame", interned */
+static PyObject *pf_torch_stance_name = NULL;   /* "_stance", interned */
+static PyObject *pf_torch_stance_dict = NULL;   /* strong: that module's dict, once it is loaded */
+static PyObject *pf_torch_stance_seen = NULL;   /* strong: the stance object classified last */
+static int pf_torch_stance = 0;
+
+/* The stance in force: pyframe's own when set, else torch.compiler's (torch._dynamo.eval_frame's
+   `_stance`, replaced by a new object at each set_stance: classified once per object). -1 with an
+   exception set on failure. Costs one dict lookup while both are the default. */
+static int
+pf_current_stance(void)
+{
+    if (pf_own_stance != 0 || pf_stance_classify == NULL) {
+        return pf_own_stance;
+    }
+    if (pf_torch_stance_dict == NULL) {
+        PyObject *mod = PyDict_GetItemWithError(PyImport_GetModuleDict(), pf_torch_stance_module);
+        if (mod == NULL || !PyModule_Check(mod)) {
+            return PyErr_Occurred() ? -1 : 0;  /* not loaded: no stance was ever set */
+        }
+        pf_torch_stance_dict = Py_NewRef(PyModule_GetDict(mod));
+    }
+    PyObject *stance = PyDict_GetItemWithError(pf_torch_stance_dict, pf_torch_stance_name);
+    if (stance == NULL) {
+        return PyErr_Occurred() ? -1 : 0;  /* (the module is still being imported) */
+    }
+    if (stance != pf_torch_stance_seen) {
+        PyObject *code = PyObject_CallOneArg(pf_stance_classify, stance);
+        if (code == NULL) {
+            return -1;
+        }
+        long value = PyLong_AsLong(code);
+        Py_DECREF(code);
+        if (value == -1 && PyErr_Occurred()) {
+            return -1;
+        }
+        Py_XSETREF(pf_torch_stance_seen, Py_NewRef(stance));
+        pf_torch_stance = (int)value;
+    }
+    return pf_torch_stance;
+}
+
+static PyObject *
+pf_set_stance_py(PyObject *Py_UNUSED(module), PyObject *arg)
+{
+    long value = PyLong_AsLong(arg);
+    if (value == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (value < 0) {
+        PyErr_SetString(PyExc_ValueError, "set_stance() takes a stance code >= 0");
+        return NULL;
+    }
+    int previous = pf_own_stance;
+    pf_own_stance = (int)value;
+    return PyLong_FromLong(previous);
+}
+
+static PyObject *
+pf_stance_py(PyObject *Py_UNUSED(module), PyObject *Py_UNUSED(args))
+{
+    int stance = pf_current_stance();
+    return stance < 0 ? NULL : PyLong_FromLong(stance);
+}
+
+static PyObject *
+pf_watch_torch_stance_py(PyObject *Py_UNUSED(module), PyObject *classify)
+{
+    if (!PyCallable_Check(classify)) {
+        PyErr_SetString(PyExc_TypeError, "watch_torch_stance() takes a callable");
+        return NULL;
+    }
+    if (pf_torch_stance_module == NULL) {
+        pf_torch_stance_module = PyUnicode_InternFromString("torch._dynamo.eval_frame");
+        pf_torch_stance_name = PyUnicode_InternFromString("_stance");
+        if (pf_torch_stance_module == NULL || pf_torch_stance_name == NULL) {
+            return NULL;
+        }
+    }
+    Py_XSETREF(pf_stance_classify, Py_NewRef(classify));
+    Py_CLEAR(pf_torch_stance_seen);  /* classified again by the new function */
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+pf_get_eval_frame_py(PyObject *Py_UNUSED(module), PyObject *Py_UNUSED(args))
+{
+    return Py_NewRef(pf_tls_callback != NULL ? pf_tls_callback : Py_None);
+}
+
 /* ---- CallbackScope ------------------------------------------------------------------------- */
 
 typedef struct {
@@ -660,6 +760,15 @@ pf_scope_vectorcall(PyObject *obj, PyObject *const *args, size_t nargsf, PyObjec
             pf_hook_install(PyThreadState_GET()->interp);  /* see pf_callback_exchange */
         }
         return PyObject_Vectorcall(self->fn, args, nargsf, kwnames);
+    }
+    if (callback != NULL) {
+        int stance = pf_current_stance();
+        if (PF_UNLIKELY(stance < 0)) {
+            return NULL;
+        }
+        if (PF_UNLIKELY(stance == PF_STANCE_FORCE_EAGER)) {
+            callback = NULL;  /* the region runs as Python, as under torch.compile's force_eager */
+        }
     }
     if (callback == NULL) {
         /* Off for one call made inside a region (a compiled graph, pyframe.disable): clear the
@@ -844,6 +953,17 @@ static PyMethodDef pf_methods[] = {
     {"set_eval_frame", pf_set_eval_frame, METH_O,
      "set_eval_frame(callback) -> previous\n\nSet this thread's frame callback: None (off), "
      "False (run cached entries only) or a callable (called with a FrameInfo on a miss)."},
+    {"set_stance", pf_set_stance_py, METH_O,
+     "set_stance(code) -> previous\n\npyframe's own stance (0: default, following "
+     "torch.compiler's; 1: force_eager; other codes are read by the miss path)."},
+    {"stance", pf_stance_py, METH_NOARGS,
+     "stance() -> int\n\nThe stance regions entered now follow: pyframe's own when set, else "
+     "torch.compiler's as watch_torch_stance's function classifies it."},
+    {"watch_torch_stance", pf_watch_torch_stance_py, METH_O,
+     "watch_torch_stance(classify)\n\nFollow torch._dynamo.eval_frame._stance once it is loaded: "
+     "classify(stance) -> code, called once per stance object."},
+    {"get_eval_frame", pf_get_eval_frame_py, METH_NOARGS,
+     "get_eval_frame() -> callback\n\nThis thread's frame callback: None, False or a callable."},
     {"_hook_state", pf_hook_state_py, METH_NOARGS,
      "Debugging: {'installed': is our hook the interpreter's, 'active_threads': n, "
      "'chained': do we chain to another hook}."},

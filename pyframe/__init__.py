@@ -12,12 +12,18 @@ from . import _C, config, convert_frame, debug, exc  # noqa: F401  (submodules u
 from .convert_frame import GuardFail, reset
 from .backends import list_backends, lookup_backend, register_backend
 from .debug.explain import explain
+from .decorators import (
+    allow_in_graph, assume_constant_result, disallow_in_graph, is_compiling, nonstrict_trace, set_stance,
+    substitute_in_graph,
+)
 from .eval_frame import OptimizedModule, compile, disable, mark_dynamic, mark_static, optimize, run
 from .export import ExportResult, export
 from .exc import BackendCompilerFailed, Unsupported
 from .logs import set_logs
 
 
-__all__ = ["BackendCompilerFailed", "ExportResult", "GuardFail", "OptimizedModule", "Unsupported", "compile", "config", "disable",
-           "exc", "explain", "export",
-           "list_backends", "lookup_backend", "mark_dynamic", "mark_static", "optimize", "register_backend", "reset", "run", "set_logs", "debug"]
+__all__ = ["BackendCompilerFailed", "ExportResult", "GuardFail", "OptimizedModule", "Unsupported", "allow_in_graph",
+           "assume_constant_result", "compile", "config", "disable", "disallow_in_graph",
+           "exc", "explain", "export", "is_compiling",
+           "list_backends", "lookup_backend", "mark_dynamic", "mark_static", "nonstrict_trace", "optimize",
+           "register_backend", "reset", "run", "set_logs", "set_stance", "substitute_in_graph", "debug"]

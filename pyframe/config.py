@@ -49,6 +49,16 @@ trace_modules: list[str] = []
 # of the pieces before it (backends/ddp.py; torch._dynamo.config.optimize_ddp). False: one graph.
 optimize_ddp: bool = True
 
+# Data-dependent values in the graph, as torch._dynamo's settings of the same names (both False by
+# default, as torch's): `x.item()` (and an integer tensor's `tolist()`) recorded in the graph, its
+# value an unbacked symbol (`u0`), with `capture_scalar_outputs`; `nonzero()`, `x[mask]`,
+# `torch.unique(x)` recorded, their output sizes unbacked symbols, with
+# `capture_dynamic_output_shape_ops` (fake/unbacked.py). Off, each is a graph break. Either of
+# pyframe's or torch._dynamo.config's turns the capture on, and fullgraph turns both on; read when a
+# frame compiles, never guarded (an entry compiled under one setting serves calls under the other).
+capture_scalar_outputs: bool = False
+capture_dynamic_output_shape_ops: bool = False
+
 
 def _check_limit(name: str, value: object) -> None:
     if type(value) is not int or value < 0:
@@ -75,7 +85,8 @@ _CHECKS = {
     "inline_depth_limit": _check_limit, "suppress_errors": _check_flag,
     "skip_guards_on_unchanged_objects": _check_flag, "fast_fake_propagation": _check_flag,
     "skip_modules": _check_module_names, "trace_modules": _check_module_names,
-    "optimize_ddp": _check_flag,
+    "optimize_ddp": _check_flag, "capture_scalar_outputs": _check_flag,
+    "capture_dynamic_output_shape_ops": _check_flag,
 }
 
 

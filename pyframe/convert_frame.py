@@ -26,12 +26,12 @@ from typing import Any, Callable, NamedTuple
 
 import torch
 
-from . import _C, config, logs, resume, trace_rules
+from . import _C, config, logs, markers, resume, trace_rules
 from .dynamo_interop import dynamo_code_reason, dynamo_is_compiling, hide_from_dynamo
 from .backends import CompiledGraph
 from .backends.compile import FirstCallCheck
 from .backends.ddp import DDPSplitBackend, active_ddp_module, bucket_caps
-from .exc import BackendCompilerFailed, InvalidCompileOption, Unsupported
+from .exc import BackendCompilerFailed, InvalidCompileOption, RecompileError, Unsupported
 from .fake.shapes import STATIC_ONLY, FrameSizes, NeedsSymbolicTrace, ShapePolicy, capturing, lower_guards
 from .graph import OutputGraph
 from .guard_filter import apply_guard_filter
@@ -177,6 +177,31 @@ def _has_tensor(obj: Any, seen: dict[int, bool]) -> bool:
     return found
 
 
+# The stances (torch.compiler.set_stance's), by the code `_C.stance()` gives: force_eager is acted on
+# in C (a region entered under it runs with the callback off); the other two on a miss, here.
+STANCES = ("default", "force_eager", "eager_on_recompile", "fail_on_recompile")
+DEFAULT, FORCE_EAGER, EAGER_ON_RECOMPILE, FAIL_ON_RECOMPILE = range(len(STANCES))
+_unfollowed_stances: set[str] = set()
+
+
+def torch_stance_code(stance: Any) -> int:
+    """The code of torch.compiler's stance (a torch._dynamo DynamoStance), for `_C.stance()`. Its
+    `skip_guard_eval_unsafe` is honoured by checking every guard, which is always safe; a stance
+    pyframe does not offer ("eager_then_compile", a `force_backend`) leaves pyframe's regions
+    compiling as by default, with one warning."""
+    name = getattr(stance, "stance", "default")
+    unfollowed = name if name not in STANCES else ("force_backend" if getattr(stance, "backend", None) is not None
+                                                  else None)
+    if unfollowed is not None and unfollowed not in _unfollowed_stances:
+        _unfollowed_stances.add(unfollowed)
+        warnings.warn(f"pyframe does not follow torch.compiler.set_stance's {unfollowed!r}: pyframe's regions "
+                      f"compile as under the default stance", stacklevel=2)
+    return STANCES.index(name) if name in STANCES else DEFAULT
+
+
+_C.watch_torch_stance(torch_stance_code)
+
+
 class GuardFail(NamedTuple):
     """What `guard_fail_fn` is given (torch._dynamo.types.GuardFail's fields): the first guard of
     a cache entry that a call failed, and the code object whose entry it is."""
@@ -208,6 +233,10 @@ class Compiler:
         reason = skip_reason(code)
         if reason is not None:
             return _C.SKIP
+        if markers.called_from_nonrecursive_wrapper(sys._getframe(1)):
+            # disable(fn, recursive=False): fn's frame (its caller is the wrapper: the hook calls
+            # this before the frame runs) is run as Python, this once; what it calls is compiled.
+            return None
         if dynamo_is_compiling():
             # torch._dynamo's compiler at work under our region: what it runs is its machinery, run
             # as Python this time (not marked: the same code may be user code another time).
@@ -236,6 +265,12 @@ class Compiler:
             return _C.RUN_ONLY if entries else _C.SKIP
         why = "first compile" if not entries else \
             "guard failed: " + "; ".join(_what_changed(str(f), frame) for f in failures)
+        stance = _C.stance()
+        if stance == EAGER_ON_RECOMPILE:
+            return None  # run as Python this once; its entries still serve the calls they pass
+        if stance == FAIL_ON_RECOMPILE:
+            raise RecompileError(f"{describe(code)} would compile while the stance is 'fail_on_recompile' "
+                                 f"(pyframe.set_stance or torch.compiler.set_stance): {why}")
         if self.guard_fail_fn is not None:
             for failure in failures:
                 self._tell_guard_failed(_what_changed(str(failure), frame), code)

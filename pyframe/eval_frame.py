@@ -6,6 +6,7 @@ every call, so it does no Python-level work.
 """
 from __future__ import annotations
 
+import functools
 import inspect
 import types
 from collections.abc import Sized
@@ -14,11 +15,11 @@ from typing import Any, Callable, Sequence, TypeVar
 import torch
 import torch.fx._symbolic_trace as _fx_symbolic_trace
 
-from . import _C, convert_frame
+from . import _C, convert_frame, markers
 from .backends import backend_name, lookup_backend
 from .backends.settings import with_settings
 from .exc import InvalidBackend
-from .convert_frame import Compiler, FrameRecord, GuardFail, always_compile, force_trace, wrap_with_callback
+from .convert_frame import FORCE_EAGER, Compiler, FrameRecord, GuardFail, always_compile, force_trace, wrap_with_callback
 from .guard_filter import GuardFilterEntry
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -48,7 +49,10 @@ class OptimizeContext:
         return wrap_with_callback(target, self.callback)
 
     def __enter__(self) -> "OptimizeContext":
-        self._previous.append(_C.set_eval_frame(self.callback))
+        callback = self.callback
+        if callback is not None and _C.stance() == FORCE_EAGER:  # (as a CallbackScope entered, in C)
+            callback = None
+        self._previous.append(_C.set_eval_frame(callback))
         return self
 
     def __exit__(self, *exc_info: Any) -> None:
@@ -357,10 +361,23 @@ def _mark(t: torch.Tensor, index: int | list[int], attribute: str) -> None:
     setattr(t, attribute, marks)
 
 
-def disable(fn: F | None = None) -> Any:
-    """Run `fn` with pyframe off, even inside an optimized region; `disable()` is a context manager."""
+def disable(fn: F | None = None, recursive: bool = True) -> Any:
+    """Run `fn` with pyframe off, even inside an optimized region; `disable()` is a context manager
+    (torch.compiler.disable). `recursive=False`: only `fn`'s own frame runs as Python, the
+    functions it calls are compiled (torch._dynamo.skip; a call of it from traced code breaks the
+    graph); `disable(recursive=False)` without `fn` is a decorator."""
+    if type(recursive) is not bool:
+        raise TypeError(f"pyframe.disable(recursive=...) takes True or False, not {recursive!r}")
+    if not recursive:
+        if fn is None:
+            return functools.partial(disable, recursive=False)
+        if not callable(fn):
+            raise TypeError(f"pyframe.disable(fn, recursive=False) expects a callable, not {type(fn).__name__}")
+        return markers.nonrecursive_disable(fn)
     if fn is None:
         return OptimizeContext(None)
+    if not callable(fn):
+        raise TypeError(f"pyframe.disable(fn) expects a callable, not {type(fn).__name__}")
     return wrap_with_callback(fn, None)
 
 

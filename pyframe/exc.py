@@ -101,3 +101,9 @@ class InvalidBackend(PyframeError, ValueError):
 class InvalidCompileOption(PyframeError, ValueError):
     """A mode or option of `pyframe.compile` the backend does not have (or cannot take), or a
     `guard_filter_fn` whose answer is not one bool per guard (raised at the compile that asked it)."""
+
+
+class RecompileError(PyframeError, RuntimeError):
+    """A frame would compile while the stance is "fail_on_recompile" (`pyframe.set_stance`, or
+    torch.compiler.set_stance): a RuntimeError, as torch._dynamo's, naming the frame and the guards
+    its cached entries failed."""

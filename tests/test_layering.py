@@ -17,7 +17,8 @@ PACKAGE = Path(__file__).resolve().parent.parent / "pyframe"
 # holding it (`ops_` names a family of modules; "pyframe" is the package's __init__ alone). docs/architecture.md gives the reasons; keep the two in step.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("C extension and utilities", ("pyframe._C", "pyframe.config", "pyframe.exc", "pyframe.logs",
-                                   "pyframe.source", "pyframe.dynamo_interop", "pyframe.trace_rules")),
+                                   "pyframe.source", "pyframe.dynamo_interop", "pyframe.trace_rules",
+                                   "pyframe.markers")),
     ("guards and bytecode", ("pyframe.guards", "pyframe.guard_filter", "pyframe.codegen", "pyframe.resume", "pyframe.rerun")),
     ("graph and backends", ("pyframe.fake", "pyframe.fx_python_code", "pyframe.backends", "pyframe.graph",
                             "pyframe.graph_passes")),
@@ -30,7 +31,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("translator: opcode handlers", ("pyframe.translator.ops_", "pyframe.translator.cells")),
     ("translator: interpreter", ("pyframe.translator.instructions",)),
     ("translator: finishing a trace", ("pyframe.translator",)),
-    ("miss path and API", ("pyframe.convert_frame", "pyframe.eval_frame", "pyframe.export")),
+    ("miss path and API", ("pyframe.convert_frame", "pyframe.eval_frame", "pyframe.export", "pyframe.decorators")),
     ("debugging", ("pyframe.debug", "pyframe.seeds")),
     ("the package's facade", ("pyframe",)),
     ("programs on top of the facade", ("pyframe.demo", "pyframe.__main__")),

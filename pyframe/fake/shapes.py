@@ -30,6 +30,7 @@ from torch.utils._sympy.functions import CleanDiv, FloorDiv, Max, Min, Mod, Pyth
 from torch.utils._sympy.numbers import int_oo
 from torch.utils._sympy.printers import PythonPrinter
 
+from .. import config
 from ..guards import ShapeGuard
 from ..source import Source, TensorPropertySource
 from .mode import PyframeFakeTensorMode
@@ -142,13 +143,14 @@ STATIC_ONLY = ShapePolicy(dynamic=False, symbolic_allowed=False)
 
 def capturing(fullgraph: bool) -> dict[str, bool]:
     """ShapePolicy's data-dependent settings for one compile, read where and when torch._dynamo reads
-    them (each compile, from torch._dynamo.config, patched or not; never guarded, so a cached entry
-    serves a call whatever the flags say then): `capture_scalar_outputs` and
+    them (each compile, from torch._dynamo.config, patched or not, or pyframe.config; never guarded,
+    so a cached entry serves a call whatever the flags say then): `capture_scalar_outputs` and
     `capture_dynamic_output_shape_ops`, both on under fullgraph (as torch._dynamo's OutputGraph sets
     its ShapeEnv for one_graph)."""
-    config = torch._dynamo.config
-    return {"scalar_outputs": fullgraph or config.capture_scalar_outputs,
-            "dynamic_output_shapes": fullgraph or config.capture_dynamic_output_shape_ops}
+    dynamo = torch._dynamo.config  # (pyframe.config's settings of the same names turn them on too)
+    return {"scalar_outputs": fullgraph or config.capture_scalar_outputs or dynamo.capture_scalar_outputs,
+            "dynamic_output_shapes": fullgraph or config.capture_dynamic_output_shape_ops
+            or dynamo.capture_dynamic_output_shape_ops}
 
 
 def new_symbolic_mode(shapes: ShapePolicy = STATIC) -> PyframeFakeTensorMode:

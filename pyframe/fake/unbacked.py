@@ -1,7 +1,7 @@
 """Data-dependent values in the graph: unbacked symbols, as torch._dynamo captures them.
 
-With `torch._dynamo.config.capture_scalar_outputs` (or fullgraph) `x.item()` is recorded in the
-graph and its value, unknown while tracing, is an *unbacked* symbol of the trace's ShapeEnv (`u0`);
+With `capture_scalar_outputs` (pyframe.config's or torch._dynamo.config's, or fullgraph) `x.item()`
+is recorded in the graph and its value, unknown while tracing, is an *unbacked* symbol of the trace's ShapeEnv (`u0`);
 with `capture_dynamic_output_shape_ops`, `x.nonzero()`, `x[mask]`, `torch.unique(x)` are recorded
 and the sizes of their outputs are unbacked symbols. A static trace meeting either is traced again
 over a ShapeEnv that allows them (ShapePolicy's `scalar_outputs` and `dynamic_output_shapes`);
@@ -43,11 +43,11 @@ def data_dependent_break(error: BaseException, shapes: ShapePolicy, symbolic: bo
         if shapes.dynamic_output_shapes and not symbolic and shapes.symbolic_allowed:
             raise NeedsSymbolicTrace(f"{error.func} with capture_dynamic_output_shape_ops")
         return (f"{error.func}'s output shape depends on the data (captured with "
-                f"torch._dynamo.config.capture_dynamic_output_shape_ops)")
+                f"pyframe.config.capture_dynamic_output_shape_ops or torch._dynamo.config's)")
     if isinstance(error, DataDependentOutputException) and error.func in _SCALAR_READS:
         if shapes.scalar_outputs and not symbolic and shapes.symbolic_allowed:
             raise NeedsSymbolicTrace(f"{error.func} with capture_scalar_outputs")
-        return f"{error.func} reads tensor data into Python (captured with torch._dynamo.config.capture_scalar_outputs)"
+        return f"{error.func} reads tensor data into Python (captured with pyframe.config.capture_scalar_outputs or torch._dynamo.config's)"
     return f"{getattr(error, 'func', 'an operator')}'s output depends on the data"
 
 

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import inspect
 import os
-import sys
 import types
 from typing import Any, Sequence
 
 import torch
 
+from ... import markers
 from ...exc import Unsupported
 from ...source import AttrSource, Source
 from .base import VariableTracker
@@ -51,9 +51,10 @@ _TRACING_QUERIES = {torch._C._is_tracing: False, torch.jit.is_tracing: False, to
 
 
 def _is_compiling_query(fn: Any) -> bool:
-    """torch.compiler.is_compiling, torch._dynamo.is_compiling, ...: True while pyframe traces."""
-    return getattr(fn, "__name__", "") in ("is_compiling", "is_dynamo_compiling") and \
-        getattr(fn, "__module__", "").startswith("torch")
+    """torch.compiler.is_compiling, torch._dynamo.is_compiling, pyframe.is_compiling...: True while
+    pyframe traces."""
+    return fn is markers.is_compiling or (getattr(fn, "__name__", "") in ("is_compiling", "is_dynamo_compiling")
+                                          and getattr(fn, "__module__", "").startswith("torch"))
 
 
 # Python modules whose attributes are trusted not to be rebound: read without a guard.
@@ -79,7 +80,8 @@ _TENSOR_GETITEM = torch._C.TensorBase.__getitem__
 
 
 def is_torch_op(value: Any) -> bool:
-    """A torch function, Tensor method or aten op that belongs in the graph."""
+    """A torch function, Tensor method or aten op that belongs in the graph. (What
+    disallow_in_graph marked never reaches here: builder.py wraps it first.)"""
     if isinstance(value, (torch._ops.OpOverloadPacket, torch._ops.OpOverload)):
         return True
     if value is _TENSOR_GETITEM:  # `torch.Tensor.__getitem__(x, i)`, a slot wrapper: `x[i]`
@@ -155,10 +157,11 @@ def _set_grad_enabled(tx, enabled: VariableTracker) -> VariableTracker:
 
 
 def _allowed_in_graph(fn: Any) -> bool:
-    """Registered with torch._dynamo.allow_in_graph / torch.compiler.allow_in_graph: recorded as one
-    node of the graph (run on FakeTensors while tracing), not inlined."""
-    rules = sys.modules.get("torch._dynamo.trace_rules")  # (nothing is registered before it loads)
-    return rules is not None and id(fn) in rules._allowed_callable_ids
+    """Registered with pyframe.allow_in_graph, torch._dynamo.allow_in_graph or
+    torch.compiler.allow_in_graph: recorded as one node of the graph (run on FakeTensors while
+    tracing), not inlined. (nonstrict_trace's functions, in torch's registry too, have their own
+    tracker: variables/marked.py.)"""
+    return fn in markers.allowed or (markers.torch_allowed(fn) and not markers.torch_nonstrict(fn))
 
 
 def is_trusted_module(module: types.ModuleType) -> bool:
