@@ -106,6 +106,8 @@ def skip_reason(code: types.CodeType) -> str | None:
     dynamo_reason = dynamo_code_reason(code)
     if dynamo_reason is not None:
         return dynamo_reason
+    if code is markers.torch_nonrecursive_wrapper_code():  # (its file is one pyframe traces)
+        return "the wrapper of torch.compiler.disable(fn, recursive=False)"
     # A named tuple's generated __new__ (made by exec) only builds the tuple.
     if code.co_filename == "<string>" and code.co_name == "__new__":
         return "generated code <string>"

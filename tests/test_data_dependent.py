@@ -476,3 +476,37 @@ def test_a_break_at_a_data_dependent_op_names_the_flag_that_captures_it():
     with torch._dynamo.config.patch(**_CAPTURE_NONE):
         reasons = pyframe.explain(nonzero_method)(_VECTORS[0]).break_reasons
     assert "capture_dynamic_output_shape_ops" in str(reasons[0])
+
+
+_CAPTURED_BY = {"capture_scalar_outputs": (check_non_negative, _POSITIVE, "item"),
+                "capture_dynamic_output_shape_ops": (unique, _VECTORS, "unique")}
+
+
+@pytest.mark.parametrize("setting", list(_CAPTURED_BY))
+def test_pyframe_config_captures_as_dynamos_setting_of_that_name(monkeypatch, setting):
+    """pyframe.config.capture_scalar_outputs / capture_dynamic_output_shape_ops (False by default,
+    as torch's): pyframe's graphs with pyframe's setting on and torch._dynamo.config's off are
+    torch._dynamo's with its setting on; off, the op breaks the graph as under torch._dynamo."""
+    fn, inputs, op = _CAPTURED_BY[setting]
+    assert getattr(pyframe.config, setting) is False
+    backend = CountingBackend()
+    torch._dynamo.reset()
+    with torch._dynamo.config.patch(**{**_CAPTURE_NONE, setting: True}):
+        for x in inputs:
+            torch.compile(fn, backend=backend)(x)
+    theirs = [g.code for g in backend.graphs]
+    with torch._dynamo.config.patch(**_CAPTURE_NONE):
+        monkeypatch.setattr(pyframe.config, setting, True)
+        pyframe.reset()
+        backend = CountingBackend()
+        compiled = pyframe.optimize(backend)(fn)
+        for x in inputs:
+            torch.testing.assert_close(compiled(x), fn(x))
+        assert [g.code for g in backend.graphs] == theirs and op in _ops(backend.graphs)
+        monkeypatch.setattr(pyframe.config, setting, False)
+        assert op not in _ops(_same_graphs_as_dynamo(fn, inputs[:1]))
+
+
+def test_pyframe_config_capture_settings_take_a_bool():
+    with pytest.raises(TypeError, match="capture_scalar_outputs takes True or False"):
+        pyframe.config.capture_scalar_outputs = 1
