@@ -36,6 +36,11 @@ import torch
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+# What can be disallowed or substituted: functions, C functions and methods, aten ops (all hashed
+# by identity; a user object's __hash__ or __getattr__ is never run to ask).
+MARKABLE = (types.FunctionType, types.BuiltinFunctionType, types.MethodDescriptorType, types.WrapperDescriptorType,
+            torch._ops.OpOverloadPacket, torch._ops.OpOverload)
+
 
 class _IdRegistry:
     """Functions by id. One that can be weakly referenced leaves when it dies (its id may be reused
@@ -127,25 +132,18 @@ def substitute_of(fn: Any) -> tuple[Any, Callable, bool] | None:
     found = substitutes.get(id(fn))
     if found is not None:
         return found
-    polyfill = getattr(fn, "__torch_dynamo_polyfill__", None)
-    if isinstance(polyfill, types.FunctionType) and not polyfill.__module__.startswith("torch."):
-        return (getattr(fn, "__torch_dynamo_original__", fn), polyfill,
-                bool(getattr(fn, "__torch_dynamo_can_constant_fold_through__", False)))
+    if isinstance(fn, types.FunctionType):  # the wrapper torch's substitute_in_graph returned
+        polyfill = fn.__dict__.get("__torch_dynamo_polyfill__")
+        if isinstance(polyfill, types.FunctionType) and not polyfill.__module__.startswith("torch."):
+            return (fn.__dict__.get("__torch_dynamo_original__", fn), polyfill,
+                    bool(fn.__dict__.get("__torch_dynamo_can_constant_fold_through__", False)))
     variables = sys.modules.get("torch._dynamo.variables")
-    if variables is None or not _is_hashable(fn):
+    if variables is None or not isinstance(fn, MARKABLE):
         return None
     wrapper = variables.PolyfilledFunctionVariable._get_polyfill_handlers().get(fn)
     if wrapper is None or wrapper.__torch_dynamo_polyfill__.__module__.startswith("torch."):
         return None
     return (fn, wrapper.__torch_dynamo_polyfill__, bool(wrapper.__torch_dynamo_can_constant_fold_through__))
-
-
-def _is_hashable(fn: Any) -> bool:
-    try:
-        hash(fn)
-    except TypeError:
-        return False
-    return True
 
 
 def is_assumed_constant(fn: Any) -> bool:

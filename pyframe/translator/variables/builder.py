@@ -403,7 +403,7 @@ def _wrap_user_marked(value: Any, source: Source | None, guards: Any) -> Variabl
         if value in markers.nonstrict or markers.torch_nonstrict(value):
             _add(guards, source, GuardKind.ID_MATCH, value)
             return NonstrictFunctionVariable(value, source)
-    if not callable(value) or isinstance(value, type):
+    elif not isinstance(value, markers.MARKABLE):  # (never an object whose __hash__ or __getattr__ runs code)
         return None
     if value in markers.disallowed or (markers.torch_disallowed(value) and not _is_dynamo_hint_name(value)):
         _add(guards, source, GuardKind.ID_MATCH, value)
