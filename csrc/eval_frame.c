@@ -654,10 +654,14 @@ static PyObject *pf_torch_stance_name = NULL;   /* "_stance", interned */
 static PyObject *pf_torch_stance_dict = NULL;   /* strong: that module's dict, once it is loaded */
 static PyObject *pf_torch_stance_seen = NULL;   /* strong: the stance object classified last */
 static int pf_torch_stance = 0;
+/* The versions of sys.modules (while torch's module is not loaded) and of that module's dict when
+   last read: while unchanged, nothing is looked up (one load and compare per region entry). */
+static unsigned long long pf_modules_version = 0;
+static unsigned long long pf_torch_stance_version = 0;
 
 /* The stance in force: pyframe's own when set, else torch.compiler's (torch._dynamo.eval_frame's
    `_stance`, replaced by a new object at each set_stance: classified once per object). -1 with an
-   exception set on failure. Costs one dict lookup while both are the default. */
+   exception set on failure. While neither dict changed since the last read, one version compare. */
 static int
 pf_current_stance(void)
 {
@@ -665,11 +669,19 @@ pf_current_stance(void)
         return pf_own_stance;
     }
     if (pf_torch_stance_dict == NULL) {
-        PyObject *mod = PyDict_GetItemWithError(PyImport_GetModuleDict(), pf_torch_stance_module);
+        PyObject *modules = PyImport_GetModuleDict();
+        if (pf_modules_version != 0 && pf_dict_version(modules) == pf_modules_version) {
+            return 0;  /* no import since the last look */
+        }
+        PyObject *mod = PyDict_GetItemWithError(modules, pf_torch_stance_module);
         if (mod == NULL || !PyModule_Check(mod)) {
+            pf_modules_version = PyErr_Occurred() ? 0 : pf_dict_version(modules);
             return PyErr_Occurred() ? -1 : 0;  /* not loaded: no stance was ever set */
         }
         pf_torch_stance_dict = Py_NewRef(PyModule_GetDict(mod));
+    }
+    if (pf_torch_stance_version != 0 && pf_dict_version(pf_torch_stance_dict) == pf_torch_stance_version) {
+        return pf_torch_stance;  /* no global of that module assigned since */
     }
     PyObject *stance = PyDict_GetItemWithError(pf_torch_stance_dict, pf_torch_stance_name);
     if (stance == NULL) {
@@ -688,6 +700,7 @@ pf_current_stance(void)
         Py_XSETREF(pf_torch_stance_seen, Py_NewRef(stance));
         pf_torch_stance = (int)value;
     }
+    pf_torch_stance_version = pf_dict_version(pf_torch_stance_dict);
     return pf_torch_stance;
 }
 
@@ -730,6 +743,7 @@ pf_watch_torch_stance_py(PyObject *Py_UNUSED(module), PyObject *classify)
     }
     Py_XSETREF(pf_stance_classify, Py_NewRef(classify));
     Py_CLEAR(pf_torch_stance_seen);  /* classified again by the new function */
+    pf_torch_stance_version = 0;
     Py_RETURN_NONE;
 }
 
