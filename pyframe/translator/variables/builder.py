@@ -17,7 +17,6 @@ from typing import Any
 
 import torch
 
-from ... import markers
 from ...exc import Unsupported
 from ...resume import STACK_ARG_PREFIX
 from ...fake.shapes import has_symbolic_sizes
@@ -58,10 +57,7 @@ from .nn_module import NNModuleVariable
 from .number_inputs import NUMBER_INPUT_TYPES, wrap_number_input
 from .frame_objects import UserObjectVariable
 from .objects import DisabledFunctionVariable, GraphBreakFunctionVariable, PythonObjectVariable
-from .marked import (
-    AssumedConstantFunctionVariable, DisallowedFunctionVariable, NonstrictFunctionVariable, SkippedFrameFunctionVariable,
-    SubstitutedFunctionVariable,
-)
+from .marked import wrap_marked
 from .tensor import TensorVariable
 from .torch import PythonModuleVariable, TorchFunctionVariable, is_torch_op
 from .weakrefs import wrap_weakref
@@ -364,7 +360,7 @@ def _wrap_marked_function(tx: Tracer, value: Any, source: Source | None, guard: 
     if value is COND:  # (torch.cond: eager compiles it with torch._dynamo; traced as its op)
         _add(guards, source, GuardKind.ID_MATCH, value)
         return CondVariable(source)
-    marked = _wrap_user_marked(value, source, guards)
+    marked = wrap_marked(value, source, guards)  # pyframe's and torch.compiler's markers (marked.py)
     if marked is not None:
         return marked
     if isinstance(value, types.FunctionType) and _is_dynamo_hint(value):
@@ -387,37 +383,6 @@ def _wrap_marked_function(tx: Tracer, value: Any, source: Source | None, guard: 
         inline_source = AttrSource(source, "_torchdynamo_inline") if source is not None else None
         return wrap(tx, value._torchdynamo_inline, inline_source, guard)
     return None
-
-
-def _wrap_user_marked(value: Any, source: Source | None, guards: Any) -> VariableTracker | None:
-    """A function marked with pyframe's or torch.compiler's markers (pyframe/markers.py;
-    variables/marked.py), guarded by identity. (allow_in_graph's are torch ops: variables/torch.py.)"""
-    if isinstance(value, types.FunctionType):
-        if value.__code__ is markers.NONRECURSIVE_WRAPPER_CODE \
-                or value.__dict__.get("_torchdynamo_disable_recursive") is False:
-            _add(guards, source, GuardKind.ID_MATCH, value)
-            return SkippedFrameFunctionVariable(value, source)
-        if markers.is_assumed_constant(value):
-            _add(guards, source, GuardKind.ID_MATCH, value)
-            return AssumedConstantFunctionVariable(value, source)
-        if value in markers.nonstrict or markers.torch_nonstrict(value):
-            _add(guards, source, GuardKind.ID_MATCH, value)
-            return NonstrictFunctionVariable(value, source)
-    elif not isinstance(value, markers.MARKABLE):  # (never an object whose __hash__ or __getattr__ runs code)
-        return None
-    if value in markers.disallowed or (markers.torch_disallowed(value) and not _is_dynamo_hint_name(value)):
-        _add(guards, source, GuardKind.ID_MATCH, value)
-        return DisallowedFunctionVariable(value, source)
-    substitute = markers.substitute_of(value)
-    if substitute is not None:
-        _add(guards, source, GuardKind.ID_MATCH, value)
-        return SubstitutedFunctionVariable(value, *substitute, source)
-    return None
-
-
-def _is_dynamo_hint_name(value: Any) -> bool:
-    """torch._dynamo's graph_break, skip_frame, step_unsupported: in its disallowed set, handled apart."""
-    return getattr(value, "__module__", None) == "torch._dynamo.decorators"
 
 
 def _wrap_module(tx: Tracer, value: Any, source: Source | None, guard: bool,

@@ -9,9 +9,13 @@
 """
 from __future__ import annotations
 
+import types
 from typing import Any, Callable
 
+from ... import markers
 from ...exc import Unsupported
+from ...guards import GuardKind
+from ...source import Source
 from .base import VariableTracker
 from .constant import ConstantVariable, is_constant_value
 from .descriptions import describe_value
@@ -107,3 +111,38 @@ class NonstrictFunctionVariable(PythonObjectVariable):
         except Exception as e:  # (its body failed on FakeTensors: it runs as Python)
             raise Unsupported(f"{_name(self.value)}, marked nonstrict_trace, fails on FakeTensors "
                               f"({type(e).__name__}: {e})") from e
+
+
+def wrap_marked(value: Any, source: Source | None, guards: Any) -> VariableTracker | None:
+    """The tracker of a function marked with pyframe's or torch.compiler's markers, guarded by
+    identity (when `guards` is given), or None for anything else. (allow_in_graph's functions are
+    recorded as torch ops: variables/torch.py.)"""
+    if isinstance(value, types.FunctionType):
+        if value.__code__ is markers.NONRECURSIVE_WRAPPER_CODE \
+                or value.__dict__.get("_torchdynamo_disable_recursive") is False:
+            tracker: VariableTracker = SkippedFrameFunctionVariable(value, source)
+        elif markers.is_assumed_constant(value):
+            tracker = AssumedConstantFunctionVariable(value, source)
+        elif value in markers.nonstrict or markers.torch_nonstrict(value):
+            tracker = NonstrictFunctionVariable(value, source)
+        else:
+            tracker = _disallowed_or_substituted(value, source)
+    elif isinstance(value, markers.MARKABLE):  # (never an object whose __hash__ or __getattr__ runs code)
+        tracker = _disallowed_or_substituted(value, source)
+    else:
+        return None
+    if tracker is not None and guards is not None and source is not None:
+        guards.add(source, GuardKind.ID_MATCH, value)
+    return tracker
+
+
+def _disallowed_or_substituted(value: Any, source: Source | None) -> VariableTracker | None:
+    # (torch._dynamo's graph_break, skip_frame and step_unsupported are in its disallowed set too:
+    # the builder handles them apart)
+    if value in markers.disallowed or (markers.torch_disallowed(value)
+                                       and getattr(value, "__module__", None) != "torch._dynamo.decorators"):
+        return DisallowedFunctionVariable(value, source)
+    substitute = markers.substitute_of(value)
+    if substitute is not None:
+        return SubstitutedFunctionVariable(value, *substitute, source)
+    return None
