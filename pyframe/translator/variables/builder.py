@@ -34,7 +34,8 @@ from .constant import REGEX_TYPES, TYPE_EXPRESSION_TYPES, ConstantVariable, is_c
 from .checkpoint import CHECKPOINT, CheckpointVariable
 from .cond import COND, CondVariable
 from .copying import CopyFunctionVariable, DeepcopyFunctionVariable, is_copy, is_deepcopy
-from .dicts import DictVariable, ObjectKey, hashes_by_identity, is_constant_key
+from .dicts import DictVariable
+from .dict_keys import ObjectKey, hashes_by_identity, is_constant_key
 from .iterators import ListIteratorVariable
 from .lists import DequeVariable, FrameListVariable, ListVariable, SizeVariable, TupleVariable
 from .namedtuples import NamedTupleFactoryVariable, NamedTupleVariable

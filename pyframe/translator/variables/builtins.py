@@ -25,7 +25,8 @@ from .container_operators import CONTAINER_OPERATORS
 from .container_subclass import ContainerSubclassMixin, as_base_value
 from .builtin_descriptors import is_builtin_descriptor
 from .dict_subclass import DictSubclassMixin
-from .dicts import DICT_HANDLERS, DictVariable, name_as_constructed
+from .dicts import DICT_HANDLERS, DictVariable
+from .dict_keys import name_as_constructed
 from .iterators import iterate
 from .namedtuples import tuple_new
 from .lists import TupleVariable

@@ -15,7 +15,8 @@ from ...guards import GuardKind
 from ...source import AttrSource
 from .base import UNKNOWN_OBJECT, VariableTracker, plain_getattr
 from .constant import ConstantVariable
-from .dicts import DictVariable, DictViewVariable, FakeIdVariable
+from .dicts import DictVariable, DictViewVariable
+from .dict_keys import FakeIdVariable
 from .lists import BaseListVariable
 from .sets import SetVariable
 from .exceptions import RaisedException

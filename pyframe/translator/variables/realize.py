@@ -14,7 +14,8 @@ import torch
 
 from ...exc import Unsupported
 from .base import VariableTracker
-from .dicts import DictVariable, ObjectKey
+from .dicts import DictVariable
+from .dict_keys import ObjectKey
 from .functions import CellReference, NestedFunctionVariable
 from .lists import BaseListVariable
 from .tensor import TensorVariable
