@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import itertools
 import operator
-from dataclasses import dataclass
 from typing import Any, Callable
 
 import torch
@@ -35,15 +34,9 @@ from .fake.unbacked import CHECKS, bind_fresh_symbols, data_dependent_break, ins
 from .fx_python_code import PyframeGraph
 from .graph_passes import (check_own_nodes, drop_cancelling_grad_mode_pairs, drop_unused_bookkeeping,
                           drop_unused_size_arithmetic, has_size_arithmetic)
+from .graph_inputs import GraphInput, is_symbol, merge_twin_inputs, order_inputs_as_dynamo
 from .guards import GuardSet
 from .source import Source, TensorPropertySource
-
-
-@dataclass
-class GraphInput:
-    source: Source
-    node: torch.fx.Node
-    example: torch.Tensor
 
 
 _fake_mode: FakeTensorMode | None = None
@@ -96,7 +89,7 @@ class OutputGraph:
         self.requires_grad_taints: list[tuple[torch.fx.Node, int]] = []
         self._last_placeholder: torch.fx.Node | None = None
         # When each placeholder was read, and when a lazily realized one was first looked at (its
-        # metadata, a method): (the call recorded before, the event's number). See _order_inputs_as_dynamo.
+        # metadata, a method): (the call recorded before, the event's number). See graph_inputs.py.
         self._made_after: dict[torch.fx.Node, tuple[torch.fx.Node | None, int]] = {}
         self._realized: dict[torch.fx.Node, tuple[torch.fx.Node | None, int]] = {}
         self._events = itertools.count()
@@ -130,7 +123,7 @@ class OutputGraph:
         self._node_keys: dict[torch.fx.Node, tuple] = {}  # memo keys of the nodes' values (fake/memo.py)
         self._fake_inputs: dict[int, torch.Tensor] = {}  # id of a real input -> its FakeTensor
         self._inputs_by_fake: dict[int, GraphInput] = {}  # id of an input's FakeTensor -> its first input
-        # Inputs the trace compared by identity with another (`x is y`): see _merge_twin_inputs.
+        # Inputs the trace compared by identity with another (`x is y`): see graph_inputs.merge_twin_inputs.
         self.compared_twins: set[Source] = set()
         # Graphs called by higher-order ops (an autograd.Function's `fwd_body_0`, `bwd_body_0`),
         # by the name of the get_attr node that reads each: attributes of the compiled GraphModule.
@@ -150,7 +143,7 @@ class OutputGraph:
     # -- building -----------------------------------------------------------------------------
     def add_input(self, source: Source, value: torch.Tensor, module_state: bool = False) -> torch.fx.Node:
         """The placeholder for a tensor read from the frame (one per source while tracing; one per
-        tensor in the compiled graph, see _merge_twin_inputs). The dimensions the shape policy
+        tensor in the compiled graph, see graph_inputs.merge_twin_inputs). The dimensions the shape policy
         makes dynamic are symbolic (fake/shapes.py): a static trace that meets one stops
         (NeedsSymbolicTrace) to be traced again symbolically."""
         existing = self.inputs.get(source)
@@ -230,14 +223,14 @@ class OutputGraph:
         """The node that already computes a symbolic value, by its expression, as torch._dynamo
         finds it: `x.shape[0]` is the placeholder `s77` (or that of a symbol found equal to it),
         `x.view(-1).shape[0]` the `numel` computed before."""
-        for node in self._sym_exprs.get(self._canonical(value), ()):
+        for node in self._sym_exprs.get(self.canonical_symbol(value), ()):
             if not node._erased:
                 return node
         return None
 
     def remember_sym(self, node: torch.fx.Node) -> None:
         """`node` computes a symbolic value: found by sym_node from now on."""
-        self._sym_exprs.setdefault(self._canonical(node.meta["example_value"]), []).append(node)
+        self._sym_exprs.setdefault(self.canonical_symbol(node.meta["example_value"]), []).append(node)
 
     def _moment(self) -> tuple[torch.fx.Node | None, int]:
         tail = self.graph._root._prev  # the last call recorded so far (a placeholder: none yet)
@@ -417,13 +410,13 @@ class OutputGraph:
             drop_unused_size_arithmetic(self.graph)
         used = {id(inp.example) for inp in self.inputs.values() if inp.node.users} if self.compared_twins else ()
         for source, inp in list(self.inputs.items()):  # read for their metadata only (x.shape)
-            if not inp.node.users and not _is_symbol(inp) and not (source in self.compared_twins and id(inp.example) in used):
+            if not inp.node.users and not is_symbol(inp) and not (source in self.compared_twins and id(inp.example) in used):
                 self.graph.erase_node(inp.node)
                 del self.inputs[source]
         if self.op_count == 0 and not sized:
             return None
-        self._order_inputs_as_dynamo(recorded_at)
-        self._merge_twin_inputs()
+        order_inputs_as_dynamo(self, recorded_at)
+        merge_twin_inputs(self)
         if self.subgraphs:
             check_own_nodes(self.graph)
         name = _next_graph_name()
@@ -443,130 +436,9 @@ class OutputGraph:
                                     self.fake_mode if self.symbolic else None)
 
 
-    def _canonical(self, size: Any) -> Any:
+    def canonical_symbol(self, size: Any) -> Any:
         """The symbol a symbolic size stands for now (equalities found while tracing applied)."""
         return self.shape_env.replace(size.node.expr)
-
-    def _symbols_of(self, value: Any) -> list:
-        """The symbols of a FakeTensor's sizes, in order (none for a static one)."""
-        if not isinstance(value, torch.Tensor):
-            return []
-        found = [self._canonical(n) for n in value.shape if type(n) is not int]
-        return [e for e in found if e.is_Symbol]
-
-    def _with_symbols_bound(self, tensors: list[GraphInput], symbols: list[GraphInput]) -> list[GraphInput]:
-        """The inputs in order, with each symbol of the tensors' sizes bound by one placeholder
-        just before the first tensor whose sizes hold it, as torch._dynamo creates it: that tensor's
-        own (symbols the trace found equal, `s77 == s17` for `x + y`, are one, named after the first
-        tensor's). A symbol's other placeholders are dropped, their uses given to the one kept; one
-        the graph uses whose tensors were all dropped stays, first. (As torch._dynamo keeps them: a
-        backend binds the symbols of its inputs' sizes.)"""
-        by_symbol: dict[Any, list[GraphInput]] = {}
-        for inp in symbols:
-            by_symbol.setdefault(self._canonical(inp.node.meta["example_value"]), []).append(inp)
-        out: list[GraphInput] = []
-        bound: dict[Any, GraphInput] = {}
-        for tensor in tensors:
-            for symbol in self._symbols_of(tensor.node.meta["example_value"]):
-                if symbol in bound or symbol not in by_symbol:
-                    continue
-                candidates = by_symbol[symbol]
-                own = [c for c in candidates if c.source.base == tensor.source]
-                bound[symbol] = (own or candidates)[0]
-                out.append(bound[symbol])
-            out.append(tensor)
-        for symbol, candidates in by_symbol.items():
-            for inp in candidates:
-                keep = bound.get(symbol)
-                if keep is inp:
-                    continue
-                if keep is None and inp.node.users:
-                    keep = bound[symbol] = inp
-                    out.insert(0, inp)
-                    continue
-                if keep is not None:
-                    inp.node.replace_all_uses_with(keep.node)
-                self.graph.erase_node(inp.node)
-                del self.inputs[inp.source]
-        return out
-
-    def _merge_twin_inputs(self) -> None:
-        """One placeholder per tensor, as torch._dynamo makes them: the same tensor read under two
-        sources (tied weights, a tensor passed twice) is the first one's placeholder (in the final
-        order), and the sources are guarded to stay one object (the aliasing guard: equal numbers).
-        Done once the graph is finished, so a source read only for its metadata (whose placeholder
-        was dropped unused) does not lend its name; one compared by identity with its twin (`x is y`,
-        `ref() is weight`: compared_twins) does, as torch._dynamo made the second one the first's
-        placeholder when the comparison realized it, used or not."""
-        first: dict[int, GraphInput] = {}
-        for source, inp in list(self.inputs.items()):
-            if not isinstance(inp.example, torch.Tensor):  # (symbols and int inputs: by value, not identity)
-                continue
-            twin = first.setdefault(id(inp.example), inp)
-            if twin is inp:
-                continue
-            inp.node.replace_all_uses_with(twin.node)
-            self.graph.erase_node(inp.node)
-            del self.inputs[source]
-            self.guards.add_aliasing(twin.source, twin.example)
-            self.guards.add_aliasing(source, inp.example)
-
-    def _order_inputs_as_dynamo(self, recorded_at: dict[torch.fx.Node, int]) -> None:
-        """Order the placeholders (and `self.inputs`, the order the compiled graph takes them) as
-        torch._dynamo 2.13 creates them.
-
-        torch._dynamo makes a placeholder when it *realizes* a value. A module's parameter or buffer
-        is realized where the trace reads it (`self.weight`); anything else read from the frame (an
-        argument, an item of one, a global) is a LazyVariableTracker, realized only when first used
-        (the op or call that takes it). So `F.linear(x, self.weight, self.bias)` gives `weight, bias,
-        x`. Here: a module's tensor stands where it was read (after the call recorded before it),
-        another where the trace first looks at it (`x.shape`, `x.size()`, its type, a step of
-        torch._dynamo's that tests whether a container holding it is a constant) or else just
-        before its first user, after the module tensors read before that user; inputs first used
-        by one call are realized in the order of its arguments (`x * p`: x, then p), whichever was
-        read first."""
-        def at(moment: tuple[torch.fx.Node | None, int]) -> tuple[int, float]:
-            after, event = moment
-            return (recorded_at[after] if after is not None else -1, event)
-
-        def realized(item: tuple[int, GraphInput]) -> tuple[int, float, int, int]:
-            read_order, inp = item
-            read = at(self._made_after[inp.node])
-            if _is_module_state(inp.source):
-                return (*read, 0, read_order)
-            users = sorted(inp.node.users, key=lambda user: recorded_at.get(user, len(recorded_at)))
-            first_use = recorded_at.get(users[0], len(recorded_at)) if users else None
-            # used by a call: realized just before it, after every read since the call before it,
-            # in the order of that call's arguments
-            used = (first_use - 1, float("inf")) if first_use is not None else (len(recorded_at), 0)
-            looked_at = self._realized.get(inp.node)
-            moment = max(read, min(used, at(looked_at) if looked_at is not None else used))
-            position = users[0].all_input_nodes.index(inp.node) if moment == used and users else 0
-            return (*moment, position, read_order)
-
-        tensors = [(i, inp) for i, inp in enumerate(self.inputs.values()) if not _is_symbol(inp)]
-        ordered = self._with_symbols_bound([inp for _, inp in sorted(tensors, key=realized)],
-                                           [inp for inp in self.inputs.values() if _is_symbol(inp)])
-        if ordered == list(self.inputs.values()):
-            return
-        self.inputs = {inp.source: inp for inp in ordered}
-        anchor = ordered[0].node
-        anchor.graph._root.append(anchor)  # first node of the graph
-        for inp in ordered[1:]:
-            anchor.append(inp.node)
-            anchor = inp.node
-        self._last_placeholder = anchor
-
-
-def _is_symbol(inp: GraphInput) -> bool:
-    """A symbol's graph input (`s77`), not a tensor's."""
-    return isinstance(inp.source, TensorPropertySource)
-
-
-def _is_module_state(source: Source) -> bool:
-    """A parameter or buffer of a module: torch._dynamo realizes it where it is read."""
-    name = source.name()
-    return "._parameters[" in name or "._buffers[" in name
 
 
 _graph_counter = itertools.count(1)

@@ -23,7 +23,7 @@ from bytecode import Bytecode, Instr, Label, TryBegin, TryEnd
 from bytecode.instr import InstrLocation
 
 from pyframe.translator import decode as decode_module
-from pyframe.translator import instructions
+from pyframe.translator import code_cache
 from pyframe.translator.decode import _NotModelled, fast_decode
 
 pytestmark = pytest.mark.skipif(sys.version_info[:2] != (3, 11), reason="the fast decoder reads 3.11 bytecode")
@@ -437,7 +437,7 @@ def test_hand_made(name, code):
         with pytest.raises(_NotModelled):
             fast_decode(code)
         with pytest.raises(type(error)):
-            instructions.decode(code)
+            code_cache.decode(code)
         return
     try:
         got = fast_decode(code)
@@ -457,19 +457,19 @@ def test_decode_uses_fast_decoder_and_falls_back(monkeypatch):
         calls.append(c)
         return real(c)
 
-    monkeypatch.setattr(instructions, "fast_decode", spy)
-    instructions._decoded.pop(code, None)
-    listed, labels = instructions.decode(code)
+    monkeypatch.setattr(code_cache, "fast_decode", spy)
+    code_cache._decoded.pop(code, None)
+    listed, labels = code_cache.decode(code)
     assert calls == [code]
     assert_same(code, list(Bytecode.from_code(code, conserve_exception_block_stackdepth=True)), listed)
     assert labels == {x: i for i, x in enumerate(listed) if isinstance(x, Label)}
-    assert instructions.decode(code)[0] is listed and calls == [code]  # cached
+    assert code_cache.decode(code)[0] is listed and calls == [code]  # cached
 
     # what the fast decoder does not model is read by the library
     odd = _code(HAND_MADE["extended_arg_before_cache"])
     with pytest.raises(_NotModelled):
         real(odd)
-    listed, _ = instructions.decode(odd)
+    listed, _ = code_cache.decode(odd)
     assert [x.name for x in listed] == ["RESUME", "LOAD_CONST", "RETURN_VALUE"]
 
 

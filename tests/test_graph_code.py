@@ -6,7 +6,7 @@ Two checks per case, both on the text fx generates, compared verbatim (no normal
 numbering are not part of it):
 
 - the placeholders: the `def forward(self, ...)` line of every graph, so their names, their order
-  (Dynamo's: where it realizes each input, see OutputGraph._order_inputs_as_dynamo) and their type
+  (Dynamo's: where it realizes each input, see graph_inputs.order_inputs_as_dynamo) and their type
   annotations (`L_x_ : torch.Tensor`, `... : torch.nn.parameter.Parameter`);
 - the whole code of every graph.
 

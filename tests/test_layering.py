@@ -20,7 +20,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
                                    "pyframe.source", "pyframe.dynamo_interop", "pyframe.trace_rules",
                                    "pyframe.markers")),
     ("guards and bytecode", ("pyframe.guards", "pyframe.guard_filter", "pyframe.codegen", "pyframe.resume", "pyframe.rerun")),
-    ("graph and backends", ("pyframe.fake", "pyframe.fx_python_code", "pyframe.backends", "pyframe.graph",
+    ("graph and backends", ("pyframe.fake", "pyframe.fx_python_code", "pyframe.backends", "pyframe.graph_inputs", "pyframe.graph",
                             "pyframe.graph_passes")),
     # the translator, bottom to top inside: decoding and analysis; the trackers; their mutations;
     # the opcode handlers; the interpreter; the entry point that finishes a trace
@@ -29,7 +29,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("translator: variable trackers", ("pyframe.translator.variables",)),
     ("translator: side effects", ("pyframe.translator.side_effects",)),
     ("translator: opcode handlers", ("pyframe.translator.ops_", "pyframe.translator.cells")),
-    ("translator: interpreter", ("pyframe.translator.instructions",)),
+    ("translator: interpreter", ("pyframe.translator.instructions", "pyframe.translator.binding",
+                                 "pyframe.translator.code_cache")),
     ("translator: finishing a trace", ("pyframe.translator",)),
     ("miss path and API", ("pyframe.convert_frame", "pyframe.eval_frame", "pyframe.export", "pyframe.decorators")),
     ("debugging", ("pyframe.debug", "pyframe.seeds")),

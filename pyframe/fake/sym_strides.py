@@ -43,7 +43,6 @@ from typing import Any, Optional
 import sympy
 import torch
 import torch.fx
-import torch.nn.functional as F
 from torch._prims_common import make_contiguous_strides_for
 from torch._subclasses.fake_tensor import FakeTensor
 from torch.fx.experimental import _config as fx_config

@@ -13,27 +13,24 @@ asks for an item.
 """
 from __future__ import annotations
 
-import functools
 import inspect
-import os
 import sys
 import types
-import weakref
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
-from bytecode import Bytecode, Instr, Label
+from bytecode import Instr, Label
 
 from .. import config, trace_rules
 from ..exc import Unsupported, UserLocation
 from ..guards import GuardKind
 from ..graph import OutputGraph
 from ..source import AttrSource, BuiltinSource, CellContentsSource, GlobalSource, ItemSource, LocalSource, Source
-from .analysis import innermost_handlers, reaches_a_handler
-from .decode import _NotModelled, fast_decode
+from .analysis import reaches_a_handler
+from .binding import bind_arguments
+from .code_cache import _NOT_AN_INSTRUCTION, decoded, first_body_index, handler_table
 from .hooks import TranslatorHooks
 from .cells import CellOps
 from .ops_build import BuildOps
@@ -48,7 +45,6 @@ from .ops_stack import StackOps
 from .ops_with import WithOps
 from .side_effects import SideEffects
 from .variables import VariableTracker, wrap
-from .variables.base import IdentityCache
 from .variables.builder import is_immutable_tracker
 from .variables.builtin_descriptors import BuiltinDescriptorVariable, is_builtin_descriptor
 from .variables.constant import ConstantVariable
@@ -64,7 +60,6 @@ from .variables.realize import realize_as_a_function
 _MODULE_GETATTR = torch.nn.Module.__getattr__
 
 _MAX_STEPS = 1_000_000  # a `while True` whose exit is never reached while tracing
-_TORCH_DIR = os.path.dirname(torch.__file__)
 
 
 class InstructionTranslator(LoadStoreOps, CellOps, CallOps, StackOps, OperatorOps, BuildOps, WithOps, JumpOps,
@@ -266,7 +261,7 @@ class InstructionTranslator(LoadStoreOps, CellOps, CallOps, StackOps, OperatorOp
 
     def first_body_index(self) -> int:
         """Index just past the prologue's RESUME."""
-        return _first_body_index(self.instructions)
+        return first_body_index(self.instructions)
 
     def read_local(self, name: str) -> VariableTracker:
         value = self.locals.get(name)
@@ -405,7 +400,7 @@ class InstructionTranslator(LoadStoreOps, CellOps, CallOps, StackOps, OperatorOp
         child = InstructionTranslator(fn.__code__, fn.__globals__, self.f_builtins, fn.__closure__,
                                       output or self.output, parent=self, fn_source=fn_source)
         child.fn = fn
-        child.locals = self.bind_arguments(fn, args, kwargs, fn_source)
+        child.locals = bind_arguments(self, fn, args, kwargs, fn_source)
         return child.run_call()
 
     def call_marked_constant(self, fn: types.FunctionType, args: list[VariableTracker],
@@ -435,7 +430,7 @@ class InstructionTranslator(LoadStoreOps, CellOps, CallOps, StackOps, OperatorOp
         child = InstructionTranslator(fn.code, fn.f_globals, self.f_builtins, None, self.output,
                                       parent=self, fn_source=fn.fn_source)
         child.closure_refs = dict(zip(fn.code.co_freevars, fn.closure))
-        child.locals = self.bind_arguments(fn.signature_function(), args, kwargs)
+        child.locals = bind_arguments(self, fn.signature_function(), args, kwargs)
         return child.run_call()
 
     def run_call(self) -> VariableTracker:
@@ -461,203 +456,7 @@ class InstructionTranslator(LoadStoreOps, CellOps, CallOps, StackOps, OperatorOp
 
         return reaches_a_handler(self.instructions, self.ip - 1, GeneratorExit, resolve)
 
-    def bind_arguments(self, fn: types.FunctionType, args: list[VariableTracker],
-                       kwargs: dict[str, VariableTracker], fn_source: Source | None = None) -> dict[str, VariableTracker]:
-        plain = _bind_plainly(fn, args, kwargs)
-        if plain is not None:
-            bound, varargs, varkw = plain
-            result: dict[str, VariableTracker] = {}
-            for name, value in bound.items():
-                if name == varargs:
-                    value = TupleVariable(list(value))
-                elif name == varkw:
-                    value = DictVariable(value)
-                elif not isinstance(value, VariableTracker):  # a default: guarded where it lives
-                    value = self.wrap(value, _default_source(fn, fn_source, name), guard=fn_source is not None)
-                result[name] = value
-            return result
-        signature = _code_signature(fn)
-        try:
-            bound = signature.bind(*args, **kwargs)
-        except TypeError as e:
-            raise Unsupported(f"call to {fn.__qualname__}: {e}") from e
-        bound.apply_defaults()
-        result: dict[str, VariableTracker] = {}
-        for name, value in bound.arguments.items():
-            kind = signature.parameters[name].kind
-            if kind is inspect.Parameter.VAR_POSITIONAL:
-                value = TupleVariable(list(value))
-            elif kind is inspect.Parameter.VAR_KEYWORD:
-                value = DictVariable(dict(value))
-            elif not isinstance(value, VariableTracker):  # a default: guarded where it lives
-                value = self.wrap(value, _default_source(fn, fn_source, name), guard=fn_source is not None)
-            # inspect names a comprehension's implicit `.0` argument `implicit0`.
-            if name.startswith("implicit") and f".{name[8:]}" in fn.__code__.co_varnames:
-                name = f".{name[8:]}"
-            result[name] = value
-        return result
 
-
-
-def _bind_plainly(fn: types.FunctionType, args: list, kwargs: dict) -> tuple[dict[str, Any], str | None, str | None] | None:
-    """The call's arguments by parameter name, in the code's order, defaults filled (values, not
-    trackers), read off the code object as inspect's bind gives them (bind costs most of an
-    inlined call's setup): `*args` as a tuple and `**kwargs` as a dict, whose names come second and
-    third. None for a function with positional-only parameters, or a call that does not bind
-    (inspect then says why)."""
-    code = fn.__code__
-    if code.co_posonlyargcount:
-        return None
-    n_positional, n_kwonly = code.co_argcount, code.co_kwonlyargcount
-    names = code.co_varnames[:n_positional + n_kwonly]
-    flags, after = code.co_flags, n_positional + n_kwonly
-    varargs = code.co_varnames[after] if flags & inspect.CO_VARARGS else None
-    varkw = code.co_varnames[after + (varargs is not None)] if flags & inspect.CO_VARKEYWORDS else None
-    if len(args) > n_positional and varargs is None:
-        return None
-    bound = dict(zip(names, args[:n_positional]))
-    extra_kwargs: dict[str, Any] = {}
-    for name, value in kwargs.items():
-        if name in bound:
-            return None
-        if name in names:
-            bound[name] = value
-        elif varkw is not None:
-            extra_kwargs[name] = value
-        else:
-            return None
-    if len(bound) == len(names) and varargs is None and varkw is None:
-        return {name: bound[name] for name in names}, None, None
-    defaults = fn.__defaults__ or ()
-    first_default = n_positional - len(defaults)
-    kwdefaults = fn.__kwdefaults__ or {}
-    result = {}
-    for i, name in enumerate(names):
-        if i == n_positional and varargs is not None:  # (inspect's order: the parameters' own)
-            result[varargs] = tuple(args[n_positional:])
-        if name in bound:
-            result[name] = bound[name]
-        elif i < n_positional and i >= first_default:
-            result[name] = defaults[i - first_default]
-        elif i >= n_positional and name in kwdefaults:
-            result[name] = kwdefaults[name]
-        else:
-            return None  # a missing argument: inspect's message
-    if varargs is not None and varargs not in result:
-        result[varargs] = tuple(args[n_positional:])
-    if varkw is not None:
-        result[varkw] = extra_kwargs
-    return result, varargs, varkw
-
-
-_signatures: "weakref.WeakKeyDictionary[types.FunctionType, tuple]" = weakref.WeakKeyDictionary()
-_ADVERTISED_SIGNATURES = ("__signature__", "_partialmethod", "__partialmethod__")  # (3.13 renames it)
-
-
-def _code_signature(fn: types.FunctionType) -> inspect.Signature:
-    """The parameters `fn`'s code takes, whatever signature it advertises: a `__signature__` set
-    on it (torch._refs do) describes its callers' view, not the frame its code makes; so does the
-    `_partialmethod` of the function a functools.partialmethod makes (inspect reads it).
-
-    Remembered per function while its code and defaults stay the objects they were (a module's
-    forward is bound at every call site; inspect.signature costs more than binding)."""
-    if any(name in fn.__dict__ for name in _ADVERTISED_SIGNATURES):
-        plain = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
-        plain.__kwdefaults__ = fn.__kwdefaults__
-        return inspect.signature(plain, follow_wrapped=False)
-    try:
-        code, defaults, kwdefaults, signature = _signatures[fn]
-        if code is fn.__code__ and defaults is fn.__defaults__ and kwdefaults is fn.__kwdefaults__:
-            return signature
-    except (KeyError, TypeError):  # (TypeError: a function that cannot be weakly referenced)
-        pass
-    signature = inspect.signature(fn, follow_wrapped=False)
-    try:
-        _signatures[fn] = (fn.__code__, fn.__defaults__, fn.__kwdefaults__, signature)
-    except TypeError:
-        pass
-    return signature
-
-
-@functools.cache
-def _handler(cls: type, opname: str) -> Any:
-    """The handler of an opcode (a method named like it), looked up once per translator class."""
-    return getattr(cls, opname, None)
-
-
-_NOT_AN_INSTRUCTION = object()  # a Label, TryBegin or TryEnd in the instruction list
-
-
-def handler_table(cls: type, instructions: list[Any], tables: dict[type, list[Any]]) -> list[Any]:
-    """The handler of each entry of a code object's decoded instructions (None: an opcode without
-    one), made once per code object and translator class and kept in `tables` (decode's): the
-    interpreter loop then indexes it instead of reading each instruction's name and looking its
-    handler up at every step."""
-    table = tables[cls] = [_handler(cls, inst.name) if isinstance(inst, Instr) else _NOT_AN_INSTRUCTION
-                           for inst in instructions]
-    return table
-
-
-@dataclass(frozen=True)
-class DecodedCode:
-    """What a translator needs of its code object that depends on the code alone: made once per
-    code object (decoded()), shared by every translator of it. Translators only read it."""
-
-    instructions: list[Any]            # the `bytecode` library's instructions, labels and try markers
-    label_index: dict[Label, int]      # the index of each label in `instructions`
-    handler_tables: dict[type, list[Any]]  # by translator class: the handler of each entry (handler_table)
-    trusted: bool                      # code of torch's own modules (globals read without guards)
-    # Cell variables whose MAKE_CELL the prologue skips (a resume function receives those cells)
-    passed_cells: frozenset[str]
-    # The try range whose handler catches an exception raised at each position: made when a
-    # translator of the code first catches one (library code raises and catches as control flow,
-    # `getattr(obj, name, default)`, in functions inlined many times), then shared.
-    innermost: list[Any] = field(default_factory=list, compare=False)
-
-    def innermost_handlers(self) -> list[Any]:
-        if not self.innermost:
-            self.innermost.extend(innermost_handlers(self.instructions))
-        return self.innermost
-
-
-_decoded = IdentityCache()  # code object -> DecodedCode
-
-
-def decode(code: types.CodeType) -> tuple[list[Any], dict[Label, int]]:
-    """`code`'s instructions as the `bytecode` library reads them, and the index of each label.
-
-    Decoded once per code object: a module's forward is inlined at every call site, and decoding
-    costs more than tracing a short function. Translators only read the shared list. The list is
-    built by `fast_decode` (a few times faster than the library); code it does not model is read
-    by the library itself."""
-    found = decoded(code)
-    return found.instructions, found.label_index
-
-
-def decoded(code: types.CodeType) -> DecodedCode:
-    """What decode() gives, with the handler tables made of the instructions (handler_table), by
-    translator class, and the other facts of the code alone: one cache entry per code object."""
-    found = _decoded.get(code)
-    if found is None:
-        # (the try ranges keep their stack depths: an exception raised while tracing cuts the stack to them)
-        try:
-            instructions = fast_decode(code)  # the same list, built without the library's checks
-        except _NotModelled:
-            instructions = list(Bytecode.from_code(code, conserve_exception_block_stackdepth=True))
-        labels = {inst: i for i, inst in enumerate(instructions) if isinstance(inst, Label)}
-        made_cells = {i.arg.name for i in instructions[:_first_body_index(instructions)]
-                      if getattr(i, "name", "") == "MAKE_CELL"}
-        found = _decoded[code] = DecodedCode(instructions, labels, {}, code.co_filename.startswith(_TORCH_DIR),
-                                             frozenset(code.co_cellvars) - made_cells)
-    return found
-
-
-def _first_body_index(instructions: list[Any]) -> int:
-    """Index just past the prologue's RESUME (0 without one)."""
-    for i, inst in enumerate(instructions):
-        if getattr(inst, "name", None) == "RESUME":
-            return i + 1
-    return 0
 
 
 def check_inlinable(code: types.CodeType) -> None:
@@ -665,14 +464,3 @@ def check_inlinable(code: types.CodeType) -> None:
     consumer asks: run_call, ops_generators.py); coroutines and async generators are not."""
     if code.co_flags & (inspect.CO_COROUTINE | inspect.CO_ITERABLE_COROUTINE | inspect.CO_ASYNC_GENERATOR):
         raise Unsupported(f"call to coroutine function {code.co_qualname}")
-
-
-def _default_source(fn: types.FunctionType, fn_source: Source | None, name: str) -> Source | None:
-    """`fn.__defaults__[i]` or `fn.__kwdefaults__[name]`, for a function read from a source."""
-    if fn_source is None:
-        return None
-    if fn.__kwdefaults__ and name in fn.__kwdefaults__:
-        return ItemSource(AttrSource(fn_source, "__kwdefaults__"), name)
-    positional = fn.__code__.co_varnames[:fn.__code__.co_argcount]
-    first_default = len(positional) - len(fn.__defaults__ or ())
-    return ItemSource(AttrSource(fn_source, "__defaults__"), positional.index(name) - first_default)

@@ -22,7 +22,8 @@ from .variables.builtins import INPLACE_OPERATORS
 from .variables.constant import ConstantVariable
 from .variables.container_subclass import ContainerSubclassMixin
 from .variables.dict_subclass import DictSubclassMixin
-from .variables.dicts import DictVariable, ObjectKey, made_keys
+from .variables.dicts import DictVariable
+from .variables.dict_keys import ObjectKey, made_keys
 from .variables.exceptions import ExceptionVariable
 from .variables.functions import NestedFunctionVariable
 from .variables.partials import PartialVariable

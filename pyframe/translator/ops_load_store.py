@@ -10,7 +10,7 @@ from ..exc import Unsupported
 from ..source import BuiltinSource
 from .variables import NullVariable, TensorVariable, VariableTracker
 from .variables.base import DeferredMethodVariable, class_attribute
-from .variables.builtins import class_of
+from .variables.object_builtins import class_of
 from .variables.constant import ConstantVariable
 from .variables.torch import PythonModuleVariable
 

@@ -20,9 +20,9 @@ from bytecode import Instr
 
 from ..exc import Unsupported
 from .variables import BuiltinVariable, ConstantVariable, DictVariable, TupleVariable, VariableTracker
-from .variables.dicts import is_constant_key
+from .variables.dict_keys import is_constant_key
 from .variables.base import UNKNOWN_OBJECT
-from .variables.builtins import lookup_attr
+from .variables.object_builtins import lookup_attr
 from .variables.exceptions import raise_symbolic
 from .variables.realize import realize_as_a_constant_test
 

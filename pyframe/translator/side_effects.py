@@ -54,7 +54,8 @@ from .variables.frame_objects import UserObjectVariable
 from .variables.objects import PythonObjectVariable
 from .variables.functions import UserFunctionVariable
 from .variables.tensor import TensorVariable
-from .variables.dicts import build_dict_items, made_keys
+from .variables.dicts import build_dict_items
+from .variables.dict_keys import made_keys
 
 if TYPE_CHECKING:
     from ..codegen.pycodegen import PyCodegen

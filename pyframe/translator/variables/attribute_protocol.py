@@ -317,7 +317,7 @@ def is_plain_member(static: Any) -> bool:
 
 def realize_stored(tx, value: VariableTracker) -> None:
     """A graph input stored as an attribute of an object is realized there by torch._dynamo (its
-    placeholder made then: see OutputGraph._order_inputs_as_dynamo), unlike one put in a list or
+    placeholder made then: see graph_inputs.order_inputs_as_dynamo), unlike one put in a list or
     passed to a function."""
     if isinstance(value, TensorVariable):
         value.realize(tx)

@@ -18,39 +18,30 @@ from typing import Any
 import torch
 
 from ...exc import Unsupported
-from ...resume import STACK_ARG_PREFIX
 from ...fake.shapes import has_symbolic_sizes
-from ...guards import GuardKind, KeysById
-from ...source import (
-    AttrSource, BaseItemSource, DictItemSource, DictKeySource, DictValueSource, ItemSource, LocalSource,
-    NumpyTensorSource, Source, TupleIteratorRestSource,
-)
+from ...guards import GuardKind
+from ...source import AttrSource, ItemSource, NumpyTensorSource, Source
 from .autograd_function import AutogradFunctionVariable, is_autograd_function, is_bound_apply
 from . import tensor_hooks  # noqa: F401  (registers the tracer of `y.register_hook(fn)`)
 from . import reduction  # noqa: F401  (registers object's __reduce_ex__, __reduce__, __getstate__)
-from .base import Tracer, VariableTracker, class_attribute
+from .base import Tracer, VariableTracker
 from .builtins import BUILTIN_FUNCTIONS, PURE_FUNCTIONS, BuiltinVariable
-from .constant import REGEX_TYPES, TYPE_EXPRESSION_TYPES, ConstantVariable, is_constant_value, is_numpy_scalar
+from .constant import REGEX_TYPES, TYPE_EXPRESSION_TYPES, ConstantVariable, is_numpy_scalar
 from .checkpoint import CHECKPOINT, CheckpointVariable
 from .cond import COND, CondVariable
 from .copying import CopyFunctionVariable, DeepcopyFunctionVariable, is_copy, is_deepcopy
-from .dicts import DictVariable, ObjectKey, hashes_by_identity, is_constant_key
-from .iterators import ListIteratorVariable
-from .lists import DequeVariable, FrameListVariable, ListVariable, SizeVariable, TupleVariable
-from .namedtuples import NamedTupleFactoryVariable, NamedTupleVariable
-from .container_subclass import UserContainerObjectVariable, container_base, make_instance
-from .sets import SetVariable
+from .dicts import DictVariable
+from .lists import ListVariable
+from .namedtuples import NamedTupleFactoryVariable
 from .tree_map import TreeMapFunctionVariable, is_tree_map
 from .builtin_descriptors import wrap_bound_builtin_method, wrap_builtin_descriptor
 from .numpy_functions import NumpyFunctionVariable, is_numpy_callable
 from .ndarray import NdarrayVariable
 from .partials import PartialVariable
-from .dict_subclass import UserDictObjectVariable, dict_base
 from .functions import (
     CodeObjectVariable, InspectSignatureVariable, LruCacheWrapperVariable, UserFunctionVariable,
 )
 from .contexts import GRAD_MODE_CLASSES, GradModeClassVariable
-from .mappingproxy import MappingProxyVariable, is_modelled_proxy
 from .methods import InlinedMethodVariable
 from .super_object import SuperVariable
 from .nn_module import NNModuleVariable
@@ -61,6 +52,10 @@ from .marked import wrap_marked
 from .tensor import TensorVariable
 from .torch import PythonModuleVariable, TorchFunctionVariable, is_torch_op
 from .weakrefs import wrap_weakref
+from .wrap_containers import (
+    add_guard, track_mutable, wrap_constant_collection, wrap_container_subclass, wrap_mapping, wrap_mapping_proxy,
+    wrap_sequence,
+)
 
 
 _EQUALS_TYPES = (bool, int, float, complex, str, bytes, torch.device)
@@ -70,7 +65,6 @@ _EQUALS_TYPES = (bool, int, float, complex, str, bytes, torch.device)
 _IMMUTABLE_TRACKERS = (PythonModuleVariable, TorchFunctionVariable, BuiltinVariable, UserFunctionVariable,
                        PythonObjectVariable, ConstantVariable, NumpyFunctionVariable)
 _CONTAINER_TYPES = (list, dict, collections.OrderedDict, collections.defaultdict)
-_TUPLE_ITERATOR = type(iter(()))
 
 
 def wrap(tx: Tracer, value: Any, source: Source | None, guard: bool = True) -> VariableTracker:
@@ -107,12 +101,6 @@ def _wrap(tx: Tracer, value: Any, source: Source | None, guard: bool) -> Variabl
         if tracker is not None:
             return tracker
     return _wrap_user_object(tx, value, source, guard, guards)
-
-
-def _add(guards: Any, source: Source | None, kind: GuardKind, payload: Any = None) -> None:
-    """A guard on `source`, when the value is guarded (`guards` is None otherwise)."""
-    if guards is not None:
-        guards.add(source, kind, payload)
 
 
 def _wrap_tensor(tx: Tracer, value: Any, source: Source | None, guard: bool,
@@ -161,9 +149,9 @@ def _wrap_ndarray(tx: Tracer, value: Any, source: Source | None, guard: bool,
         tensor = torch.as_tensor(value)
     except Exception as e:  # (an array of objects, strings, another byte order)
         raise Unsupported(f"a numpy.ndarray of dtype {value.dtype} has no tensor ({type(e).__name__})") from e
-    _add(guards, source, GuardKind.TYPE_MATCH, numpy.ndarray)
+    add_guard(guards, source, GuardKind.TYPE_MATCH, numpy.ndarray)
     for attr in ("dtype", "shape", "strides"):
-        _add(guards, AttrSource(source, attr) if source is not None else None, GuardKind.EQUALS_MATCH,
+        add_guard(guards, AttrSource(source, attr) if source is not None else None, GuardKind.EQUALS_MATCH,
              getattr(value, attr))
     tensor_source = NumpyTensorSource(source)
     node = tx.output.add_input(tensor_source, tensor, module_state=True)  # (static sizes: guarded above)
@@ -179,16 +167,16 @@ def _wrap_constant(tx: Tracer, value: Any, source: Source | None, guard: bool,
                    guards: Any) -> VariableTracker | None:
     """None, a number, a string, a dtype, an enum member: a constant, guarded by its value (or identity)."""
     if value is None:
-        _add(guards, source, GuardKind.NONE_MATCH)
+        add_guard(guards, source, GuardKind.NONE_MATCH)
         return ConstantVariable(None, source)
     if guards is not None and type(value) in NUMBER_INPUT_TYPES:  # a SymInt input, or a lazy constant
         return wrap_number_input(tx, value, source)
     if type(value) in _EQUALS_TYPES or is_numpy_scalar(value):
-        _add(guards, source, GuardKind.EQUALS_MATCH, value)
+        add_guard(guards, source, GuardKind.EQUALS_MATCH, value)
         return ConstantVariable(value, source)
     if type(value) in REGEX_TYPES or isinstance(value, TYPE_EXPRESSION_TYPES):
         # a compiled pattern (a module's `_PATTERN = re.compile(...)`), a match; `list[int] | None`
-        _add(guards, source, GuardKind.ID_MATCH, value)
+        add_guard(guards, source, GuardKind.ID_MATCH, value)
         return ConstantVariable(value, source)
     if isinstance(value, (torch.dtype, torch.layout, torch.memory_format, enum.Enum)) or value is Ellipsis \
             or value is NotImplemented \
@@ -196,151 +184,7 @@ def _wrap_constant(tx: Tracer, value: Any, source: Source | None, guard: bool,
             or id(value) in _INTERPRETER_INFO_IDS:
         # (torch.__version__: a str, compared as a version; sys.version_info and the like: tuples
         # of constants the interpreter fixed at start, of a type that cannot be made again)
-        _add(guards, source, GuardKind.ID_MATCH, value)
-        return ConstantVariable(value, source)
-    return None
-
-
-_DEQUE_ITEMS = 64  # the longest deque read from the frame whose items are modelled
-
-
-def _wrap_sequence(tx: Tracer, value: Any, source: Source | None, guard: bool,
-                   guards: Any) -> VariableTracker | None:
-    """A list, tuple, torch.Size, tuple iterator or named tuple: a container guarded by its type and
-    length, each item wrapped on a source of its own."""
-    if type(value) is list and source is not None:
-        _add(guards, source, GuardKind.TYPE_MATCH, list)
-        _add(guards, source, GuardKind.LEN_MATCH, len(value))
-
-        def read_item(i: int) -> VariableTracker:  # when the trace first reads item i
-            return wrap(tx, value[i], ItemSource(source, i), guard)
-
-        return _mutable(tx, source, value, FrameListVariable(len(value), read_item, source))
-    if type(value) in (tuple, list, torch.Size):
-        _add(guards, source, GuardKind.TYPE_MATCH, type(value))
-        _add(guards, source, GuardKind.LEN_MATCH, len(value))
-        items = [wrap(tx, v, ItemSource(source, i) if source is not None else None, guard)
-                 for i, v in enumerate(value)]
-        if type(value) is torch.Size:
-            return SizeVariable(items, source)
-        if type(value) is tuple:
-            return TupleVariable(items, source)
-        return _mutable(tx, source, value, ListVariable(items, source))
-    if type(value) is collections.deque and source is not None and len(value) <= _DEQUE_ITEMS:
-        # guarded as a list, and by its maxlen (fixed for the object, read by appends); a long one
-        # (a replay buffer) stays an opaque object: each item wrapped would be a guard
-        _add(guards, source, GuardKind.TYPE_MATCH, collections.deque)
-        _add(guards, source, GuardKind.LEN_MATCH, len(value))
-        if value.maxlen is None:
-            _add(guards, AttrSource(source, "maxlen"), GuardKind.NONE_MATCH, None)
-        else:
-            _add(guards, AttrSource(source, "maxlen"), GuardKind.EQUALS_MATCH, value.maxlen)
-        deque_var = DequeVariable([wrap(tx, v, ItemSource(source, i), guard) for i, v in enumerate(value)],
-                                  value.maxlen)
-        deque_var.source = source  # (changes replayed: `d.clear(); d.extend(items)`, side_effects.py)
-        return _mutable(tx, source, value, deque_var)
-    if type(value) is _TUPLE_ITERATOR and source is not None and not _is_stack_slot(source):
-        # An iterator live across a graph break (`it = iter(t)`; ListIteratorVariable.reconstruct
-        # hands a resume function a tuple iterator): its items still to come, guarded as a tuple's;
-        # the replay moves the real one on. A for loop's own iterator (a value on the stack at the
-        # break) stays opaque, as the loop is not traced on: one cache entry per number of items
-        # left would run into the recompile limit on any long loop.
-        _add(guards, source, GuardKind.TYPE_MATCH, _TUPLE_ITERATOR)
-        rest_source = TupleIteratorRestSource(source)
-        rest = tx.hooks.tuple_iterator_rest(value)
-        if guards is not None:
-            guards.add(rest_source, GuardKind.LEN_MATCH, len(rest))
-        items = [wrap(tx, v, ItemSource(rest_source, i), guard) for i, v in enumerate(rest)]
-        return _mutable(tx, source, value, ListIteratorVariable(items, _TUPLE_ITERATOR, source=source))
-    if isinstance(value, tuple) and hasattr(type(value), "_fields"):  # a namedtuple
-        _add(guards, source, GuardKind.TYPE_MATCH, type(value))
-        items = [wrap(tx, v, AttrSource(source, f) if source is not None else None, guard)
-                 for f, v in zip(type(value)._fields, value)]
-        return NamedTupleVariable(items, type(value), source)
-    return None
-
-
-def _wrap_mapping(tx: Tracer, value: Any, source: Source | None, guard: bool,
-                  guards: Any) -> VariableTracker | None:
-    """A dict (guarded by its keys), or an instance of a dict subclass (a user object with a dict inside)."""
-    if type(value) in (dict, collections.OrderedDict, collections.defaultdict) and _keys_supported(value):
-        return _wrap_dict(tx, value, source, guard, guards)
-    if isinstance(value, dict) and (entries := _dict_subclass_entries(value)) is not None:
-        # An instance of a dict subclass (a ModelOutput, a config): a user object with a dict inside.
-        # Its items are read from its storage, not through the subclass's __getitem__.
-        if id(value) in _WRAPPING:
-            raise Unsupported(f"a {type(value).__qualname__} that contains itself")
-        _add(guards, source, GuardKind.TYPE_MATCH, type(value))
-        _add(guards, source, GuardKind.DICT_KEYS_MATCH, tuple(k for k, _ in entries))
-        _WRAPPING.add(id(value))
-        try:
-            items = {k: wrap(tx, v, DictItemSource(source, k, i) if source is not None else None, guard)
-                     for i, (k, v) in enumerate(entries)}
-        finally:
-            _WRAPPING.discard(id(value))
-        return _mutable(tx, source, value, UserDictObjectVariable(value, items, source))
-    return None
-
-
-def _wrap_mapping_proxy(tx: Tracer, value: Any, source: Source | None, guard: bool,
-                        guards: Any) -> VariableTracker | None:
-    """A mappingproxy (a class's `__dict__`) read from the frame: its keys in order, guarded
-    (DICT_KEYS_MATCH reads the dict behind the proxy); its values are wrapped when read."""
-    if source is None or not is_modelled_proxy(value):
-        return None
-    _add(guards, source, GuardKind.TYPE_MATCH, types.MappingProxyType)
-    tracker = MappingProxyVariable(value, source)
-    _add(guards, source, GuardKind.DICT_KEYS_MATCH, tracker.keys)
-    return tracker
-
-
-# The value an instance of an int, float or str subclass holds, whatever the subclass overrides.
-_SCALAR_VALUE = {int: int.__int__, float: float.__float__, str: str.__str__}
-
-
-def _wrap_container_subclass(tx: Tracer, value: Any, source: Source | None, guard: bool,
-                              guards: Any) -> VariableTracker | None:
-    """An instance of a list, tuple, set or frozenset subclass: a user object with a container
-    inside, guarded by its type and its length (items read by the base's own indexing, on sources of
-    their own) or, for a set, its value; of an int, float or str subclass, by its type and value. A class that indexes or compares in Python (its guards
-    would run it) stays a plain user object."""
-    base = container_base(type(value))
-    if base is None or source is None:
-        return None
-    cls = type(value)
-    if base in _SCALAR_VALUE:  # an int, float or str subclass: its value, read by the base's own slot
-        if class_attribute(cls, "__eq__", None) is not base.__eq__:
-            return None
-        plain = _SCALAR_VALUE[base](value)
-        _add(guards, source, GuardKind.TYPE_MATCH, cls)
-        _add(guards, source, GuardKind.EQUALS_MATCH, make_instance(cls, plain, {}))  # (of the same type)
-        return _mutable(tx, source, value, UserContainerObjectVariable(value, plain, source))
-    if base in (list, tuple):
-        if class_attribute(cls, "__getitem__", None) is not base.__getitem__ or \
-                class_attribute(cls, "__len__", None) is not base.__len__:
-            return None
-        _add(guards, source, GuardKind.TYPE_MATCH, cls)
-        _add(guards, source, GuardKind.LEN_MATCH, len(value))
-        items = [wrap(tx, v, BaseItemSource(source, i, base), guard) for i, v in enumerate(value)]
-        return _mutable(tx, source, value, UserContainerObjectVariable(value, items, source))
-    if class_attribute(cls, "__eq__", None) is not base.__eq__ or not is_constant_key(frozenset(value)):
-        return None
-    _add(guards, source, GuardKind.TYPE_MATCH, cls)
-    _add(guards, source, GuardKind.EQUALS_MATCH, make_instance(cls, tuple(value), {}))  # (of the same type)
-    return _mutable(tx, source, value, UserContainerObjectVariable(value, list(value), source))
-
-
-def _wrap_constant_collection(tx: Tracer, value: Any, source: Source | None, guard: bool,
-                              guards: Any) -> VariableTracker | None:
-    """A set, slice, range or frozenset of constants, guarded by its value."""
-    if type(value) in (set, frozenset) and source is None and is_constant_key(frozenset(value)):
-        # computed while tracing (`{1, 2} | {3}`, a set of enum members): rebuilt item by item
-        return SetVariable(set(value), None, type(value))
-    if type(value) is set and is_constant_key(frozenset(value)):
-        _add(guards, source, GuardKind.EQUALS_MATCH, set(value))  # read from the frame: its contents, guarded
-        return SetVariable(set(value), source)
-    if isinstance(value, (slice, range, frozenset)) and is_constant_value(value):
-        _add(guards, source, GuardKind.EQUALS_MATCH, value)
+        add_guard(guards, source, GuardKind.ID_MATCH, value)
         return ConstantVariable(value, source)
     return None
 
@@ -352,25 +196,25 @@ def _wrap_marked_function(tx: Tracer, value: Any, source: Source | None, guard: 
     checkpoint (disabled for torch._dynamo, which traces it as a higher-order op) is that op, and
     torch.cond the `cond` op."""
     if value is CHECKPOINT:
-        _add(guards, source, GuardKind.ID_MATCH, value)
+        add_guard(guards, source, GuardKind.ID_MATCH, value)
         return CheckpointVariable(source)
     if value is collections.namedtuple:  # called with constants: the class is made while tracing
-        _add(guards, source, GuardKind.ID_MATCH, value)
+        add_guard(guards, source, GuardKind.ID_MATCH, value)
         return NamedTupleFactoryVariable(source)
     if value is COND:  # (torch.cond: eager compiles it with torch._dynamo; traced as its op)
-        _add(guards, source, GuardKind.ID_MATCH, value)
+        add_guard(guards, source, GuardKind.ID_MATCH, value)
         return CondVariable(source)
     marked = wrap_marked(value, source, guards)  # pyframe's and torch.compiler's markers (marked.py)
     if marked is not None:
         return marked
     if isinstance(value, types.FunctionType) and _is_dynamo_hint(value):
-        _add(guards, source, GuardKind.ID_MATCH, value)
+        add_guard(guards, source, GuardKind.ID_MATCH, value)
         if value.__name__ == "graph_break":
             return GraphBreakFunctionVariable(value, source)
         # torch._dynamo.disable / torch.compiler.disable: honoured as pyframe.disable is
         return DisabledFunctionVariable(_disabled_twin(tx, value), None)
     if tx.hooks.is_pyframe_wrapper(value):  # a function wrapped by pyframe.optimize/disable/run
-        _add(guards, source, GuardKind.ID_MATCH, value)
+        add_guard(guards, source, GuardKind.ID_MATCH, value)
         if value.callback is None:
             return DisabledFunctionVariable(value, source)
         # Inside a traced region the outer optimize decides: the wrapped function is inlined.
@@ -379,7 +223,7 @@ def _wrap_marked_function(tx: Tracer, value: Any, source: Source | None, guard: 
             isinstance(getattr(value, "_torchdynamo_inline", None), types.FunctionType):
         # `@torch.jit.script def bias_gelu(bias, y)` (Megatron's fused helpers): torch.jit.script
         # keeps the Python function as `_torchdynamo_inline`, which is inlined, as torch._dynamo does.
-        _add(guards, source, GuardKind.ID_MATCH, value)
+        add_guard(guards, source, GuardKind.ID_MATCH, value)
         inline_source = AttrSource(source, "_torchdynamo_inline") if source is not None else None
         return wrap(tx, value._torchdynamo_inline, inline_source, guard)
     return None
@@ -391,10 +235,10 @@ def _wrap_module(tx: Tracer, value: Any, source: Source | None, guard: bool,
     guards its unspecialized modules: another instance of the same structure (the next block of
     a model, compiled once) runs the same entry. A Python module, guarded by identity."""
     if isinstance(value, torch.nn.Module):
-        _add(guards, source, GuardKind.TYPE_MATCH, type(value))
-        return _mutable(tx, source, value, NNModuleVariable(value, source))
+        add_guard(guards, source, GuardKind.TYPE_MATCH, type(value))
+        return track_mutable(tx, source, value, NNModuleVariable(value, source))
     if isinstance(value, types.ModuleType):
-        _add(guards, source, GuardKind.ID_MATCH, value)
+        add_guard(guards, source, GuardKind.ID_MATCH, value)
         return PythonModuleVariable(value, source)
     return None
 
@@ -404,19 +248,19 @@ def _wrap_torch_or_builtin(tx: Tracer, value: Any, source: Source | None, guard:
     """A torch function or a builtin, guarded by identity; a list's or dict's bound method, read
     through the container."""
     if is_torch_op(value):
-        _add(guards, source, GuardKind.ID_MATCH, value)
+        add_guard(guards, source, GuardKind.ID_MATCH, value)
         return TorchFunctionVariable(value, source)
     if _is_builtin(value):
         # `OrderedDict.fromkeys` is a new bound method at each read: equal, never the same object
         # (but `C.__new__`, object's, is stored in object's dict as it is: the same object each read)
         bound_to_class = isinstance(value, types.BuiltinMethodType) and isinstance(value.__self__, type) \
             and vars(value.__self__).get(value.__name__) is not value
-        _add(guards, source, GuardKind.EQUALS_MATCH if bound_to_class else GuardKind.ID_MATCH, value)
+        add_guard(guards, source, GuardKind.EQUALS_MATCH if bound_to_class else GuardKind.ID_MATCH, value)
         return BuiltinVariable(value, source)
     if isinstance(value, types.BuiltinMethodType) and type(value.__self__) in _CONTAINER_TYPES:
         # `out.append` held on the stack across a graph break (`out.append(f(x))` with f breaking):
         # the method of the container it is bound to, read through it.
-        _add(guards, source, GuardKind.TYPE_MATCH, types.BuiltinMethodType)
+        add_guard(guards, source, GuardKind.TYPE_MATCH, types.BuiltinMethodType)
         if guards is not None:
             guards.add(AttrSource(source, "__name__"), GuardKind.EQUALS_MATCH, value.__name__)
         obj = wrap(tx, value.__self__, AttrSource(source, "__self__") if source is not None else None, guard)
@@ -432,22 +276,22 @@ def _wrap_special_object(tx: Tracer, value: Any, source: Source | None, guard: b
     answered while tracing."""
     if type(value) is super and value.__self__ is not None:
         # a super() object held across a graph break (`s = super(); <break>; s.method()`)
-        _add(guards, source, GuardKind.TYPE_MATCH, super)
+        add_guard(guards, source, GuardKind.TYPE_MATCH, super)
         if guards is not None:
             guards.add(AttrSource(source, "__thisclass__"), GuardKind.ID_MATCH, value.__thisclass__)
         obj = wrap(tx, value.__self__, AttrSource(source, "__self__") if source is not None else None, guard)
         return SuperVariable(value.__thisclass__, obj)
     if value is inspect.signature:  # answered while tracing, from guarded facts
-        _add(guards, source, GuardKind.ID_MATCH, value)
+        add_guard(guards, source, GuardKind.ID_MATCH, value)
         return InspectSignatureVariable(value, source)
     if is_deepcopy(value):  # its copies of user objects are made here (copying.py)
-        _add(guards, source, GuardKind.ID_MATCH, value)
+        add_guard(guards, source, GuardKind.ID_MATCH, value)
         return DeepcopyFunctionVariable(value, source)
     if is_copy(value):  # its copies of user objects are made here (copying.py)
-        _add(guards, source, GuardKind.ID_MATCH, value)
+        add_guard(guards, source, GuardKind.ID_MATCH, value)
         return CopyFunctionVariable(value, source)
     if is_tree_map(value):  # mapped here over the containers the trace holds (tree_map.py)
-        _add(guards, source, GuardKind.ID_MATCH, value)
+        add_guard(guards, source, GuardKind.ID_MATCH, value)
         return TreeMapFunctionVariable(value, source)
     return None
 
@@ -458,7 +302,7 @@ def _wrap_numpy_callable(tx: Tracer, value: Any, source: Source | None, guard: b
     (numpy_functions.py), guarded by identity."""
     if not is_numpy_callable(value):
         return None
-    _add(guards, source, GuardKind.ID_MATCH, value)
+    add_guard(guards, source, GuardKind.ID_MATCH, value)
     return NumpyFunctionVariable(value, source)
 
 
@@ -468,15 +312,15 @@ def _wrap_callable(tx: Tracer, value: Any, source: Source | None, guard: bool,
     when called, guarded by what it is made of."""
     if isinstance(value, types.FunctionType):
         if value.__closure__ is None and "<locals>" not in value.__qualname__:
-            _add(guards, source, GuardKind.ID_MATCH, value)
+            add_guard(guards, source, GuardKind.ID_MATCH, value)
         else:  # made anew by each call of its parent (a nested def, lambda or comprehension, with
             # cells or without): what it computes is its code, its cells and defaults (guarded where read)
-            _add(guards, source, GuardKind.TYPE_MATCH, types.FunctionType)
+            add_guard(guards, source, GuardKind.TYPE_MATCH, types.FunctionType)
             if source is not None and guards is not None:
                 guards.add(AttrSource(source, "__code__"), GuardKind.ID_MATCH, value.__code__)
         return UserFunctionVariable(value, source)
     if is_bound_apply(value):  # `MyFn.apply` held as a value: read through the class it binds
-        _add(guards, source, GuardKind.TYPE_MATCH, types.MethodType)
+        add_guard(guards, source, GuardKind.TYPE_MATCH, types.MethodType)
         if guards is not None:
             guards.add(AttrSource(source, "__func__"), GuardKind.ID_MATCH, value.__func__)
         cls = wrap(tx, value.__self__, AttrSource(source, "__self__") if source is not None else None, guard)
@@ -484,7 +328,7 @@ def _wrap_callable(tx: Tracer, value: Any, source: Source | None, guard: bool,
     if isinstance(value, types.MethodType) and isinstance(value.__func__, types.FunctionType):
         # A bound method (a context manager's `clone`, a callback): its function inlined, `self`
         # read through it. Made anew by each attribute read, so guarded by what it binds.
-        _add(guards, source, GuardKind.TYPE_MATCH, types.MethodType)
+        add_guard(guards, source, GuardKind.TYPE_MATCH, types.MethodType)
         func_source = AttrSource(source, "__func__") if source is not None else None
         if guards is not None:
             guards.add(func_source, GuardKind.ID_MATCH, value.__func__)
@@ -492,11 +336,11 @@ def _wrap_callable(tx: Tracer, value: Any, source: Source | None, guard: bool,
         return InlinedMethodVariable(value.__func__, obj, source)
     if isinstance(value, functools._lru_cache_wrapper) and \
             isinstance(inspect.getattr_static(value, "__wrapped__", None), types.FunctionType):
-        _add(guards, source, GuardKind.TYPE_MATCH, type(value))  # and the wrapped function, by its own guard
+        add_guard(guards, source, GuardKind.TYPE_MATCH, type(value))  # and the wrapped function, by its own guard
         wrapped = wrap(tx, value.__wrapped__, AttrSource(source, "__wrapped__") if source is not None else None, guard)
         return LruCacheWrapperVariable(value, wrapped, source)
     if type(value) is functools.partial:
-        _add(guards, source, GuardKind.TYPE_MATCH, functools.partial)
+        add_guard(guards, source, GuardKind.TYPE_MATCH, functools.partial)
         at = (lambda name: AttrSource(source, name)) if source is not None else (lambda name: None)
         if guards is not None:  # partial's fields cannot be rebound, but the object can be replaced
             guards.add(at("args"), GuardKind.LEN_MATCH, len(value.args))
@@ -515,16 +359,16 @@ def _wrap_class(tx: Tracer, value: Any, source: Source | None, guard: bool,
     """A class (grad-mode context classes and autograd.Function subclasses have trackers of their own)
     or a code object, guarded by identity."""
     if isinstance(value, type) and value in GRAD_MODE_CLASSES:
-        _add(guards, source, GuardKind.ID_MATCH, value)
+        add_guard(guards, source, GuardKind.ID_MATCH, value)
         return GradModeClassVariable(value, source)
     if is_autograd_function(value):  # its apply is traced (autograd_function.py)
-        _add(guards, source, GuardKind.ID_MATCH, value)
+        add_guard(guards, source, GuardKind.ID_MATCH, value)
         return AutogradFunctionVariable(value, source)
     if isinstance(value, types.CodeType):
-        _add(guards, source, GuardKind.ID_MATCH, value)
+        add_guard(guards, source, GuardKind.ID_MATCH, value)
         return CodeObjectVariable(value, source)
     if isinstance(value, type):
-        _add(guards, source, GuardKind.ID_MATCH, value)
+        add_guard(guards, source, GuardKind.ID_MATCH, value)
         return PythonObjectVariable(value, source)
     return None
 
@@ -532,15 +376,15 @@ def _wrap_class(tx: Tracer, value: Any, source: Source | None, guard: bool,
 def _wrap_user_object(tx: Tracer, value: Any, source: Source | None, guard: bool,
                       guards: Any) -> VariableTracker:
     """Anything else: an instance of a user class, guarded by its type (its attributes when read)."""
-    _add(guards, source, GuardKind.TYPE_MATCH, type(value))
-    return _mutable(tx, source, value, UserObjectVariable(value, source))
+    add_guard(guards, source, GuardKind.TYPE_MATCH, type(value))
+    return track_mutable(tx, source, value, UserObjectVariable(value, source))
 
 
 # Each kind of value, in the order they are tried: a value is the first kind whose function
 # returns a tracker (the order matters where kinds overlap: a named tuple is a tuple, a builtin
 # type or grad-mode class is a class).
-_KINDS = (_wrap_tensor, _wrap_constant, _wrap_sequence, _wrap_mapping, _wrap_mapping_proxy, _wrap_container_subclass,
-          wrap_builtin_descriptor, _wrap_constant_collection, _wrap_marked_function, _wrap_module,
+_KINDS = (_wrap_tensor, _wrap_constant, wrap_sequence, wrap_mapping, wrap_mapping_proxy, wrap_container_subclass,
+          wrap_builtin_descriptor, wrap_constant_collection, _wrap_marked_function, _wrap_module,
           _wrap_ndarray, _wrap_numpy_callable, _wrap_torch_or_builtin, wrap_bound_builtin_method, wrap_weakref, _wrap_special_object,
           _wrap_callable, _wrap_class)
 
@@ -548,65 +392,6 @@ _KINDS = (_wrap_tensor, _wrap_constant, _wrap_sequence, _wrap_mapping, _wrap_map
 def _is_buffer(source: Source) -> bool:
     """A tensor read as a module's buffer (`L['self']._modules['bn']._buffers['running_mean']`)."""
     return isinstance(source, ItemSource) and isinstance(source.base, AttrSource) and source.base.attr == "_buffers"
-
-
-def _is_stack_slot(source: Source) -> bool:
-    """A resume function's argument holding a value of the stack at the break (resume.py)."""
-    return isinstance(source, LocalSource) and source.local_name.startswith(STACK_ARG_PREFIX)
-
-
-_WRAPPING: set[int] = set()  # dict-subclass instances whose items are being wrapped (one inside itself)
-
-
-def _dict_subclass_entries(value: dict) -> list[tuple[Any, Any]] | None:
-    """The items of an instance of a supported dict subclass with str and int keys, in the order of
-    its base (dict or OrderedDict: the subclass's own __iter__ is not asked); None for others."""
-    base = dict_base(type(value))
-    if base is None:
-        return None
-    entries = list(base.items(value))
-    return entries if all(type(k) in (str, int) for k, _ in entries) else None
-
-
-def _keys_supported(value: dict) -> bool:
-    return all(is_constant_key(k) or hashes_by_identity(type(k), k) for k in value)
-
-
-def _wrap_dict(tx: Tracer, value: dict, source: Source | None, guard: bool,
-               guards: Any) -> VariableTracker:
-    """A dict, OrderedDict or defaultdict, guarded by its type and its keys in order: str and int
-    keys by value (DICT_KEYS_MATCH); with any other key, constants by type and value and keys that
-    hash by identity (tensors, modules, classes...) by identity (DICT_KEYS_ID_MATCH). The value of
-    a constant key is read as `d[key]`, any other as the value of the dict's i-th key."""
-    keys = list(value)  # (an OrderedDict's own order)
-    _add(guards, source, GuardKind.TYPE_MATCH, type(value))
-    if all(type(k) in (str, int) for k in keys):
-        _add(guards, source, GuardKind.DICT_KEYS_MATCH, tuple(keys))
-    else:
-        by_id = KeysById(tuple(keys), tuple(not is_constant_key(k) for k in keys))
-        _add(guards, source, GuardKind.DICT_KEYS_ID_MATCH, by_id)
-    factory = None
-    if type(value) is collections.defaultdict:  # what a missing key's value is made by
-        factory = wrap(tx, value.default_factory,
-                       AttrSource(source, "default_factory") if source is not None else None, guard)
-    items: dict[Any, VariableTracker] = {}
-    for i, k in enumerate(keys):
-        if is_constant_key(k):
-            items[k] = wrap(tx, value[k], ItemSource(source, k) if source is not None else None, guard)
-            continue
-        key_source = DictKeySource(source, i) if source is not None else None
-        # its tracker is made when the trace uses the key as a value (ObjectKey)
-        make_var = functools.partial(wrap, tx, k, key_source, guard)
-        items[ObjectKey(k, source=key_source, make_var=make_var)] = \
-            wrap(tx, value[k], DictValueSource(source, i) if source is not None else None, guard)
-    return _mutable(tx, source, value, DictVariable(items, source, type(value), factory))
-
-
-def _mutable(tx: Tracer, source: Source | None, value: Any,
-             tracker: VariableTracker) -> VariableTracker:
-    """A tracker of a list, dict or object that the trace may mutate: one per object (see
-    SideEffects.track)."""
-    return tx.side_effects.track(source, value, tracker, tx.output.guards) if source is not None else tracker
 
 
 _DISABLED_TWINS: "weakref.WeakKeyDictionary[types.FunctionType, Any]" = weakref.WeakKeyDictionary()

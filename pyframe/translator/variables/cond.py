@@ -36,7 +36,6 @@ from ...graph import rename_node
 from ...graph_passes import changes_in_place
 from .autograd_function import SubgraphTracer
 from .base import VariableTracker
-from .constant import ConstantVariable
 from .lists import ListVariable, TupleVariable
 from .tensor import SymNodeVariable, TensorVariable, wrap_node
 

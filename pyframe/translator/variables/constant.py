@@ -13,7 +13,6 @@ from typing import Any, Callable
 
 import torch
 
-from ...exc import Unsupported
 from ...source import Source
 from .base import BoundMethodVariable, VariableTracker, constant_args
 

@@ -35,7 +35,7 @@ from .base import BoundMethodVariable, VariableTracker, class_attribute, has_pla
 from .builtin_methods import call_on_plain_value
 from .constant import ConstantVariable
 from .descriptions import describe_value
-from .dicts import ObjectKey
+from .dict_keys import ObjectKey
 from .exceptions import raise_symbolic
 from .iterators import ListIteratorVariable, iterate
 from .lists import ListVariable, TupleVariable

@@ -36,7 +36,7 @@ from typing import Any
 
 from ...exc import Unsupported
 from .base import VariableTracker
-from .builtins import class_of, lookup_attr
+from .object_builtins import class_of, lookup_attr
 from .constant import ConstantVariable
 from .dicts import DictVariable
 from .functions import UserFunctionVariable

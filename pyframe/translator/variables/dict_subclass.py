@@ -35,9 +35,8 @@ from ...source import AttrSource, Source
 from .base import BoundMethodVariable, VariableTracker, has_plain_metaclasses, mro_lookup
 from .builtin_methods import DICT_UNORDERED_READS
 from .constant import ConstantVariable
-from .dicts import (
-    DictVariable, DictViewVariable, ObjectKey, key_var, name_as_constructed, positional_args, raise_key_error,
-)
+from .dicts import DictVariable, DictViewVariable, positional_args
+from .dict_keys import ObjectKey, key_var, name_as_constructed, raise_key_error
 from .iterators import ListIteratorVariable, iterate
 from .lists import BaseListVariable
 from .static_lookup import is_data_descriptor

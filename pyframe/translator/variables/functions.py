@@ -8,7 +8,6 @@ and `nonlocal` writes land in the outer frame, as in Python.
 from __future__ import annotations
 
 import enum
-import functools
 import inspect
 import types
 import warnings

@@ -21,7 +21,7 @@ from . import polyfills
 from .base import VariableTracker
 from .constant import ConstantVariable
 from .dict_subclass import DictSubclassMixin
-from .exceptions import ExceptionVariable, RaisedException, raise_symbolic
+from .exceptions import ExceptionVariable, RaisedException
 from .iterators import ListIteratorVariable, Remake, iterate
 from .lists import BaseListVariable, FrameListVariable, ListVariable, TupleVariable, sort_trackers
 from .special_methods import is_tensor, length, python_method

@@ -3,8 +3,7 @@ and inlined generator functions return. Lazy ones produce their items one at a t
 """
 from __future__ import annotations
 
-import types
-from typing import Any, Iterator
+from typing import Iterator
 
 from ...source import Source
 from .base import VariableTracker

@@ -21,7 +21,8 @@ from ...exc import Unsupported
 from ...source import ItemSource, Source
 from .base import BoundMethodVariable, VariableTracker, constant_args
 from .constant import ConstantVariable
-from .dicts import DictVariable, DictViewVariable, is_constant_key
+from .dicts import DictVariable, DictViewVariable
+from .dict_keys import is_constant_key
 from .exceptions import raise_symbolic
 from .iterators import ListIteratorVariable
 

@@ -1,7 +1,7 @@
 """Where torch._dynamo realizes graph inputs as a side effect of asking whether a value is a constant.
 
 pyframe makes a tensor's placeholder when the trace reads it, and orders the placeholders at the end
-as torch._dynamo creates them (OutputGraph._order_inputs_as_dynamo): a tensor read from the frame is
+as torch._dynamo creates them (graph_inputs.order_inputs_as_dynamo): a tensor read from the frame is
 a lazy value there, made a graph input when first used or looked at (`TensorVariable.realize` marks
 that moment here). Some of torch._dynamo's steps look at a container's items by converting it to a
 Python constant, which realizes its items in order and stops at the first that is not a constant:
@@ -14,7 +14,8 @@ import torch
 
 from ...exc import Unsupported
 from .base import VariableTracker
-from .dicts import DictVariable, ObjectKey
+from .dicts import DictVariable
+from .dict_keys import ObjectKey
 from .functions import CellReference, NestedFunctionVariable
 from .lists import BaseListVariable
 from .tensor import TensorVariable

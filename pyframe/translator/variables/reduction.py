@@ -33,7 +33,7 @@ from ...guards import GuardKind
 from ...source import AttrSource
 from .base import UNKNOWN_OBJECT, VariableTracker, guard_class_attribute, mro_lookup, plain_getattr
 from .builtin_descriptors import BuiltinDescriptorVariable, register_object_method
-from .builtins import class_of, lookup_attr
+from .object_builtins import class_of, lookup_attr
 from .constant import ConstantVariable
 from .dicts import DictVariable
 from .lists import TupleVariable

@@ -20,7 +20,8 @@ from ...exc import Unsupported
 from ...source import Source
 from .base import BoundMethodVariable, VariableTracker
 from .constant import ConstantVariable
-from .dicts import DictViewVariable, ObjectKey, _constant_of_key, dict_key, key_var, relate_identities
+from .dicts import DictViewVariable
+from .dict_keys import ObjectKey, constant_of_key, dict_key, key_var, relate_identities
 from .exceptions import ExceptionVariable, RaisedException, raise_symbolic
 from .iterators import ListIteratorVariable, iterate
 
@@ -73,7 +74,7 @@ class SetVariable(VariableTracker):
         return not any(isinstance(k, ObjectKey) for k in self.values)
 
     def as_python_constant(self) -> Any:
-        return self.set_type(_constant_of_key(k) for k in self.values)
+        return self.set_type(constant_of_key(k) for k in self.values)
 
     def truth(self) -> bool:
         return bool(self.values)

@@ -294,7 +294,7 @@ class TensorVariable(VariableTracker):
 
     def realize(self, tx) -> None:
         """The trace looks at this tensor (an attribute, a method, `is None`): where torch._dynamo
-        realizes a lazy graph input (see OutputGraph._order_inputs_as_dynamo)."""
+        realizes a lazy graph input (see graph_inputs.order_inputs_as_dynamo)."""
         if self.node.op == "placeholder":
             tx.output.realize(self.node)
 
