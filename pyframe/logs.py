@@ -90,12 +90,16 @@ def set_logs(*channels: str, trace_dir: "str | os.PathLike | None" = _KEEP) -> N
     """Turn on exactly these channels (`set_logs("graph", "breaks")`, `set_logs("all")`,
     `set_logs("graph,guards")`); `set_logs()` turns every channel off.
 
-    `trace_dir="/dir"` also writes the structured trace tlparse reads to a new file in `/dir`, as
-    `PYFRAME_TRACE=/dir` does; `trace_dir=None` stops it; left out, the trace is left as it is."""
+    `trace_dir="/dir"` writes the structured trace tlparse reads to a new file in `/dir`, as
+    `PYFRAME_TRACE=/dir` does; `trace_dir=None` stops it; left out, the trace is left as it is.
+    `set_logs(trace_dir=...)` alone leaves the channels as they are."""
     global enabled
+    wanted = parse(channels)  # (checked before anything changes)
     if trace_dir is not _KEEP:
-        structured_trace.set_trace_dir(trace_dir)  # (checked first: a bad value changes nothing)
-    enabled = parse(channels)
+        structured_trace.set_trace_dir(trace_dir)
+        if not channels:
+            return
+    enabled = wanted
     for name, logger in _loggers.items():
         # INFO on the channel's logger lets its records through whatever the root level is;
         # a channel turned off goes back to inheriting.
