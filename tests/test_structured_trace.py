@@ -86,6 +86,8 @@ def _start(engine: str, directory: Path) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items() if k not in ("PYFRAME_TRACE", "TORCH_TRACE", "PYFRAME_LOGS")}
     env["PYTHONPATH"] = str(ROOT)
     env["PYFRAME_TRACE" if engine == "pyframe" else "TORCH_TRACE"] = str(directory / "trace")
+    if engine == "pyframe":  # torch's own switch, read when torch is imported: pyframe writes there too
+        env["TORCH_TRACE"] = str(directory / "torch_trace")
     args = [sys.executable, "program.py", engine] + (["transformers"] if _has_transformers() else [])
     return subprocess.Popen(args, cwd=directory, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
@@ -144,19 +146,42 @@ def _tlparse(trace: Path, out: Path) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="module")
-def reports(tmp_path_factory) -> dict[str, Report]:
-    """The program run under each engine (the two at once), each trace turned into tlparse's report."""
+def runs(tmp_path_factory) -> dict[str, Path]:
+    """The program run under each engine (the two at once): the directory of each run."""
     base = tmp_path_factory.mktemp("structured_trace")
     running = {engine: _start(engine, base / engine) for engine in ("pyframe", "torch")}
-    result = {}
     for engine, process in running.items():
         stdout, stderr = process.communicate(timeout=600)
         assert process.returncode == 0, f"{engine}:\n{stderr[-3000:]}"
         assert stdout.count("step") == 2, stdout  # count_up's prints ran once each
-        done = _tlparse(base / engine / "trace", base / engine / "out")
+    return {engine: base / engine for engine in running}
+
+
+@pytest.fixture(scope="module")
+def reports(runs) -> dict[str, Report]:
+    """Each run's trace turned into tlparse's report."""
+    if TLPARSE is None:
+        pytest.skip("tlparse is not installed (pip install -e '.[test]')")
+    result = {}
+    for engine, run in runs.items():
+        done = _tlparse(run / "trace", run / "out")
         assert done.returncode == 0, done.stderr
-        result[engine] = Report(base / engine / "out")
+        result[engine] = Report(run / "out")
     return result
+
+
+def test_pyframe_writes_where_torch_trace_and_pyframe_trace_say(runs):
+    """The pyframe run had both PYFRAME_TRACE and TORCH_TRACE (another directory): the same records
+    went to each, one file each."""
+    run = runs["pyframe"]
+
+    def kinds(records: list[dict]) -> list[tuple]:
+        # (each of torch's handlers writes torch's version once it opens its file: to every file)
+        return [(next(iter(r)), r.get("frame_id"), r.get("frame_compile_id")) for r in records
+                if r.get("artifact", {}).get("name") != "torch_version"]
+
+    mine, torchs = _records(run / "trace"), _records(run / "torch_trace")
+    assert kinds(mine) == kinds(torchs) and ("dynamo_start", 0, 0) in kinds(mine)
 
 
 @needs_tlparse
@@ -286,6 +311,65 @@ def test_set_logs_trace_dir_writes_the_records_in_process(tmp_path):
     size = next((tmp_path / "trace").glob("*.log")).stat().st_size
     torch.testing.assert_close(pyframe.optimize("eager")(lambda x: x + 1)(torch.ones(2)), torch.ones(2) + 1)
     assert next((tmp_path / "trace").glob("*.log")).stat().st_size == size
+
+
+@pytest.fixture
+def trace_dir(tmp_path):
+    """The trace on, in this process, into tmp_path/trace; off again after the test."""
+    if structured_trace.is_on():
+        pytest.skip("TORCH_TRACE or PYFRAME_TRACE is set for this run")
+    pyframe.set_logs(trace_dir=tmp_path / "trace")
+    yield tmp_path / "trace"
+    pyframe.set_logs(trace_dir=None)
+
+
+def test_a_frame_past_the_recompile_limit_is_a_failure_in_the_trace(trace_dir, monkeypatch):
+    monkeypatch.setattr(pyframe.config, "recompile_limit", 1)
+
+    def halve(x):
+        return x / 2
+
+    opt = pyframe.optimize("eager", dynamic=False)(halve)
+    torch.testing.assert_close(opt(torch.ones(2)), torch.ones(2) / 2)
+    with pytest.warns(UserWarning, match="hit config.recompile_limit"):
+        torch.testing.assert_close(opt(torch.ones(3)), torch.ones(3) / 2)
+    metrics = [r["compilation_metrics"] for r in _records(trace_dir) if "compilation_metrics" in r]
+    assert [m["fail_type"] for m in metrics] == [None, "RecompileLimitExceeded"]
+    assert "L['x'] size()[0]: 2 -> 3" in metrics[1]["fail_reason"]
+    assert metrics[0]["compile_id"].split("/")[0] == metrics[1]["compile_id"].split("/")[0]
+
+
+def test_a_failure_writing_the_trace_never_changes_the_result(trace_dir, monkeypatch, caplog):
+    def broken(*args, **kwargs):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(torch._logging, "trace_structured", broken)
+
+    def shift(x):
+        return x - 1
+
+    opt = pyframe.optimize("eager")(shift)
+    torch.testing.assert_close(opt(torch.ones(3)), torch.zeros(3))
+    torch.testing.assert_close(opt(torch.ones(3)), torch.zeros(3))  # a cache hit: it compiled
+    assert [e.hits for e in pyframe.debug.cache_entries(shift)] == [1]
+    assert "writing the structured trace failed" in caplog.text and "disk full" in caplog.text
+
+
+def test_trace_dir_of_torch_trace_is_not_written_twice(tmp_path):
+    """PYFRAME_TRACE naming TORCH_TRACE's directory adds no handler: one file, not two alike."""
+    if structured_trace.is_on():
+        pytest.skip("TORCH_TRACE or PYFRAME_TRACE is set for this run")
+    trace_log = torch._logging._internal.trace_log
+    torchs = torch._logging._internal.LazyTraceHandler(str(tmp_path))  # what TORCH_TRACE=tmp_path installs
+    trace_log.addHandler(torchs)
+    try:
+        pyframe.set_logs(trace_dir=tmp_path)
+        assert structured_trace.trace_dir() is None and trace_log.handlers.count(torchs) == 1
+        assert structured_trace.is_on()
+    finally:
+        trace_log.removeHandler(torchs)
+        pyframe.set_logs(trace_dir=None)
+    assert not structured_trace.is_on()
 
 
 def test_set_logs_trace_dir_refuses_what_is_not_a_directory_name():
