@@ -54,6 +54,7 @@ import torch._logging._internal as torch_logging
 import torch._logging.structured as structured
 
 ENV_VAR = "PYFRAME_TRACE"
+_log = logging.getLogger("pyframe")
 RESUME_PREFIX = "__resume_at_"  # resume.py's names: their code is written before and after, as torch's are
 
 # Frames left out of the stack that called a compiled frame: pyframe's, and `with compiling(...)`'s.
@@ -128,9 +129,6 @@ def _emit(name: str, metadata: Any, payload: Any = None) -> None:
 
 def _artifact(name: str, encoding: str, payload: Any) -> None:
     _emit("artifact", {"name": name, "encoding": encoding}, payload)
-
-
-_log = logging.getLogger("pyframe")
 
 
 def _never_raises(method: Callable[..., None]) -> Callable[..., None]:
