@@ -28,8 +28,9 @@ symbolic_convert.py, utils.py): `artifact recompile_reasons` (a recompile: the g
 `dynamo_start` (the stack that called the frame), `artifact <name>_ORIGINAL_BYTECODE` and
 `_MODIFIED_BYTECODE` (a resume function's code, before and after), `dynamo_output_graph` (each
 graph's code with sizes), `artifact dynamo_graph_break_reason` (the break, or why the frame runs
-as Python), `dynamo_cpp_guards_str` (the entry's guards) and `compilation_metrics` (compile
-times, counts of guards, ops, nodes and inputs; a failure's type and reason).
+as Python), `dynamo_cpp_guards_str` (the entry's guards), `compilation_metrics` (compile times,
+counts of guards, ops, nodes and inputs; a failure's type and reason), and a `chromium_event` at
+the compile's start and end (the timeline tlparse writes to chromium_events.json).
 
 Where it sits: a leaf beside logs.py, importing nothing of pyframe; the records it is handed (a
 convert_frame.FrameRecord, its graphs) are read by their fields. Nothing here runs unless the
@@ -159,6 +160,14 @@ class CompileTrace:
         self.stack: list[str] = []
 
     @_never_raises
+    def timed(self, phase: str) -> None:
+        """The compile's begin ("B") or end ("E") as a Chrome trace event: tlparse gathers them
+        into chromium_events.json, a timeline for Perfetto, as it does torch._dynamo's."""
+        _emit("chromium_event", {}, {"name": "entire_frame_compile", "ts": time.time_ns() / 1000, "ph": phase,
+                                     "args": {"compile_id": str(self.compile_id), "fn_name": "pyframe"},
+                                     "cat": "pyframe", "tid": 0, "pid": 0})
+
+    @_never_raises
     def started(self) -> None:
         if self.recompile_reasons:
             reasons = self.recompile_reasons
@@ -240,8 +249,12 @@ def compiling(code: types.CodeType, cache_size: int, recompile_reasons: list[str
     compile_id = _next_compile_id(code)
     with torch._guards.compile_context(torch._guards.CompileContext(compile_id)):
         trace = CompileTrace(code, compile_id, cache_size, recompile_reasons)
+        trace.timed("B")
         trace.started()
-        yield trace
+        try:
+            yield trace
+        finally:
+            trace.timed("E")
 
 
 def _user_stack() -> list[traceback.FrameSummary]:

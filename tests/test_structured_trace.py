@@ -229,6 +229,18 @@ def test_tlparse_shows_breaks_guards_and_recompile_reasons(reports):
 
 
 @needs_tlparse
+def test_tlparse_puts_each_compile_on_the_chromium_timeline(reports):
+    report = reports["pyframe"]
+    events = json.loads((report.out / "chromium_events.json").read_text())
+    spans: dict[str, list[tuple[str, float]]] = {}
+    for event in events:
+        spans.setdefault(f"[{event['args']['compile_id']}]", []).append((event["ph"], event["ts"]))
+    assert spans.keys() == report.metrics.keys()  # every compile, the frame run as Python's too
+    for (begin, start), (end, stop) in spans.values():
+        assert (begin, end) == ("B", "E") and start <= stop
+
+
+@needs_tlparse
 def test_tlparse_lists_a_frame_run_as_python_among_failures(reports):
     report = reports["pyframe"]
     count_up = report.frame_of("count_up")
