@@ -83,10 +83,17 @@ def parse(spec: str | Iterable[str]) -> frozenset[str]:
     return frozenset(names)
 
 
-_KEEP = object()  # set_logs() without trace_dir: the trace stays as it is
+class _Unchanged:
+    """set_logs() without trace_dir: the trace stays as it is."""
+
+    def __repr__(self) -> str:
+        return "<unchanged>"
 
 
-def set_logs(*channels: str, trace_dir: "str | os.PathLike | None" = _KEEP) -> None:  # type: ignore[assignment]
+_KEEP = _Unchanged()
+
+
+def set_logs(*channels: str, trace_dir: str | os.PathLike | None | _Unchanged = _KEEP) -> None:
     """Turn on exactly these channels (`set_logs("graph", "breaks")`, `set_logs("all")`,
     `set_logs("graph,guards")`); `set_logs()` turns every channel off.
 
