@@ -26,7 +26,7 @@ from typing import Any, Callable, NamedTuple
 
 import torch
 
-from . import _C, config, logs, markers, resume, trace_rules
+from . import _C, config, logs, markers, resume, structured_trace, trace_rules
 from .dynamo_interop import dynamo_code_reason, dynamo_is_compiling, hide_from_dynamo
 from .backends import CompiledGraph
 from .backends.compile import FirstCallCheck
@@ -265,8 +265,8 @@ class Compiler:
             # torch._dynamo's rule: such a frame runs as Python, now and on every later call
             self._record(code, FrameRecord(describe(code), "skipped_by_rule", _NO_TENSOR))
             return _C.RUN_ONLY if entries else _C.SKIP
-        why = "first compile" if not entries else \
-            "guard failed: " + "; ".join(_what_changed(str(f), frame) for f in failures)
+        changes = [_what_changed(str(f), frame) for f in failures]
+        why = "first compile" if not entries else "guard failed: " + "; ".join(changes)
         stance = _C.stance()
         if stance == EAGER_ON_RECOMPILE:
             return None  # run as Python this once; its entries still serve the calls they pass
@@ -274,13 +274,24 @@ class Compiler:
             raise RecompileError(f"{describe(code)} would compile while the stance is 'fail_on_recompile' "
                                  f"(pyframe.set_stance or torch.compiler.set_stance): {why}")
         if self.guard_fail_fn is not None:
-            for failure in failures:
-                self._tell_guard_failed(_what_changed(str(failure), frame), code)
+            for change in changes:
+                self._tell_guard_failed(change, code)
+        if structured_trace.is_on():
+            # TORCH_TRACE or PYFRAME_TRACE: this compile's records (and torch's, made inside it)
+            # carry its compile id, for tlparse
+            with structured_trace.compiling(code, len(entries), changes) as trace:
+                return self._compile(frame, code, entries, why, trace)
+        return self._compile(frame, code, entries, why, None)
+
+    def _compile(self, frame: Any, code: types.CodeType, entries: list, why: str,
+                 trace: structured_trace.CompileTrace | None) -> Any:
+        """The recompile limits, then a translation of the frame into a new cache entry."""
         same_objects = sum(1 for e in entries if _pins_match(e.info, frame.f_locals))
         if same_objects >= config.recompile_limit:
-            return self._over_limit(code, why, "recompile_limit", config.recompile_limit)
+            return self._over_limit(code, why, "recompile_limit", config.recompile_limit, trace)
         if len(entries) >= config.accumulated_recompile_limit:
-            return self._over_limit(code, why, "accumulated_recompile_limit", config.accumulated_recompile_limit)
+            return self._over_limit(code, why, "accumulated_recompile_limit", config.accumulated_recompile_limit,
+                                    trace)
         start = time.perf_counter()
         try:
             sizes = self.sizes.setdefault(_sizes_key(code), FrameSizes())
@@ -300,20 +311,20 @@ class Compiler:
             if self.fullgraph:
                 raise
             return self._give_up(code, entries, e.without_tracebacks(), str(e),
-                                 "skipped_by_rule" if e.by_rule else "skipped")
+                                 "skipped_by_rule" if e.by_rule else "skipped", trace)
         except (BackendCompilerFailed, InvalidCompileOption):  # (the user's guard_filter_fn answered wrong)
             raise
         except Exception as e:  # a bug in pyframe must never change the user's result
             log.warning("pyframe: internal error compiling %s, running it normally", code.co_name, exc_info=True)
-            return self._give_up(code, entries, None, f"internal error: {type(e).__name__}: {e}")
+            return self._give_up(code, entries, None, f"internal error: {type(e).__name__}: {e}", trace=trace)
         record = FrameRecord(describe(code), "compiled", why, result.graphs, guards.texts(), result.code,
                              time.perf_counter() - start, result.break_reason, result.resume_codes,
                              guards.pinned_locals())
         self._record(code, record)
         if entries:
             log.debug("recompiling %s: %s", code.co_name, why)
-        if logs.enabled:
-            logs.frame_compiled(code, record, recompile=bool(entries))
+        if logs.enabled or trace is not None:
+            logs.frame_compiled(code, record, recompile=bool(entries), trace=trace)
         return (result.code, root, record)
 
     def _tell_guard_failed(self, reason: str, code: types.CodeType) -> None:
@@ -354,23 +365,27 @@ class Compiler:
             self.observer(code, record)
 
     def _give_up(self, code: types.CodeType, entries: list, error: Unsupported | None, reason: str,
-                 status: str = "skipped") -> Any:
+                 status: str = "skipped", trace: structured_trace.CompileTrace | None = None) -> Any:
         record = FrameRecord(describe(code), status, reason, error=error)
         self._record(code, record)
         log.debug("running %s normally: %s", code.co_name, reason)
-        if logs.enabled:
-            logs.frame_run_normally(record)
+        if logs.enabled or trace is not None:
+            logs.frame_run_normally(record, trace)
         # Keep entries made for other inputs; a code that never compiled is not tried again.
         return _C.RUN_ONLY if entries else _C.SKIP
 
-    def _over_limit(self, code: types.CodeType, why: str, setting: str, limit: int) -> Any:
+    def _over_limit(self, code: types.CodeType, why: str, setting: str, limit: int,
+                    trace: structured_trace.CompileTrace | None) -> Any:
         if code not in self._limit_warned:
             self._limit_warned.add(code)
             warnings.warn(f"pyframe: {describe(code)} hit config.{setting} ({limit}); running it eagerly "
                           f"from now on. Last recompile reason: {why}", stacklevel=2)
             if logs.enabled:
                 logs.recompile_limit(describe(code), limit, why)
-        self._record(code, FrameRecord(describe(code), "run_only", f"recompile limit: {why}"))
+        record = FrameRecord(describe(code), "run_only", f"recompile limit: {why}")
+        self._record(code, record)
+        if trace is not None:
+            trace.frame_run_normally(record, "RecompileLimitExceeded")
         return _C.RUN_ONLY
 
 

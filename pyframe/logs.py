@@ -18,7 +18,11 @@ a cache miss; a cache hit never enters Python, so logs cost nothing there. With 
 configured anywhere (no `logging.basicConfig`), records go to stderr through a fallback handler on
 the `pyframe` logger; once the application configures logging, they reach its handlers instead.
 
-This module is a leaf: it imports nothing of pyframe, so any layer may log through it.
+The same points write the structured trace `tlparse` reads (`PYFRAME_TRACE=/dir`, TORCH_TRACE,
+`set_logs(trace_dir=...)`), when a compile has one: `structured_trace.py`.
+
+This module is a leaf: it imports nothing of pyframe but its sibling leaf structured_trace.py, so
+any layer may log through it.
 """
 from __future__ import annotations
 
@@ -29,6 +33,9 @@ import sys
 import types
 import warnings
 from typing import Iterable
+
+from . import structured_trace
+from .structured_trace import CompileTrace
 
 CHANNELS = ("graph", "guards", "bytecode", "breaks", "recompiles")
 ENV_VAR = "PYFRAME_LOGS"
@@ -76,11 +83,30 @@ def parse(spec: str | Iterable[str]) -> frozenset[str]:
     return frozenset(names)
 
 
-def set_logs(*channels: str) -> None:
+class _Unchanged:
+    """set_logs() without trace_dir: the trace stays as it is."""
+
+    def __repr__(self) -> str:
+        return "<unchanged>"
+
+
+_KEEP = _Unchanged()
+
+
+def set_logs(*channels: str, trace_dir: str | os.PathLike | None | _Unchanged = _KEEP) -> None:
     """Turn on exactly these channels (`set_logs("graph", "breaks")`, `set_logs("all")`,
-    `set_logs("graph,guards")`); `set_logs()` turns every channel off."""
+    `set_logs("graph,guards")`); `set_logs()` turns every channel off.
+
+    `trace_dir="/dir"` writes the structured trace tlparse reads to a new file in `/dir`, as
+    `PYFRAME_TRACE=/dir` does; `trace_dir=None` stops it; left out, the trace is left as it is.
+    `set_logs(trace_dir=...)` alone leaves the channels as they are."""
     global enabled
-    enabled = parse(channels)
+    wanted = parse(channels)  # (checked before anything changes)
+    if trace_dir is not _KEEP:
+        structured_trace.set_trace_dir(trace_dir)
+        if not channels:
+            return
+    enabled = wanted
     for name, logger in _loggers.items():
         # INFO on the channel's logger lets its records through whatever the root level is;
         # a channel turned off goes back to inheriting.
@@ -115,8 +141,11 @@ def graph_code(gm: object) -> str:
     return "\n".join(parts)
 
 
-def frame_compiled(code: types.CodeType, record: object, recompile: bool) -> None:
-    """A new cache entry for `code`; `record` is its convert_frame.FrameRecord."""
+def frame_compiled(code: types.CodeType, record: object, recompile: bool, trace: CompileTrace | None = None) -> None:
+    """A new cache entry for `code`; `record` is its convert_frame.FrameRecord; `trace`: the
+    compile's structured trace, when on."""
+    if trace is not None:
+        trace.frame_compiled(record)
     where = record.name  # type: ignore[attr-defined]
     if recompile and "recompiles" in enabled:
         log("recompiles", "recompiling %s: %s", where, record.reason)  # type: ignore[attr-defined]
@@ -137,13 +166,17 @@ def frame_compiled(code: types.CodeType, record: object, recompile: bool) -> Non
         log("breaks", "graph break in %s: %s%s", where, error, f" (continues in {resumes})" if resumes else "")
 
 
-def frame_run_normally(record: object) -> None:
-    """The translator gave up on a frame: it runs as plain Python (a break with nothing to resume)."""
+def frame_run_normally(record: object, trace: CompileTrace | None = None) -> None:
+    """The translator gave up on a frame: it runs as plain Python (a break with nothing to resume,
+    or an internal error of pyframe's)."""
+    if trace is not None:
+        trace.frame_run_normally(record, "Unsupported" if record.error is not None else "InternalError")  # type: ignore[attr-defined]
     if "breaks" in enabled:
         log("breaks", "running %s as plain Python: %s", record.name, record.reason)  # type: ignore[attr-defined]
 
 
 def recompile_limit(where: str, limit: int, why: str) -> None:
+    """A code reached the recompile limit (told once per code)."""
     if "recompiles" in enabled:
         log("recompiles", "%s hit the recompile limit (%d): no more compiles, cached entries only; last: %s",
             where, limit, why)

@@ -16,7 +16,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "pyframe"
 # Bottom to top; a module belongs to the first layer with a prefix that names it or a package
 # holding it (`ops_` names a family of modules; "pyframe" is the package's __init__ alone). docs/architecture.md gives the reasons; keep the two in step.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("C extension and utilities", ("pyframe._C", "pyframe.config", "pyframe.exc", "pyframe.logs",
+    ("C extension and utilities", ("pyframe._C", "pyframe.config", "pyframe.exc", "pyframe.logs", "pyframe.structured_trace",
                                    "pyframe.source", "pyframe.dynamo_interop", "pyframe.trace_rules",
                                    "pyframe.markers")),
     ("guards and bytecode", ("pyframe.guards", "pyframe.guard_filter", "pyframe.codegen", "pyframe.resume", "pyframe.rerun")),

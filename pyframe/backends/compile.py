@@ -16,6 +16,7 @@ then on (`BackendCompilerFailed` with `suppress_errors = False`).
 """
 from __future__ import annotations
 
+import time
 import warnings
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -35,6 +36,7 @@ class CompiledGraph:
     fn: Callable              # what the transformed code calls: the backend's result, or gm.forward
     backend_name: str
     error: str | None = None  # why the backend's result is not used
+    seconds: float = 0.0      # the backend's compile time (the structured trace's backend_compile_time_s)
 
     def checked_fn(self) -> Callable:
         """What the transformed code calls: the backend's callable, checked on its first call."""
@@ -49,6 +51,7 @@ def compile_with_backend(backend: Callable, name: str, gm: torch.fx.GraphModule,
     """Call the backend; on failure warn once and fall back to running the graph eagerly. With
     `fake_mode` (a graph with dynamic shapes), the backend runs in a tracing context holding it,
     where aot_autograd and inductor find the ShapeEnv of the graph's symbols."""
+    start = time.perf_counter()
     try:
         if fake_mode is not None:
             with torch._guards.tracing(torch._guards.TracingContext(fake_mode)):
@@ -64,8 +67,9 @@ def compile_with_backend(backend: Callable, name: str, gm: torch.fx.GraphModule,
             raise BackendCompilerFailed(name, e) from e
         warnings.warn(f"pyframe: backend {name!r} failed on {graph_name} ({type(e).__name__}: {e}); "
                       f"running the graph eagerly", stacklevel=2)
-        return CompiledGraph(graph_name, gm, gm.forward, name, error=f"{type(e).__name__}: {e}")
-    return CompiledGraph(graph_name, gm, fn, name)
+        return CompiledGraph(graph_name, gm, gm.forward, name, error=f"{type(e).__name__}: {e}",
+                             seconds=time.perf_counter() - start)
+    return CompiledGraph(graph_name, gm, fn, name, seconds=time.perf_counter() - start)
 
 
 def _output_count(gm: torch.fx.GraphModule) -> int | None:
