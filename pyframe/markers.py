@@ -117,11 +117,6 @@ def torch_nonstrict(fn: Any) -> bool:
     return rules is not None and id(fn) in rules._nonstrict_trace_callable_ids
 
 
-def torch_disallowed(fn: Any) -> bool:
-    """torch._dynamo.disallow_in_graph registered it (torch's graph_break and skip_frame too, which
-    the translator handles first)."""
-    rules = _torch_rules()
-    return rules is not None and id(fn) in rules._disallowed_callable_ids
 
 
 def substitute_of(fn: Any) -> tuple[Any, Callable, bool] | None:
@@ -146,8 +141,33 @@ def substitute_of(fn: Any) -> tuple[Any, Callable, bool] | None:
     return (fn, wrapper.__torch_dynamo_polyfill__, bool(wrapper.__torch_dynamo_can_constant_fold_through__))
 
 
-def is_assumed_constant(fn: Any) -> bool:
-    return isinstance(fn, types.FunctionType) and fn.__dict__.get("_dynamo_marked_constant") is True
+# What marker_of answers: the kind of marking the translator acts on.
+SKIPPED_FRAME, ASSUMED_CONSTANT, NONSTRICT, DISALLOWED, SUBSTITUTED = (
+    "skipped frame", "assumed constant", "nonstrict", "disallowed", "substituted")
+
+
+def marker_of(fn: Any) -> str | None:
+    """How `fn` (a function, C function or aten op, MARKABLE) is marked, pyframe's markers and
+    torch.compiler's read together, or None. Asked of every function a trace reads, so it reads
+    each registry once (allow_in_graph's functions are not asked here: variables/torch.py)."""
+    key = id(fn)
+    rules = sys.modules.get("torch._dynamo.trace_rules")
+    if type(fn) is types.FunctionType:
+        attributes = fn.__dict__
+        if fn.__code__ is NONRECURSIVE_WRAPPER_CODE or attributes.get("_torchdynamo_disable_recursive") is False:
+            return SKIPPED_FRAME
+        if attributes.get("_dynamo_marked_constant") is True:
+            return ASSUMED_CONSTANT
+        if key in nonstrict._entries or (rules is not None and key in rules._nonstrict_trace_callable_ids):
+            return NONSTRICT
+    if key in disallowed._entries or (rules is not None and key in rules._disallowed_callable_ids
+                                      and getattr(fn, "__module__", None) != "torch._dynamo.decorators"):
+        # (torch._dynamo's graph_break, skip_frame and step_unsupported are in its disallowed set
+        # too: the builder handles them apart)
+        return DISALLOWED
+    return SUBSTITUTED if substitute_of(fn) is not None else None
+
+
 
 
 def torch_nonrecursive_wrapper_code() -> types.CodeType | None:

@@ -9,7 +9,6 @@
 """
 from __future__ import annotations
 
-import types
 from typing import Any, Callable
 
 from ... import markers
@@ -117,32 +116,21 @@ def wrap_marked(value: Any, source: Source | None, guards: Any) -> VariableTrack
     """The tracker of a function marked with pyframe's or torch.compiler's markers, guarded by
     identity (when `guards` is given), or None for anything else. (allow_in_graph's functions are
     recorded as torch ops: variables/torch.py.)"""
-    if isinstance(value, types.FunctionType):
-        if value.__code__ is markers.NONRECURSIVE_WRAPPER_CODE \
-                or value.__dict__.get("_torchdynamo_disable_recursive") is False:
-            tracker: VariableTracker = SkippedFrameFunctionVariable(value, source)
-        elif markers.is_assumed_constant(value):
-            tracker = AssumedConstantFunctionVariable(value, source)
-        elif value in markers.nonstrict or markers.torch_nonstrict(value):
-            tracker = NonstrictFunctionVariable(value, source)
-        else:
-            tracker = _disallowed_or_substituted(value, source)
-    elif isinstance(value, markers.MARKABLE):  # (never an object whose __hash__ or __getattr__ runs code)
-        tracker = _disallowed_or_substituted(value, source)
-    else:
+    if not isinstance(value, markers.MARKABLE):  # (never an object whose __hash__ or __getattr__ runs code)
         return None
-    if tracker is not None and guards is not None and source is not None:
+    kind = markers.marker_of(value)
+    if kind is None:
+        return None
+    if kind is markers.SUBSTITUTED:
+        tracker: VariableTracker = SubstitutedFunctionVariable(value, *markers.substitute_of(value), source)
+    else:
+        tracker = _TRACKERS[kind](value, source)
+    if guards is not None and source is not None:
         guards.add(source, GuardKind.ID_MATCH, value)
     return tracker
 
 
-def _disallowed_or_substituted(value: Any, source: Source | None) -> VariableTracker | None:
-    # (torch._dynamo's graph_break, skip_frame and step_unsupported are in its disallowed set too:
-    # the builder handles them apart)
-    if value in markers.disallowed or (markers.torch_disallowed(value)
-                                       and getattr(value, "__module__", None) != "torch._dynamo.decorators"):
-        return DisallowedFunctionVariable(value, source)
-    substitute = markers.substitute_of(value)
-    if substitute is not None:
-        return SubstitutedFunctionVariable(value, *substitute, source)
-    return None
+_TRACKERS: dict[str, Callable[[Any, Source | None], VariableTracker]] = {
+    markers.SKIPPED_FRAME: SkippedFrameFunctionVariable, markers.ASSUMED_CONSTANT: AssumedConstantFunctionVariable,
+    markers.NONSTRICT: NonstrictFunctionVariable, markers.DISALLOWED: DisallowedFunctionVariable,
+}
