@@ -49,7 +49,7 @@ def disallow_in_graph(fn: F) -> F:
     if isinstance(fn, (list, tuple)):
         return [disallow_in_graph(f) for f in fn]  # type: ignore[return-value]
     _check_callable("disallow_in_graph", fn)
-    if not (fn in markers.allowed or fn in markers.nonstrict or markers.torch_allowed(fn) or is_torch_op(fn)):
+    if not (markers.allowed_in_graph(fn) or fn in markers.nonstrict or markers.torch_nonstrict(fn) or is_torch_op(fn)):
         raise TypeError(f"pyframe.disallow_in_graph expects a callable the graph records as a node (a torch op "
                         f"such as torch.sub, or a function marked with allow_in_graph), not {fn!r}; to break "
                         f"the graph at a function of your own, use pyframe.disable(fn)")

@@ -106,16 +106,19 @@ def _torch_rules() -> Any:
     return sys.modules.get("torch._dynamo.trace_rules")
 
 
-def torch_allowed(fn: Any) -> bool:
-    """torch._dynamo.allow_in_graph / nonstrict_trace registered it."""
-    rules = _torch_rules()
-    return rules is not None and id(fn) in rules._allowed_callable_ids
+def allowed_in_graph(fn: Any) -> bool:
+    """Registered with pyframe.allow_in_graph or torch.compiler's allow_in_graph (not with
+    torch's nonstrict_trace, whose functions share that registry of torch's: NONSTRICT)."""
+    key = id(fn)
+    if key in allowed._entries:
+        return True
+    rules = sys.modules.get("torch._dynamo.trace_rules")  # (nothing is registered before it loads)
+    return rules is not None and key in rules._allowed_callable_ids and key not in rules._nonstrict_trace_callable_ids
 
 
 def torch_nonstrict(fn: Any) -> bool:
     rules = _torch_rules()
     return rules is not None and id(fn) in rules._nonstrict_trace_callable_ids
-
 
 
 

@@ -100,8 +100,8 @@ def is_torch_op(value: Any) -> bool:
     if isinstance(value, types.FunctionType) and not value.__code__.co_filename.startswith(_TORCH_DIR):
         # A Python function of the user's whose __module__ says torch: functools.wraps copies it
         # from the torch function it wraps (`@wraps(torch.cos) def wrapper`); its code is its own.
-        return _allowed_in_graph(value)
-    return getattr(value, "__module__", None) in _TORCH_OP_MODULES or _allowed_in_graph(value)
+        return markers.allowed_in_graph(value)
+    return getattr(value, "__module__", None) in _TORCH_OP_MODULES or markers.allowed_in_graph(value)
 
 
 def _is_functional_helper(value: Any) -> bool:
@@ -154,14 +154,6 @@ def _set_grad_enabled(tx, enabled: VariableTracker) -> VariableTracker:
     tx.output.record_effect(torch._C._set_grad_enabled, (value,))
     tx.output.grad_enabled = value
     return ConstantVariable(None)
-
-
-def _allowed_in_graph(fn: Any) -> bool:
-    """Registered with pyframe.allow_in_graph, torch._dynamo.allow_in_graph or
-    torch.compiler.allow_in_graph: recorded as one node of the graph (run on FakeTensors while
-    tracing), not inlined. (nonstrict_trace's functions, in torch's registry too, have their own
-    tracker: variables/marked.py.)"""
-    return fn in markers.allowed or (markers.torch_allowed(fn) and not markers.torch_nonstrict(fn))
 
 
 def is_trusted_module(module: types.ModuleType) -> bool:
