@@ -16,8 +16,10 @@ from .eval_frame import OptimizedModule, compile, disable, mark_dynamic, mark_st
 from .export import ExportResult, export
 from .exc import BackendCompilerFailed, Unsupported
 from .logs import set_logs
+from .warm.load import load
+from .warm.save import save
 
 
 __all__ = ["BackendCompilerFailed", "ExportResult", "GuardFail", "OptimizedModule", "Unsupported", "compile", "config", "disable",
-           "exc", "explain", "export",
+           "exc", "explain", "export", "load", "save",
            "list_backends", "lookup_backend", "mark_dynamic", "mark_static", "optimize", "register_backend", "reset", "run", "set_logs", "debug"]
