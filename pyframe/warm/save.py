@@ -200,9 +200,6 @@ def _graph_callables(graphs: list[CompiledGraph]) -> dict[int, int]:
 def _graph(g: CompiledGraph) -> dict[str, Any]:
     """A graph as torch.fx pickles its module (the code), with its inputs' metadata."""
     inputs = [_input_meta(node) for node in g.gm.graph.nodes if node.op == "placeholder"]
-    if g.backend_name != "eager" and any(meta[0] == "symbolic" for meta in inputs):
-        raise Unsaveable(f"graph {g.name} has dynamic shapes, which only the eager backend's graphs "
-                         f"are saved with")
     try:
         gm = pickle.dumps(g.gm, protocol=pickle.HIGHEST_PROTOCOL)
     except Exception as e:  # noqa: BLE001
@@ -211,24 +208,23 @@ def _graph(g: CompiledGraph) -> dict[str, Any]:
 
 
 def _input_meta(node: torch.fx.Node) -> tuple:
-    """A placeholder's example: ("tensor", dtype, device, sizes, strides, requires_grad) of a static
-    tensor, ("int", value), or ("symbolic", sizes as hints) where sizes are symbols."""
+    """A placeholder's example, as store.py makes it again: ("tensor", dtype, device, sizes, strides,
+    requires_grad), its sizes and strides ints or, with dynamic shapes, (expression, hint) pairs;
+    ("symint", (expression, hint)); ("int", value)."""
     value = node.meta.get("example_value", node.meta.get("val"))
     if isinstance(value, torch.Tensor):
-        static = all(type(n) is int for n in (*value.shape, *value.stride()))
-        sizes = tuple(_hint(n) for n in value.shape)
-        strides = tuple(_hint(n) for n in value.stride())
-        return ("tensor" if static else "symbolic", value.dtype, str(value.device), sizes, strides,
-                bool(value.requires_grad))
+        return ("tensor", value.dtype, str(value.device), tuple(map(_size, value.shape)),
+                tuple(map(_size, value.stride())), bool(value.requires_grad))
     if isinstance(value, torch.SymInt):
-        return ("symbolic", "int", _hint(value))
+        return ("symint", _size(value))
     if isinstance(value, (int, float, bool)):
         return ("int", value)
     raise Unsaveable(f"graph input {node.name} has no example value")
 
 
-def _hint(n: Any) -> int:
-    return n if type(n) is int else int(n.node.hint)
+def _size(n: Any) -> Any:
+    """An int, or a symbolic size as (its expression's text, its value in the saving process)."""
+    return n if type(n) is int else (str(n.node.expr), int(n.node.hint))
 
 
 def _guards(saved: CapturedGuards) -> bytes:

@@ -23,10 +23,14 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+import sympy
 import torch
+from torch._dynamo.source import ConstantSource
+from torch.fx.experimental.symbolic_shapes import DimDynamic
 
 from .. import _C, resume
 from ..backends import CompiledGraph, compile_with_backend
+from ..fake.shapes import new_symbolic_mode
 from ..rerun import Rerun
 from .capture import LoadedGuards
 from .codes import code_hash
@@ -250,14 +254,47 @@ def _compile(saved: dict, backend: Callable, backend_name: str) -> CompiledGraph
     gm.meta["pyframe_name"] = saved["name"]
     if saved["error"] is not None:  # its backend failed when it was made: it ran eagerly then too
         return CompiledGraph(saved["name"], gm, gm.forward, backend_name, error=saved["error"])
-    examples = [_example(meta) for meta in saved["inputs"]]
-    return compile_with_backend(backend, backend_name, gm, examples, saved["name"])
+    symbolic = any(type(n) is tuple for meta in saved["inputs"] for n in _sizes_of(meta))
+    mode = new_symbolic_mode() if symbolic else None
+    symbols: dict[str, Any] = {}
+    examples = [_example(meta, mode, symbols) for meta in saved["inputs"]]
+    return compile_with_backend(backend, backend_name, gm, examples, saved["name"], mode)
 
 
-def _example(meta: tuple) -> Any:
+def _sizes_of(meta: tuple) -> tuple:
+    if meta[0] == "tensor":
+        return (*meta[3], *meta[4])
+    return (meta[1],) if meta[0] == "symint" else ()
+
+
+def _example(meta: tuple, mode: Any, symbols: dict[str, Any]) -> Any:
+    """A graph input's example: a real tensor of the saved metadata, or with dynamic shapes a
+    FakeTensor (a SymInt) over symbols of a fresh ShapeEnv, hinted with the saving process's values."""
     if meta[0] == "int":
         return meta[1]
-    if meta[0] == "symbolic" and meta[1] == "int":
-        return meta[2]
+    if meta[0] == "symint":
+        return _symint(meta[1], mode, symbols)
     _, dtype, device, sizes, strides, requires_grad = meta
-    return torch.empty_strided(sizes, strides, dtype=dtype, device=device, requires_grad=requires_grad)
+    if mode is None:
+        return torch.empty_strided(sizes, strides, dtype=dtype, device=device, requires_grad=requires_grad)
+    sizes = [_symint(n, mode, symbols) for n in sizes]
+    strides = [_symint(n, mode, symbols) for n in strides]
+    with mode:
+        fake = torch.empty_strided(sizes, strides, dtype=dtype, device=device)
+    return fake.requires_grad_(requires_grad)
+
+
+def _symint(size: Any, mode: Any, symbols: dict[str, Any]) -> Any:
+    if type(size) is int:
+        return size
+    text, hint = size
+    shape_env = mode.shape_env
+    expr = sympy.sympify(text, locals=symbols)
+    for free in sorted(expr.free_symbols, key=str):
+        if free.name not in symbols:  # a size of its own (the first size naming it gives its hint)
+            if expr != free:
+                raise Unsaveable(f"size {text} names a symbol no input size is")
+            symbols[free.name] = shape_env.create_symbol(hint, ConstantSource(f"warm_{free.name}"),
+                                                         dynamic_dim=DimDynamic.DYNAMIC)
+    expr = sympy.sympify(text, locals=symbols)
+    return shape_env.create_symintnode(expr, hint=hint)
