@@ -84,6 +84,14 @@ _BY_NAME = (type, types.BuiltinFunctionType, types.MethodDescriptorType, types.W
             types.MethodWrapperType, types.MethodType)
 
 
+# The classes of the `types` module, which pickle cannot find by their own names (`builtins.function`).
+_TYPES_NAMES = {value: name for name, value in vars(types).items() if isinstance(value, type)}
+
+
+def find_type_of_types(name: str) -> type:
+    return getattr(types, name)
+
+
 def describe(obj: Any) -> str:
     if isinstance(obj, torch.nn.Module):
         return f"a {type(obj).__qualname__} module"
@@ -210,6 +218,8 @@ class Pickler(pickle.Pickler):
             return find_function, _function_name(obj)
         if kind is types.ModuleType:
             return find_module, (_module_name(obj),)
+        if kind is type and obj in _TYPES_NAMES:
+            return find_type_of_types, (_TYPES_NAMES[obj],)
         if isinstance(obj, _BY_NAME):
             return NotImplemented  # pickle names them, and checks the name finds them
         if dataclasses.is_dataclass(obj) and kind.__module__.startswith("pyframe."):

@@ -30,6 +30,7 @@ from ..guards import Guard, GuardKind, KeysById
 from ..rerun import Rerun
 from .capture import CapturedGuards
 from .codes import code_hash
+from .graphs import graph_to_data
 from .format import SavedEntry, SavedResume, SavedUnit, write
 from .refs import ById, Unsaveable, dumps, unheld
 from .store import carried_units, recorded_artifacts
@@ -201,9 +202,9 @@ def _graph(g: CompiledGraph) -> dict[str, Any]:
     """A graph as torch.fx pickles its module (the code), with its inputs' metadata."""
     inputs = [_input_meta(node) for node in g.gm.graph.nodes if node.op == "placeholder"]
     try:
-        gm = pickle.dumps(g.gm, protocol=pickle.HIGHEST_PROTOCOL)
-    except Exception as e:  # noqa: BLE001
-        raise Unsaveable(f"graph {g.name} cannot be pickled ({type(e).__name__}: {e})") from e
+        gm = graph_to_data(g.gm)
+    except Unsaveable as e:
+        raise Unsaveable(f"graph {g.name}: {e}") from e
     return {"name": g.name, "gm": gm, "inputs": inputs, "error": g.error}
 
 

@@ -34,6 +34,7 @@ from ..fake.shapes import new_symbolic_mode
 from ..rerun import Rerun
 from .capture import LoadedGuards
 from .codes import code_hash
+from .graphs import graph_from_data
 from .format import SavedEntry, SavedUnit, mismatch, read
 from .refs import Stale, Unsaveable, loads
 
@@ -250,7 +251,7 @@ def _resume_code(context: _UnitContext, rid: int, made: list[types.CodeType]) ->
 
 def _compile(saved: dict, backend: Callable, backend_name: str) -> CompiledGraph:
     """A saved graph compiled again by the backend (from torch's caches, when it keeps them)."""
-    gm = pickle.loads(saved["gm"])
+    gm = graph_from_data(saved["gm"])
     gm.meta["pyframe_name"] = saved["name"]
     if saved["error"] is not None:  # its backend failed when it was made: it ran eagerly then too
         return CompiledGraph(saved["name"], gm, gm.forward, backend_name, error=saved["error"])
