@@ -55,6 +55,9 @@ _module_by_file: dict[str, str] = {}
 
 def module_of_code(code: types.CodeType) -> str | None:
     """The name of the module whose file `code` was compiled from (None: no module in sys.modules)."""
+    if code.co_filename.startswith("<frozen ") and code.co_filename.endswith(">"):  # a frozen module's
+        name = code.co_filename[len("<frozen "):-1]
+        return name if name in sys.modules else None
     filename = os.path.abspath(code.co_filename)
     name = _module_by_file.get(filename)
     if name is not None and _file_of(sys.modules.get(name)) == filename:

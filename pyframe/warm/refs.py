@@ -48,6 +48,15 @@ class ById:
     value: Any
 
 
+@dataclasses.dataclass(frozen=True)
+class CodeAtSource:
+    """A code object compared by identity that no name finds (a dataclass's generated `__init__`):
+    the guard's own source finds it in the loading frame, used only if its hash is `digest`
+    (store.py), so the guard pins the same bytecode it pinned when saved."""
+
+    digest: str
+
+
 class Weak:
     """An object held weakly by a captured entry (an ID_MATCH's `self`): it may die before a save."""
 
@@ -124,30 +133,89 @@ def _walk(module_name: str, qualname: str) -> Any:
     return obj
 
 
-def _unwrapped_code(obj: Any) -> types.CodeType | None:
-    """The code of a function found by name: through a decorator's `__wrapped__`, a method's `__func__`."""
+def _codes_along(obj: Any) -> list[types.CodeType]:
+    """The code of a function found by name, and of those under it: a decorator's `__wrapped__`,
+    a method's `__func__` (the outermost first)."""
+    codes = []
     for _ in range(8):
         code = getattr(obj, "__code__", None)
-        if isinstance(code, types.CodeType):
-            return code
+        if isinstance(code, types.CodeType) and code not in codes:  # (a bound method shows its __func__'s)
+            codes.append(code)
         obj = getattr(obj, "__wrapped__", None) or getattr(obj, "__func__", None)
         if obj is None:
-            return None
-    return None
+            break
+    return codes
 
 
-def find_function(module_name: str, qualname: str, digest: str) -> types.FunctionType:
+def find_function(module_name: str, qualname: str, digest: str, unwraps: int = 0) -> types.FunctionType:
+    """The function of that name (through `unwraps` decorators' `__wrapped__`), of that code."""
     fn = _walk(module_name, qualname)
+    for _ in range(unwraps):
+        fn = getattr(fn, "__wrapped__", None)
     if not isinstance(fn, types.FunctionType) or code_hash(fn.__code__) != digest:
         raise Stale(f"function {module_name}.{qualname} changed since it was saved")
     return fn
 
 
-def find_code(module_name: str, qualname: str, digest: str) -> types.CodeType:
-    code = _unwrapped_code(_walk(module_name, qualname))
+def _codes_at(module_name: str, qualname: str) -> list[types.CodeType]:
+    """The code objects `qualname` may name in the module: a function's (and those under its
+    decorators), or for a function made inside another (`deco.<locals>.wrapper`: one code object,
+    a constant of the outer code, shared by every function it makes) the constant of that
+    qualified name in the outer function's code, when there is one only."""
+    outer, _, _ = qualname.partition(".<locals>.")
+    codes = _codes_along(_walk(module_name, outer))
+    if outer == qualname:
+        return codes
+    found = [c for code in codes for c in _nested_codes(code) if c.co_qualname == qualname]
+    return found if len(found) == 1 else []
+
+
+def _nested_codes(code: types.CodeType) -> list[types.CodeType]:
+    nested = []
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            nested += [const, *_nested_codes(const)]
+    return nested
+
+
+def find_code(module_name: str, qualname: str, digest: str, index: int = 0) -> types.CodeType:
+    codes = _codes_at(module_name, qualname)
+    code = codes[index] if index < len(codes) else None
     if code is None or code_hash(code) != digest:
         raise Stale(f"the code of {module_name}.{qualname} changed since it was saved")
     return code
+
+
+def _descriptor_function(obj: Any) -> Any:
+    """The function a property, staticmethod or classmethod wraps (None for other objects)."""
+    if isinstance(obj, property):
+        return obj.fget
+    if isinstance(obj, (staticmethod, classmethod)):
+        return obj.__func__
+    return None
+
+
+def _class_attr_name(obj: Any, fn: Any) -> tuple:
+    """(owner class, attribute name, code hash) of a descriptor in a class's __dict__, found by
+    the qualified name of the function it wraps (`Config.hidden_size`'s getter)."""
+    code = getattr(fn, "__code__", None)
+    owner_name, _, attr = getattr(fn, "__qualname__", "").rpartition(".")
+    try:
+        owner = _walk(fn.__module__, owner_name) if owner_name and code is not None else None
+    except Exception:  # noqa: BLE001
+        owner = None
+    if not isinstance(owner, type) or owner.__dict__.get(attr) is not obj:
+        raise Unsaveable(f"{describe(obj)} of {getattr(fn, '__qualname__', '?')}, which its class does not hold "
+                         f"under that name")
+    return owner, attr, code_hash(code)
+
+
+def find_class_attr(owner: type, attr: str, digest: str) -> Any:
+    obj = owner.__dict__.get(attr)
+    fn = _descriptor_function(obj)
+    if fn is None or code_hash(fn.__code__) != digest:
+        raise Stale(f"{owner.__qualname__}.{attr} changed since it was saved")
+    return obj
 
 
 def find_module(name: str) -> types.ModuleType:
@@ -159,25 +227,32 @@ def find_globals(name: str) -> dict:
 
 
 def _function_name(fn: types.FunctionType) -> tuple:
+    """(module, qualified name, code hash, unwraps): the function is found by its name, or under
+    it through decorators' `__wrapped__` (a class's `forward` decorated, the undecorated one inlined)."""
     module = getattr(fn, "__module__", None)
     try:
         found = _walk(module, fn.__qualname__) if isinstance(module, str) else None
-    except (Stale, Exception):  # noqa: BLE001 (any failure: not findable by name)
+    except Exception:  # noqa: BLE001 (any failure: not findable by name)
         found = None
-    if found is not fn:
-        raise Unsaveable(f"function {fn.__qualname__}, which its module does not hold under that name")
-    return (module, fn.__qualname__, code_hash(fn.__code__))
+    for unwraps in range(8):
+        if found is fn:
+            return (module, fn.__qualname__, code_hash(fn.__code__), unwraps)
+        found = getattr(found, "__wrapped__", None)
+        if found is None:
+            break
+    raise Unsaveable(f"function {fn.__qualname__}, which its module does not hold under that name")
 
 
 def _code_name(code: types.CodeType) -> tuple:
     module = module_of_code(code)
     try:
-        found = _unwrapped_code(_walk(module, code.co_qualname)) if module is not None else None
+        found = _codes_at(module, code.co_qualname) if module is not None else []
     except Exception:  # noqa: BLE001
-        found = None
-    if found is not code:
+        found = []
+    index = next((i for i, c in enumerate(found) if c is code), None)
+    if index is None:
         raise Unsaveable(f"the code of {code.co_qualname}, which no function of its module holds")
-    return (module, code.co_qualname, code_hash(code))
+    return (module, code.co_qualname, code_hash(code), index)
 
 
 def _make_code(body: bytes, consts: tuple) -> types.CodeType:
@@ -218,6 +293,8 @@ class Pickler(pickle.Pickler):
             return find_function, _function_name(obj)
         if kind is types.ModuleType:
             return find_module, (_module_name(obj),)
+        if kind in (property, staticmethod, classmethod) and _descriptor_function(obj) is not None:
+            return find_class_attr, _class_attr_name(obj, _descriptor_function(obj))
         if kind is type and obj in _TYPES_NAMES:
             return find_type_of_types, (_TYPES_NAMES[obj],)
         if isinstance(obj, _BY_NAME):
@@ -234,15 +311,17 @@ class Pickler(pickle.Pickler):
             return _identity, (obj,)
         kind = type(obj)
         if kind is types.CodeType:
-            return find_code, _code_name(obj)
+            try:
+                return find_code, _code_name(obj)
+            except Unsaveable:
+                return CodeAtSource, (code_hash(obj),)
         if kind is dict:
             name = _globals_module(obj)
             if name is None:
                 raise Unsaveable("a dict compared by identity that is no module's globals")
             return find_globals, (name,)
-        if kind in (types.FunctionType, types.ModuleType) or isinstance(obj, (type, enum.Enum)) or \
-                kind in (types.BuiltinFunctionType, types.MethodDescriptorType, types.WrapperDescriptorType,
-                         torch.dtype):
+        if kind in (types.FunctionType, types.ModuleType, property, staticmethod, classmethod, torch.dtype) or \
+                isinstance(obj, (type, enum.Enum)) or (isinstance(obj, _BY_NAME) and kind is not types.MethodType):
             return _identity, (obj,)  # named by reducer_override or by pickle itself
         raise Unsaveable(f"{describe(obj)}, compared by identity")
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import sys
 import types
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,6 +29,7 @@ from ..backends import CompiledGraph
 from ..backends.compile import FirstCallCheck
 from ..guards import Guard, GuardKind, KeysById
 from ..rerun import Rerun
+from ..source import ChildSource, GlobalSource
 from .capture import CapturedGuards
 from .codes import code_hash
 from .graphs import graph_to_data
@@ -113,6 +115,7 @@ class _UnitWriter:
             graphs = [_graph(g) for g in record.graphs]
             fns = _graph_callables(record.graphs)
             guards = _guards(record.saved)
+            installed = dumps(_installed_globals(entry.code, record.saved))
             persistent = _Persistent(self, code, fns)
             body = dumps(persistent.wrap(entry.code), persistent)
             resumes = list(persistent.resumes)
@@ -125,7 +128,7 @@ class _UnitWriter:
         for rcode in resumes:
             self._resume(rcode)
         return SavedEntry(owner.backend_name, record.name,
-                          pickle.dumps({"guards": guards, "graphs": graphs, "code": body,
+                          pickle.dumps({"guards": guards, "installed": installed, "graphs": graphs, "code": body,
                                         "fullgraph": owner.fullgraph, "reason": record.reason},
                                        protocol=pickle.HIGHEST_PROTOCOL))
 
@@ -226,6 +229,35 @@ def _input_meta(node: torch.fx.Node) -> tuple:
 def _size(n: Any) -> Any:
     """An int, or a symbolic size as (its expression's text, its value in the saving process)."""
     return n if type(n) is int else (str(n.node.expr), int(n.node.hint))
+
+
+INSTALLED_PREFIX = "___pyframe_"  # (translator/instructions.py, install_global)
+
+
+def _installed_globals(code: types.CodeType, saved: CapturedGuards) -> dict[str, ById]:
+    """The globals the translator installed in the frame's module for this entry (a module another
+    function reads its globals from, a function reached without a source), which its guards and
+    code read: each by name, as the loading process installs them again."""
+    names = {n for n in _names_of(code) if n.startswith(INSTALLED_PREFIX)}
+    for g in saved.guards:
+        root = g.source
+        while isinstance(root, ChildSource):
+            root = root.base
+        if isinstance(root, GlobalSource) and root.global_name.startswith(INSTALLED_PREFIX):
+            names.add(root.global_name)
+    module_globals = sys.modules[saved.module].__dict__
+    missing = [n for n in names if n not in module_globals]
+    if missing:
+        raise Unsaveable(f"the globals {missing} the entry reads are gone")
+    return {name: ById(module_globals[name]) for name in sorted(names)}
+
+
+def _names_of(code: types.CodeType) -> set[str]:
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _names_of(const)
+    return names
 
 
 def _guards(saved: CapturedGuards) -> bytes:

@@ -31,12 +31,15 @@ from torch.fx.experimental.symbolic_shapes import DimDynamic
 from .. import _C, resume
 from ..backends import CompiledGraph, compile_with_backend
 from ..fake.shapes import new_symbolic_mode
+from ..guards import Guard
 from ..rerun import Rerun
+from ..source import AttrSource, BuiltinSource, ClosureSource, DictItemSource, GenericAttrSource, GlobalSource, \
+    ItemSource, LocalSource, Source
 from .capture import LoadedGuards
 from .codes import code_hash
 from .graphs import graph_from_data
 from .format import SavedEntry, SavedUnit, mismatch, read
-from .refs import Stale, Unsaveable, loads
+from .refs import CodeAtSource, Stale, Unsaveable, loads
 
 
 @dataclass
@@ -148,10 +151,11 @@ def lookup(frame: Any, code: types.CodeType, backend: Callable, backend_name: st
             continue
         try:
             if candidate.guards is None:
-                _build_guards(candidate, code)
+                _build_guards(candidate, code, frame)
             if candidate.data["fullgraph"] != fullgraph:
                 continue
-            if candidate.root.first_failure(frame.f_locals, frame.f_globals, frame.f_builtins, frame.closure) is not None:
+            failure = candidate.root.first_failure(frame.f_locals, frame.f_globals, frame.f_builtins, frame.closure)
+            if failure is not None:
                 continue
             loaded = _make(candidate, code, backend, backend_name, wrap_compiled)
         except (Stale, Unsaveable, Exception) as e:  # noqa: BLE001 (a saved entry never breaks a call)
@@ -193,12 +197,50 @@ def _warn_key(key: tuple[str, str], why: str) -> None:
     warnings.warn(f"pyframe.load: the saved entries of {key[0]}.{key[1]} are not used: {why}", stacklevel=3)
 
 
-def _build_guards(candidate: _Candidate, code: types.CodeType) -> None:
+def _build_guards(candidate: _Candidate, code: types.CodeType, frame: Any) -> None:
     candidate.data = data = pickle.loads(candidate.entry.data)
+    _install_globals(loads(data["installed"]), frame.f_globals)
     guards, global_state, aliasing, shape_guards, exports, grouped = loads(data["guards"])
+    guards = [_code_found(g, frame) if type(g.value) is CodeAtSource else g for g in guards]
     candidate.guards = LoadedGuards(guards, global_state, aliasing, shape_guards)
     candidate.root = candidate.guards.build(code, exports, grouped)
     candidate.exports = (exports, grouped)
+
+
+def _install_globals(installed: dict[str, Any], f_globals: dict) -> None:
+    """The globals the saving translator installed in the frame's module (a module reached
+    through them, a function without a source), installed again; one there already must be the same."""
+    for name, value in installed.items():
+        there = f_globals.setdefault(name, value)
+        if there is not value:
+            raise Stale(f"the global {name} holds another object")
+
+
+def _code_found(guard: Guard, frame: Any) -> Guard:
+    """An ID_MATCH on a code object no name finds: the object the guard's source reaches in this
+    frame, if its bytecode is the saved one's (refs.CodeAtSource)."""
+    found = _evaluate(guard.source, frame)
+    if type(found) is not types.CodeType or code_hash(found) != guard.value.digest:
+        raise Stale(f"{guard.source.name()} is not the code it was when saved")
+    return Guard(guard.source, guard.kind, found)
+
+
+def _evaluate(source: Source, frame: Any) -> Any:
+    """The value at `source` in the frame at its entry (the sources a code object is found by)."""
+    kind = type(source)
+    if kind is LocalSource:
+        return frame.f_locals[source.local_name]
+    if kind is GlobalSource:
+        return frame.f_globals[source.global_name]
+    if kind is BuiltinSource:
+        return frame.f_builtins[source.builtin_name]
+    if kind is ClosureSource:
+        return frame.closure[source.index].cell_contents
+    if kind in (AttrSource, GenericAttrSource):
+        return getattr(_evaluate(source.base, frame), source.attr)
+    if kind in (ItemSource, DictItemSource):
+        return _evaluate(source.base, frame)[source.key]
+    raise Stale(f"no value at {source.name()} before the frame runs")
 
 
 def _make(candidate: _Candidate, code: types.CodeType, backend: Callable, backend_name: str,
