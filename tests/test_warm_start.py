@@ -117,6 +117,34 @@ def test_inductor_entries_run_in_another_process_without_translating(tmp_path):
     _save_then_load(tmp_path, "inductor")
 
 
+CACHE_DIR_PROGRAM = '''
+import json, sys, torch, pyframe
+from pyframe import convert_frame
+
+def sin_twice(x):
+    return torch.sin(x) * 2
+
+pyframe.config.warm_cache_dir = sys.argv[1]
+x = torch.randn(3)
+torch.testing.assert_close(pyframe.compile(sin_twice, backend="eager")(x), sin_twice(x))
+print(json.dumps(convert_frame.counters))
+'''
+
+
+def test_the_cache_directory_saves_at_exit_and_loads_by_itself(tmp_path):
+    program = tmp_path / "cached.py"
+    program.write_text(CACHE_DIR_PROGRAM)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    runs = []
+    for _ in range(2):
+        done = subprocess.run([sys.executable, str(program), str(tmp_path / "cache")], cwd=tmp_path, env=env,
+                              capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-3000:]
+        runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    assert runs == [{"translations": 1, "loaded": 0}, {"translations": 0, "loaded": 1}]
+    assert len(list((tmp_path / "cache").iterdir())) == 1
+
+
 # -- in this process: invalidation and what a save leaves out --------------------------------------
 
 def _sin_twice(x):
