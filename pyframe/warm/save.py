@@ -46,6 +46,7 @@ class SaveReport:
     size: int = 0
     units: int = 0
     entries: int = 0
+    saved: list[str] = field(default_factory=list)     # the functions written, by qualified name
     left_out: list[tuple[str, str]] = field(default_factory=list)
 
     def __str__(self) -> str:
@@ -66,6 +67,7 @@ def save(path: str | os.PathLike) -> SaveReport:
         if unit is not None:
             units.append(unit)
     report.units, report.entries = len(units), sum(len(u.entries) for u in units)
+    report.saved = [u.qualname for u in units]
     saved_keys = {u.key for u in units}
     units += [u for u in carried_units() if u.key not in saved_keys]  # loaded, not met here: kept
     report.size = write(path, units, _artifacts(units))
