@@ -298,7 +298,7 @@ class Compiler:
         as the hook installs it; None when there is none (the miss compiles)."""
         if not warm_store.has_units():
             return None
-        loaded = warm_store.lookup(frame, code, self.backend, self.backend_name, self.fullgraph, disable_wrap)
+        loaded = warm_store.lookup(frame, code, self, disable_wrap)
         if loaded is None:
             return None
         counters["loaded"] += 1

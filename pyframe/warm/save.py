@@ -35,7 +35,7 @@ from .codes import code_hash
 from .graphs import graph_to_data
 from .format import SavedEntry, SavedResume, SavedUnit, write
 from .refs import ById, Unsaveable, dumps, unheld
-from .store import carried_units, recorded_artifacts
+from .store import carried_units, recorded_artifacts, settings_of
 
 
 @dataclass
@@ -131,7 +131,7 @@ class _UnitWriter:
             self._resume(rcode)
         return SavedEntry(owner.backend_name, record.name,
                           pickle.dumps({"guards": guards, "installed": installed, "graphs": graphs, "code": body,
-                                        "fullgraph": owner.fullgraph, "reason": record.reason},
+                                        "settings": settings_of(owner), "reason": record.reason},
                                        protocol=pickle.HIGHEST_PROTOCOL))
 
     def resume_id(self, rcode: types.CodeType) -> int:

@@ -137,9 +137,16 @@ def has_units() -> bool:
     return bool(_store.units or _store.unusable or len(_store.candidates))
 
 
-def lookup(frame: Any, code: types.CodeType, backend: Callable, backend_name: str, fullgraph: bool,
-           wrap_compiled: Callable[[Any], Any]) -> Loaded | None:
-    """A loaded entry of `code` whose guards pass on `frame`, made ready to run; None when none does."""
+def settings_of(compiler: Any) -> tuple:
+    """The settings of a compiler (convert_frame.Compiler) an entry is used under only if they are
+    those it was made under: fullgraph, dynamic, whether a guard_filter_fn chose its guards."""
+    return (compiler.fullgraph, compiler.dynamic, compiler.guard_filter_fn is not None)
+
+
+def lookup(frame: Any, code: types.CodeType, compiler: Any, wrap_compiled: Callable[[Any], Any]) -> Loaded | None:
+    """A loaded entry of `code` whose guards pass on `frame`, made ready to run for `compiler` (a
+    convert_frame.Compiler: its backend compiles the graphs); None when none does."""
+    backend, backend_name = compiler.backend, compiler.backend_name
     if code not in _store.met:
         _store.met.add(code)
         _meet(frame, code)
@@ -152,7 +159,7 @@ def lookup(frame: Any, code: types.CodeType, backend: Callable, backend_name: st
         try:
             if candidate.guards is None:
                 _build_guards(candidate, code, frame)
-            if candidate.data["fullgraph"] != fullgraph:
+            if candidate.data["settings"] != settings_of(compiler):
                 continue
             failure = candidate.root.first_failure(frame.f_locals, frame.f_globals, frame.f_builtins, frame.closure)
             if failure is not None:
