@@ -125,7 +125,7 @@ def _globals_module(d: dict) -> str | None:
 
 
 def _walk(module_name: str, qualname: str) -> Any:
-    obj: Any = importlib.import_module(module_name)
+    obj: Any = sys.modules.get(module_name) or importlib.import_module(module_name)
     for part in qualname.split("."):
         if part == "<locals>":
             raise Stale(f"{qualname} is local to a function")
@@ -219,11 +219,11 @@ def find_class_attr(owner: type, attr: str, digest: str) -> Any:
 
 
 def find_module(name: str) -> types.ModuleType:
-    return importlib.import_module(name)
+    return sys.modules.get(name) or importlib.import_module(name)
 
 
 def find_globals(name: str) -> dict:
-    return importlib.import_module(name).__dict__
+    return find_module(name).__dict__
 
 
 def _function_name(fn: types.FunctionType) -> tuple:
@@ -300,7 +300,13 @@ class Pickler(pickle.Pickler):
         if isinstance(obj, _BY_NAME):
             return NotImplemented  # pickle names them, and checks the name finds them
         if dataclasses.is_dataclass(obj) and kind.__module__.startswith("pyframe."):
-            return NotImplemented  # a Source, a Guard, a TensorMeta...: plain records
+            # a Source, a Guard, a TensorMeta...: plain records, with the names and texts they
+            # remember (made again, they are a third of a load), but not a remembered hash: a
+            # string's hash differs in another process (PYTHONHASHSEED)
+            state = obj.__dict__
+            if "_hash" in state:
+                state = {k: v for k, v in state.items() if k != "_hash"}
+            return make_record, (kind, state)
         if kind.__module__.startswith("torch._ops"):  # torch.ops.aten.add.Tensor: named by torch
             return NotImplemented
         raise Unsaveable(describe(obj))
@@ -324,6 +330,14 @@ class Pickler(pickle.Pickler):
                 isinstance(obj, (type, enum.Enum)) or (isinstance(obj, _BY_NAME) and kind is not types.MethodType):
             return _identity, (obj,)  # named by reducer_override or by pickle itself
         raise Unsaveable(f"{describe(obj)}, compared by identity")
+
+
+def make_record(kind: type, state: dict) -> Any:
+    """A pyframe record (a frozen dataclass) from its __dict__, as pickle's default makes it: no
+    __init__ run."""
+    obj = object.__new__(kind)
+    obj.__dict__.update(state)
+    return obj
 
 
 def _identity(obj: Any) -> Any:
