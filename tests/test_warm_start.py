@@ -30,7 +30,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 # The program both processes run: `python prog.py save|load <file> <backend>`; it prints one JSON line.
 PROGRAM = '''
 import json, sys, torch, pyframe
-from pyframe import convert_frame
+from pyframe import convert_frame, resume
 
 def toy_example(a, b):                      # a graph break: three graphs, two resume functions
     x = a / (torch.abs(a) + 1)
@@ -67,6 +67,10 @@ check(scaled_c, scaled, torch.ones(3, 2), 2)
 check(scaled_c, scaled, torch.ones(5, 2), 2)
 check(scaled_c, scaled, torch.ones(6, 2), 2)  # the dynamic entry
 out = {"first_calls": dict(convert_frame.counters)}
+toy_codes = [code for code in convert_frame.records if code is toy_example.__code__ or (
+    code in resume.origins and resume.origins[code].original_ref() is toy_example.__code__)]
+out["toy"] = {"resume_functions": len(toy_codes) - 1,
+              "graphs": sum(len(r.graphs) for code in toy_codes for r in convert_frame.records[code])}
 out["graphs"] = sorted(g.gm.code for records in convert_frame.records.values() for r in records for g in r.graphs)
 if mode == "save":
     report = pyframe.save(path)
@@ -101,7 +105,7 @@ def _save_then_load(tmp_path: pathlib.Path, backend: str) -> None:
     # dynamic entry of `scaled` answers both 5 and 6 rows), and the same graphs.
     assert loaded["first_calls"] == {"translations": 0, "loaded": 6}
     assert loaded["graphs"] == saved["graphs"]
-    assert len([g for g in loaded["graphs"] if "abs" in g or "mul" in g]) >= 3  # toy_example's three graphs
+    assert saved["toy"] == loaded["toy"] == {"resume_functions": 2, "graphs": 3}  # toy_example's three graphs
     # Inputs the loaded guards reject compile as they would cold (results checked in the program).
     assert loaded["after_dtype"] >= 1
     assert loaded["after_int"] > loaded["after_dtype"]

@@ -9,6 +9,7 @@ function changes none of what its entries do.
 from __future__ import annotations
 
 import hashlib
+import marshal
 import os
 import sys
 import types
@@ -21,33 +22,24 @@ _hashes: "weakref.WeakKeyDictionary[types.CodeType, str]" = weakref.WeakKeyDicti
 def code_hash(code: types.CodeType) -> str:
     digest = _hashes.get(code)
     if digest is None:
-        h = hashlib.sha256()
-        _feed(h, code)
-        digest = _hashes[code] = h.hexdigest()[:32]
+        fields = (code.co_code, code.co_qualname, code.co_names, code.co_varnames, code.co_freevars,
+                  code.co_cellvars, code.co_argcount, code.co_posonlyargcount, code.co_kwonlyargcount,
+                  code.co_flags, code.co_exceptiontable, tuple(_const(c) for c in code.co_consts))
+        digest = _hashes[code] = hashlib.sha256(marshal.dumps(fields)).hexdigest()[:32]
     return digest
 
 
-def _feed(h: Any, code: types.CodeType) -> None:
-    h.update(code.co_code)
-    for part in (code.co_qualname, code.co_names, code.co_varnames, code.co_freevars, code.co_cellvars,
-                 code.co_argcount, code.co_posonlyargcount, code.co_kwonlyargcount, code.co_flags):
-        h.update(repr(part).encode())
-    h.update(code.co_exceptiontable)
-    for const in code.co_consts:
-        if isinstance(const, types.CodeType):
-            h.update(b"code:")
-            _feed(h, const)
-        else:
-            h.update(_const_text(const).encode())
-
-
-def _const_text(const: Any) -> str:
-    """A constant as text that does not depend on the process (a frozenset's order does: hashing)."""
-    if isinstance(const, frozenset):
-        return "frozenset(" + ",".join(sorted(_const_text(c) for c in const)) + ")"
-    if isinstance(const, tuple):
-        return "(" + ",".join(_const_text(c) for c in const) + ")"
-    return f"{type(const).__name__}:{const!r}"
+def _const(const: Any) -> Any:
+    """A constant as marshal writes the same bytes for in any process: a nested code object by its
+    hash, a frozenset's items in sorted order (its own order follows the strings' hashes)."""
+    kind = type(const)
+    if kind is types.CodeType:
+        return ("code", code_hash(const))
+    if kind is tuple:
+        return tuple(_const(c) for c in const)
+    if kind is frozenset:
+        return ("frozenset", *sorted(repr(_const(c)) for c in const))
+    return const
 
 
 _module_by_file: dict[str, str] = {}

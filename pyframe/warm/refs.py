@@ -300,12 +300,12 @@ class Pickler(pickle.Pickler):
         if isinstance(obj, _BY_NAME):
             return NotImplemented  # pickle names them, and checks the name finds them
         if dataclasses.is_dataclass(obj) and kind.__module__.startswith("pyframe."):
-            # a Source, a Guard, a TensorMeta...: plain records, with the names and texts they
-            # remember (made again, they are a third of a load), but not a remembered hash: a
-            # string's hash differs in another process (PYTHONHASHSEED)
+            # a Source, a Guard, a TensorMeta...: plain records, with the guard texts they remember
+            # (made again, they are a third of a load), but not a remembered hash (a string's hash
+            # differs in another process: PYTHONHASHSEED) nor a source's name (_NOT_KEPT)
             state = obj.__dict__
-            if "_hash" in state:
-                state = {k: v for k, v in state.items() if k != "_hash"}
+            if "_hash" in state or "_name" in state:
+                state = {k: v for k, v in state.items() if k not in _NOT_KEPT}
             return make_record, (kind, state)
         if kind.__module__.startswith("torch._ops"):  # torch.ops.aten.add.Tensor: named by torch
             return NotImplemented
@@ -330,6 +330,11 @@ class Pickler(pickle.Pickler):
                 isinstance(obj, (type, enum.Enum)) or (isinstance(obj, _BY_NAME) and kind is not types.MethodType):
             return _identity, (obj,)  # named by reducer_override or by pickle itself
         raise Unsaveable(f"{describe(obj)}, compared by identity")
+
+
+# What records remember and a save leaves out: a source's name (made again when asked: a deep
+# module path repeats its base's in every source below it) and a hash.
+_NOT_KEPT = frozenset({"_hash", "_name"})
 
 
 def make_record(kind: type, state: dict) -> Any:
