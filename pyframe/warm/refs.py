@@ -30,6 +30,7 @@ from typing import Any, Callable
 
 import torch
 
+from ..graph import PER_NODE_CALLABLES
 from .codes import code_hash, module_of_code
 
 
@@ -111,10 +112,15 @@ def describe(obj: Any) -> str:
 
 
 def _module_name(module: types.ModuleType) -> str:
+    """The name sys.modules holds the module under: its own, or another (`_collections_abc`, whose
+    `__name__` says `collections.abc`, a module of its own)."""
     name = getattr(module, "__name__", None)
-    if not isinstance(name, str) or sys.modules.get(name) is not module:
-        raise Unsaveable(f"module {name!r}, which is not in sys.modules under its name")
-    return name
+    if isinstance(name, str) and sys.modules.get(name) is module:
+        return name
+    for key, value in list(sys.modules.items()):
+        if value is module:
+            return key
+    raise Unsaveable(f"module {name!r}, which is not in sys.modules")
 
 
 def _globals_module(d: dict) -> str | None:
@@ -227,19 +233,24 @@ def find_globals(name: str) -> dict:
 
 
 def _function_name(fn: types.FunctionType) -> tuple:
-    """(module, qualified name, code hash, unwraps): the function is found by its name, or under
-    it through decorators' `__wrapped__` (a class's `forward` decorated, the undecorated one inlined)."""
-    module = getattr(fn, "__module__", None)
-    try:
-        found = _walk(module, fn.__qualname__) if isinstance(module, str) else None
-    except Exception:  # noqa: BLE001 (any failure: not findable by name)
-        found = None
-    for unwraps in range(8):
-        if found is fn:
-            return (module, fn.__qualname__, code_hash(fn.__code__), unwraps)
-        found = getattr(found, "__wrapped__", None)
-        if found is None:
-            break
+    """(module, name, code hash, unwraps): the function is found by its qualified name, or by its
+    name (a function made by another and published in a module: torch's `max_pool2d`), or in the
+    module of its file (a function that names another module: the graph's `numpy_attr_wrapper`), either
+    directly or under it through decorators' `__wrapped__` (a class's `forward` decorated, the
+    undecorated one inlined)."""
+    claimed = getattr(fn, "__module__", None)
+    for module, name in dict.fromkeys(((claimed, fn.__qualname__), (claimed, fn.__name__),
+                                       (module_of_code(fn.__code__), fn.__qualname__))):
+        try:
+            found = _walk(module, name) if isinstance(module, str) else None
+        except Exception:  # noqa: BLE001 (any failure: not findable by this name)
+            continue
+        for unwraps in range(8):
+            if found is fn:
+                return (module, name, code_hash(fn.__code__), unwraps)
+            found = getattr(found, "__wrapped__", None)
+            if found is None:
+                break
     raise Unsaveable(f"function {fn.__qualname__}, which its module does not hold under that name")
 
 
@@ -309,6 +320,14 @@ class Pickler(pickle.Pickler):
             return make_record, (kind, state)
         if kind.__module__.startswith("torch._ops"):  # torch.ops.aten.add.Tensor: named by torch
             return NotImplemented
+        if isinstance(obj, torch._ops.HigherOrderOperator):  # cond, autograd_function_apply...
+            if getattr(torch.ops.higher_order, obj.__name__, None) is not obj:
+                raise Unsaveable(f"higher-order operator {obj.__name__}, not in torch.ops.higher_order")
+            return find_higher_order, (obj.__name__,)
+        if kind in PER_NODE_CALLABLES:  # a graph's own callable (NumPy's calls): its class, its state
+            return make_instance, (*_class_location(kind), dict(obj.__dict__))
+        if kind.__module__.startswith("pyframe."):
+            return NotImplemented  # pyframe's own helpers (a graph's NumPy calls): their state is checked too
         raise Unsaveable(describe(obj))
 
     def _by_id(self, obj: Any) -> Any:
@@ -341,6 +360,28 @@ def make_record(kind: type, state: dict) -> Any:
     """A pyframe record (a frozen dataclass) from its __dict__, as pickle's default makes it: no
     __init__ run."""
     obj = object.__new__(kind)
+    obj.__dict__.update(state)
+    return obj
+
+
+def find_higher_order(name: str) -> Any:
+    return getattr(torch.ops.higher_order, name)
+
+
+def _class_location(kind: type) -> tuple[str, str]:
+    """Where a class is found by name: its module, or (a class that names another module, as the
+    graph's callables name torch._dynamo's) the module of the file its methods were compiled from."""
+    for method in vars(kind).values():
+        code = getattr(method, "__code__", None)
+        module = module_of_code(code) if code is not None else None
+        if module is not None and getattr(sys.modules[module], kind.__qualname__, None) is kind:
+            return module, kind.__qualname__
+    raise Unsaveable(f"class {kind.__qualname__}, which no module holds under its name")
+
+
+def make_instance(module_name: str, qualname: str, state: dict) -> Any:
+    kind = _walk(module_name, qualname)
+    obj = kind.__new__(kind)
     obj.__dict__.update(state)
     return obj
 

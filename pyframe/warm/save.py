@@ -176,13 +176,13 @@ class _Persistent:
             if obj.callback is None:
                 return ("disabled", obj.fn)
             raise Unsaveable("a function called with another compiler's callback")
-        if kind is types.CodeType and obj is not self.top and obj in resume.origins:
+        if kind is types.CodeType and obj is not self.top and _is_resume(obj):
             return ("resume_code", self._resume(obj))
-        if kind is types.FunctionType and obj.__code__ in resume.origins:
+        if kind is types.FunctionType and _is_resume(obj.__code__):
             return ("resume_fn", self._resume(obj.__code__), obj.__globals__)
         if kind is Rerun:
             target = obj.code_ref()
-            which = "self" if target is self.code else self._resume(target) if target in resume.origins else None
+            which = "self" if target is self.code else self._resume(target) if _is_resume(target) else None
             if which is None:
                 raise Unsaveable("a graph call's rerun record names code of another function")
             return ("rerun", which, obj.graph_name, obj.backend_name)
@@ -192,6 +192,13 @@ class _Persistent:
         if rcode not in self.resumes:
             self.resumes.append(rcode)
         return self.writer.resume_id(rcode)
+
+
+def _is_resume(code: types.CodeType) -> bool:
+    try:
+        return code in resume.origins
+    except TypeError:  # a code object holding an unhashable constant (a slice the codegen loads)
+        return False
 
 
 def _graph_callables(graphs: list[CompiledGraph]) -> dict[int, int]:
