@@ -78,13 +78,14 @@ def worker(mode: str, row: str, backend: str, directory: str) -> dict:
                     torch.compiler.load_cache_artifacts(f.read())
             fn = torch.compile(model, backend=backend)
         elif mode == "aot_cold":
+            # (traced on forward's own arguments; called, it takes the module first: forward unbound)
             compiled = torch.compile(model.forward, fullgraph=True, backend=backend).aot_compile(
                 (tuple(inputs.args), dict(inputs.kwargs)))
             fn = compiled
         else:  # aot_warm
             with open(files["aot"], "rb") as f:
                 fn = torch.compiler.load_compiled_function(f)
-        result = fn(model, *inputs.args, **inputs.kwargs) if mode == "aot_warm" else fn(*inputs.args, **inputs.kwargs)
+        result = fn(model, *inputs.args, **inputs.kwargs) if mode.startswith("aot") else fn(*inputs.args, **inputs.kwargs)
         end = time.perf_counter()
     del result
     out["first_call"] = end - begin
@@ -113,16 +114,19 @@ def _run(mode: str, row: str, backend: str, directory: str) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def measure(row: str, backend: str) -> dict:
-    results = {}
+def measure(row: str, backend: str, modes: list[str], repeat: int) -> dict:
+    """Each mode's process, `repeat` times (the fastest kept: the machine's noise only adds)."""
+    results: dict = {}
     with tempfile.TemporaryDirectory(prefix="warm-start-") as directory:
-        for mode in MODES:
+        for mode in modes:
             if mode.startswith("aot") and backend != "inductor":
                 continue
             if mode == "aot_warm" and "error" in results.get("aot_cold", {}):
                 results[mode] = {"error": "no aot_compile artifact (graph break?)"}
                 continue
-            results[mode] = _run(mode, row, backend, directory)
+            runs = [_run(mode, row, backend, directory) for _ in range(repeat if "cold" not in mode else 1)]
+            good = [r for r in runs if "error" not in r]
+            results[mode] = min(good, key=lambda r: r["first_call"]) if good else runs[0]
     return results
 
 
@@ -143,10 +147,10 @@ def table(rows: list[tuple[str, str, dict]]) -> str:
             "pyframe_cold", 0) > 0 else None
         vs_dynamo = r["pyframe_warm"]["total"] / r["dynamo_warm"]["total"] if "total" in r.get(
             "pyframe_warm", {}) and "total" in r.get("dynamo_warm", {}) else None
-        lines.append([row.split(":")[1], backend, _cell(r["eager"]), _cell(r["pyframe_cold"]),
-                      _cell(r["pyframe_warm"]), r["pyframe_warm"].get("translations", "-"),
+        lines.append([row.split(":")[1], backend, _cell(r["eager"]), _cell(r.get("pyframe_cold")),
+                      _cell(r.get("pyframe_warm")), r.get("pyframe_warm", {}).get("translations", "-"),
                       f"{share.get('pyframe_cold', float('nan')):.3f}", f"{share.get('pyframe_warm', float('nan')):.3f}",
-                      "-" if ratio is None else f"{ratio:.3f}", _cell(r["dynamo_cold"]), _cell(r["dynamo_warm"]),
+                      "-" if ratio is None else f"{ratio:.3f}", _cell(r.get("dynamo_cold")), _cell(r.get("dynamo_warm")),
                       _cell(r.get("aot_warm")), "-" if vs_dynamo is None else f"{vs_dynamo:.2f}"])
     return tabulate(lines, headers=["model", "backend", "eager", "pf cold", "pf warm", "warm transl.",
                                     "cold share", "warm share", "warm/cold", "dyn cold", "dyn warm", "aot warm",
@@ -157,6 +161,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rows", default="", help="regex over the row names")
     parser.add_argument("--backends", default="eager,inductor")
+    parser.add_argument("--modes", default=",".join(MODES), help="which processes to run (eager is needed)")
+    parser.add_argument("--repeat", type=int, default=1, help="runs of each warm and eager process (the fastest kept)")
     parser.add_argument("--worker", nargs=4, metavar=("MODE", "ROW", "BACKEND", "DIR"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
@@ -166,7 +172,7 @@ def main() -> None:
     for backend in args.backends.split(","):
         for row in ROWS:
             if re.search(args.rows, row):
-                done.append((row, backend, measure(row, backend)))
+                done.append((row, backend, measure(row, backend, args.modes.split(","), args.repeat)))
                 print(f"{row} {backend}: {json.dumps(done[-1][2])}", file=sys.stderr, flush=True)
     print("seconds from the process's first line to the first result (total), and first call minus "
           "eager's first call (share)")
