@@ -165,7 +165,7 @@ def lookup(frame: Any, code: types.CodeType, compiler: Any, wrap_compiled: Calla
             if failure is not None:
                 continue
             loaded = _make(candidate, code, backend, backend_name, wrap_compiled)
-        except (Stale, Unsaveable, Exception) as e:  # noqa: BLE001 (a saved entry never breaks a call)
+        except Exception as e:  # noqa: BLE001 (Stale, Unsaveable, anything: a saved entry never breaks a call)
             candidates.remove(candidate)
             _warn(candidate.unit.unit, f"an entry cannot be used ({type(e).__name__}: {e})")
             continue
@@ -175,6 +175,8 @@ def lookup(frame: Any, code: types.CodeType, compiler: Any, wrap_compiled: Calla
 
 
 def _meet(frame: Any, code: types.CodeType) -> None:
+    """The first miss of `code`: its unit (by the frame's module and the code's qualified name), if
+    it was saved for this code, makes the code's candidates; else a warning says why not."""
     module = frame.f_globals.get("__name__")
     key = (module, code.co_qualname)
     why = _store.unusable.get(key)
@@ -205,6 +207,8 @@ def _warn_key(key: tuple[str, str], why: str) -> None:
 
 
 def _build_guards(candidate: _Candidate, code: types.CodeType, frame: Any) -> None:
+    """The candidate's guard tree, its names resolved in this process (refs.py) and its code objects
+    found through the frame (CodeAtSource), lowered as the saving process lowered it."""
     candidate.data = data = pickle.loads(candidate.entry.data)
     _install_globals(loads(data["installed"]), frame.f_globals)
     guards, global_state, aliasing, shape_guards, exports, grouped = loads(data["guards"])
