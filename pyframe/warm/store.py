@@ -25,12 +25,10 @@ from typing import Any, Callable
 
 import sympy
 import torch
-from torch._dynamo.source import ConstantSource
-from torch.fx.experimental.symbolic_shapes import DimDynamic
 
 from .. import _C, resume
 from ..backends import CompiledGraph, compile_with_backend
-from ..fake.shapes import new_symbolic_mode
+from ..fake.shapes import new_symbol, new_symbolic_mode
 from ..guards import Guard
 from ..rerun import Rerun
 from ..source import AttrSource, BuiltinSource, ClosureSource, DictItemSource, GenericAttrSource, GlobalSource, \
@@ -348,7 +346,6 @@ def _symint(size: Any, mode: Any, symbols: dict[str, Any]) -> Any:
         if free.name not in symbols:  # a size of its own (the first size naming it gives its hint)
             if expr != free:
                 raise Unsaveable(f"size {text} names a symbol no input size is")
-            symbols[free.name] = shape_env.create_symbol(hint, ConstantSource(f"warm_{free.name}"),
-                                                         dynamic_dim=DimDynamic.DYNAMIC)
+            symbols[free.name] = new_symbol(mode, hint, LocalSource(f"warm_{free.name}"))
     expr = sympy.sympify(text, locals=symbols)
     return shape_env.create_symintnode(expr, hint=hint)
