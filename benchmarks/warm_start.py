@@ -15,7 +15,8 @@ Each row is one model, each column one fresh process (`--worker`), run in this o
   ``torch.compiler.load_compiled_function`` then the call in the timed one.
 
 Every process of a row gets an empty inductor cache directory of its own (``TORCHINDUCTOR_CACHE_DIR``),
-so a warm process finds only what its file holds. Times are seconds from the first line of the
+so a warm process finds only what its file holds (a new worker); with ``--machine-caches`` an engine's
+cold and warm processes share one (a restart on the same machine, inductor's on-disk caches warm). Times are seconds from the first line of the
 process to the first result ("total": imports, the model built, the load, the call) and the compile
 share: the first call's time (load included) minus eager's first call. The two figures of record:
 ``warm/cold`` (pyframe warm's compile share over pyframe cold's; goal <= 0.1 with the eager
@@ -103,9 +104,14 @@ def worker(mode: str, row: str, backend: str, directory: str) -> dict:
     return out
 
 
-def _run(mode: str, row: str, backend: str, directory: str) -> dict:
-    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": tempfile.mkdtemp(prefix="inductor-", dir=directory),
-           "PYTHONPATH": str(REPO)}
+def _run(mode: str, row: str, backend: str, directory: str, machine_caches: bool = False) -> dict:
+    # An empty inductor cache per process (a new worker: only what the file holds), or with
+    # `machine_caches` one per engine that its cold and warm processes share (a restart on the same
+    # machine: inductor's own on-disk caches warm too).
+    engine = mode.split("_")[0]
+    caches = os.path.join(directory, f"inductor-{engine}") if machine_caches else \
+        tempfile.mkdtemp(prefix="inductor-", dir=directory)
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": caches, "PYTHONPATH": str(REPO)}
     done = subprocess.run([sys.executable, __file__, "--worker", mode, row, backend, directory], env=env,
                           capture_output=True, text=True, timeout=3600)
     if done.returncode != 0:
@@ -114,7 +120,7 @@ def _run(mode: str, row: str, backend: str, directory: str) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def measure(row: str, backend: str, modes: list[str], repeat: int) -> dict:
+def measure(row: str, backend: str, modes: list[str], repeat: int, machine_caches: bool = False) -> dict:
     """Each mode's process, `repeat` times (the fastest kept: the machine's noise only adds)."""
     results: dict = {}
     with tempfile.TemporaryDirectory(prefix="warm-start-") as directory:
@@ -124,7 +130,7 @@ def measure(row: str, backend: str, modes: list[str], repeat: int) -> dict:
             if mode == "aot_warm" and "error" in results.get("aot_cold", {}):
                 results[mode] = {"error": "no aot_compile artifact (graph break?)"}
                 continue
-            runs = [_run(mode, row, backend, directory) for _ in range(repeat if "cold" not in mode else 1)]
+            runs = [_run(mode, row, backend, directory, machine_caches) for _ in range(repeat if "cold" not in mode else 1)]
             good = [r for r in runs if "error" not in r]
             results[mode] = min(good, key=lambda r: r["first_call"]) if good else runs[0]
     return results
@@ -163,6 +169,9 @@ def main() -> None:
     parser.add_argument("--backends", default="eager,inductor")
     parser.add_argument("--modes", default=",".join(MODES), help="which processes to run (eager is needed)")
     parser.add_argument("--repeat", type=int, default=1, help="runs of each warm and eager process (the fastest kept)")
+    parser.add_argument("--machine-caches", action="store_true",
+                        help="an engine's cold and warm processes share inductor's on-disk caches (a restart "
+                             "on the same machine) instead of each starting empty (a new worker)")
     parser.add_argument("--worker", nargs=4, metavar=("MODE", "ROW", "BACKEND", "DIR"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
@@ -172,7 +181,8 @@ def main() -> None:
     for backend in args.backends.split(","):
         for row in ROWS:
             if re.search(args.rows, row):
-                done.append((row, backend, measure(row, backend, args.modes.split(","), args.repeat)))
+                done.append((row, backend, measure(row, backend, args.modes.split(","), args.repeat,
+                                                    args.machine_caches)))
                 print(f"{row} {backend}: {json.dumps(done[-1][2])}", file=sys.stderr, flush=True)
     print("seconds from the process's first line to the first result (total), and first call minus "
           "eager's first call (share)")
