@@ -20,10 +20,12 @@ from .eval_frame import OptimizedModule, compile, disable, mark_dynamic, mark_st
 from .export import ExportResult, export
 from .exc import BackendCompilerFailed, Unsupported
 from .logs import set_logs
+from .warm.load import load
+from .warm.save import save
 
 
 __all__ = ["BackendCompilerFailed", "ExportResult", "GuardFail", "OptimizedModule", "Unsupported", "allow_in_graph",
            "assume_constant_result", "compile", "config", "disable", "disallow_in_graph",
-           "exc", "explain", "export", "is_compiling",
+           "exc", "explain", "export", "is_compiling", "load", "save",
            "list_backends", "lookup_backend", "mark_dynamic", "mark_static", "nonstrict_trace", "optimize",
            "register_backend", "reset", "run", "set_logs", "set_stance", "substitute_in_graph", "debug"]

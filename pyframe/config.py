@@ -5,6 +5,7 @@ refused when it is set, with a TypeError or ValueError that says what the settin
 """
 from __future__ import annotations
 
+import os
 import sys
 import types
 
@@ -59,6 +60,11 @@ optimize_ddp: bool = True
 capture_scalar_outputs: bool = False
 capture_dynamic_output_shape_ops: bool = False
 
+# Warm start by itself (pyframe/warm/cache_dir.py): a directory where pyframe loads the entries an
+# earlier process saved, when optimize() or compile() is first called, and saves this process's at
+# exit. None (the default): only pyframe.save and pyframe.load do.
+warm_cache_dir: str | None = None
+
 
 def _check_limit(name: str, value: object) -> None:
     if type(value) is not int or value < 0:
@@ -80,13 +86,18 @@ def _check_module_names(name: str, value: object) -> None:
         raise TypeError(f"pyframe.config.{name} takes a list of module names (str), not {value!r}")
 
 
+def _check_directory(name: str, value: object) -> None:
+    if value is not None and not isinstance(value, (str, os.PathLike)):
+        raise TypeError(f"pyframe.config.{name} takes a directory (str or path) or None, not {value!r}")
+
+
 _CHECKS = {
     "recompile_limit": _check_limit, "accumulated_recompile_limit": _check_limit,
     "inline_depth_limit": _check_limit, "suppress_errors": _check_flag,
     "skip_guards_on_unchanged_objects": _check_flag, "fast_fake_propagation": _check_flag,
     "skip_modules": _check_module_names, "trace_modules": _check_module_names,
     "optimize_ddp": _check_flag, "capture_scalar_outputs": _check_flag,
-    "capture_dynamic_output_shape_ops": _check_flag,
+    "capture_dynamic_output_shape_ops": _check_flag, "warm_cache_dir": _check_directory,
 }
 
 

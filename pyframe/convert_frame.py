@@ -38,6 +38,8 @@ from .guard_filter import apply_guard_filter
 from .guards import PinnedObject
 from .translator.hooks import TranslatorHooks
 from .translator.translate import translate_frame
+from .warm import store as warm_store
+from .warm.capture import CapturedGuards, capture
 
 log = logging.getLogger("pyframe")
 
@@ -68,10 +70,17 @@ class FrameRecord:
     # The frame's arguments its guards pin by identity (`self` of a module's forward): the
     # recompile limit counts the entries made for the objects a call brings.
     pinned_locals: dict[str, PinnedObject] = field(default_factory=dict)
+    # What pyframe.save writes of the entry's guards (warm/capture.py); None: not saveable
+    saved: CapturedGuards | None = None
 
 
 # The records of each code object, dropped with the code object (a record holds its graphs).
 records: "weakref.WeakKeyDictionary[types.CodeType, list[FrameRecord]]" = weakref.WeakKeyDictionary()
+
+
+# How many frames the translator ran on, and how many misses a loaded entry answered (pyframe.load):
+# the tests count a warm first call's translations with these.
+counters: dict[str, int] = {"translations": 0, "loaded": 0}
 
 
 # Automatic dynamic shapes: the sizes each code's frames have seen (fake/shapes.py, FrameSizes), by
@@ -89,6 +98,7 @@ def reset() -> None:
     _C.reset()
     records.clear()
     frame_sizes.clear()
+    warm_store.clear()
 
 
 def describe(code: types.CodeType) -> str:
@@ -292,6 +302,9 @@ class Compiler:
         if len(entries) >= config.accumulated_recompile_limit:
             return self._over_limit(code, why, "accumulated_recompile_limit", config.accumulated_recompile_limit,
                                     trace)
+        loaded = self._warm_lookup(frame, code, entries)
+        if loaded is not None:
+            return loaded
         start = time.perf_counter()
         try:
             sizes = self.sizes.setdefault(_sizes_key(code), FrameSizes())
@@ -320,12 +333,28 @@ class Compiler:
         record = FrameRecord(describe(code), "compiled", why, result.graphs, guards.texts(), result.code,
                              time.perf_counter() - start, result.break_reason, result.resume_codes,
                              guards.pinned_locals())
+        record.saved = _capture(guards, result, frame)
         self._record(code, record)
         if entries:
             log.debug("recompiling %s: %s", code.co_name, why)
         if logs.enabled or trace is not None:
             logs.frame_compiled(code, record, recompile=bool(entries), trace=trace)
         return (result.code, root, record)
+
+    def _warm_lookup(self, frame: Any, code: types.CodeType, entries: list) -> Any:
+        """An entry pyframe.load read for this code whose guards pass on the frame (warm/store.py),
+        as the hook installs it; None when there is none (the miss compiles)."""
+        if not warm_store.has_units():
+            return None
+        loaded = warm_store.lookup(frame, code, self, disable_wrap)
+        if loaded is None:
+            return None
+        counters["loaded"] += 1
+        record = FrameRecord(describe(code), "compiled", loaded.reason, loaded.graphs, loaded.guards.texts(),
+                             loaded.code, 0.0, None, loaded.resume_codes, loaded.guards.pinned_locals())
+        record.saved = _capture(loaded.guards, loaded, frame)  # (so this process saves it again)
+        self._record(code, record)
+        return (loaded.code, loaded.root, record)
 
     def _tell_guard_failed(self, reason: str, code: types.CodeType) -> None:
         """guard_fail_fn(GuardFail(reason, code)), as torch._dynamo calls it: what it raises is
@@ -337,6 +366,7 @@ class Compiler:
 
     def _translate(self, frame: Any, code: types.CodeType, shapes: ShapePolicy, symbolic: bool) -> tuple:
         """One translation of the frame: (its TranslateResult, its GuardSet, the lowered guard tree)."""
+        counters["translations"] += 1
         outputs: list[OutputGraph] = []
         backend = self.backend
         ddp = active_ddp_module() if config.optimize_ddp else None
@@ -418,6 +448,15 @@ def _what_changed(failure: str, frame: Any) -> str:
             continue
         changes += [f"{what}()[{i}]: {w} -> {a}" for i, (w, a) in enumerate(zip(wanted, actual)) if w is not None and w != a]
     return f"{failure} ({match['source']} {'; '.join(changes)})" if changes else failure
+
+
+def _capture(guards: Any, result: Any, frame: Any) -> CapturedGuards | None:
+    """What pyframe.save will write of the entry's guards; a failure here only makes it unsaveable."""
+    try:
+        return capture(guards, result.exports, result.grouped_inputs, frame.f_globals)
+    except Exception:  # noqa: BLE001 (never a reason to change the call)
+        log.debug("pyframe: the guards of %s are not kept for pyframe.save", frame.f_code.co_name, exc_info=True)
+        return None
 
 
 def _sizes_key(code: types.CodeType) -> tuple[str, int, str]:

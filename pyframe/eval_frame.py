@@ -21,6 +21,7 @@ from .backends.settings import with_settings
 from .exc import InvalidBackend
 from .convert_frame import FORCE_EAGER, Compiler, FrameRecord, GuardFail, always_compile, force_trace, wrap_with_callback
 from .guard_filter import GuardFilterEntry
+from .warm import cache_dir as warm_cache_dir
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -324,6 +325,7 @@ def _compiler_for(backend: Callable, name: str, fullgraph: bool, dynamic: bool |
     """One compiler per (backend, fullgraph, dynamic, guard_fail_fn, guard_filter_fn), living as long as the
     backend: cache entries belong to their compiler, so every optimize() of the same backend
     shares them."""
+    warm_cache_dir.prepare()  # (config.warm_cache_dir: load what an earlier process saved there)
     compilers = getattr(backend, "_pyframe_compilers", None)
     if compilers is None:
         compilers = {}

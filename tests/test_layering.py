@@ -32,7 +32,11 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("translator: interpreter", ("pyframe.translator.instructions", "pyframe.translator.binding",
                                  "pyframe.translator.code_cache")),
     ("translator: finishing a trace", ("pyframe.translator",)),
-    ("miss path and API", ("pyframe.convert_frame", "pyframe.eval_frame", "pyframe.export", "pyframe.decorators")),
+    # warm start: what the miss path keeps of an entry and the loaded entries it asks for
+    ("warm start: capture and store", ("pyframe.warm.codes", "pyframe.warm.refs", "pyframe.warm.format",
+                                       "pyframe.warm.graphs", "pyframe.warm.capture", "pyframe.warm.store")),
+    ("miss path and API", ("pyframe.convert_frame", "pyframe.eval_frame", "pyframe.export", "pyframe.decorators",
+                           "pyframe.warm")),
     ("debugging", ("pyframe.debug", "pyframe.seeds")),
     ("the package's facade", ("pyframe",)),
     ("programs on top of the facade", ("pyframe.demo", "pyframe.__main__")),

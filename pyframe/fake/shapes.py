@@ -179,6 +179,12 @@ def symbolic_int(mode: PyframeFakeTensorMode, value: int, source: Source) -> Any
     return mode.shape_env.create_unspecified_symint_and_symbol(value, _NamedSource(source), DimDynamic.DYNAMIC)
 
 
+def new_symbol(mode: PyframeFakeTensorMode, hint: int, source: Source) -> Any:
+    """A fresh size symbol of the mode's ShapeEnv, hinted `hint`, named after `source` (the sizes of
+    a saved graph's inputs made again: warm/store.py)."""
+    return mode.shape_env.create_symbol(hint, _NamedSource(source), dynamic_dim=DimDynamic.DYNAMIC)
+
+
 def has_symbolic_sizes(fake: Any) -> bool:
     return isinstance(fake, torch.Tensor) and any(type(n) is not int for n in (*fake.shape, *fake.stride()))
 

@@ -1,0 +1,255 @@
+"""Warm start (pyframe.save / pyframe.load): entries saved by one process run in another.
+
+The subprocess tests run one program twice: `save` compiles and writes the file, `load` reads it
+and calls the same functions, checking every result against eager and counting the translator's
+runs (`convert_frame.counters`): none on the warm first calls; a call whose inputs the loaded
+guards reject (another dtype, an int of another value, another size) compiles as usual. The
+invalidation cases (another version's file, changed bytecode, a truncated or corrupted file) and
+what a save leaves out run in this process, after `pyframe.reset()`.
+"""
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import tomllib
+import warnings
+
+import pytest
+import torch
+
+import pyframe
+from pyframe import convert_frame
+from pyframe.warm import format as warm_format
+from pyframe.warm.format import WarmStartError
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+# The program both processes run: `python prog.py save|load <file> <backend>`; it prints one JSON line.
+PROGRAM = '''
+import json, sys, torch, pyframe
+from pyframe import convert_frame, resume
+
+def toy_example(a, b):                      # a graph break: three graphs, two resume functions
+    x = a / (torch.abs(a) + 1)
+    if b.sum() < 0:
+        b = b * -1
+    return x * b
+
+def scaled(x, n):                           # automatic dynamic sizes after the second size
+    return torch.sin(x) * n + x.sum(0)
+
+class Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+
+    def forward(self, x):                   # a module method, its parameters graph inputs
+        return torch.relu(self.fc(x)) + x
+
+mode, path, backend = sys.argv[1:4]
+torch.manual_seed(0)
+block = Block()
+a, b = torch.randn(4), torch.randn(4).abs()
+if mode == "load":
+    pyframe.load(path)
+toy, scaled_c, block_c = (pyframe.optimize(backend)(f) for f in (toy_example, scaled, block))
+
+def check(compiled, eager, *args):
+    torch.testing.assert_close(compiled(*args), eager(*args))
+
+check(toy, toy_example, a, b)
+check(toy, toy_example, a, -b)
+check(block_c, block, torch.ones(2, 4))
+check(scaled_c, scaled, torch.ones(3, 2), 2)
+check(scaled_c, scaled, torch.ones(5, 2), 2)
+check(scaled_c, scaled, torch.ones(6, 2), 2)  # the dynamic entry
+out = {"first_calls": dict(convert_frame.counters)}
+toy_codes = [code for code in convert_frame.records if code is toy_example.__code__ or (
+    code in resume.origins and resume.origins[code].original_ref() is toy_example.__code__)]
+out["toy"] = {"resume_functions": len(toy_codes) - 1,
+              "graphs": sum(len(r.graphs) for code in toy_codes for r in convert_frame.records[code])}
+out["graphs"] = sorted(g.gm.code for records in convert_frame.records.values() for r in records for g in r.graphs)
+if mode == "save":
+    report = pyframe.save(path)
+    out["left_out"] = report.left_out
+else:
+    check(toy, toy_example, a.double(), b.double())      # another dtype: TENSOR_MATCH fails
+    out["after_dtype"] = convert_frame.counters["translations"]
+    check(scaled_c, scaled, torch.ones(7, 2), 3)        # another int: its EQUALS_MATCH fails
+    out["after_int"] = convert_frame.counters["translations"]
+    check(block_c, block, torch.ones(5, 4))             # another size
+    out["after_size"] = convert_frame.counters["translations"]
+print(json.dumps(out))
+'''
+
+
+def _run(tmp_path: pathlib.Path, mode: str, backend: str) -> dict:
+    program = tmp_path / "prog.py"
+    program.write_text(PROGRAM)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, str(program), mode, str(tmp_path / "warm.pfw"), backend],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _save_then_load(tmp_path: pathlib.Path, backend: str) -> None:
+    saved = _run(tmp_path, "save", backend)
+    assert saved["left_out"] == []
+    assert saved["first_calls"]["translations"] == 7  # toy, its two resume functions, block, scaled x3
+    loaded = _run(tmp_path, "load", backend)
+    # The warm first calls: no translator at all; seven misses answered by loaded entries (the
+    # dynamic entry of `scaled` answers both 5 and 6 rows), and the same graphs.
+    assert loaded["first_calls"] == {"translations": 0, "loaded": 6}
+    assert loaded["graphs"] == saved["graphs"]
+    assert saved["toy"] == loaded["toy"] == {"resume_functions": 2, "graphs": 3}  # toy_example's three graphs
+    # Inputs the loaded guards reject compile as they would cold (results checked in the program).
+    assert loaded["after_dtype"] >= 1
+    assert loaded["after_int"] > loaded["after_dtype"]
+    assert loaded["after_size"] > loaded["after_int"]
+
+
+def test_eager_entries_run_in_another_process_without_translating(tmp_path):
+    _save_then_load(tmp_path, "eager")
+
+
+@pytest.mark.slow
+def test_inductor_entries_run_in_another_process_without_translating(tmp_path):
+    _save_then_load(tmp_path, "inductor")
+
+
+CACHE_DIR_PROGRAM = '''
+import json, sys, torch, pyframe
+from pyframe import convert_frame
+
+def sin_twice(x):
+    return torch.sin(x) * 2
+
+pyframe.config.warm_cache_dir = sys.argv[1]
+x = torch.randn(3)
+torch.testing.assert_close(pyframe.compile(sin_twice, backend="eager")(x), sin_twice(x))
+print(json.dumps(convert_frame.counters))
+'''
+
+
+def test_the_cache_directory_saves_at_exit_and_loads_by_itself(tmp_path):
+    program = tmp_path / "cached.py"
+    program.write_text(CACHE_DIR_PROGRAM)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    runs = []
+    for _ in range(2):
+        done = subprocess.run([sys.executable, str(program), str(tmp_path / "cache")], cwd=tmp_path, env=env,
+                              capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-3000:]
+        runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    assert runs == [{"translations": 1, "loaded": 0}, {"translations": 0, "loaded": 1}]
+    assert len(list((tmp_path / "cache").iterdir())) == 1
+
+
+# -- in this process: invalidation and what a save leaves out --------------------------------------
+
+def _sin_twice(x):
+    return torch.sin(x) * 2
+
+
+def _cos_twice(x):
+    return torch.cos(x) * 2
+
+
+def _compile_and_save(path: pathlib.Path) -> None:
+    pyframe.reset()
+    compiled = pyframe.optimize("eager")(_sin_twice)
+    x = torch.randn(3)
+    torch.testing.assert_close(compiled(x), _sin_twice(x))
+    report = pyframe.save(path)
+    assert report.entries == 1 and report.left_out == []
+    pyframe.reset()
+
+
+def _warm_call() -> tuple[int, list[str]]:
+    """Call `_sin_twice` compiled; the translator's runs for it and the warnings it gave."""
+    before = convert_frame.counters["translations"]
+    x = torch.randn(3)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.testing.assert_close(pyframe.optimize("eager")(_sin_twice)(x), _sin_twice(x))
+    return convert_frame.counters["translations"] - before, [str(w.message) for w in caught]
+
+
+def test_load_in_the_same_process_after_reset_translates_nothing(tmp_path):
+    _compile_and_save(tmp_path / "w.pfw")
+    pyframe.load(tmp_path / "w.pfw")
+    assert _warm_call() == (0, [])
+    pyframe.reset()
+
+
+def test_a_file_of_another_torch_version_loads_nothing_and_names_the_function(tmp_path):
+    path = tmp_path / "w.pfw"
+    _compile_and_save(path)
+    header, units, artifacts = warm_format.read(path)
+    warm_format.write(path, units, artifacts, {**header, "torch": "2.0.0"})
+    report = pyframe.load(path)
+    assert "torch '2.0.0'" in report.unusable
+    translated, warned = _warm_call()
+    assert translated == 1
+    assert any("_sin_twice" in w and "torch '2.0.0'" in w for w in warned), warned
+    pyframe.reset()
+
+
+def test_changed_bytecode_loads_nothing_for_that_function(tmp_path):
+    _compile_and_save(tmp_path / "w.pfw")
+    original = _sin_twice.__code__
+    _sin_twice.__code__ = _cos_twice.__code__.replace(co_name="_sin_twice", co_qualname="_sin_twice")
+    try:
+        pyframe.load(tmp_path / "w.pfw")
+        translated, warned = _warm_call()
+    finally:
+        _sin_twice.__code__ = original
+        pyframe.reset()
+    assert translated == 1
+    assert any("_sin_twice" in w and "code changed" in w for w in warned), warned
+
+
+def test_truncated_and_corrupted_files_raise_a_clear_error(tmp_path):
+    path = tmp_path / "w.pfw"
+    _compile_and_save(path)
+    data = path.read_bytes()
+    (tmp_path / "short.pfw").write_bytes(data[: len(data) // 2])
+    with pytest.raises(WarmStartError, match="truncated"):
+        pyframe.load(tmp_path / "short.pfw")
+    flipped = bytearray(data)
+    flipped[-10] ^= 0xFF
+    (tmp_path / "bad.pfw").write_bytes(bytes(flipped))
+    with pytest.raises(WarmStartError, match="corrupted"):
+        pyframe.load(tmp_path / "bad.pfw")
+    (tmp_path / "other.pfw").write_bytes(b"not a warm-start file")
+    with pytest.raises(WarmStartError, match="not a pyframe warm-start file"):
+        pyframe.load(tmp_path / "other.pfw")
+
+
+_SCALES = {torch.nn.Linear(2, 2): 2.0}  # keyed by a module: only its identity says which key it is
+
+
+def _uses_scales(x):
+    for _, scale in _SCALES.items():
+        x = x * scale
+    return torch.sin(x)
+
+
+def test_an_entry_pinning_an_unnamed_object_is_left_out_and_named(tmp_path):
+    pyframe.reset()
+    x = torch.randn(3)
+    torch.testing.assert_close(pyframe.optimize("eager")(_uses_scales)(x), _uses_scales(x))
+    report = pyframe.save(tmp_path / "w.pfw")
+    pyframe.reset()
+    assert report.entries == 0
+    assert [name.split(" ")[0] for name, _ in report.left_out] == ["_uses_scales"]
+    assert "Linear module, compared by identity" in report.left_out[0][1]
+
+
+def test_the_stamped_version_is_pyprojects():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert warm_format.PYFRAME_VERSION == project["project"]["version"]
