@@ -108,10 +108,14 @@ def _run(mode: str, row: str, backend: str, directory: str, machine_caches: bool
     # An empty inductor cache per process (a new worker: only what the file holds), or with
     # `machine_caches` one per engine that its cold and warm processes share (a restart on the same
     # machine: inductor's own on-disk caches warm too).
+    # (Not set for other backends: a library that reads the environment gets guards on it, and a
+    # directory of its own per process would fail them.)
     engine = mode.split("_")[0]
     caches = os.path.join(directory, f"inductor-{engine}") if machine_caches else \
         tempfile.mkdtemp(prefix="inductor-", dir=directory)
-    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": caches, "PYTHONPATH": str(REPO)}
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    if backend == "inductor":
+        env["TORCHINDUCTOR_CACHE_DIR"] = caches
     done = subprocess.run([sys.executable, __file__, "--worker", mode, row, backend, directory], env=env,
                           capture_output=True, text=True, timeout=3600)
     if done.returncode != 0:
@@ -130,7 +134,7 @@ def measure(row: str, backend: str, modes: list[str], repeat: int, machine_cache
             if mode == "aot_warm" and "error" in results.get("aot_cold", {}):
                 results[mode] = {"error": "no aot_compile artifact (graph break?)"}
                 continue
-            runs = [_run(mode, row, backend, directory, machine_caches) for _ in range(repeat if "cold" not in mode else 1)]
+            runs = [_run(mode, row, backend, directory, machine_caches) for _ in range(repeat)]
             good = [r for r in runs if "error" not in r]
             results[mode] = min(good, key=lambda r: r["first_call"]) if good else runs[0]
     return results
@@ -168,7 +172,8 @@ def main() -> None:
     parser.add_argument("--rows", default="", help="regex over the row names")
     parser.add_argument("--backends", default="eager,inductor")
     parser.add_argument("--modes", default=",".join(MODES), help="which processes to run (eager is needed)")
-    parser.add_argument("--repeat", type=int, default=1, help="runs of each warm and eager process (the fastest kept)")
+    parser.add_argument("--repeat", type=int, default=1, help="runs of each process (the fastest kept; a cold "
+                                                              "one saves its file each time)")
     parser.add_argument("--machine-caches", action="store_true",
                         help="an engine's cold and warm processes share inductor's on-disk caches (a restart "
                              "on the same machine) instead of each starting empty (a new worker)")

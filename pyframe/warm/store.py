@@ -15,6 +15,7 @@ become the candidates of their codes, met when the resume function first runs.
 """
 from __future__ import annotations
 
+import logging
 import os
 import pickle
 import types
@@ -38,6 +39,8 @@ from .codes import code_hash
 from .graphs import graph_from_data
 from .format import SavedEntry, SavedUnit, mismatch, read
 from .refs import CodeAtSource, Stale, Unsaveable, loads
+
+log = logging.getLogger("pyframe")
 
 
 @dataclass
@@ -161,6 +164,8 @@ def lookup(frame: Any, code: types.CodeType, compiler: Any, wrap_compiled: Calla
                 continue
             failure = candidate.root.first_failure(frame.f_locals, frame.f_globals, frame.f_builtins, frame.closure)
             if failure is not None:
+                log.debug("pyframe.load: an entry of %s.%s does not hold for this call: %s", *candidate.unit.unit.key,
+                          failure)
                 continue
             loaded = _make(candidate, code, backend, backend_name, wrap_compiled)
         except Exception as e:  # noqa: BLE001 (Stale, Unsaveable, anything: a saved entry never breaks a call)
