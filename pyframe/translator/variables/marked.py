@@ -15,7 +15,7 @@ from ... import markers
 from ...exc import Unsupported
 from ...guards import GuardKind
 from ...source import Source
-from .base import VariableTracker
+from .base import VariableTracker, constant_args
 from .constant import ConstantVariable, is_constant_value
 from .descriptions import describe_value
 from .objects import PythonObjectVariable
@@ -24,6 +24,17 @@ from .tensor import call_in_graph
 
 def _name(fn: Any) -> str:
     return getattr(fn, "__qualname__", None) or describe_value(fn)
+
+
+def _call_on_constants(fn: Callable, args: list[VariableTracker], kwargs: dict[str, VariableTracker],
+                       what: str) -> Any:
+    """`fn` called now on the arguments' constant values; Unsupported (the call then runs as Python,
+    raising again if it raises) when they are not constants or the call raises."""
+    pargs, pkwargs = constant_args(args, kwargs, f"{what} called")
+    try:
+        return fn(*pargs, **pkwargs)
+    except Exception as e:
+        raise Unsupported(f"{what} raises {type(e).__name__} on these constants") from e
 
 
 class DisallowedFunctionVariable(PythonObjectVariable):
@@ -60,12 +71,7 @@ class SubstitutedFunctionVariable(VariableTracker):
 
     def call(self, tx, args, kwargs) -> VariableTracker:
         if self.fold and all(a.is_python_constant() for a in (*args, *kwargs.values())):
-            try:
-                result = self.original(*(a.as_python_constant() for a in args),
-                                       **{k: v.as_python_constant() for k, v in kwargs.items()})
-            except Exception as e:  # raised again when the call runs as Python
-                raise Unsupported(f"{_name(self.original)} raises {type(e).__name__} on these constants") from e
-            return tx.wrap_constant(result)
+            return tx.wrap_constant(_call_on_constants(self.original, args, kwargs, _name(self.original)))
         return tx.inline_call(self.polyfill, list(args), dict(kwargs))
 
     def reconstruct(self, cg) -> None:
@@ -83,15 +89,7 @@ class AssumedConstantFunctionVariable(PythonObjectVariable):
     a constant of the trace, never guarded (the user vouches that it does not change)."""
 
     def call(self, tx, args, kwargs) -> VariableTracker:
-        if not all(a.is_python_constant() for a in (*args, *kwargs.values())):
-            raise Unsupported(f"{_name(self.value)}, marked assume_constant_result, called on values that "
-                              f"are not constants while tracing")
-        try:
-            result = self.value(*(a.as_python_constant() for a in args),
-                                **{k: v.as_python_constant() for k, v in kwargs.items()})
-        except Exception as e:  # raised again when the call runs as Python
-            raise Unsupported(f"{_name(self.value)}, marked assume_constant_result, raises "
-                              f"{type(e).__name__}") from e
+        result = _call_on_constants(self.value, args, kwargs, f"{_name(self.value)}, marked assume_constant_result,")
         if not is_constant_value(result):
             raise Unsupported(f"{_name(self.value)}, marked assume_constant_result, returned "
                               f"{type(result).__name__}, not a constant")
