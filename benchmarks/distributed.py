@@ -38,29 +38,11 @@ from torch.nn.parallel import DistributedDataParallel as DDP  # noqa: E402
 
 import pyframe  # noqa: E402
 from pyframe.debug.compare import CountingBackend, optimize_with, resolve_backend  # noqa: E402
+from tests.cases.models import ResidualNet  # noqa: E402
 
 # "pyframe, one graph": pyframe with config.optimize_ddp = False, the control: nothing should overlap.
 ENGINES = ("eager", "pyframe", "dynamo", "pyframe, one graph")
 WIDTH, BLOCKS, BATCH = 256, 4, 64
-
-
-class Block(torch.nn.Module):
-    def __init__(self, width: int) -> None:
-        super().__init__()
-        self.l1, self.l2 = torch.nn.Linear(width, width), torch.nn.Linear(width, width)
-
-    def forward(self, x):
-        return x + self.l2(torch.relu(self.l1(x)))
-
-
-class ResidualNet(torch.nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.blocks = torch.nn.Sequential(*[Block(WIDTH) for _ in range(BLOCKS)])
-        self.head = torch.nn.Linear(WIDTH, 10)
-
-    def forward(self, x):
-        return self.head(self.blocks(x))
 
 
 def timed_allreduce_hook(spans: list[tuple[float, float]]):
@@ -120,7 +102,7 @@ def _rank(rank: int, world: int, port: int, engine: str, backend_name: str, warm
     try:
         torch.set_num_threads(1)
         torch.manual_seed(0)
-        ddp = DDP(ResidualNet(), bucket_cap_mb=1)
+        ddp = DDP(ResidualNet(WIDTH, BLOCKS), bucket_cap_mb=1)
         spans: list[tuple[float, float]] = []
         ddp.register_comm_hook(None, timed_allreduce_hook(spans))
         backend = CountingBackend(resolve_backend(backend_name))

@@ -27,30 +27,10 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 import pyframe
 from pyframe.debug.compare import CountingBackend, engine_unavailable_reason, optimize_with, reset_engines, \
     resolve_backend
+from tests.cases.models import ResidualNet
 
 pytestmark = pytest.mark.skipif(not dist.is_available() or not dist.is_gloo_available(),
                                 reason="torch.distributed with gloo is not available")
-
-
-class Block(torch.nn.Module):
-    def __init__(self, width: int) -> None:
-        super().__init__()
-        self.l1, self.l2 = torch.nn.Linear(width, width), torch.nn.Linear(width, width)
-
-    def forward(self, x):
-        return x + self.l2(torch.relu(self.l1(x)))
-
-
-class ResidualNet(torch.nn.Module):
-    """The issue's model: residual MLP blocks and a linear head."""
-
-    def __init__(self, width: int = 256, blocks: int = 4) -> None:
-        super().__init__()
-        self.blocks = torch.nn.Sequential(*[Block(width) for _ in range(blocks)])
-        self.head = torch.nn.Linear(width, 10)
-
-    def forward(self, x):
-        return self.head(self.blocks(x))
 
 
 @pytest.fixture(scope="module")

@@ -236,6 +236,28 @@ class TinyViT(nn.Module):
 # Inputs
 
 
+class ResidualBlock(nn.Module):
+    def __init__(self, width: int) -> None:
+        super().__init__()
+        self.l1, self.l2 = nn.Linear(width, width), nn.Linear(width, width)
+
+    def forward(self, x):
+        return x + self.l2(torch.relu(self.l1(x)))
+
+
+class ResidualNet(nn.Module):
+    """Residual MLP blocks and a linear head: the model of the DistributedDataParallel and FSDP2
+    tests and benchmark (tests/test_distributed.py, benchmarks/distributed.py); not a corpus case."""
+
+    def __init__(self, width: int = 256, blocks: int = 4) -> None:
+        super().__init__()
+        self.blocks = nn.Sequential(*[ResidualBlock(width) for _ in range(blocks)])
+        self.head = nn.Linear(width, 10)
+
+    def forward(self, x):
+        return self.head(self.blocks(x))
+
+
 def mlp_inputs() -> torch.Tensor:
     return torch.randn(8, 64)
 
