@@ -52,33 +52,18 @@ class SkippedFrameFunctionVariable(PythonObjectVariable):
         raise Unsupported(f"call to {_name(self.value)}, whose frame disable(recursive=False) runs as Python")
 
 
-class SubstitutedFunctionVariable(VariableTracker):
+class SubstitutedFunctionVariable(PythonObjectVariable):
     """A function with a polyfill (substitute_in_graph): the polyfill is inlined in its place; on
     constants alone, with can_constant_fold_through, the original gives the result now."""
 
     def __init__(self, value: Any, original: Callable, polyfill: Callable, fold: bool, source=None):
-        super().__init__(source)
-        self.value, self.original, self.polyfill, self.fold = value, original, polyfill, fold
-
-    def real_object(self) -> Any:
-        return self.value
-
-    def python_type(self) -> type:
-        return type(self.value)
-
-    def as_python_constant(self) -> Any:
-        return self.value
+        super().__init__(value, source)
+        self.original, self.polyfill, self.fold = original, polyfill, fold
 
     def call(self, tx, args, kwargs) -> VariableTracker:
         if self.fold and all(a.is_python_constant() for a in (*args, *kwargs.values())):
             return tx.wrap_constant(_call_on_constants(self.original, args, kwargs, _name(self.original)))
         return tx.inline_call(self.polyfill, list(args), dict(kwargs))
-
-    def reconstruct(self, cg) -> None:
-        if self.source is not None:
-            cg.load_source(self.source)
-        else:
-            cg.load_const(self.value)
 
     def describe(self) -> str:
         return f"{_name(self.value)} (substituted by {_name(self.polyfill)})"
