@@ -39,7 +39,7 @@ from .guards import PinnedObject
 from .translator.hooks import TranslatorHooks
 from .translator.translate import translate_frame
 from .warm import store as warm_store
-from .warm.capture import CapturedGuards, capture
+from .warm.capture import CapturedGuards, LoadedGuardPart, capture
 
 log = logging.getLogger("pyframe")
 
@@ -70,8 +70,9 @@ class FrameRecord:
     # The frame's arguments its guards pin by identity (`self` of a module's forward): the
     # recompile limit counts the entries made for the objects a call brings.
     pinned_locals: dict[str, PinnedObject] = field(default_factory=dict)
-    # What pyframe.save writes of the entry's guards (warm/capture.py); None: not saveable
-    saved: CapturedGuards | None = None
+    # What pyframe.save writes of the entry's guards (warm/capture.py): those it compiled, or
+    # those it loaded as their file held them; None: not saveable
+    saved: CapturedGuards | LoadedGuardPart | None = None
 
 
 # The records of each code object, dropped with the code object (a record holds its graphs).
@@ -350,9 +351,9 @@ class Compiler:
         if loaded is None:
             return None
         counters["loaded"] += 1
-        record = FrameRecord(describe(code), "compiled", loaded.reason, loaded.graphs, loaded.guards.texts(),
-                             loaded.code, 0.0, None, loaded.resume_codes, loaded.guards.pinned_locals())
-        record.saved = _capture(loaded.guards, loaded, frame)  # (so this process saves it again)
+        record = FrameRecord(describe(code), "compiled", loaded.reason, loaded.graphs, loaded.texts, loaded.code, 0.0,
+                             None, loaded.resume_codes, loaded.pinned_locals)
+        record.saved = loaded.saved  # (so this process saves it again)
         self._record(code, record)
         return (loaded.code, loaded.root, record)
 

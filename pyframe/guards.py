@@ -136,6 +136,13 @@ class Guard:
     def text(self) -> str:
         return self._text  # made once: the C++ tree and the frame's record both keep it
 
+    def with_value(self, value: Any) -> "Guard":
+        """This guard holding `value` for its own (a weak reference to it, or its name for another
+        process: warm/), with this one's text."""
+        guard = Guard(self.source, self.kind, value)
+        guard.__dict__["_text"] = self.text()
+        return guard
+
     @remembered
     def _text(self) -> str:
         return _TEXTS[self.kind](self.source.name(), self)
@@ -385,13 +392,16 @@ class GuardSet:
         return [g.text() for g in self.global_state] + [g.text() for g in self] + \
             ([aliasing.text()] if aliasing is not None else []) + [g.text() for g in self.shape_guards]
 
-    def build(self, code: types.CodeType, exports: list[Source] = (), grouped_inputs: int = 0) -> "_C.RootGuardManager":
+    def build(self, code: types.CodeType, exports: list[Source] = (), grouped_inputs: int = 0,
+              root: Any = None) -> "_C.RootGuardManager":
         """Lower to the C++ tree checked by the eval-frame hook on every call of `code`. The
         values of `exports` (the first graph's inputs, then what the code reads through long
         paths: PyCodegen.exports) are handed to the transformed code, in order; the first
-        `grouped_inputs` of them in a tuple of their own (PyCodegen.grouped_inputs)."""
+        `grouped_inputs` of them in a tuple of their own (PyCodegen.grouped_inputs). `root`: a
+        new C++ root by default, or what stands for one (warm/tree.py records the calls)."""
         self.storage_facts()
-        root = _C.RootGuardManager(config.skip_guards_on_unchanged_objects)
+        if root is None:
+            root = _C.RootGuardManager(config.skip_guards_on_unchanged_objects)
         for g in self.global_state:
             root.add_torch_state_match(g.state, g.expected, g.text())
         nodes: dict[Source, Any] = {}

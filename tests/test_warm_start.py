@@ -9,8 +9,10 @@ what a save leaves out run in this process, after `pyframe.reset()`.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+import pickle
 import pathlib
 import subprocess
 import sys
@@ -183,6 +185,44 @@ def test_load_in_the_same_process_after_reset_translates_nothing(tmp_path):
     _compile_and_save(tmp_path / "w.pfw")
     pyframe.load(tmp_path / "w.pfw")
     assert _warm_call() == (0, [])
+    pyframe.reset()
+
+
+@dataclasses.dataclass
+class _Scaled:
+    x: torch.Tensor
+    scale: float
+
+
+def _make_scaled(x):  # inlines the __init__ @dataclass wrote: a code object no name finds
+    s = _Scaled(x, 2.0)
+    return torch.sin(s.x) * s.scale
+
+
+def _translations_of_warm_call(fn, x) -> int:
+    before = convert_frame.counters["translations"]
+    torch.testing.assert_close(pyframe.optimize("eager")(fn)(x), fn(x))
+    return convert_frame.counters["translations"] - before
+
+
+def test_loaded_entries_are_saved_again_and_load_from_the_new_file(tmp_path):
+    # The entry's guard tree pins the dataclass's generated __init__ code, found on load through
+    # the frame (`G['_Scaled'].__init__.__code__`, checked against its hash); a process that loaded
+    # it writes it again (a restart of a restart), and that file loads too.
+    pyframe.reset()
+    x = torch.randn(3)
+    assert _translations_of_warm_call(_make_scaled, x) == 1
+    assert pyframe.save(tmp_path / "first.pfw").left_out == []
+    _, units, _ = warm_format.read(tmp_path / "first.pfw")
+    assert b"CodeAtSource" in pickle.loads(units[0].entries[0].data)["tree"]
+    for name in ("first.pfw", "second.pfw"):
+        pyframe.reset()
+        pyframe.load(tmp_path / name)
+        assert _translations_of_warm_call(_make_scaled, x) == 0
+        if name == "first.pfw":
+            report = pyframe.save(tmp_path / "second.pfw")
+            assert (report.entries, report.left_out) == (1, [])
+    assert _translations_of_warm_call(_make_scaled, x.double()) == 1  # the loaded guards reject a double
     pyframe.reset()
 
 

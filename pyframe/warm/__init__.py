@@ -4,7 +4,9 @@
 The package's modules, in the order a save meets them:
 
 - capture.py:   what the miss path keeps of each entry's guards (the form the C++ tree is built
-  from, identity values held weakly), and the GuardSet rebuilt from it in another process;
+  from, identity values held weakly), and the GuardSet a save lowers from it;
+- tree.py:      the C++ tree as data: the calls GuardSet.build makes, recorded by a save and
+  replayed by a load;
 - codes.py:     a code object's identity across processes (module, qualified name, hash);
 - refs.py:      objects named so another process finds them again (a module, a function by its
   qualified name and code hash...), and the pickler that writes nothing else where identity counts;
@@ -15,6 +17,6 @@ The package's modules, in the order a save meets them:
   path (convert_frame.Compiler) asks `store.lookup` before translating;
 - cache_dir.py: `pyframe.config.warm_cache_dir`, both by themselves.
 
-The modules below convert_frame (capture, codes, refs, graphs, format, store) import nothing above
+The modules below convert_frame (capture, codes, refs, tree, graphs, format, store) import nothing above
 it; save, load and cache_dir sit beside it (tests/test_layering.py). This `__init__` imports nothing.
 """

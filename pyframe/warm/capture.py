@@ -38,10 +38,10 @@ def capture(guards: GuardSet, exports: list[Source], grouped_inputs: int, f_glob
 
 def _held_guard(g: Guard) -> Guard:
     if g.kind == GuardKind.ID_MATCH:
-        return Guard(g.source, g.kind, held(g.value))
+        return g.with_value(held(g.value))
     if g.kind == GuardKind.DICT_KEYS_ID_MATCH:
         keys = tuple(held(k) if by_id else k for k, by_id in zip(g.value.keys, g.value.by_id))
-        return Guard(g.source, g.kind, KeysById(keys, g.value.by_id))
+        return g.with_value(KeysById(keys, g.value.by_id))
     return g
 
 
@@ -63,3 +63,11 @@ class LoadedGuards(GuardSet):
     def storage_facts(self) -> None:
         pass  # applied before the save: the TENSOR_MATCH guards hold them
 
+
+@dataclass
+class LoadedGuardPart:
+    """The guards of an entry this process loaded, as its file held them (save.py's guard part):
+    a later `pyframe.save` writes them again as they are."""
+
+    module: str | None
+    part: dict

@@ -28,7 +28,7 @@ import torch
 from ..exc import PyframeError
 
 MAGIC = b"PYFRAME-WARM\n"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 PYFRAME_VERSION = "0.1.0"  # pyproject.toml's version (tests/test_warm_start.py checks they agree)
 
 

@@ -44,18 +44,21 @@ class Stale(Exception):
 
 @dataclasses.dataclass(frozen=True)
 class ById:
-    """A guard's value compared by identity: written only as a name (`Unsaveable` otherwise)."""
+    """A guard's value compared by identity: written only as a name (`Unsaveable` otherwise), or
+    for a code object no name finds, as the `source` its guard reads it at (CodeAtSource)."""
 
     value: Any
+    source: Any = None
 
 
 @dataclasses.dataclass(frozen=True)
 class CodeAtSource:
     """A code object compared by identity that no name finds (a dataclass's generated `__init__`):
-    the guard's own source finds it in the loading frame, used only if its hash is `digest`
+    the guard's own `source` finds it in the loading frame, used only if its hash is `digest`
     (store.py), so the guard pins the same bytecode it pinned when saved."""
 
     digest: str
+    source: Any
 
 
 class Weak:
@@ -293,9 +296,9 @@ class Pickler(pickle.Pickler):
         if kind in _PLAIN or isinstance(obj, enum.Enum):
             return NotImplemented
         if kind is ById:
-            return self._by_id(obj.value)
+            return self._by_id(obj.value, obj.source)
         if kind is Weak:
-            return self._by_id(obj.get())
+            return self._by_id(obj.get(), None)
         if kind is types.CodeType:
             return _make_code, (_marshal_without_consts(obj), obj.co_consts)
         if kind is types.FunctionType:
@@ -330,8 +333,8 @@ class Pickler(pickle.Pickler):
             return NotImplemented  # pyframe's own helpers (a graph's NumPy calls): their state is checked too
         raise Unsaveable(describe(obj))
 
-    def _by_id(self, obj: Any) -> Any:
-        """A value compared by identity: a name, never a copy."""
+    def _by_id(self, obj: Any, source: Any) -> Any:
+        """A value compared by identity, read at `source`: a name, never a copy."""
         if obj is None or obj is True or obj is False or obj is Ellipsis or obj is NotImplemented:
             return _identity, (obj,)
         kind = type(obj)
@@ -339,7 +342,9 @@ class Pickler(pickle.Pickler):
             try:
                 return find_code, _code_name(obj)
             except Unsaveable:
-                return CodeAtSource, (code_hash(obj),)
+                if source is None:
+                    raise
+                return CodeAtSource, (code_hash(obj), source)
         if kind is dict:
             name = _globals_module(obj)
             if name is None:

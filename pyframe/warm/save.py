@@ -1,8 +1,9 @@
 """`pyframe.save(path)`: write every cache entry of this process that another process can use.
 
 For each compiled code object that can be found again by name (codes.py: module, qualified name,
-hash), each of its entries is written: the guards it was built from (capture.py), with every object
-they compare by identity written as a name (refs.py); its transformed code, whose constants are
+hash), each of its entries is written: its guards as the calls that build their C++ tree (lowered
+from what capture.py kept, recorded by tree.py) and their texts, with every object they compare by
+identity written as a name (refs.py); its transformed code, whose constants are
 named too, but for the entry's own objects: its compiled graphs (`("graph", i)`), its resume
 functions and their codes (`("resume_fn", id)`, saved with their own entries), the record of a
 graph call that may run its frame again (`("rerun", ...)`); and each graph, as torch.fx pickles a
@@ -30,11 +31,12 @@ from ..backends.compile import FirstCallCheck
 from ..guards import Guard, GuardKind, KeysById
 from ..rerun import Rerun
 from ..source import ChildSource, GlobalSource
-from .capture import CapturedGuards
+from .capture import CapturedGuards, LoadedGuardPart, LoadedGuards
 from .codes import code_hash
 from .graphs import graph_to_data
 from .format import SavedEntry, SavedResume, SavedUnit, write
 from .refs import ById, Unsaveable, dumps, unheld
+from .tree import TreeRecorder
 from .store import carried_units, recorded_artifacts, settings_of
 
 
@@ -116,8 +118,7 @@ class _UnitWriter:
                 raise Unsaveable("the optimize() region that compiled it is gone")
             graphs = [_graph(g) for g in record.graphs]
             fns = _graph_callables(record.graphs)
-            guards = _guards(record.saved)
-            installed = dumps(_installed_globals(entry.code, record.saved))
+            guards = _guard_part(code, entry.code, record.saved)
             persistent = _Persistent(self, code, fns)
             body = dumps(persistent.wrap(entry.code), persistent)
             resumes = list(persistent.resumes)
@@ -130,8 +131,8 @@ class _UnitWriter:
         for rcode in resumes:
             self._resume(rcode)
         return SavedEntry(owner.backend_name, record.name,
-                          pickle.dumps({"guards": guards, "installed": installed, "graphs": graphs, "code": body,
-                                        "settings": settings_of(owner), "reason": record.reason},
+                          pickle.dumps({**guards, "graphs": graphs, "code": body, "settings": settings_of(owner),
+                                        "reason": record.reason},
                                        protocol=pickle.HIGHEST_PROTOCOL))
 
     def resume_id(self, rcode: types.CodeType) -> int:
@@ -269,17 +270,25 @@ def _names_of(code: types.CodeType) -> set[str]:
     return names
 
 
-def _guards(saved: CapturedGuards) -> bytes:
-    guards = [_by_id(g) for g in saved.guards]
-    return dumps((guards, saved.global_state, saved.aliasing, saved.shape_guards, saved.exports,
-                  saved.grouped_inputs))
+def _guard_part(code: types.CodeType, transformed: types.CodeType, saved: CapturedGuards | LoadedGuardPart) -> dict:
+    """What a load needs of an entry's guards: the calls that build its C++ tree (tree.py), with
+    every object compared by identity written as a name; the guards' texts; the arguments they
+    pin by identity; and the globals the translator installed for the entry."""
+    if type(saved) is LoadedGuardPart:  # (an entry this process loaded: written again as it was read)
+        return saved.part
+    guards = LoadedGuards([_by_id(g) for g in saved.guards], saved.global_state, saved.aliasing, saved.shape_guards)
+    recorder = TreeRecorder()
+    guards.build(code, saved.exports, saved.grouped_inputs, root=recorder.root)
+    return {"tree": dumps(recorder.calls), "texts": guards.texts(), "pinned": list(guards.pinned_locals()),
+            "installed": dumps(_installed_globals(transformed, saved))}
 
 
 def _by_id(g: Guard) -> Guard:
-    """A guard whose value is compared by identity, marked so it is written as a name only."""
+    """A guard whose value is compared by identity, marked so it is written as a name only (a code
+    object no name finds: as the source its guard reads it at)."""
     if g.kind == GuardKind.ID_MATCH:
-        return Guard(g.source, g.kind, ById(unheld(g.value)))
+        return g.with_value(ById(unheld(g.value), g.source))
     if g.kind == GuardKind.DICT_KEYS_ID_MATCH:
         keys = tuple(ById(unheld(k)) if by_id else k for k, by_id in zip(g.value.keys, g.value.by_id))
-        return Guard(g.source, g.kind, KeysById(keys, g.value.by_id))
+        return g.with_value(KeysById(keys, g.value.by_id))
     return g

@@ -30,15 +30,17 @@ import torch
 from .. import _C, resume
 from ..backends import CompiledGraph, compile_with_backend
 from ..fake.shapes import new_symbol, new_symbolic_mode
-from ..guards import Guard
+from .. import config
+from ..guards import PinnedObject
 from ..rerun import Rerun
 from ..source import AttrSource, BuiltinSource, ClosureSource, DictItemSource, GenericAttrSource, GlobalSource, \
     ItemSource, LocalSource, Source
-from .capture import LoadedGuards
+from .capture import LoadedGuardPart
 from .codes import code_hash
 from .graphs import graph_from_data
 from .format import SavedEntry, SavedUnit, mismatch, read
 from .refs import CodeAtSource, Stale, Unsaveable, loads
+from .tree import replay
 
 log = logging.getLogger("pyframe")
 
@@ -48,13 +50,13 @@ class Loaded:
     """A saved entry made again in this process: what the miss path hands the hook."""
 
     code: types.CodeType
-    guards: LoadedGuards
     root: Any                      # _C.RootGuardManager
+    texts: list[str]               # the guards' texts, as the saving process wrote them
+    pinned_locals: dict[str, PinnedObject]
+    saved: LoadedGuardPart         # (so this process writes the entry again when it saves)
     graphs: list[CompiledGraph]
     resume_codes: list[types.CodeType]
     reason: str
-    exports: list = field(default_factory=list)   # what the guards hand the code (GuardSet.build)
-    grouped_inputs: int = 0
 
 
 @dataclass
@@ -73,10 +75,8 @@ class LoadReport:
 class _Candidate:
     entry: SavedEntry
     unit: "_UnitContext"
-    guards: LoadedGuards | None = None
     root: Any = None
     data: dict | None = None
-    exports: tuple = ([], 0)
 
 
 @dataclass
@@ -158,8 +158,8 @@ def lookup(frame: Any, code: types.CodeType, compiler: Any, wrap_compiled: Calla
         if candidate.entry.backend != backend_name:
             continue
         try:
-            if candidate.guards is None:
-                _build_guards(candidate, code, frame)
+            if candidate.root is None:
+                _build_guards(candidate, frame)
             if candidate.data["settings"] != settings_of(compiler):
                 continue
             failure = candidate.root.first_failure(frame.f_locals, frame.f_globals, frame.f_builtins, frame.closure)
@@ -167,7 +167,7 @@ def lookup(frame: Any, code: types.CodeType, compiler: Any, wrap_compiled: Calla
                 log.debug("pyframe.load: an entry of %s.%s does not hold for this call: %s", *candidate.unit.unit.key,
                           failure)
                 continue
-            loaded = _make(candidate, code, backend, backend_name, wrap_compiled)
+            loaded = _make(candidate, code, frame, backend, backend_name, wrap_compiled)
         except Exception as e:  # noqa: BLE001 (Stale, Unsaveable, anything: a saved entry never breaks a call)
             candidates.remove(candidate)
             _warn(candidate.unit.unit, f"an entry cannot be used ({type(e).__name__}: {e})")
@@ -209,16 +209,15 @@ def _warn_key(key: tuple[str, str], why: str) -> None:
     warnings.warn(f"pyframe.load: the saved entries of {key[0]}.{key[1]} are not used: {why}", stacklevel=3)
 
 
-def _build_guards(candidate: _Candidate, code: types.CodeType, frame: Any) -> None:
-    """The candidate's guard tree, its names resolved in this process (refs.py) and its code objects
-    found through the frame (CodeAtSource), lowered as the saving process lowered it."""
+def _build_guards(candidate: _Candidate, frame: Any) -> None:
+    """The candidate's C++ guard tree, made by the calls the saving process recorded (tree.py),
+    their names resolved in this process (refs.py) and their code objects found through the frame
+    (CodeAtSource)."""
     candidate.data = data = pickle.loads(candidate.entry.data)
     _install_globals(loads(data["installed"]), frame.f_globals)
-    guards, global_state, aliasing, shape_guards, exports, grouped = loads(data["guards"])
-    guards = [_code_found(g, frame) if type(g.value) is CodeAtSource else g for g in guards]
-    candidate.guards = LoadedGuards(guards, global_state, aliasing, shape_guards)
-    candidate.root = candidate.guards.build(code, exports, grouped)
-    candidate.exports = (exports, grouped)
+    calls = [_code_found(call, frame) if call[1] == "add_id_match" and type(call[2][0]) is CodeAtSource else call
+             for call in loads(data["tree"])]
+    candidate.root = replay(calls, _C.RootGuardManager(config.skip_guards_on_unchanged_objects))
 
 
 def _install_globals(installed: dict[str, Any], f_globals: dict) -> None:
@@ -230,13 +229,14 @@ def _install_globals(installed: dict[str, Any], f_globals: dict) -> None:
             raise Stale(f"the global {name} holds another object")
 
 
-def _code_found(guard: Guard, frame: Any) -> Guard:
-    """An ID_MATCH on a code object no name finds: the object the guard's source reaches in this
-    frame, if its bytecode is the saved one's (refs.CodeAtSource)."""
-    found = _evaluate(guard.source, frame)
-    if type(found) is not types.CodeType or code_hash(found) != guard.value.digest:
-        raise Stale(f"{guard.source.name()} is not the code it was when saved")
-    return Guard(guard.source, guard.kind, found)
+def _code_found(call: tuple, frame: Any) -> tuple:
+    """An ID_MATCH on a code object no name finds: the object its source reaches in this frame,
+    if its bytecode is the saved one's (refs.CodeAtSource)."""
+    node, method, (saved, *rest), makes, names_nodes = call
+    found = _evaluate(saved.source, frame)
+    if type(found) is not types.CodeType or code_hash(found) != saved.digest:
+        raise Stale(f"{saved.source.name()} is not the code it was when saved")
+    return (node, method, (found, *rest), makes, names_nodes)
 
 
 def _evaluate(source: Source, frame: Any) -> Any:
@@ -257,7 +257,7 @@ def _evaluate(source: Source, frame: Any) -> Any:
     raise Stale(f"no value at {source.name()} before the frame runs")
 
 
-def _make(candidate: _Candidate, code: types.CodeType, backend: Callable, backend_name: str,
+def _make(candidate: _Candidate, code: types.CodeType, frame: Any, backend: Callable, backend_name: str,
           wrap_compiled: Callable[[Any], Any]) -> Loaded:
     data, context = candidate.data, candidate.unit
     graphs = [_compile(g, backend, backend_name) for g in data["graphs"]]
@@ -280,8 +280,13 @@ def _make(candidate: _Candidate, code: types.CodeType, backend: Callable, backen
         raise Unsaveable(f"unknown persistent id {pid!r}")
 
     transformed = loads(data["code"], persistent_load)
-    return Loaded(transformed, candidate.guards, candidate.root, graphs, resumes, f"loaded from {context.path}",
-                  *candidate.exports)
+    pinned = {name: PinnedObject.of(frame.f_locals[name]) for name in data["pinned"]}
+    part = {key: data[key] for key in _GUARD_PART}
+    return Loaded(transformed, candidate.root, data["texts"], pinned, LoadedGuardPart(context.unit.module, part), graphs,
+                  resumes, f"loaded from {context.path}")
+
+
+_GUARD_PART = ("tree", "texts", "pinned", "installed")  # (save.py's _guard_part)
 
 
 def _resume_code(context: _UnitContext, rid: int, made: list[types.CodeType]) -> types.CodeType:
@@ -309,12 +314,15 @@ def _compile(saved: dict, backend: Callable, backend_name: str) -> CompiledGraph
     """A saved graph compiled again by the backend (from torch's caches, when it keeps them)."""
     gm = graph_from_data(saved["gm"])
     gm.meta["pyframe_name"] = saved["name"]
-    if saved["error"] is not None:  # its backend failed when it was made: it ran eagerly then too
-        return CompiledGraph(saved["name"], gm, gm.forward, backend_name, error=saved["error"])
     symbolic = any(type(n) is tuple for meta in saved["inputs"] for n in _sizes_of(meta))
     mode = new_symbolic_mode() if symbolic else None
     symbols: dict[str, Any] = {}
     examples = [_example(meta, mode, symbols) for meta in saved["inputs"]]
+    placeholders = [node for node in gm.graph.nodes if node.op == "placeholder"]
+    for node, example in zip(placeholders, examples):  # (as a trace leaves them: a later save reads them)
+        node.meta["example_value"] = example
+    if saved["error"] is not None:  # its backend failed when it was made: it ran eagerly then too
+        return CompiledGraph(saved["name"], gm, gm.forward, backend_name, error=saved["error"])
     return compile_with_backend(backend, backend_name, gm, examples, saved["name"], mode)
 
 
