@@ -90,8 +90,9 @@ def _build(described: dict) -> torch.fx.GraphModule:
     graph = PyframeGraph()  # (fx's own code, written faster: fx_python_code.py)
     made: dict[str, torch.fx.Node] = {}
     for op, name, target, args, kwargs, type_expr in described["nodes"]:
-        node = graph.create_node(op, target, _with_nodes(args, made), _with_nodes(kwargs, made), name=name,
-                                 type_expr=type_expr)
+        # (made bare, then given its arguments in one step, as the trace makes its nodes: graph.py)
+        node = graph.create_node(op, target, name=name, type_expr=type_expr)
+        node._update_args_kwargs(_with_nodes(args, made), _with_nodes(kwargs, made))
         if node.name != name:
             raise Unsaveable(f"graph node {name} came back as {node.name}")
         made[name] = node
