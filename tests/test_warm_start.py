@@ -293,3 +293,13 @@ def test_an_entry_pinning_an_unnamed_object_is_left_out_and_named(tmp_path):
 def test_the_stamped_version_is_pyprojects():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())
     assert warm_format.PYFRAME_VERSION == project["project"]["version"]
+
+
+def test_code_hashes_tell_apart_codes_equal_but_for_their_qualified_names():
+    # (code objects compare equal by value without their qualified names: `A.tell` and `B.tell`)
+    from pyframe.warm.codes import code_hash
+    first = _sin_twice.__code__
+    renamed = first.replace(co_qualname="Other._sin_twice")
+    assert first == renamed
+    assert code_hash(first) != code_hash(renamed)
+    assert code_hash(first) == code_hash(first.replace(co_firstlineno=first.co_firstlineno + 3))  # lines left out

@@ -16,17 +16,29 @@ import types
 import weakref
 from typing import Any
 
-_hashes: "weakref.WeakKeyDictionary[types.CodeType, str]" = weakref.WeakKeyDictionary()
+# Each code's hash, by identity: code objects compare equal by value but for their qualified
+# names (`A.tell` and `B.tell` of the same body and lines), which the hash includes.
+_hashes: dict[int, tuple["weakref.ref[types.CodeType]", str]] = {}
 
 
 def code_hash(code: types.CodeType) -> str:
-    digest = _hashes.get(code)
-    if digest is None:
-        fields = (code.co_code, code.co_qualname, code.co_names, code.co_varnames, code.co_freevars,
-                  code.co_cellvars, code.co_argcount, code.co_posonlyargcount, code.co_kwonlyargcount,
-                  code.co_flags, code.co_exceptiontable, tuple(_const(c) for c in code.co_consts))
-        digest = _hashes[code] = hashlib.sha256(marshal.dumps(fields)).hexdigest()[:32]
+    known = _hashes.get(id(code))
+    if known is not None and known[0]() is code:
+        return known[1]
+    consts = code.co_consts
+    if not _REWRITTEN.isdisjoint(map(type, consts)):  # (most codes hold plain constants only)
+        consts = tuple(_const(c) for c in consts)
+    fields = (code.co_code, code.co_qualname, code.co_names, code.co_varnames, code.co_freevars,
+              code.co_cellvars, code.co_argcount, code.co_posonlyargcount, code.co_kwonlyargcount,
+              code.co_flags, code.co_exceptiontable, consts)
+    # (marshal's version 2 writes no back-references: versions 3 and up refer back to an object
+    # met twice when its reference count says it may be shared, which varies between processes)
+    digest = hashlib.sha256(marshal.dumps(fields, 2)).hexdigest()[:32]
+    _hashes[id(code)] = (weakref.ref(code), digest)
     return digest
+
+
+_REWRITTEN = frozenset({types.CodeType, tuple, frozenset})  # the constants _const writes otherwise
 
 
 def _const(const: Any) -> Any:
