@@ -6,6 +6,8 @@ and its calling context are those torch.compile gives it:
 
 - a TracingContext whose FakeTensorMode has a ShapeEnv (else: "No shape env", the FX graph cache
   bypassed), the graph's inputs in it with static sizes (else aot_autograd gives each size a symbol);
+- every node's `meta["example_value"]`, which a loaded graph gets back from the file (else
+  AOTAutograd's cache refuses a method call: "Unsupported call_method target").
 
 The fast tests check each piece in this process; the slow one runs a cold and a warm process with
 inductor and counts torch's cache hits in the warm one.
@@ -20,10 +22,12 @@ import sys
 
 import pytest
 import torch
+from torch._subclasses.fake_tensor import FakeTensor
 
 import pyframe
 from pyframe.backends import compile_with_backend, lookup_backend
 from pyframe.backends.compile import static_mode, written_for_dynamo
+from pyframe.warm.graphs import graph_from_data, graph_to_data
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -74,6 +78,52 @@ def test_static_mode_holds_the_inputs_fakes_with_their_layout():
     assert (fakes[0].shape, fakes[0].stride(), fakes[0].storage_offset()) == ((4, 5), (6, 1), 1)
 
 
+class _Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 6)
+
+    def forward(self, x):
+        y = self.fc(x).view(2, 3, 6)                 # a method call on a node (AOTAutograd's check)
+        return y.transpose(1, 2).sum(-1), y.shape[0]
+
+
+def test_a_loaded_graph_has_the_example_values_the_trace_left():
+    graphs = []
+
+    def keep(gm, inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    pyframe.optimize(keep)(_Net())(torch.randn(6, 4))
+    (gm,) = graphs
+    loaded = graph_from_data(graph_to_data(gm))
+    for node, twin in zip(gm.graph.nodes, loaded.graph.nodes):
+        if node.op == "output":
+            continue
+        want, got = node.meta["example_value"], twin.meta.get("example_value")
+        if isinstance(want, torch.Tensor):
+            assert type(got) is FakeTensor, node.name
+            assert (got.shape, got.stride(), got.storage_offset(), got.dtype, got.device, got.requires_grad) == \
+                (want.shape, want.stride(), want.storage_offset(), want.dtype, want.device, want.requires_grad)
+        else:
+            assert got == want, node.name
+
+
+def test_a_graph_with_dynamic_shapes_keeps_no_example_values():
+    graphs = []
+
+    def keep(gm, inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    pyframe.optimize(keep, dynamic=True)(lambda x: (x * 2).sum(0))(torch.randn(5, 3))
+    (gm,) = graphs
+    assert any(isinstance(n.meta.get("example_value"), torch.SymInt) for n in gm.graph.nodes)
+    loaded = graph_from_data(graph_to_data(gm))
+    assert not any("example_value" in n.meta for n in loaded.graph.nodes)  # (its ShapeEnv's, not made again)
+
+
 # `python prog.py save|load <file>`: a model compiled with inductor; prints one JSON line.
 PROGRAM = '''
 import json, sys, torch, pyframe
@@ -122,3 +172,5 @@ def test_a_warm_process_with_inductor_hits_torchs_caches(tmp_path):
     assert warm["translations"] == 0
     assert warm["inductor"].get("fxgraph_cache_hit") == 1
     assert "fxgraph_cache_miss" not in warm["inductor"] and "fxgraph_cache_bypass" not in warm["inductor"]
+    assert warm["aot_autograd"].get("autograd_cache_hit") == 1
+    assert "autograd_cache_bypass" not in warm["aot_autograd"]
