@@ -9,6 +9,11 @@ at run time is handled by the transformed code (pyframe/rerun.py): the frame run
 whose exception is the user's; if that run does not raise, the backend was at fault, and pyframe
 warns naming it (BackendCompilerFailed with `suppress_errors = False`).
 
+A backend of torch's ("inductor", "aot_eager"...) is called as torch._dynamo calls it: in a
+TracingContext whose FakeTensorMode has a ShapeEnv, the graph's inputs made FakeTensors in it with
+their static sizes (`written_for_dynamo`, `static_mode`); inductor's FX graph cache and AOTAutograd's
+cache are bypassed without one, so a warm start could not use the artifacts it loaded.
+
 One thing is checked when the compiled graph first runs: that it returns as many outputs as the
 graph (`FirstCallCheck`, which then takes itself out of the call path). A backend that returns
 another number gives one warning naming it and what it returned, and the graph runs as it is from
@@ -22,6 +27,8 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
 from .. import config
 from ..exc import BackendCompilerFailed
@@ -50,9 +57,12 @@ def compile_with_backend(backend: Callable, name: str, gm: torch.fx.GraphModule,
                          fake_mode: Any = None) -> CompiledGraph:
     """Call the backend; on failure warn once and fall back to running the graph eagerly. With
     `fake_mode` (a graph with dynamic shapes), the backend runs in a tracing context holding it,
-    where aot_autograd and inductor find the ShapeEnv of the graph's symbols."""
+    where aot_autograd and inductor find the ShapeEnv of the graph's symbols; a backend of torch's
+    gets one for a static graph too (`static_mode`)."""
     start = time.perf_counter()
     try:
+        if fake_mode is None and written_for_dynamo(backend):
+            fake_mode, fakes = static_mode(example_inputs)  # (fakes: kept alive through the call)
         if fake_mode is not None:
             with torch._guards.tracing(torch._guards.TracingContext(fake_mode)):
                 fn = backend(gm, example_inputs)
@@ -70,6 +80,28 @@ def compile_with_backend(backend: Callable, name: str, gm: torch.fx.GraphModule,
         return CompiledGraph(graph_name, gm, gm.forward, name, error=f"{type(e).__name__}: {e}",
                              seconds=time.perf_counter() - start)
     return CompiledGraph(graph_name, gm, fn, name, seconds=time.perf_counter() - start)
+
+
+def written_for_dynamo(backend: Callable) -> bool:
+    """Whether `backend` is one of torch's ("inductor", "aot_eager", compile_fx...: defined in a
+    module of torch, or one with a mode or options, BackendWithSettings, over one). torch._dynamo
+    calls every backend in a TracingContext whose FakeTensorMode has a ShapeEnv, and torch's
+    backends rely on it: inductor's FX graph cache and AOTAutograd's cache are bypassed without
+    one ("No shape env"). Other backends are called as they are: a context costs a FakeTensorMode
+    per graph, and importing what a ShapeEnv's mode needs, on the first."""
+    backend = getattr(backend, "fn", backend)  # (BackendWithSettings: the backend it calls)
+    return (getattr(backend, "__module__", None) or "").startswith("torch.")
+
+
+def static_mode(example_inputs: list[Any]) -> tuple[FakeTensorMode, list[torch.Tensor]]:
+    """A FakeTensorMode over a ShapeEnv of its own for a static graph's backend, and the FakeTensors
+    of the graph's tensor inputs, made in it with static sizes. aot_autograd makes its inputs'
+    FakeTensors with `mode.from_tensor(x)`, which over a ShapeEnv gives every size a symbol
+    (dynamic=True's graph) unless the mode has one of x already: torch._dynamo made them while
+    tracing, as these are made here. (The mode remembers them weakly: the caller keeps them.)"""
+    mode = FakeTensorMode(shape_env=ShapeEnv())
+    fakes = [mode.from_tensor(x, static_shapes=True) for x in example_inputs if isinstance(x, torch.Tensor)]
+    return mode, fakes
 
 
 def _output_count(gm: torch.fx.GraphModule) -> int | None:

@@ -5,6 +5,12 @@ renames nodes (`x = a / b` comes back as `truediv`). pyframe writes the graph it
 op, name, target, arguments (other nodes by name) and type annotation, and the GraphModules of
 higher-order ops (`cond`'s branches, checkpoint's body) as graphs of their own. Loading makes the
 same graph, node for node, and the same code.
+
+Each node's `meta["example_value"]` is written too when its sizes are static (a tensor's metadata, a
+tuple of them, a number) and made again on load as a FakeTensor of pyframe's static mode, as the
+trace left it: backends read it, and AOTAutograd's cache takes a method call only on a node that has
+one (`check_node_safe`: "Unsupported call_method target"), so without them a loaded graph would
+miss the cache artifacts its file holds.
 """
 from __future__ import annotations
 
@@ -12,8 +18,11 @@ from typing import Any
 
 import torch
 import torch.fx
+from torch._subclasses.fake_tensor import FakeTensor
 
+from ..fake.memo import new_fake
 from ..fx_python_code import PyframeGraph
+from ..graph import fake_mode
 from .refs import Unsaveable, dumps, loads
 
 
@@ -21,8 +30,10 @@ def graph_to_data(gm: torch.fx.GraphModule) -> bytes:
     return dumps(_describe(gm), _node_names)
 
 
-def graph_from_data(data: bytes) -> torch.fx.GraphModule:
-    return _build(loads(data, _node_refs))
+def graph_from_data(data: bytes, examples: bool = True) -> torch.fx.GraphModule:
+    """The saved graph; with `examples`, its nodes' example values made again (for a backend that
+    reads them: a backend of torch's. They cost some microseconds a node, which others need not pay)."""
+    return _build(loads(data, _node_refs), examples)
 
 
 class _NodeRef:
@@ -80,13 +91,67 @@ def _describe(gm: torch.fx.GraphModule) -> dict:
             raise Unsaveable(f"the graph holds a {type(module).__qualname__} module ({name})")
         subgraphs[name] = _describe(module)
     nodes = [(n.op, n.name, n.target, _plain(n.args), _plain(n.kwargs), n.type) for n in gm.graph.nodes]
-    return {"nodes": nodes, "subgraphs": subgraphs, "class_name": type(gm).__name__}
+    return {"nodes": nodes, "subgraphs": subgraphs, "class_name": type(gm).__name__,
+            "examples": _describe_examples(gm)}
 
 
-def _build(described: dict) -> torch.fx.GraphModule:
+def _describe_examples(gm: torch.fx.GraphModule) -> dict[str, Any]:
+    """Each node's example value as data, by node name; none at all for a graph with dynamic
+    shapes (its example values belong to its ShapeEnv, which a load does not make again)."""
+    examples = {}
+    for node in gm.graph.nodes:
+        described = _describe_example(node.meta.get("example_value"))
+        if described is _SYMBOLIC:
+            return {}
+        if described is not None:
+            examples[node.name] = described
+    return examples
+
+
+_SYMBOLIC = object()
+_NUMBERS = (int, float, bool)
+_SYMBOLS = (torch.SymInt, torch.SymFloat, torch.SymBool)
+
+
+def _describe_example(value: Any) -> Any:
+    """A node's example value as data; None when it has none or one not made again here (a
+    subgraph's GraphModule, a tensor subclass), _SYMBOLIC when it has symbolic sizes."""
+    if isinstance(value, torch.Tensor):
+        sizes, strides = tuple(value.shape), value.stride()
+        if not all(type(n) is int for n in (*sizes, *strides)) or type(value.storage_offset()) is not int:
+            return _SYMBOLIC
+        if type(value) is not FakeTensor or value.layout is not torch.strided:
+            return None
+        return ("tensor", sizes, strides, value.storage_offset(), value.dtype, value.device, value.requires_grad)
+    if type(value) in (tuple, list):
+        items = [_describe_example(v) for v in value]
+        if any(i is _SYMBOLIC for i in items):
+            return _SYMBOLIC
+        return None if any(i is None for i in items) else (type(value).__name__, items)
+    if type(value) in _NUMBERS:
+        return ("number", value)
+    return _SYMBOLIC if isinstance(value, _SYMBOLS) else None
+
+
+def _example(described: tuple) -> Any:
+    kind = described[0]
+    if kind == "tensor":
+        _, sizes, strides, offset, dtype, device, requires_grad = described
+        # (the storage a view of that layout needs, as the trace's FakeTensor had it)
+        extent = offset + 1 + sum((n - 1) * s for n, s in zip(sizes, strides) if n > 0) if all(sizes) else 0
+        meta = torch.empty(extent, dtype=dtype, device="meta").as_strided(sizes, strides, offset)
+        fake = new_fake(fake_mode(), meta, device)
+        return fake.requires_grad_() if requires_grad else fake
+    if kind == "number":
+        return described[1]
+    items = [_example(v) for v in described[1]]
+    return items if kind == "list" else tuple(items)
+
+
+def _build(described: dict, examples: bool) -> torch.fx.GraphModule:
     root = torch.nn.Module()
     for name, sub in described["subgraphs"].items():
-        setattr(root, name, _build(sub))
+        setattr(root, name, _build(sub, examples))
     graph = PyframeGraph()  # (fx's own code, written faster: fx_python_code.py)
     made: dict[str, torch.fx.Node] = {}
     for op, name, target, args, kwargs, type_expr in described["nodes"]:
@@ -96,4 +161,7 @@ def _build(described: dict) -> torch.fx.GraphModule:
         if node.name != name:
             raise Unsaveable(f"graph node {name} came back as {node.name}")
         made[name] = node
+    if examples:
+        for name, example in described.get("examples", {}).items():  # (a file written before they were)
+            made[name].meta["example_value"] = _example(example)
     return torch.fx.GraphModule(root, graph, class_name=described["class_name"])

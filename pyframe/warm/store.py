@@ -29,6 +29,7 @@ import torch
 
 from .. import _C, resume
 from ..backends import CompiledGraph, compile_with_backend
+from ..backends.compile import written_for_dynamo
 from ..fake.shapes import new_symbol, new_symbolic_mode
 from .. import config
 from ..guards import PinnedObject
@@ -312,7 +313,7 @@ def _resume_code(context: _UnitContext, rid: int, made: list[types.CodeType]) ->
 
 def _compile(saved: dict, backend: Callable, backend_name: str) -> CompiledGraph:
     """A saved graph compiled again by the backend (from torch's caches, when it keeps them)."""
-    gm = graph_from_data(saved["gm"])
+    gm = graph_from_data(saved["gm"], examples=written_for_dynamo(backend))
     gm.meta["pyframe_name"] = saved["name"]
     symbolic = any(type(n) is tuple for meta in saved["inputs"] for n in _sizes_of(meta))
     mode = new_symbolic_mode() if symbolic else None
