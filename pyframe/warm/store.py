@@ -321,7 +321,7 @@ def _compile(saved: dict, backend: Callable, backend_name: str) -> CompiledGraph
     examples = [_example(meta, mode, symbols) for meta in saved["inputs"]]
     placeholders = [node for node in gm.graph.nodes if node.op == "placeholder"]
     for node, example in zip(placeholders, examples):  # (as a trace leaves them: a later save reads them)
-        node.meta["example_value"] = example
+        node.meta.setdefault("example_value", example)
     if saved["error"] is not None:  # its backend failed when it was made: it ran eagerly then too
         return CompiledGraph(saved["name"], gm, gm.forward, backend_name, error=saved["error"])
     return compile_with_backend(backend, backend_name, gm, examples, saved["name"], mode)
