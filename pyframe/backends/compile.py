@@ -21,6 +21,7 @@ then on (`BackendCompilerFailed` with `suppress_errors = False`).
 """
 from __future__ import annotations
 
+import contextlib
 import time
 import warnings
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ from typing import Any, Callable
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
+from torch.multiprocessing.reductions import StorageWeakRef
 
 from .. import config
 from ..exc import BackendCompilerFailed
@@ -61,10 +63,14 @@ def compile_with_backend(backend: Callable, name: str, gm: torch.fx.GraphModule,
     gets one for a static graph too (`static_mode`)."""
     start = time.perf_counter()
     try:
-        if fake_mode is None and written_for_dynamo(backend):
-            fake_mode, fakes = static_mode(example_inputs)  # (fakes: kept alive through the call)
+        caches = contextlib.nullcontext()
+        if written_for_dynamo(backend):
+            if fake_mode is None:
+                fake_mode, fakes = static_mode(example_inputs)  # (fakes: kept alive through the call)
+            if _share_memory(example_inputs):
+                caches = torch._functorch.config.patch(enable_autograd_cache=False)
         if fake_mode is not None:
-            with torch._guards.tracing(torch._guards.TracingContext(fake_mode)):
+            with caches, torch._guards.tracing(torch._guards.TracingContext(fake_mode)):
                 fn = backend(gm, example_inputs)
         else:
             fn = backend(gm, example_inputs)
@@ -91,6 +97,15 @@ def written_for_dynamo(backend: Callable) -> bool:
     per graph, and importing what a ShapeEnv's mode needs, on the first."""
     backend = getattr(backend, "fn", backend)  # (BackendWithSettings: the backend it calls)
     return (getattr(backend, "__module__", None) or "").startswith("torch.")
+
+
+def _share_memory(example_inputs: list[Any]) -> bool:
+    """Whether two of the graph's tensor inputs are views of one storage. AOTAutograd's cache does
+    not key its entries on which inputs alias (torch 2.13): a graph compiled for inputs apart would
+    be found again for the same graph on overlapping ones (pyframe's aliasing guard recompiles
+    for them), whose mutations it would not see through. Such a graph is compiled without it."""
+    storages = [StorageWeakRef(x.untyped_storage()) for x in example_inputs if isinstance(x, torch.Tensor)]
+    return len(set(storages)) < len(storages)
 
 
 def static_mode(example_inputs: list[Any]) -> tuple[FakeTensorMode, list[torch.Tensor]]:
