@@ -76,6 +76,9 @@ void bind_guard_manager(py::module_ &m) {
         .def("add_none_match", &GuardManager::add_none_match, py::arg("text") = "")
         .def("add_not_none_match", &GuardManager::add_not_none_match, py::arg("text") = "")
         .def("add_len_match", &GuardManager::add_len_match, py::arg("n"), py::arg("text") = "")
+        .def("add_attrs_len_match", &GuardManager::add_attrs_len_match, py::arg("names"),
+             py::arg("lengths"), py::arg("text") = "",
+             "passes when len(getattr(v, names[i])) == lengths[i] for every i")
         .def("add_dict_keys_match", &GuardManager::add_dict_keys_match, py::arg("keys"),
              py::arg("text") = "")
         .def("add_dict_keys_id_match", &GuardManager::add_dict_keys_id_match, py::arg("keys"),

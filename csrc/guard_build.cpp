@@ -194,6 +194,14 @@ void GuardManager::add_len_match(Py_ssize_t n, std::string text) {
     add(make_len_match(n, std::move(text)));
 }
 
+void GuardManager::add_attrs_len_match(std::vector<py::str> names, std::vector<Py_ssize_t> lengths,
+                                       std::string text) {
+    if (text.empty()) {
+        text = "len of " + source_ + "'s attributes";
+    }
+    add(make_attrs_len_match(std::move(names), std::move(lengths), std::move(text)));
+}
+
 void GuardManager::add_dict_keys_match(py::tuple keys, std::string text) {
     if (text.empty()) {
         text = "tuple(" + source_ + ".keys()) == " + repr_of(keys);

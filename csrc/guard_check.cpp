@@ -212,12 +212,16 @@ bool GuardManager::check_pinned_subtree(PyObject *v, const Run &run, Snapshot *r
     bool ok = check_children(v, run, &mine);
     snapshot_valid_ = ok && mine.safe;
     never_safe_ = ok && !mine.safe;
+    if (snapshot_valid_) {
+        // (before handing it up, as a skipped check hands up the kept snapshot: every enclosing
+        // snapshot copies these facts and drops the same repeats again, from fewer of them)
+        mine.drop_repeats();
+        mine.seal();
+    }
     if (record != nullptr) {
         record->append(mine);
     }
     if (snapshot_valid_) {
-        mine.drop_repeats();
-        mine.seal();
         snapshot_ = std::move(mine);
     }
     return ok;

@@ -168,6 +168,33 @@ bool record_class_attr(PyObject *v, PyObject *name, PyObject *value, bool generi
     return true;
 }
 
+// What an AttrsLenMatch leaf on v relies on: each attribute found in v's instance dict (its
+// type and the dict's version, as record_attr records an attribute child's fetch), and each
+// attribute's length (its version, as a LenMatch on a dict records it); else no safe snapshot.
+void record_lengths(PyObject *v, const std::vector<py::str> &names, Snapshot &s) {
+    for (const py::str &name : names) {
+        PyObject *attr = PyObject_GetAttr(v, name.ptr());
+        if (attr == nullptr) {
+            PyErr_Clear();
+            s.safe = false;
+            return;
+        }
+        PyObject **slot = attr_is_from_instance_dict(v, name.ptr(), attr, false) ? versioned_instance_dict_slot(v)
+                                                                                  : nullptr;
+        if (slot == nullptr) {
+            s.safe = false;
+        } else {
+            s.tags.push_back(Tag::of_type_and_dict(v, *slot, slot));  // (once: drop_repeats)
+        }
+        if (is_versioned_dict(attr)) {
+            s.dict(attr, /*leaf=*/true);  // (borrowed: v's instance dict holds it while the fact above holds)
+        } else if (!is_immutable(attr)) {
+            s.safe = false;
+        }
+        Py_DECREF(attr);
+    }
+}
+
 }  // namespace
 
 // What tells a later check that `child`'s fetch from v still gives `value` (v being the same
@@ -224,6 +251,9 @@ void GuardManager::record_facts(PyObject *v, Snapshot &s) const {
                 break;
             case LeafKind::Attribute:
                 reads_attrs = true;  // what it finds depends on the type and the instance dict
+                break;
+            case LeafKind::Lengths:
+                record_lengths(v, leaf->attrs(), s);
                 break;
             case LeafKind::Identity:
             case LeafKind::Tensor:

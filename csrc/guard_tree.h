@@ -101,6 +101,7 @@ public:
     void add_none_match(std::string text);
     void add_not_none_match(std::string text);
     void add_len_match(Py_ssize_t n, std::string text);
+    void add_attrs_len_match(std::vector<py::str> names, std::vector<Py_ssize_t> lengths, std::string text);
     void add_dict_keys_match(py::tuple keys, std::string text);
     void add_dict_keys_id_match(py::tuple keys, std::vector<bool> by_id, std::string text);
     void add_hasattr_match(py::str name, bool expected, std::string text);

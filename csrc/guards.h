@@ -30,7 +30,9 @@ namespace py = pybind11;
 //   Keys      a dict's keys in order (DICT_KEYS, DICT_KEYS_ID): an OrderedDict's order changes
 //             (move_to_end) without a new dict version
 //   Attribute whether it has an attribute (HASATTR): its type and its instance dict
-enum class LeafKind : uint8_t { Identity, Type, Tensor, Value, Keys, Attribute };
+//   Lengths   the lengths of some of its attributes (ATTRS_LEN_MATCH: a module's hook tables):
+//             each attribute as an attribute child's fetch, each length as LEN's (attrs())
+enum class LeafKind : uint8_t { Identity, Type, Tensor, Value, Keys, Attribute, Lengths };
 
 // One check on one value. Leaves hold their Python objects as py::object (destroyed with the
 // tree, under the GIL) and use the raw CPython API in check(): it runs on every cached call.
@@ -45,6 +47,11 @@ public:
     // Root-level leaves (call matches) get value == nullptr.
     virtual bool check(PyObject *value) = 0;
     virtual LeafKind kind() const { return LeafKind::Value; }
+    // The attributes of the value a Lengths leaf reads (what a snapshot records of it); none else.
+    virtual const std::vector<py::str> &attrs() const {
+        static const std::vector<py::str> none;
+        return none;
+    }
     const std::string &text() const { return text_; }
 
 private:
@@ -59,6 +66,7 @@ LeafPtr make_id_match(py::object obj, std::string text);
 LeafPtr make_equals_match(py::object value, std::string text);
 LeafPtr make_none_match(bool want_none, std::string text);
 LeafPtr make_len_match(Py_ssize_t n, std::string text);
+LeafPtr make_attrs_len_match(std::vector<py::str> names, std::vector<Py_ssize_t> lengths, std::string text);
 LeafPtr make_dict_keys_match(py::tuple keys, std::string text);
 LeafPtr make_dict_keys_id_match(py::tuple keys, std::vector<bool> by_id, std::string text);
 LeafPtr make_hasattr_match(py::str name, bool expected, std::string text);

@@ -136,6 +136,40 @@ private:
     Py_ssize_t n_;
 };
 
+// `len(getattr(v, name)) == n` for several attributes of v at once: a module's four hook tables,
+// one leaf instead of a child node and a LenMatch for each (a model calls a hundred modules).
+// Each attribute is read as an Attr child reads it (getattr), and sized as LenMatch sizes it.
+class AttrsLenMatch final : public Leaf {
+public:
+    AttrsLenMatch(std::vector<py::str> names, std::vector<Py_ssize_t> lengths, std::string text)
+        : Leaf(std::move(text)), names_(std::move(names)), lengths_(std::move(lengths)) {
+        if (names_.size() != lengths_.size()) {
+            throw py::value_error("add_attrs_len_match: one length per attribute name");
+        }
+    }
+    bool check(PyObject *v) override {
+        for (size_t i = 0; i < names_.size(); i++) {
+            PyObject *attr = PyObject_GetAttr(v, names_[i].ptr());
+            if (attr == nullptr) {
+                return false;  // (the tree clears the error)
+            }
+            Py_ssize_t n = PyObject_Size(attr);
+            Py_DECREF(attr);
+            if (n != lengths_[i]) {
+                PyErr_Clear();  // (n < 0: not sized, the guard fails, the call does not)
+                return false;
+            }
+        }
+        return true;
+    }
+    LeafKind kind() const override { return LeafKind::Lengths; }
+    const std::vector<py::str> &attrs() const override { return names_; }
+
+private:
+    std::vector<py::str> names_;
+    std::vector<Py_ssize_t> lengths_;
+};
+
 // A dict's keys (or a mappingproxy's: a class's __dict__), in order (`tuple(v.keys()) == (...)`), each a constant compared by exact type
 // and value; or (`keys_by_id(v) == [...]`) where some keys hash by identity (tensors, modules,
 // functions, classes), those compared by identity (a weak reference when the key supports them,
@@ -335,6 +369,9 @@ LeafPtr make_none_match(bool want_none, std::string text) {
 }
 LeafPtr make_len_match(Py_ssize_t n, std::string text) {
     return std::make_unique<LenMatch>(n, std::move(text));
+}
+LeafPtr make_attrs_len_match(std::vector<py::str> names, std::vector<Py_ssize_t> lengths, std::string text) {
+    return std::make_unique<AttrsLenMatch>(std::move(names), std::move(lengths), std::move(text));
 }
 LeafPtr make_dict_keys_match(py::tuple keys, std::string text) {
     std::vector<bool> by_value(PyTuple_GET_SIZE(keys.ptr()), false);

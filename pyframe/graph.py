@@ -175,7 +175,8 @@ class OutputGraph:
         """A placeholder after the others: they stay first, in the order the trace met them."""
         last = self._last_placeholder
         with self.graph.inserting_after(last) if last is not None else self.graph.inserting_before(None):
-            node = self.graph.placeholder(name, type_expr=type_expr)
+            node = self.graph.create_node("placeholder", name, type_expr=type_expr,
+                                          name=_placeholder_candidate(self.graph, name))
         self._last_placeholder = node
         self._made_after[node] = self._moment()
         return node
@@ -461,6 +462,17 @@ def _name_candidate(graph: torch.fx.Graph, target: Any) -> str:
         return name
     except TypeError:  # an unhashable target
         return graph._target_to_str(target)
+
+
+def _placeholder_candidate(graph: torch.fx.Graph, target: str) -> str:
+    """The name `graph.placeholder(target)` gives its node before numbering it: fx snake-cases
+    the target (`L_self_modules_LayerNorm_` -> `l_self_modules_layer_norm_`) with a regular
+    expression whose look-behind tries every character of a deep module path. A target with no
+    capital after its first character (most) is only lowered, which costs a tenth of that."""
+    rest = target[1:]
+    if target.isascii() and rest == rest.lower() and not (target.startswith("__") and target.endswith("__")):
+        return target.lower()
+    return graph._target_to_str(target)
 
 
 def rename_node(node: torch.fx.Node, candidate: str) -> None:

@@ -23,7 +23,7 @@ from typing import Any, Callable, Sequence
 import torch
 
 from .exc import InvalidCompileOption
-from .guards import Guard, GuardSet
+from .guards import Guard, GuardKind, GuardSet
 from .source import ChildSource, GlobalSource, GlobalsDictSource, Source
 
 _MISSING = object()
@@ -108,6 +108,8 @@ class _Reader:
         source = guard.source
         value = self.value(source)
         root, module_class = source, None
+        if guard.kind == GuardKind.ATTRS_LEN_MATCH and isinstance(value, torch.nn.Module):
+            module_class = type(value)  # (what it checks is reached through the module: its hook tables)
         while isinstance(root, ChildSource):
             root = root.base
             if module_class is None and isinstance(self.value(root), torch.nn.Module):

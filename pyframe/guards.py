@@ -46,6 +46,9 @@ class GuardKind(enum.IntEnum):
     # for source `base.attr`: object's lookup of attr on base finds the class's ClassAttr.value
     # through the MRO (None: nothing there), not shadowed by base's instance dict
     CLASS_ATTR_MATCH = 11
+    # len(getattr(base, name)) == n for each (name, n) of the value, a tuple of pairs: a module's
+    # four hook tables, one check on the module (a model calls a hundred modules)
+    ATTRS_LEN_MATCH = 12
 
 
 @dataclass(frozen=True)
@@ -191,6 +194,8 @@ _TEXTS: dict[GuardKind, Callable[[str, Guard], str]] = {
                                              f"{g.source.attr!r})",
     GuardKind.CLASS_ATTR_MATCH: _class_attr_text,
     GuardKind.DICT_CONTAINS_MATCH: _dict_contains_text,
+    GuardKind.ATTRS_LEN_MATCH: lambda name, g: f"[len(getattr({name}, a)) for a in {tuple(a for a, _ in g.value)!r}] "
+                                               f"== {[n for _, n in g.value]!r}",
 }
 
 
@@ -546,6 +551,8 @@ _LEAVES: dict[GuardKind, Any] = {
                                                                                        value.check_instance, text),
     GuardKind.DICT_CONTAINS_MATCH: lambda node, g, value, text: node.add_dict_contains_match(_dict_entry(g.source)[0],
                                                                                              value, text),
+    GuardKind.ATTRS_LEN_MATCH: lambda node, g, value, text: node.add_attrs_len_match([a for a, _ in value],
+                                                                                     [n for _, n in value], text),
     GuardKind.TENSOR_MATCH: _add_tensor_match,
 }
 

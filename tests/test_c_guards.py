@@ -80,6 +80,18 @@ def test_len_match():
     assert not check(root, {"x": [1]}) and not check(root, {"x": 5})  # len(5) raises: fails
 
 
+def test_attrs_len_match_sizes_each_attribute():
+    obj = types.SimpleNamespace(a=[], b={1: 2})
+    root = one_leaf("x", lambda n: n.add_attrs_len_match(["a", "b"], [0, 1], "lengths"))
+    assert check(root, {"x": obj}) and root.texts() == ["lengths"]
+    obj.a.append(1)
+    assert not check(root, {"x": obj})  # a length differs
+    assert not check(root, {"x": types.SimpleNamespace(a=[])})  # an attribute is missing: fails
+    assert not check(root, {"x": types.SimpleNamespace(a=[], b=5)})  # not sized: fails
+    with pytest.raises(ValueError):
+        one_leaf("x", lambda n: n.add_attrs_len_match(["a"], [0, 1]))
+
+
 def test_dict_keys_match_in_order():
     root = one_leaf("x", lambda n: n.add_dict_keys_match(("a", "b")))
     assert check(root, {"x": {"a": 1, "b": 2}})

@@ -70,6 +70,24 @@ def test_an_instance_that_differs_recompiles():
     pyframe.reset()
 
 
+def test_a_modules_four_hook_tables_are_one_guard():
+    """Each module called has one ATTRS_LEN_MATCH on its hook tables (not four LEN_MATCHes), and a
+    hook registered later fails it."""
+    torch.manual_seed(0)
+    block, x = Block(), torch.randn(4, 8)
+    backend = CountingBackend()
+    apply = pyframe.optimize(backend)(lambda m, x: m(x) - 1)
+    apply(block, x)
+    (entry,) = pyframe.debug.cache_entries(apply)
+    hooks = [g for g in entry.guards if "hooks" in g]
+    assert hooks == [f"[len(getattr({m}, a)) for a in ('_forward_pre_hooks', '_forward_hooks', '_backward_hooks', "
+                     f"'_backward_pre_hooks')] == [0, 0, 0, 0]" for m in ("L['m']", "L['m']._modules['lin']")]
+    block.lin.register_forward_hook(lambda mod, args, out: out + 1)
+    torch.testing.assert_close(apply(block, x), block(x) - 1)
+    assert len(backend.graphs) == 2
+    pyframe.reset()
+
+
 class Pair(torch.nn.Module):
     def __init__(self, share: bool) -> None:
         super().__init__()

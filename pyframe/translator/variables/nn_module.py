@@ -37,7 +37,8 @@ _TREE_METHODS = set(_TREE_PARAMETERS)
 
 
 # A module's hook tables: a call is traced with its forward (pre-)hooks inlined; the tables are
-# guarded by length, so a hook registered or removed later recompiles.
+# guarded by length (one ATTRS_LEN_MATCH for the four), so a hook registered or removed later
+# recompiles.
 _HOOK_TABLES = ("_forward_pre_hooks", "_forward_hooks", "_backward_hooks", "_backward_pre_hooks")
 _GLOBAL_HOOKS = ("_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks",
                  "_global_backward_pre_hooks")
@@ -220,8 +221,8 @@ class NNModuleVariable(VariableTracker):
             return tx.inline_call(own_call, [self, *args], kwargs,
                                   fn_source=AttrSource(AttrSource(self.source, "__class__"), "__call__") if self.source else None)
         if self.source is not None:
-            for table in _HOOK_TABLES:
-                tx.output.guards.add(AttrSource(self.source, table), GuardKind.LEN_MATCH, len(getattr(module, table)))
+            tx.output.guards.add(self.source, GuardKind.ATTRS_LEN_MATCH,
+                                 tuple((table, len(getattr(module, table))) for table in _HOOK_TABLES))
         if module._backward_hooks or module._backward_pre_hooks or any(
                 getattr(torch.nn.modules.module, table) for table in _GLOBAL_HOOKS):
             raise Unsupported(f"call of {name} with backward or global hooks")
