@@ -79,12 +79,43 @@ def test_a_modules_four_hook_tables_are_one_guard():
     apply = pyframe.optimize(backend)(lambda m, x: m(x) - 1)
     apply(block, x)
     (entry,) = pyframe.debug.cache_entries(apply)
-    hooks = [g for g in entry.guards if "hooks" in g]
+    hooks = [g for g in entry.guards if "hooks" in g and "_global_" not in g]
     assert hooks == [f"[len(getattr({m}, a)) for a in ('_forward_pre_hooks', '_forward_hooks', '_backward_hooks', "
                      f"'_backward_pre_hooks')] == [0, 0, 0, 0]" for m in ("L['m']", "L['m']._modules['lin']")]
     block.lin.register_forward_hook(lambda mod, args, out: out + 1)
     torch.testing.assert_close(apply(block, x), block(x) - 1)
     assert len(backend.graphs) == 2
+    pyframe.reset()
+
+
+def test_a_global_module_hook_registered_later_recompiles_and_runs():
+    """nn.Module's global hook tables are guarded empty (one guard, however many modules the trace
+    calls): a hook registered with register_module_forward_hook after the compile fails it, and the
+    recompile runs the hook for every module call, as eager does. (torch.compile runs it for the
+    outer module only.)"""
+    torch.manual_seed(0)
+    block, x = Block(), torch.randn(4, 8)
+    backend = CountingBackend()
+    apply = pyframe.optimize(backend)(lambda m, x: m(x) - 1)
+    apply(block, x)
+    (entry,) = pyframe.debug.cache_entries(apply)
+    assert sum("_global_forward_hooks" in g for g in entry.guards) == 1
+    for engine in ("pyframe", "eager"):
+        seen = []
+        handle = torch.nn.modules.module.register_module_forward_hook(
+            lambda mod, args, out: seen.append(type(mod).__name__))
+        try:
+            out = apply(block, x) if engine == "pyframe" else block(x) - 1
+        finally:
+            handle.remove()
+        if engine == "pyframe":
+            ours = (seen, out)
+    assert ours[0] == seen == ["Linear", "Block"]
+    torch.testing.assert_close(ours[1], out)
+    compiled = len(backend.graphs)
+    assert compiled > 1  # (the module call breaks the graph: a global hook is not traced)
+    torch.testing.assert_close(apply(block, x), block(x) - 1)  # the hook gone: the first entry again
+    assert len(backend.graphs) == compiled
     pyframe.reset()
 
 

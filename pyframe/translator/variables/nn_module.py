@@ -223,9 +223,14 @@ class NNModuleVariable(VariableTracker):
         if self.source is not None:
             tx.output.guards.add(self.source, GuardKind.ATTRS_LEN_MATCH,
                                  tuple((table, len(getattr(module, table))) for table in _HOOK_TABLES))
+        hooks_module = torch.nn.modules.module
         if module._backward_hooks or module._backward_pre_hooks or any(
-                getattr(torch.nn.modules.module, table) for table in _GLOBAL_HOOKS):
+                getattr(hooks_module, table) for table in _GLOBAL_HOOKS):
             raise Unsupported(f"call of {name} with backward or global hooks")
+        # (and none registered later: nn.Module's global tables, empty, reached through the
+        # module that holds them; a hook registered after this compile recompiles)
+        tx.output.guards.add(tx.root.install_global(hooks_module), GuardKind.ATTRS_LEN_MATCH,
+                             tuple((table, 0) for table in _GLOBAL_HOOKS))
         args = list(args)
         if module._forward_pre_hooks or module._forward_hooks:
             # torch._dynamo traces nn.Module._call_impl when there are hooks, and before inlining
