@@ -118,12 +118,14 @@ private:
 };
 
 // One piece of global torch state equals what it was while tracing. `expected` is a bool (grad
-// and inference mode; whether an exception is being handled, for a trace that read sys.exc_info()),
+// and inference mode; whether an exception is being handled, for a trace that read sys.exc_info();
+// whether nn.Module's global hook tables hold a hook, for a trace that inlined a module call),
 // a torch.dtype (the default dtype), or, for autocast on a device, None (off) or the autocast
 // dtype (on).
 class TorchStateMatch final : public Leaf {
 public:
-    enum class State { GradMode, InferenceMode, DefaultDtype, AutocastCPU, AutocastCUDA, HandledException };
+    enum class State { GradMode, InferenceMode, DefaultDtype, AutocastCPU, AutocastCUDA, HandledException,
+                       ModuleHooks };
 
     TorchStateMatch(const std::string &state, const py::object &expected, std::string text)
         : Leaf(std::move(text)) {
@@ -142,6 +144,24 @@ public:
             on_ = !expected.is_none();
             if (on_) {
                 dtype_ = dtype_of(expected, state);
+            }
+        } else if (state == "module_hooks") {
+            // nn.Module's global hook tables (register_module_forward_hook...): the dicts
+            // themselves, held, as torch keeps the same four for the life of the process
+            state_ = State::ModuleHooks;
+            if (!PyBool_Check(expected.ptr())) {
+                throw py::type_error("add_torch_state_match: " + state + " expects a bool");
+            }
+            on_ = expected.ptr() == Py_True;
+            py::module_ hooks = py::module_::import("torch.nn.modules.module");
+            for (const char *name : {"_global_forward_hooks", "_global_forward_pre_hooks",
+                                     "_global_backward_hooks", "_global_backward_pre_hooks"}) {
+                py::object table = hooks.attr(name);
+                if (!PyDict_Check(table.ptr())) {
+                    throw py::type_error(std::string("add_torch_state_match: torch.nn.modules.module.") + name +
+                                         " is not a dict");
+                }
+                hook_tables_.push_back(std::move(table));
             }
         } else {
             throw py::value_error("add_torch_state_match: unknown state '" + state + "'");
@@ -167,6 +187,13 @@ public:
                 Py_XDECREF(handled);
                 return some == on_;
             }
+            case State::ModuleHooks: {
+                bool some = false;
+                for (const py::object &table : hook_tables_) {
+                    some = some || PyDict_GET_SIZE(table.ptr()) > 0;
+                }
+                return some == on_;
+            }
         }
         return false;
     }
@@ -187,6 +214,7 @@ private:
     State state_ = State::GradMode;
     bool on_ = false;
     at::ScalarType dtype_ = at::kFloat;
+    std::vector<py::object> hook_tables_;
 };
 
 }  // namespace

@@ -253,6 +253,8 @@ class GlobalStateGuard:
             return f"torch.get_autocast_dtype({device!r}) == {self.expected} (autocast on)"
         if self.state == "handled_exception":
             return f"(sys.exc_info()[1] is not None) == {self.expected!r}"
+        if self.state == "module_hooks":
+            return f"any(torch.nn.modules.module._global_{{forward,forward_pre,backward,backward_pre}}_hooks) == {self.expected!r}"
         getter = {"grad_mode": "torch.is_grad_enabled", "inference_mode": "torch.is_inference_mode_enabled",
                   "default_dtype": "torch.get_default_dtype"}[self.state]
         return f"{getter}() == {self.expected!r}"
@@ -318,6 +320,13 @@ class GuardSet:
         """The trace read sys.exc_info(): whether the frame runs inside an except block (of a
         caller) is part of what it decided."""
         guard = GlobalStateGuard("handled_exception", handled)
+        if guard not in self.global_state:
+            self.global_state.append(guard)
+
+    def add_module_hooks(self, registered: bool) -> None:
+        """The trace inlined a module call: whether nn.Module's global hook tables hold a hook
+        (register_module_forward_hook...) is part of what it decided."""
+        guard = GlobalStateGuard("module_hooks", registered)
         if guard not in self.global_state:
             self.global_state.append(guard)
 

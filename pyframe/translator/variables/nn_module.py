@@ -227,10 +227,9 @@ class NNModuleVariable(VariableTracker):
         if module._backward_hooks or module._backward_pre_hooks or any(
                 getattr(hooks_module, table) for table in _GLOBAL_HOOKS):
             raise Unsupported(f"call of {name} with backward or global hooks")
-        # (and none registered later: nn.Module's global tables, empty, reached through the
-        # module that holds them; a hook registered after this compile recompiles)
-        tx.output.guards.add(tx.root.install_global(hooks_module), GuardKind.ATTRS_LEN_MATCH,
-                             tuple((table, 0) for table in _GLOBAL_HOOKS))
+        # (and none registered later: nn.Module's global tables are global state, checked empty in
+        # C++ with grad mode and the rest; a hook registered after this compile recompiles)
+        tx.output.guards.add_module_hooks(False)
         args = list(args)
         if module._forward_pre_hooks or module._forward_hooks:
             # torch._dynamo traces nn.Module._call_impl when there are hooks, and before inlining
