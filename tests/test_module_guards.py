@@ -70,15 +70,21 @@ def test_an_instance_that_differs_recompiles():
     pyframe.reset()
 
 
-def test_a_modules_four_hook_tables_are_one_guard():
-    """Each module called has one ATTRS_LEN_MATCH on its hook tables (not four LEN_MATCHes), and a
-    hook registered later fails it."""
+def _block_applied_once():
+    """A Block called once through a compiled lambda: (block, x, backend, the compiled lambda, its entry)."""
     torch.manual_seed(0)
     block, x = Block(), torch.randn(4, 8)
     backend = CountingBackend()
     apply = pyframe.optimize(backend)(lambda m, x: m(x) - 1)
     apply(block, x)
     (entry,) = pyframe.debug.cache_entries(apply)
+    return block, x, backend, apply, entry
+
+
+def test_a_modules_four_hook_tables_are_one_guard():
+    """Each module called has one ATTRS_LEN_MATCH on its hook tables (not four LEN_MATCHes), and a
+    hook registered later fails it."""
+    block, x, backend, apply, entry = _block_applied_once()
     hooks = [g for g in entry.guards if "hooks" in g and "_global_" not in g]
     assert hooks == [f"[len(getattr({m}, a)) for a in ('_forward_pre_hooks', '_forward_hooks', '_backward_hooks', "
                      f"'_backward_pre_hooks')] == [0, 0, 0, 0]" for m in ("L['m']", "L['m']._modules['lin']")]
@@ -90,15 +96,10 @@ def test_a_modules_four_hook_tables_are_one_guard():
 
 def test_a_global_module_hook_registered_later_recompiles_and_runs():
     """nn.Module's global hook tables are guarded empty (global state, one check however many
-    modules the trace calls): a hook registered with register_module_forward_hook after the compile fails it, and the
-    recompile runs the hook for every module call, as eager does. (torch.compile runs it for the
-    outer module only.)"""
-    torch.manual_seed(0)
-    block, x = Block(), torch.randn(4, 8)
-    backend = CountingBackend()
-    apply = pyframe.optimize(backend)(lambda m, x: m(x) - 1)
-    apply(block, x)
-    (entry,) = pyframe.debug.cache_entries(apply)
+    modules the trace calls): a hook registered with register_module_forward_hook after the
+    compile fails it, and the recompile runs the hook for every module call, as eager does.
+    (torch.compile runs it for the outer module only.)"""
+    block, x, backend, apply, entry = _block_applied_once()
     assert sum("torch.nn.modules.module._global_" in g for g in entry.guards) == 1
     for engine in ("pyframe", "eager"):
         seen = []
