@@ -35,6 +35,7 @@ from .exc import BackendCompilerFailed, InvalidCompileOption, RecompileError, Un
 from .fake.shapes import STATIC_ONLY, FrameSizes, NeedsSymbolicTrace, ShapePolicy, capturing, lower_guards
 from .graph import OutputGraph
 from .guard_filter import apply_guard_filter
+from .guard_tree import build_tree
 from .guards import PinnedObject
 from .translator.hooks import TranslatorHooks
 from .translator.translate import translate_frame
@@ -388,7 +389,7 @@ class Compiler:
             output.guards.shape_guards = lower_guards(output.shape_env, output.symbolic_tensors, output.symbolic_ints)
         if self.guard_filter_fn is not None:
             apply_guard_filter(output.guards, self.guard_filter_fn, frame.f_locals, frame.f_globals)
-        return result, output.guards, output.guards.build(code, result.exports, result.grouped_inputs)
+        return result, output.guards, build_tree(output.guards, code, result.exports, result.grouped_inputs)
 
     def _record(self, code: types.CodeType, record: FrameRecord) -> None:
         records.setdefault(code, []).append(record)

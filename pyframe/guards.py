@@ -1,16 +1,14 @@
-"""Guards: the facts a trace relied on, as checks on Sources, and their lowering to C++ trees.
+"""Guards: the facts a trace relied on, as checks on Sources.
 
 The translator calls `GuardSet.add` while it reads values from the frame (a tensor's metadata, a
-global's identity, a constant's value). When the frame is done, `GuardSet.build(code)` lowers the
-set to a `pyframe._C.RootGuardManager`: one node per Source (fetched once per call however many
-checks read it), the cheapest checks first. Every guard also renders as readable Python-like text,
-used by explain(), the logs and the recompile reasons. This module knows nothing of the translator.
+global's identity, a constant's value). When the frame is done, guard_tree.py lowers the set to a
+`pyframe._C.RootGuardManager`. Every guard also renders as readable Python-like text, used by
+explain(), the logs and the recompile reasons. This module knows nothing of the translator.
 """
 from __future__ import annotations
 
 import dataclasses
 import enum
-import operator
 import types
 import weakref
 from dataclasses import dataclass
@@ -18,12 +16,7 @@ from typing import Any, Callable, Iterator, Optional
 
 import torch
 
-from . import _C, config
-from .source import (
-    AttrSource, BaseItemSource, BuiltinSource, CellContentsSource, ChildSource, ClosureSource, DictItemSource, DictKeySource,
-    DictValueSource, GenericAttrSource, GlobalSource, GlobalsDictSource, ItemSource, LocalSource, Source,
-    TensorPropertySource, TupleIteratorRestSource, WeakRefCallSource, remembered,
-)
+from .source import AttrSource, GlobalSource, GlobalsDictSource, ItemSource, LocalSource, Source, remembered
 
 
 class GuardKind(enum.IntEnum):
@@ -173,12 +166,12 @@ def _class_attr_text(name: str, g: Guard) -> str:
 
 
 def _dict_contains_text(name: str, g: Guard) -> str:
-    key, mapping = _dict_entry(g.source)
+    key, mapping = dict_entry(g.source)
     return f"{key!r} {'in' if g.value else 'not in'} {mapping.name()}"
 
 
 # The readable text of each kind of guard: (its source's name, the guard) -> str. A table, as the
-# C++ leaves below are (_LEAVES): a trace names hundreds of guards, and in 3.11 every read of an
+# C++ leaves of guard_tree.py are (_LEAVES): a trace names hundreds of guards, and in 3.11 every read of an
 # enum member through its class (`GuardKind.LEN_MATCH`) costs five times a plain attribute's.
 _TEXTS: dict[GuardKind, Callable[[str, Guard], str]] = {
     GuardKind.ID_MATCH: lambda name, g: f"id({name}) == {id(g.value)}  # {_short_repr(g.value)}",
@@ -406,80 +399,7 @@ class GuardSet:
         return [g.text() for g in self.global_state] + [g.text() for g in self] + \
             ([aliasing.text()] if aliasing is not None else []) + [g.text() for g in self.shape_guards]
 
-    def build(self, code: types.CodeType, exports: list[Source] = (), grouped_inputs: int = 0,
-              root: Any = None) -> "_C.RootGuardManager":
-        """Lower to the C++ tree checked by the eval-frame hook on every call of `code`. The
-        values of `exports` (the first graph's inputs, then what the code reads through long
-        paths: PyCodegen.exports) are handed to the transformed code, in order; the first
-        `grouped_inputs` of them in a tuple of their own (PyCodegen.grouped_inputs). `root`: a
-        new C++ root by default, or what stands for one (warm/tree.py records the calls)."""
-        self.storage_facts()
-        if root is None:
-            root = _C.RootGuardManager(config.skip_guards_on_unchanged_objects)
-        for g in self.global_state:
-            root.add_torch_state_match(g.state, g.expected, g.text())
-        nodes: dict[Source, Any] = {}
-        for guard in sorted(self, key=_KIND):  # stable: cheap kinds first
-            _add_leaf(_node_for(_checked_at(guard), root, nodes, code), guard)
-        aliasing = self.aliasing_guard()
-        if aliasing is not None:
-            root.add_aliasing_match([_node_for(s, root, nodes, code) for s in aliasing.sources],
-                                    list(aliasing.classes), aliasing.text(), list(aliasing.storage_classes))
-        for shape in self.shape_guards:
-            inputs, reads = [], []
-            for s in shape.sources:
-                if isinstance(s, TensorPropertySource):  # read from the tensor's own node, no node of its own
-                    inputs.append(_node_for(s.base, root, nodes, code))
-                    reads.append((s.prop, s.dim))
-                else:
-                    inputs.append(_node_for(s, root, nodes, code))
-                    reads.append(("value", 0))
-            root.add_shape_match(inputs, list(shape.program), shape.text(), reads)
-        for i, source in enumerate(exports):
-            if root.export(_node_for(source, root, nodes, code)) != i:
-                raise ValueError(f"{source.name()} is exported twice")
-        if grouped_inputs:
-            root.group_exports(grouped_inputs)
-        return root
-
-    def fetched_sources(self) -> frozenset[Source]:
-        """The sources the lowered tree fetches on every check that passes: each guard's node and
-        the nodes on the way to it. The transformed code may take these values from the guards'
-        exports (the objects the frame held at entry, which every Source names) instead of
-        evaluating their paths again; nothing else, as an exported node that cannot be fetched
-        would fail the guards."""
-        fetched: set[Source] = set()
-        aliasing = self.aliasing_guard()
-        shapes = [s for shape in self.shape_guards for s in shape.sources]
-        for source in [*map(_checked_at, self), *(aliasing.sources if aliasing is not None else ()), *shapes]:
-            while source not in fetched:
-                fetched.add(source)
-                if not isinstance(source, ChildSource):
-                    break
-                source = source.base
-        return frozenset(fetched)
-
-
-_KIND = operator.attrgetter("kind")
-
-
-def _checked_at(guard: Guard) -> Source:
-    """The node a guard's check runs on: its source's, but the object's for HASATTR_MATCH and
-    CLASS_ATTR_MATCH and the dict's for DICT_CONTAINS_MATCH (the attribute or entry itself may
-    not exist)."""
-    kind = guard.kind
-    if kind in _CHECKED_ON_BASE:
-        return guard.source.base
-    if kind == _DICT_CONTAINS_MATCH:
-        return _dict_entry(guard.source)[1]
-    return guard.source
-
-
-_CHECKED_ON_BASE = frozenset({GuardKind.HASATTR_MATCH, GuardKind.CLASS_ATTR_MATCH})
-_DICT_CONTAINS_MATCH = GuardKind.DICT_CONTAINS_MATCH  # (read once: see _TEXTS)
-
-
-def _dict_entry(source: Source) -> tuple[Any, Source]:
+def dict_entry(source: Source) -> tuple[Any, Source]:
     """(key, source of the dict) of a DICT_CONTAINS_MATCH guard's source."""
     if isinstance(source, GlobalSource):
         return source.global_name, GlobalsDictSource()
@@ -492,87 +412,6 @@ def _classes(keys: Iterator[int]) -> tuple[int, ...]:
     """Equal keys, equal numbers: each key numbered in order of first appearance."""
     first: dict[int, int] = {}
     return tuple(first.setdefault(k, len(first)) for k in keys)
-
-
-def _node_for(source: Source, root: Any, nodes: dict[Source, Any], code: types.CodeType) -> Any:
-    node = nodes.get(source)
-    if node is not None:
-        return node
-    lower = _LOWERINGS.get(type(source)) or next(
-        (_LOWERINGS[kind] for kind in type(source).__mro__ if kind in _LOWERINGS), None)  # (a subclass)
-    if lower is None:
-        raise TypeError(f"no guard lowering for source {source!r}")
-    if isinstance(source, ChildSource):
-        node = lower(_node_for(source.base, root, nodes, code), source)
-    else:
-        node = lower(root, source, code)
-    nodes[source] = node
-    return node
-
-
-# How each kind of source becomes a node of the C++ tree: a root source from the root (and the
-# code, whose co_varnames give a local's slot: at frame entry only arguments are bound, in that
-# order), a child source from its base's node. Looked up by the source's exact class, as a tree
-# of hundreds of guards lowers every node through here.
-_LOWERINGS: dict[type, Any] = {
-    LocalSource: lambda root, s, code: root.local(s.local_name, code.co_varnames.index(s.local_name)),
-    CellContentsSource: lambda root, s, code: root.local(s.local_name, code.co_varnames.index(s.local_name))
-    .attr("cell_contents"),
-    GlobalSource: lambda root, s, code: root.global_(s.global_name),
-    GlobalsDictSource: lambda root, s, code: root.globals_dict(),
-    BuiltinSource: lambda root, s, code: root.builtin(s.builtin_name),
-    ClosureSource: lambda root, s, code: root.closure(s.index),
-    GenericAttrSource: lambda base, s: base.generic_attr(s.attr),
-    AttrSource: lambda base, s: base.attr(s.attr),
-    ItemSource: lambda base, s: base.item(s.key),
-    DictItemSource: lambda base, s: base.item(s.key),
-    BaseItemSource: lambda base, s: base.item(s.key),
-    DictKeySource: lambda base, s: base.dict_key(s.index),
-    DictValueSource: lambda base, s: base.dict_value(s.index),
-    TupleIteratorRestSource: lambda base, s: base.tuple_iterator_rest(),
-    WeakRefCallSource: lambda base, s: base.weakref_call(),
-    TensorPropertySource: lambda base, s: base.tensor_property(s.prop, s.dim),
-}
-
-
-def _add_leaf(node: Any, guard: Guard) -> None:
-    _LEAVES[guard.kind](node, guard, guard.value, guard.text())
-
-
-def _add_tensor_match(node: Any, guard: Guard, m: TensorMeta, text: str) -> None:
-    node.add_tensor_match(m.type, m.dtype, m.device, _dynamic_as_unchecked(m.sizes), _dynamic_as_unchecked(m.strides),
-                          m.requires_grad, text, _or_unchecked(m.storage_offset), _or_unchecked(m.storage_nbytes))
-
-
-# The C++ leaf of each guard kind: (node, guard, guard.value, guard.text()) -> None.
-_LEAVES: dict[GuardKind, Any] = {
-    GuardKind.ID_MATCH: lambda node, g, value, text: node.add_id_match(value, text),
-    GuardKind.TYPE_MATCH: lambda node, g, value, text: node.add_type_match(value, text),
-    GuardKind.NONE_MATCH: lambda node, g, value, text: node.add_none_match(text),
-    GuardKind.NOT_NONE_MATCH: lambda node, g, value, text: node.add_not_none_match(text),
-    GuardKind.EQUALS_MATCH: lambda node, g, value, text: node.add_equals_match(value, text),
-    GuardKind.LEN_MATCH: lambda node, g, value, text: node.add_len_match(value, text),
-    GuardKind.DICT_KEYS_MATCH: lambda node, g, value, text: node.add_dict_keys_match(tuple(value), text),
-    GuardKind.DICT_KEYS_ID_MATCH: lambda node, g, value, text: node.add_dict_keys_id_match(value.keys, list(value.by_id),
-                                                                                         text),
-    GuardKind.HASATTR_MATCH: lambda node, g, value, text: node.add_hasattr_match(g.source.attr, value, text),
-    GuardKind.CLASS_ATTR_MATCH: lambda node, g, value, text: node.add_class_attr_match(g.source.attr, value.value,
-                                                                                       value.check_instance, text),
-    GuardKind.DICT_CONTAINS_MATCH: lambda node, g, value, text: node.add_dict_contains_match(_dict_entry(g.source)[0],
-                                                                                             value, text),
-    GuardKind.ATTRS_LEN_MATCH: lambda node, g, value, text: node.add_attrs_len_match([a for a, _ in value],
-                                                                                     [n for _, n in value], text),
-    GuardKind.TENSOR_MATCH: _add_tensor_match,
-}
-
-
-def _dynamic_as_unchecked(values: tuple[Optional[int], ...]) -> list[int]:
-    """TENSOR_MATCH's sizes or strides for C++: -1 where symbolic (not checked there)."""
-    return [-1 if n is None else n for n in values]
-
-
-def _or_unchecked(n: Optional[int]) -> int:
-    return -1 if n is None else n
 
 
 def _type_name(tp: type) -> str:

@@ -36,6 +36,7 @@ from ..backends import CompiledGraph
 from ..codegen.graph_break import emit_block_handler, emit_resume_call, enter_blocks, leave_blocks
 from ..codegen.pycodegen import PyCodegen, make_code
 from ..exc import Unsupported
+from ..guard_tree import fetched_sources
 from ..guards import GuardKind
 from ..rerun import RestoresRngOnError, Rerun, can_run_again, draws_random_numbers
 from ..resume import Slot, first_real, original_position, resume_code
@@ -125,7 +126,7 @@ def finish_return(tx: InstructionTranslator, value: VariableTracker,
     """The transformed code of a frame traced all the way to its return."""
     check_paused_generators(tx)
     cg = PyCodegen(tx.code)
-    cg.exportable = tx.output.guards.fetched_sources()
+    cg.exportable = fetched_sources(tx.output.guards)
     cells = escaping_cells(tx, [value, *tx.side_effects.live_values()])
     drop_stores_to_dead_tensors(tx, [value, *cells.values()])
     live = [value, *cells.values(), *tx.side_effects.live_values()]
@@ -226,7 +227,7 @@ def finish_break(tx: InstructionTranslator, index: int, reason: Unsupported,
     for block in reversed(plan.blocks):  # the graph leaves them, as the blocks' exits would
         block.call(tx, [], {})
     cg = PyCodegen(tx.code)
-    cg.exportable = tx.output.guards.fetched_sources()
+    cg.exportable = fetched_sources(tx.output.guards)
     cg.lineno = plan.inst.lineno or tx.code.co_firstlineno
     graphs = _emit_state_before(tx, cg, plan, wrap_compiled)
     # Inside a with block on grad mode, autocast or a nullcontext, the instruction runs in the blocks entered

@@ -5,7 +5,7 @@ The package's modules, in the order a save meets them:
 
 - capture.py:   what the miss path keeps of each entry's guards (the form the C++ tree is built
   from, identity values held weakly), and the GuardSet a save lowers from it;
-- tree.py:      the C++ tree as data: the calls GuardSet.build makes, recorded by a save and
+- tree.py:      the C++ tree as data: the calls guard_tree.build_tree makes, recorded by a save and
   replayed by a load;
 - codes.py:     a code object's identity across processes (module, qualified name, hash);
 - refs.py:      objects named so another process finds them again (a module, a function by its

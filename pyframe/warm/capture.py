@@ -17,7 +17,7 @@ from .refs import held
 
 @dataclass
 class CapturedGuards:
-    """One entry's guards, as GuardSet.build lowers them."""
+    """One entry's guards, as guard_tree.build_tree lowers them."""
 
     module: str | None                    # the frame's globals' `__name__`: the code's module
     guards: list[Guard]

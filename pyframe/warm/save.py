@@ -28,6 +28,7 @@ import torch
 from .. import _C, convert_frame, resume
 from ..backends import CompiledGraph
 from ..backends.compile import FirstCallCheck
+from ..guard_tree import build_tree
 from ..guards import Guard, GuardKind, KeysById
 from ..rerun import Rerun
 from ..source import ChildSource, GlobalSource
@@ -278,7 +279,7 @@ def _guard_part(code: types.CodeType, transformed: types.CodeType, saved: Captur
         return saved.part
     guards = LoadedGuards([_by_id(g) for g in saved.guards], saved.global_state, saved.aliasing, saved.shape_guards)
     recorder = TreeRecorder()
-    guards.build(code, saved.exports, saved.grouped_inputs, root=recorder.root)
+    build_tree(guards, code, saved.exports, saved.grouped_inputs, root=recorder.root)
     return {"tree": dumps(recorder.calls), "texts": guards.texts(), "pinned": list(guards.pinned_locals()),
             "installed": dumps(_installed_globals(transformed, saved))}
 

@@ -1,4 +1,4 @@
-"""A guard tree as data: the calls `GuardSet.build` makes on the C++ tree, written down once by the
+"""A guard tree as data: the calls `guard_tree.build_tree` makes on the C++ tree, written down once by the
 saving process and made again by the loading one.
 
 Lowering guards to the C++ tree is work over Python objects: sources named, hashed and grouped
@@ -27,7 +27,7 @@ class _Node(int):
 
 
 class TreeRecorder:
-    """Stands for a C++ RootGuardManager under GuardSet.build: the calls made on it and on the
+    """Stands for a C++ RootGuardManager under guard_tree.build_tree: the calls made on it and on the
     nodes it hands out (`RecordedNode`s) are kept in `calls`, in order."""
 
     def __init__(self) -> None:
