@@ -1,5 +1,5 @@
-"""What the miss path keeps of each entry's guards for a later `pyframe.save`, and the GuardSet
-rebuilt from it in another process.
+"""What the miss path keeps of each entry's guards for a later `pyframe.save`, the GuardSet the save
+rebuilds from it (and lowers onto tree.py's recorder), and a loaded entry's guards as read.
 
 The C++ guard tree cannot be read back, so the miss path keeps the form it was built from: the
 GuardSet's guards, its global state, its aliasing and shape guards, and the values the tree hands
@@ -45,9 +45,9 @@ def _held_guard(g: Guard) -> Guard:
     return g
 
 
-class LoadedGuards(GuardSet):
-    """A GuardSet rebuilt from a saved entry, its objects found again in this process: it lowers
-    to the same C++ tree the saving process built."""
+class RebuiltGuards(GuardSet):
+    """A GuardSet rebuilt from what the miss path kept: it lowers to the C++ tree the entry was
+    given (guard_tree.build_tree), as a save records it."""
 
     def __init__(self, guards: list[Guard], global_state: list[GlobalStateGuard], aliasing: AliasingGuard | None,
                  shape_guards: list[ShapeGuard]) -> None:

@@ -32,7 +32,7 @@ from ..guard_tree import build_tree
 from ..guards import Guard, GuardKind, KeysById
 from ..rerun import Rerun
 from ..source import ChildSource, GlobalSource
-from .capture import CapturedGuards, LoadedGuardPart, LoadedGuards
+from .capture import CapturedGuards, LoadedGuardPart, RebuiltGuards
 from .codes import code_hash
 from .graphs import graph_to_data
 from .format import SavedEntry, SavedResume, SavedUnit, write
@@ -277,7 +277,7 @@ def _guard_part(code: types.CodeType, transformed: types.CodeType, saved: Captur
     pin by identity; and the globals the translator installed for the entry."""
     if type(saved) is LoadedGuardPart:  # (an entry this process loaded: written again as it was read)
         return saved.part
-    guards = LoadedGuards([_by_id(g) for g in saved.guards], saved.global_state, saved.aliasing, saved.shape_guards)
+    guards = RebuiltGuards([_by_id(g) for g in saved.guards], saved.global_state, saved.aliasing, saved.shape_guards)
     recorder = TreeRecorder()
     build_tree(guards, code, saved.exports, saved.grouped_inputs, root=recorder.root)
     return {"tree": dumps(recorder.calls), "texts": guards.texts(), "pinned": list(guards.pinned_locals()),

@@ -27,11 +27,10 @@ from typing import Any, Callable
 import sympy
 import torch
 
-from .. import _C, resume
+from .. import _C, config, resume
 from ..backends import CompiledGraph, compile_with_backend
 from ..backends.compile import written_for_dynamo
 from ..fake.shapes import new_symbol, new_symbolic_mode
-from .. import config
 from ..guards import PinnedObject
 from ..rerun import Rerun
 from ..source import AttrSource, BuiltinSource, ClosureSource, DictItemSource, GenericAttrSource, GlobalSource, \
