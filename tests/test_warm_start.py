@@ -214,7 +214,7 @@ def test_loaded_entries_are_saved_again_and_load_from_the_new_file(tmp_path):
     assert _translations_of_warm_call(_make_scaled, x) == 1
     assert pyframe.save(tmp_path / "first.pfw").left_out == []
     _, units, _ = warm_format.read(tmp_path / "first.pfw")
-    assert b"CodeAtSource" in pickle.loads(units[0].entries[0].data)["tree"]
+    assert b"CodeAtSource" in pickle.loads(units[0].entries[0].data)["guards"]["tree"]
     for name in ("first.pfw", "second.pfw"):
         pyframe.reset()
         pyframe.load(tmp_path / name)

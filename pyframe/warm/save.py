@@ -132,7 +132,7 @@ class _UnitWriter:
         for rcode in resumes:
             self._resume(rcode)
         return SavedEntry(owner.backend_name, record.name,
-                          pickle.dumps({**guards, "graphs": graphs, "code": body, "settings": settings_of(owner),
+                          pickle.dumps({"guards": guards, "graphs": graphs, "code": body, "settings": settings_of(owner),
                                         "reason": record.reason},
                                        protocol=pickle.HIGHEST_PROTOCOL))
 

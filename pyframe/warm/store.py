@@ -214,9 +214,9 @@ def _build_guards(candidate: _Candidate, frame: Any) -> None:
     their names resolved in this process (refs.py) and their code objects found through the frame
     (CodeAtSource)."""
     candidate.data = data = pickle.loads(candidate.entry.data)
-    _install_globals(loads(data["installed"]), frame.f_globals)
+    _install_globals(loads(data["guards"]["installed"]), frame.f_globals)
     calls = [_code_found(call, frame) if call[1] == "add_id_match" and type(call[2][0]) is CodeAtSource else call
-             for call in loads(data["tree"])]
+             for call in loads(data["guards"]["tree"])]
     candidate.root = replay(calls, _C.RootGuardManager(config.skip_guards_on_unchanged_objects))
 
 
@@ -280,13 +280,10 @@ def _make(candidate: _Candidate, code: types.CodeType, frame: Any, backend: Call
         raise Unsaveable(f"unknown persistent id {pid!r}")
 
     transformed = loads(data["code"], persistent_load)
-    pinned = {name: PinnedObject.of(frame.f_locals[name]) for name in data["pinned"]}
-    part = {key: data[key] for key in _GUARD_PART}
-    return Loaded(transformed, candidate.root, data["texts"], pinned, LoadedGuardPart(context.unit.module, part), graphs,
+    part = data["guards"]  # (save.py's _guard_part)
+    pinned = {name: PinnedObject.of(frame.f_locals[name]) for name in part["pinned"]}
+    return Loaded(transformed, candidate.root, part["texts"], pinned, LoadedGuardPart(context.unit.module, part), graphs,
                   resumes, f"loaded from {context.path}")
-
-
-_GUARD_PART = ("tree", "texts", "pinned", "installed")  # (save.py's _guard_part)
 
 
 def _resume_code(context: _UnitContext, rid: int, made: list[types.CodeType]) -> types.CodeType:
