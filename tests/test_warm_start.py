@@ -303,3 +303,55 @@ def test_code_hashes_tell_apart_codes_equal_but_for_their_qualified_names():
     assert first == renamed
     assert code_hash(first) != code_hash(renamed)
     assert code_hash(first) == code_hash(first.replace(co_firstlineno=first.co_firstlineno + 3))  # lines left out
+
+
+def _graphs_of(fn, *args):
+    graphs = []
+
+    def keep(gm, inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    pyframe.optimize(keep)(fn)(*args)
+    return graphs
+
+
+def _branchy(x):  # a graph with subgraphs: cond's branches are GraphModules of their own
+    return torch.cond(x.sum() > 0, lambda t: t.sin() * 2, lambda t: t.cos() - 1, (x,)) + x
+
+
+def test_a_loaded_graph_runs_its_saved_code_without_compiling_its_source(monkeypatch):
+    import builtins
+    import linecache
+    from pyframe.warm.graphs import graph_from_data, graph_to_data
+    x = torch.randn(5)
+    (gm,) = _graphs_of(_branchy, x)
+    data = graph_to_data(gm)
+    compiled_sources = []
+    real_compile = builtins.compile
+    monkeypatch.setattr(builtins, "compile", lambda src, *a, **k: (compiled_sources.append(src), real_compile(src, *a, **k))[1])
+    loaded = graph_from_data(data)
+    monkeypatch.undo()
+    sources = [loaded.code, *(m.code for m in loaded.children())]
+    assert len(sources) == 3 and not any(s in compiled_sources for s in sources)
+    assert sources == [gm.code, *(m.code for m in gm.children())]
+    torch.testing.assert_close(loaded(x), gm(x))
+    torch.testing.assert_close(loaded(-x.abs()), (_branchy(-x.abs()),))
+    # fx's file name and lines, as fx's own compile gives them (tracebacks, inspect)
+    filename = type(loaded).forward.__code__.co_filename
+    assert filename != type(gm).forward.__code__.co_filename
+    assert "".join(linecache.getlines(filename)).rstrip() == loaded.code.rstrip()
+
+
+def test_a_graph_whose_code_comes_out_otherwise_is_compiled_from_its_source():
+    # The saved code runs only for the very source it was compiled from: a torch whose code
+    # generation writes the graph another way (here: the saved source and code replaced) compiles.
+    from pyframe.warm import graphs
+    x = torch.randn(3)
+    (gm,) = _graphs_of(lambda t: t * 3 + 1, x)
+    described = graphs.loads(graphs.graph_to_data(gm), graphs._node_refs)
+    source, optimize, _ = described["compiled"]
+    other = source.replace("def forward", "def unused", 1) + "\ndef forward(self, *args):\n    return (0,)\n"
+    described["compiled"] = (other, optimize, graphs._compiled(other)[2])
+    loaded = graphs._build(described, examples=False)
+    torch.testing.assert_close(loaded(x), gm(x))

@@ -11,13 +11,25 @@ tuple of them, a number) and made again on load as a FakeTensor of pyframe's sta
 trace left it: backends read it, and AOTAutograd's cache takes a method call only on a node that has
 one (`check_node_safe`: "Unsupported call_method target"), so without them a loaded graph would
 miss the cache artifacts its file holds.
+
+Each GraphModule's Python code is written compiled too (marshal), with the source it was compiled
+from. A load makes the module again as fx does, but where fx's code generation gives that same
+source it runs the saved code object instead of compiling the source: compiling a model's 30 KB of
+graph code was a fifth of a warm first call. Any other source (another torch's code generation) is
+compiled as fx compiles it.
 """
 from __future__ import annotations
 
-from typing import Any
+import contextlib
+import marshal
+import sys
+import threading
+import types
+from typing import Any, Iterator
 
 import torch
 import torch.fx
+import torch.fx.graph_module as fx_graph_module
 from torch._subclasses.fake_tensor import FakeTensor
 
 from ..fake.memo import new_fake
@@ -92,7 +104,12 @@ def _describe(gm: torch.fx.GraphModule) -> dict:
         subgraphs[name] = _describe(module)
     nodes = [(n.op, n.name, n.target, _plain(n.args), _plain(n.kwargs), n.type) for n in gm.graph.nodes]
     return {"nodes": nodes, "subgraphs": subgraphs, "class_name": type(gm).__name__,
-            "examples": _describe_examples(gm)}
+            "examples": _describe_examples(gm), "compiled": _compiled(gm.code)}
+
+
+def _compiled(source: str) -> tuple[str, int, bytes]:
+    """`source` (a GraphModule's code), the optimization level and its module code as fx compiles it."""
+    return source, sys.flags.optimize, marshal.dumps(compile(source, "<pyframe graph>", "exec", dont_inherit=True))
 
 
 def _describe_examples(gm: torch.fx.GraphModule) -> dict[str, Any]:
@@ -149,9 +166,14 @@ def _example(described: tuple) -> Any:
 
 
 def _build(described: dict, examples: bool) -> torch.fx.GraphModule:
+    with _compiled_sources(described):
+        return _build_module(described, examples)
+
+
+def _build_module(described: dict, examples: bool) -> torch.fx.GraphModule:
     root = torch.nn.Module()
     for name, sub in described["subgraphs"].items():
-        setattr(root, name, _build(sub, examples))
+        setattr(root, name, _build_module(sub, examples))
     graph = PyframeGraph()  # (fx's own code, written faster: fx_python_code.py)
     made: dict[str, torch.fx.Node] = {}
     for op, name, target, args, kwargs, type_expr in described["nodes"]:
@@ -165,3 +187,48 @@ def _build(described: dict, examples: bool) -> torch.fx.GraphModule:
         for name, example in described.get("examples", {}).items():  # (a file written before they were)
             made[name].meta["example_value"] = _example(example)
     return torch.fx.GraphModule(root, graph, class_name=described["class_name"])
+
+
+_EXEC_LOCK = threading.Lock()  # (one load at a time swaps fx's function; see _compiled_sources)
+
+
+@contextlib.contextmanager
+def _compiled_sources(described: dict) -> Iterator[None]:
+    """While the GraphModules of `described` are made: fx's `_exec_with_source` (what GraphModule's
+    recompile runs its generated source with) runs the saved code of a source the file holds, in
+    fx's globals and under fx's file name, instead of compiling it. Other sources, other threads'
+    included, go to fx's own."""
+    compiled: dict[str, bytes] = {}
+    _collect_compiled(described, compiled)
+    fx_exec, loader = getattr(fx_graph_module, "_exec_with_source", None), getattr(fx_graph_module, "_loader", None)
+    if not compiled or fx_exec is None or not hasattr(loader, "cache"):  # (another torch: compiled as it compiles)
+        yield
+        return
+
+    def exec_with_source(src: str, globals: dict[str, Any], co_fields: dict[str, Any] | None = None) -> None:
+        data = compiled.get(src) if not co_fields else None
+        if data is None:
+            return fx_exec(src, globals, co_fields)
+        exec(_with_filename(marshal.loads(data), loader.cache(src, globals, co_fields)), globals)
+
+    with _EXEC_LOCK:
+        fx_graph_module._exec_with_source = exec_with_source
+        try:
+            yield
+        finally:
+            fx_graph_module._exec_with_source = fx_exec
+
+
+def _collect_compiled(described: dict, into: dict[str, bytes]) -> None:
+    saved = described.get("compiled")  # (a file written before graphs kept their code)
+    if saved is not None and saved[1] == sys.flags.optimize:
+        into[saved[0]] = saved[2]
+    for sub in described["subgraphs"].values():
+        _collect_compiled(sub, into)
+
+
+def _with_filename(code: types.CodeType, filename: str) -> types.CodeType:
+    """`code` and the code objects it holds, as compiled under `filename` (fx's key of the source:
+    tracebacks and `inspect` find the lines through it)."""
+    consts = tuple(_with_filename(c, filename) if type(c) is types.CodeType else c for c in code.co_consts)
+    return code.replace(co_filename=filename, co_consts=consts)
