@@ -6,6 +6,10 @@
 
 #include <pybind11/stl.h>
 
+#include <string>
+#include <unordered_map>
+#include <vector>
+
 namespace py = pybind11;
 
 namespace pyframe {
@@ -191,6 +195,204 @@ void bind_root_guard_manager(py::module_ &m) {
         .def("__len__", [](const RootGuardManager &r) { return r.texts().size(); });
 }
 
+// -- a tree made from recorded calls (pyframe/warm/tree.py) -----------------------------------
+// Each call is (node, method, args, ...): `node` the index of the node it is made on (0: the root,
+// then every node a call made, in order), `method` one of the methods bound above, `args` its
+// positional arguments, where a node is named by its index (an int). Made here, the calls cost no
+// Python object per node and no pybind11 dispatch per call: what a load of a saved entry pays for
+// each of its guards.
+enum class Call : uint8_t {
+    Local, Global, GlobalsDict, Builtin, Closure, Attr, GenericAttr, Item, DictKey, DictValue,
+    TupleIteratorRest, WeakRefCall, TensorProperty, TypeMatch, IdMatch, EqualsMatch, NoneMatch,
+    NotNoneMatch, LenMatch, AttrsLenMatch, DictKeysMatch, DictKeysIdMatch, HasattrMatch,
+    ClassAttrMatch, DictContainsMatch, TensorMatch, CallMatch, TorchStateMatch, AliasingMatch,
+    ShapeMatch, Export, GroupExports
+};
+
+const std::unordered_map<std::string, Call> &calls_by_name() {
+    static const std::unordered_map<std::string, Call> calls{
+        {"local", Call::Local}, {"global_", Call::Global}, {"globals_dict", Call::GlobalsDict},
+        {"builtin", Call::Builtin}, {"closure", Call::Closure}, {"attr", Call::Attr},
+        {"generic_attr", Call::GenericAttr}, {"item", Call::Item}, {"dict_key", Call::DictKey},
+        {"dict_value", Call::DictValue}, {"tuple_iterator_rest", Call::TupleIteratorRest},
+        {"weakref_call", Call::WeakRefCall}, {"tensor_property", Call::TensorProperty},
+        {"add_type_match", Call::TypeMatch}, {"add_id_match", Call::IdMatch},
+        {"add_equals_match", Call::EqualsMatch}, {"add_none_match", Call::NoneMatch},
+        {"add_not_none_match", Call::NotNoneMatch}, {"add_len_match", Call::LenMatch},
+        {"add_attrs_len_match", Call::AttrsLenMatch}, {"add_dict_keys_match", Call::DictKeysMatch},
+        {"add_dict_keys_id_match", Call::DictKeysIdMatch}, {"add_hasattr_match", Call::HasattrMatch},
+        {"add_class_attr_match", Call::ClassAttrMatch},
+        {"add_dict_contains_match", Call::DictContainsMatch}, {"add_tensor_match", Call::TensorMatch},
+        {"add_call_match", Call::CallMatch}, {"add_torch_state_match", Call::TorchStateMatch},
+        {"add_aliasing_match", Call::AliasingMatch}, {"add_shape_match", Call::ShapeMatch},
+        {"export", Call::Export}, {"group_exports", Call::GroupExports},
+    };
+    return calls;
+}
+
+class Replay {
+public:
+    explicit Replay(RootGuardManager &root) : root_(root) { made_.push_back(nullptr); }
+
+    void call(Py_ssize_t node, const std::string &method, const py::tuple &args) {
+        auto found = calls_by_name().find(method);
+        if (found == calls_by_name().end()) {
+            throw py::value_error("replay_tree: no guard tree method " + method);
+        }
+        if (node < 0 || node >= static_cast<Py_ssize_t>(made_.size())) {
+            throw py::value_error("replay_tree: node " + std::to_string(node) + " is not made yet");
+        }
+        Call what = found->second;
+        if ((node == 0) != on_root(what)) {
+            throw py::value_error("replay_tree: " + method + (node == 0 ? " is not a method of the root"
+                                                                        : " is a method of the root"));
+        }
+        GuardManager *made = node == 0 ? call_root(what, args) : call_node(*made_[node], what, args);
+        if (made != nullptr) {
+            made_.push_back(made);
+        }
+    }
+
+private:
+    static bool on_root(Call what) {
+        switch (what) {
+            case Call::Local: case Call::Global: case Call::GlobalsDict: case Call::Builtin:
+            case Call::Closure: case Call::CallMatch: case Call::TorchStateMatch:
+            case Call::AliasingMatch: case Call::ShapeMatch: case Call::Export: case Call::GroupExports:
+                return true;
+            default:
+                return false;
+        }
+    }
+
+    template <typename T>
+    static T arg(const py::tuple &args, size_t i) {
+        if (i >= args.size()) {
+            throw py::value_error("replay_tree: a call with too few arguments");
+        }
+        return args[i].cast<T>();
+    }
+
+    GuardManager *node_at(py::handle index) const {
+        Py_ssize_t i = index.cast<Py_ssize_t>();
+        if (i <= 0 || i >= static_cast<Py_ssize_t>(made_.size())) {
+            throw py::value_error("replay_tree: node " + std::to_string(i) + " is not made yet");
+        }
+        return made_[i];
+    }
+
+    std::vector<GuardManager *> nodes_at(py::handle indices) const {
+        std::vector<GuardManager *> nodes;
+        for (py::handle index : indices) {
+            nodes.push_back(node_at(index));
+        }
+        return nodes;
+    }
+
+    GuardManager *call_root(Call what, const py::tuple &args) {
+        RootGuardManager &r = root_;
+        switch (what) {
+            case Call::Local: return r.local(arg<py::str>(args, 0), arg<Py_ssize_t>(args, 1));
+            case Call::Global: return r.global_(arg<py::str>(args, 0));
+            case Call::GlobalsDict: return r.globals_dict();
+            case Call::Builtin: return r.builtin(arg<py::str>(args, 0));
+            case Call::Closure: return r.closure(arg<Py_ssize_t>(args, 0));
+            case Call::CallMatch:
+                r.add_call_match(arg<py::object>(args, 0), arg<py::object>(args, 1), arg<std::string>(args, 2));
+                return nullptr;
+            case Call::TorchStateMatch:
+                r.add_torch_state_match(arg<std::string>(args, 0), arg<py::object>(args, 1),
+                                        arg<std::string>(args, 2));
+                return nullptr;
+            case Call::AliasingMatch:
+                r.add_aliasing_match(nodes_at(arg<py::object>(args, 0)), arg<std::vector<int>>(args, 1),
+                                     arg<std::string>(args, 2), arg<std::vector<int>>(args, 3));
+                return nullptr;
+            case Call::ShapeMatch:
+                r.add_shape_match(nodes_at(arg<py::object>(args, 0)), arg<std::vector<int64_t>>(args, 1),
+                                  arg<std::string>(args, 2),
+                                  arg<std::vector<std::pair<std::string, Py_ssize_t>>>(args, 3));
+                return nullptr;
+            case Call::Export:
+                r.export_node(node_at(arg<py::object>(args, 0)));
+                return nullptr;
+            case Call::GroupExports:
+                r.group_exports(arg<int>(args, 0));
+                return nullptr;
+            default:
+                throw py::value_error("replay_tree: not a method of the root");
+        }
+    }
+
+    static GuardManager *call_node(GuardManager &n, Call what, const py::tuple &args) {
+        switch (what) {
+            case Call::Attr: return n.attr(arg<py::str>(args, 0));
+            case Call::GenericAttr: return n.generic_attr(arg<py::str>(args, 0));
+            case Call::Item: return n.item(arg<py::object>(args, 0));
+            case Call::DictKey: return n.dict_key(arg<Py_ssize_t>(args, 0));
+            case Call::DictValue: return n.dict_value(arg<Py_ssize_t>(args, 0));
+            case Call::TupleIteratorRest: return n.tuple_iterator_rest();
+            case Call::WeakRefCall: return n.weakref_call();
+            case Call::TensorProperty:
+                return n.tensor_property(arg<std::string>(args, 0), args.size() > 1 ? arg<Py_ssize_t>(args, 1) : 0);
+            case Call::TypeMatch: n.add_type_match(arg<py::object>(args, 0), arg<std::string>(args, 1)); break;
+            case Call::IdMatch: n.add_id_match(arg<py::object>(args, 0), arg<std::string>(args, 1)); break;
+            case Call::EqualsMatch: n.add_equals_match(arg<py::object>(args, 0), arg<std::string>(args, 1)); break;
+            case Call::NoneMatch: n.add_none_match(arg<std::string>(args, 0)); break;
+            case Call::NotNoneMatch: n.add_not_none_match(arg<std::string>(args, 0)); break;
+            case Call::LenMatch: n.add_len_match(arg<Py_ssize_t>(args, 0), arg<std::string>(args, 1)); break;
+            case Call::AttrsLenMatch:
+                n.add_attrs_len_match(arg<std::vector<py::str>>(args, 0), arg<std::vector<Py_ssize_t>>(args, 1),
+                                      arg<std::string>(args, 2));
+                break;
+            case Call::DictKeysMatch: n.add_dict_keys_match(arg<py::tuple>(args, 0), arg<std::string>(args, 1)); break;
+            case Call::DictKeysIdMatch:
+                n.add_dict_keys_id_match(arg<py::tuple>(args, 0), arg<std::vector<bool>>(args, 1),
+                                         arg<std::string>(args, 2));
+                break;
+            case Call::HasattrMatch:
+                n.add_hasattr_match(arg<py::str>(args, 0), arg<bool>(args, 1), arg<std::string>(args, 2));
+                break;
+            case Call::ClassAttrMatch:
+                n.add_class_attr_match(arg<py::str>(args, 0), arg<py::object>(args, 1), arg<bool>(args, 2),
+                                       arg<std::string>(args, 3));
+                break;
+            case Call::DictContainsMatch:
+                n.add_dict_contains_match(arg<py::object>(args, 0), arg<bool>(args, 1), arg<std::string>(args, 2));
+                break;
+            case Call::TensorMatch:
+                n.add_tensor_match(arg<py::object>(args, 0), arg<py::object>(args, 1), arg<py::object>(args, 2),
+                                   arg<std::vector<int64_t>>(args, 3), arg<std::vector<int64_t>>(args, 4),
+                                   arg<bool>(args, 5), arg<std::string>(args, 6),
+                                   args.size() > 7 ? arg<int64_t>(args, 7) : -1,
+                                   args.size() > 8 ? arg<int64_t>(args, 8) : -1);
+                break;
+            default:
+                throw py::value_error("replay_tree: a method of the root called on a node");
+        }
+        return nullptr;
+    }
+
+    RootGuardManager &root_;
+    std::vector<GuardManager *> made_;  // [0]: the root (not a GuardManager)
+};
+
+void bind_replay(py::module_ &m) {
+    m.def("replay_tree", [](RootGuardManager &root, const py::iterable &calls) {
+              Replay replay(root);
+              for (py::handle call : calls) {
+                  auto fields = py::reinterpret_borrow<py::tuple>(call);
+                  if (!PyTuple_Check(call.ptr()) || fields.size() < 3) {
+                      throw py::type_error("replay_tree: each call is a tuple (node, method, args, ...)");
+                  }
+                  replay.call(fields[0].cast<Py_ssize_t>(), fields[1].cast<std::string>(),
+                              fields[2].cast<py::tuple>());
+              }
+          }, py::arg("root"), py::arg("calls"),
+          "make on `root` the calls recorded by pyframe/warm/tree.py: (node index, method, args, ...) "
+          "tuples, 0 the root and each node a call makes the next index; nodes in args by index");
+}
+
 }  // namespace
 
 void bind_guards(py::module_ &m) {
@@ -198,6 +400,7 @@ void bind_guards(py::module_ &m) {
     bind_weakref_referent(m);
     bind_guard_manager(m);
     bind_root_guard_manager(m);
+    bind_replay(m);
 }
 
 }  // namespace pyframe

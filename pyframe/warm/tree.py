@@ -6,7 +6,7 @@ into nodes, guard texts written, each guard kind dispatched to its leaf. The tre
 is the same for every process that loads the entry. So `pyframe.save` lowers the entry's guards
 onto a `TreeRecorder`, which stands for the C++ root and its nodes and keeps each call as
 `(node, method, arguments, makes_a_node, names_nodes)`, and `pyframe.load` replays those calls
-on a new C++ root: a loop of C++ calls, no Source or Guard object made.
+on a new C++ root, in one call of C++ (`_C.replay_tree`): no Source or Guard object made.
 
 A call's arguments are plain values, or objects named for another process (refs.py: the
 pickler writes an identity-compared object as a name), or, for the calls that take nodes (an
@@ -15,6 +15,8 @@ aliasing or shape guard's inputs, an export), `_Node` indices into the nodes mad
 from __future__ import annotations
 
 from typing import Any
+
+from .. import _C
 
 
 class _Node(int):
@@ -76,20 +78,7 @@ def _as_indices(arg: Any) -> Any:
 
 
 def replay(calls: list[tuple[int, str, tuple, bool, bool]], root: Any) -> Any:
-    """The recorded calls made on `root` (a new C++ RootGuardManager): the tree they built."""
-    made = [root]
-    for node, method, args, makes, names_nodes in calls:
-        if names_nodes:
-            args = tuple(_as_nodes(a, made) for a in args)
-        result = getattr(made[node], method)(*args)
-        if makes:
-            made.append(result)
+    """The recorded calls made on `root` (a new C++ RootGuardManager): the tree they built. Made by
+    C++ (`_C.replay_tree`), which keeps each node it makes by index: no Python object per node."""
+    _C.replay_tree(root, calls)
     return root
-
-
-def _as_nodes(arg: Any, made: list) -> Any:
-    if type(arg) is _Node:
-        return made[arg]
-    if type(arg) is list:
-        return [made[a] if type(a) is _Node else a for a in arg]
-    return arg
