@@ -355,3 +355,44 @@ def test_a_graph_whose_code_comes_out_otherwise_is_compiled_from_its_source():
     described["compiled"] = (other, optimize, graphs._compiled(other)[2])
     loaded = graphs._build(described, examples=False)
     torch.testing.assert_close(loaded(x), gm(x))
+
+
+def test_a_recorded_guard_tree_replayed_in_cpp_checks_as_the_tree_built_directly():
+    from pyframe import _C, config, guard_tree
+    from pyframe.warm.tree import TreeRecorder, replay
+    captured = []
+    real_build = convert_frame.build_tree
+
+    def build(guards, code, exports=(), grouped_inputs=0):
+        captured.append((guards, code, list(exports), grouped_inputs))
+        return real_build(guards, code, exports, grouped_inputs)
+
+    def fn(x, n, d):
+        return torch.relu(x) * n + d["w"]
+
+    args = (torch.randn(3), 2, {"w": torch.ones(3)})
+    convert_frame.build_tree = build
+    try:
+        pyframe.optimize("eager")(fn)(*args)
+    finally:
+        convert_frame.build_tree = real_build
+    guards, code, exports, grouped = captured[-1]
+    direct = guard_tree.build_tree(guards, code, exports, grouped)
+    recorder = TreeRecorder()
+    guard_tree.build_tree(guards, code, exports, grouped, root=recorder.root)
+    replayed = replay(recorder.calls, _C.RootGuardManager(config.skip_guards_on_unchanged_objects))
+    assert replayed.texts() == direct.texts() and replayed.export_count == direct.export_count
+    passes = []
+    for call_args in (args, (torch.randn(3), 3, args[2]), (torch.randn(4), 2, args[2]), (args[0], 2, {"v": 1})):
+        f_locals = dict(zip(("x", "n", "d"), call_args))
+        passes.append(replayed.check(f_locals, globals(), __builtins__))
+        assert passes[-1] == direct.check(f_locals, globals(), __builtins__)
+        assert replayed.first_failure(f_locals, globals(), __builtins__) == \
+            direct.first_failure(f_locals, globals(), __builtins__)
+    assert passes[0] and not all(passes)
+    with pytest.raises(ValueError, match="no guard tree method frobnicate"):
+        _C.replay_tree(_C.RootGuardManager(), [(0, "frobnicate", ())])
+    with pytest.raises(ValueError, match="node 3 is not made yet"):
+        _C.replay_tree(_C.RootGuardManager(), [(3, "attr", ("x",))])
+    with pytest.raises(ValueError, match="attr is not a method of the root"):
+        _C.replay_tree(_C.RootGuardManager(), [(0, "attr", ("x",))])
