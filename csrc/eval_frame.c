@@ -122,6 +122,32 @@ pf_callback_exchange(PyObject *callback)
     return old;
 }
 
+/* While a callback compiles, no frame of this thread is the hook's to decide (its slot is NULL),
+   yet every Python call of the compiler would still pass through the hook, and CPython 3.11
+   inlines no Python-to-Python call while an eval function is installed (ceval's CALL checks
+   interp->eval_frame == NULL). So when this thread is the only one using the hook and nothing is
+   chained below it, the hook steps out of the interpreter for the callback: the translator, all
+   Python, runs with CPython's inlined calls. A thread that turns active meanwhile installs it
+   again (pf_callback_exchange); pf_step_back puts it back either way. */
+static int
+pf_step_aside(PyInterpreterState *interp)
+{
+    if (pf_active_threads != 1 || pf_prev_eval != NULL ||
+        _PyInterpreterState_GetEvalFrameFunc(interp) != pf_eval_frame) {
+        return 0;
+    }
+    _PyInterpreterState_SetEvalFrameFunc(interp, _PyEval_EvalFrameDefault);
+    return 1;
+}
+
+static void
+pf_step_back(PyInterpreterState *interp, int stepped_aside)
+{
+    if (stepped_aside && pf_active_threads > 0) {
+        pf_hook_install(interp);
+    }
+}
+
 /* The hook clears the thread's slot (without touching the counts) while guards or the callback
    run, so neither is ever compiled. This puts `callback` back and returns whatever Python code
    left in the slot meanwhile (normally NULL), for the caller to drop when it is safe. */
@@ -471,7 +497,9 @@ pf_eval_miss(PyThreadState *tstate, _PyInterpreterFrame *frame, PyObject *callba
         return NULL;
     }
     pf_tls_callback = NULL;  /* `callback` holds the slot's reference meanwhile */
+    int stepped_aside = pf_step_aside(tstate->interp);
     PyObject *result = PyObject_CallOneArg(callback, info);
+    pf_step_back(tstate->interp, stepped_aside);
     pf_frameinfo_detach(info);
     Py_DECREF(info);
     Py_XDECREF(pf_callback_return(callback));

@@ -573,6 +573,54 @@ def test_thread_callbacks_keep_the_hook_installed():
     assert _C._hook_state() == {"installed": False, "active_threads": 0, "chained": False}
 
 
+def test_the_hook_steps_aside_while_the_only_active_thread_compiles():
+    # (CPython 3.11 inlines Python-to-Python calls only while no eval function is installed)
+    seen = []
+
+    def callback(frame):
+        seen.append(_C._hook_state())
+        return (mul.__code__, _C.RootGuardManager(), None) if frame.f_code is add.__code__ else None
+
+    assert _C.CallbackScope(add, callback)(3, 4) == 12
+    assert seen == [{"installed": False, "active_threads": 1, "chained": False}]
+    inside = []
+    run = _C.CallbackScope(lambda: (inside.append(_C._hook_state()["installed"]), add(5, 6))[1], callback)
+    assert run() == 30  # back in place once the callback returned: the next frame is the hook's
+    assert inside == [True]
+
+
+def test_the_hook_stays_while_another_thread_uses_it_or_a_callback_turns_a_scope_on():
+    started, stop = threading.Event(), threading.Event()
+
+    def worker():
+        _C.set_eval_frame(lambda frame: None)
+        started.set()
+        stop.wait()
+        _C.set_eval_frame(None)
+
+    seen = []
+
+    def callback(frame):
+        seen.append(_C._hook_state()["installed"])
+        if frame.f_code is add.__code__ and len(seen) == 2:  # a scope of pyframe's inside a compile
+            assert _C.CallbackScope(lambda: _C._hook_state()["installed"], lambda f: None)() is True
+            seen.append(_C._hook_state()["installed"])
+        return None
+
+    t = threading.Thread(target=worker)
+    t.start()
+    started.wait()
+    try:
+        assert _C.CallbackScope(add, callback)(1, 2) == 3  # two active threads: the hook stays
+    finally:
+        stop.set()
+        t.join()
+    _C.reset()
+    assert _C.CallbackScope(add, callback)(1, 2) == 3  # alone: out, then in for the scope, and kept
+    assert seen == [True, False, True]
+    assert _C._hook_state() == {"installed": False, "active_threads": 0, "chained": False}
+
+
 def test_nonlocal_writes_in_shadow_reach_the_enclosing_cell():
     def make():
         count = 0
