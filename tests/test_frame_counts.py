@@ -377,6 +377,14 @@ def string_used(x, s):
     return x + len(s)
 
 
+def bytes_value_read_from_a_dict(x, table):
+    return x + 1 if table.get(b"MODE", b"0") == b"1" else x - 1
+
+
+def _bytes_tables(*modes):  # (os.environ's own table: bytes to bytes)
+    return [lambda m=m, p=p: (t(4), {b"MODE": m, b"PATH": p}) for m, p in modes]
+
+
 @pytest.mark.parametrize("fn, calls", [
     (int_passed_through, [lambda n=n: (t(4), n) for n in (2, 3, 4)]),
     (string_passed_through, [lambda s=s: (t(4), s) for s in "abc"]),
@@ -391,6 +399,8 @@ def string_used(x, s):
     (int_in_isinstance, [lambda n=n: (t(4), n) for n in (2, 3, 4)]),
     (int_used, [lambda n=n: (t(4), n) for n in (2, 3, 4)]),
     (string_used, [lambda s=s: (t(4), s) for s in ("a", "bb", "ccc")]),
+    # a dict's values other than the one read are not guarded: another PATH compiles nothing
+    (bytes_value_read_from_a_dict, _bytes_tables((b"1", b"/a"), (b"1", b"/b"), (b"0", b"/c"), (b"0", b"/d"))),
 ], ids=lambda v: v.__name__ if callable(v) else "")
 def test_constants_only_passed_through_are_not_guarded_as_in_dynamo(fn, calls):
     assert_counts_as_dynamo(fn, *calls)

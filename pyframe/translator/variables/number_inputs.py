@@ -1,4 +1,4 @@
-"""What an int, float, bool or string read from the frame becomes, by torch._dynamo's rules.
+"""What an int, float, bool, string or bytes read from the frame becomes, by torch._dynamo's rules.
 
 - An int read from the frame's locals (an argument `n`, an item or attribute of one, `obj.n`,
   `sizes[0]`, a cell's contents), seen with another value before (automatic dynamic) or under
@@ -21,7 +21,9 @@ from .constant import ConstantVariable
 from .nn_module import NNModuleVariable
 from .tensor import SymNodeVariable
 
-NUMBER_INPUT_TYPES = (int, float, bool, str)  # torch._dynamo's LazyConstantVariable.supported_types
+# torch._dynamo's LazyConstantVariable.supported_types, and bytes: torch._dynamo wraps a dict's values
+# lazily, so of a table of bytes (os.environ's) only the values the trace reads are guarded
+NUMBER_INPUT_TYPES = (int, float, bool, str, bytes)
 _DEFAULTS_ATTRS = ("__defaults__", "__kwdefaults__")
 
 
