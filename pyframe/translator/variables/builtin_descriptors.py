@@ -153,7 +153,10 @@ def call_descriptor(tx, descriptor: Any, obj: VariableTracker, args: list[Variab
     if not issubclass(cls, owner):
         raise_symbolic(TypeError, f"descriptor '{name}' for '{owner.__name__}' objects doesn't apply to a "
                                   f"'{cls.__name__}' object")
-    what = f"{owner.__name__}.{name}() on {obj.describe()}"
+
+    def what() -> str:  # (described for a break only, not on every call)
+        return f"{owner.__name__}.{name}() on {obj.describe()}"
+
     if owner is object:
         if name in ObjectSlotMethodVariable.NAMES:  # the plain attribute lookup, store, deletion
             return ObjectSlotMethodVariable(name, obj).call(tx, args, kwargs)
@@ -165,18 +168,18 @@ def call_descriptor(tx, descriptor: Any, obj: VariableTracker, args: list[Variab
                 return ConstantVariable(True if mine is other else NotImplemented)
         if name in _OBJECT_METHODS:
             return _OBJECT_METHODS[name](tx, obj, args, kwargs)
-        raise Unsupported(f"{what} (object's {name} is not modelled)")
+        raise Unsupported(f"{what()} (object's {name} is not modelled)")
     if isinstance(obj, DictSubclassMixin):
         return obj.call_builtin(tx, name, args, kwargs, owner)
     if isinstance(obj, ContainerSubclassMixin):
         if owner is not obj.base:
-            raise Unsupported(f"{what}, an instance of a {obj.base.__name__} subclass")
+            raise Unsupported(f"{what()}, an instance of a {obj.base.__name__} subclass")
         return obj.call_builtin(tx, name, args, kwargs)
     if is_plain_value(obj):
         if owner in (int, float, str):  # (an int subclass's instance as an argument: its value)
             args = [as_base_value(a) for a in args]
         return call_on_plain_value(tx, descriptor, obj, args, kwargs)
-    raise Unsupported(f"{what}, which pyframe does not model as a {owner.__name__}")
+    raise Unsupported(f"{what()}, which pyframe does not model as a {owner.__name__}")
 
 
 # -- what builder.py tries on a real value (its kinds' signature: the guards are None when the value
