@@ -6,9 +6,8 @@
 
 #include "guards.h"
 
-#include <set>
+#include <cstdint>
 #include <tuple>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -142,6 +141,80 @@ struct DictFact {
     unsigned long long version;
 };
 
+// drop_repeats' tables: at most `n` keys inserted, never erased, so one array of at least 2n
+// slots (open addressing, probed in turn) holds them with no allocation per key.
+template <typename K, typename V, typename Hash>
+class FlatMap {
+public:
+    explicit FlatMap(size_t n) {
+        size_t capacity = 16;
+        while (capacity < 2 * n) {
+            capacity <<= 1;
+        }
+        slots_.resize(capacity);
+        mask_ = capacity - 1;
+    }
+    const V *find(const K &key) const {
+        for (size_t i = Hash{}(key) & mask_;; i = (i + 1) & mask_) {
+            const Slot &s = slots_[i];
+            if (!s.used) {
+                return nullptr;
+            }
+            if (s.key == key) {
+                return &s.value;
+            }
+        }
+    }
+    // As std::unordered_map::emplace: a key there already keeps its value (false).
+    bool emplace(const K &key, V value) {
+        for (size_t i = Hash{}(key) & mask_;; i = (i + 1) & mask_) {
+            Slot &s = slots_[i];
+            if (!s.used) {
+                s = Slot{true, key, value};
+                return true;
+            }
+            if (s.key == key) {
+                return false;
+            }
+        }
+    }
+
+private:
+    struct Slot {
+        bool used = false;
+        K key{};
+        V value{};
+    };
+    std::vector<Slot> slots_;
+    size_t mask_ = 0;
+};
+
+inline size_t mix_pointer(size_t h, const void *p) {
+    return (h ^ reinterpret_cast<uintptr_t>(p)) * 0x9E3779B97F4A7C15ull;
+}
+
+struct PointerHash {
+    size_t operator()(const void *p) const {
+        size_t h = mix_pointer(0, p);
+        return h ^ (h >> 29);
+    }
+};
+
+// What makes two facts equal (drop_repeats keeps the first).
+using FactKey = std::tuple<Tag::Kind, PyObject *, PyTypeObject *, PyObject *, PyObject **, const GuardManager *>;
+
+struct FactKeyHash {
+    size_t operator()(const FactKey &k) const {
+        size_t h = static_cast<size_t>(std::get<0>(k));
+        h = mix_pointer(h, std::get<1>(k));
+        h = mix_pointer(h, std::get<2>(k));
+        h = mix_pointer(h, std::get<3>(k));
+        h = mix_pointer(h, std::get<4>(k));
+        h = mix_pointer(h, std::get<5>(k));
+        return h ^ (h >> 29);
+    }
+};
+
 struct Snapshot {
     std::vector<Tag> tags;  // as recorded, parent first
     std::vector<std::pair<int, PyObject *>> exports;  // (export index, borrowed value) below
@@ -177,30 +250,30 @@ struct Snapshot {
     // holds it. Order stays parent first (each kept fact's parents came before it), so every fact
     // reads objects alive under the facts before it.
     void drop_repeats() {
-        std::set<std::tuple<Tag::Kind, PyObject *, PyTypeObject *, PyObject *, PyObject **, const GuardManager *>> seen;
-        std::unordered_map<PyObject *, size_t> type_fact;  // obj -> index in `kept` of its Type/TypeAndDict
-        std::unordered_map<PyObject *, unsigned long long> versioned;  // dict -> version a kept fact checks
-        std::unordered_map<PyObject *, size_t> dict_fact;  // dict -> index in `kept` of its Dict fact
+        FlatMap<FactKey, char, FactKeyHash> seen(tags.size());
+        FlatMap<PyObject *, size_t, PointerHash> type_fact(tags.size());  // obj -> index in `kept` of its Type/TypeAndDict
+        FlatMap<PyObject *, unsigned long long, PointerHash> versioned(tags.size());  // dict -> version a kept fact checks
+        FlatMap<PyObject *, size_t, PointerHash> dict_fact(tags.size());  // dict -> index in `kept` of its Dict fact
         std::vector<Tag> kept;
         kept.reserve(tags.size());
         for (const Tag &t : tags) {
             if (t.kind == Tag::Kind::Dict) {
-                auto v = versioned.find(t.dict);
-                if (v != versioned.end() && v->second == t.version) {
-                    auto d = dict_fact.find(t.dict);
-                    if (d != dict_fact.end() && !t.leaf) {
-                        kept[d->second].leaf = false;  // a parent: checked in order
+                const unsigned long long *v = versioned.find(t.dict);
+                if (v != nullptr && *v == t.version) {
+                    const size_t *d = dict_fact.find(t.dict);
+                    if (d != nullptr && !t.leaf) {
+                        kept[*d].leaf = false;  // a parent: checked in order
                     }
                     continue;
                 }
                 versioned.emplace(t.dict, t.version);
                 dict_fact.emplace(t.dict, kept.size());
-            } else if (!seen.emplace(t.kind, t.obj, t.type, t.dict, t.slot, t.anchor).second) {
+            } else if (!seen.emplace(FactKey(t.kind, t.obj, t.type, t.dict, t.slot, t.anchor), 0)) {
                 continue;
             } else if (t.kind == Tag::Kind::Type || t.kind == Tag::Kind::TypeAndDict) {
-                auto earlier = type_fact.find(t.obj);
-                if (earlier != type_fact.end()) {
-                    Tag &e = kept[earlier->second];
+                const size_t *earlier = type_fact.find(t.obj);
+                if (earlier != nullptr) {
+                    Tag &e = kept[*earlier];
                     if (e.type == t.type && e.type_version == t.type_version) {
                         if (t.kind == Tag::Kind::Type) {
                             continue;  // implied by the earlier one

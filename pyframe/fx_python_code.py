@@ -14,6 +14,10 @@ callables or Python operators, and arguments that are nodes, numbers, strings, d
 containers of them. Anything else (an annotation, a user function as a target, an enum argument,
 any printing option) goes to fx's generator unchanged, so the result is always fx's: same source,
 same globals, same line map (tests/test_fx_python_code.py compares the two on every graph of the corpus).
+
+Its namespace (`_Namespace`) names each node as fx's does, without fx's regular expression: that
+expression's lazy base is quadratic in the length of a name, and a trace's placeholder names are
+long paths (`L_self_modules_encoder_modules_layer_modules_0_..._weight_`).
 """
 from __future__ import annotations
 
@@ -26,6 +30,7 @@ from torch.fx.graph import (
     CodeGen,
     PythonCode,
     _custom_builtins,
+    _Namespace as _FxNamespace,
     _format_target,
     _get_qualified_name,
     _illegal_names,
@@ -50,9 +55,52 @@ class _Fallback(Exception):
     """Something this writer does not model: fx's own generator writes the graph."""
 
 
+class _Namespace(_FxNamespace):
+    """fx's namespace of a graph's node names, the same names made faster: a candidate that is an
+    ASCII identifier (every name a trace makes) is split into its base and number by `_split`;
+    any other goes to fx's `create_name`, which rewrites it first."""
+
+    def create_name(self, candidate: str, obj: object | None) -> str:
+        if obj is not None and obj in self._obj_to_name:
+            return self._obj_to_name[obj]
+        if not (candidate.isascii() and candidate.isidentifier()):
+            return super().create_name(candidate, obj)
+        # (what follows is fx's create_name after its regular expression's match)
+        base, num = _split(candidate)
+        if num is None or candidate in self._used_names:
+            num = self._base_count.get(base, 0)
+            if _illegal_names.get(candidate, obj) is not obj:
+                num += 1
+                candidate = f"{base}_{num}"
+        else:
+            num = int(num)
+        while candidate in self._used_names:
+            num += 1
+            candidate = f"{base}_{num}"
+        self._used_names.add(candidate)
+        self._base_count[base] = num
+        if obj is not None:
+            self._obj_to_name[obj] = candidate
+        return candidate
+
+
+def _split(name: str) -> tuple[str, str | None]:
+    """fx's `_name_regex` (`^([a-zA-Z_][0-9a-zA-Z_]*?)(?:_(\\d+))?$`) on an ASCII identifier: the
+    number is the digits ending the name after a `_` that is not its first character, the base
+    what precedes that `_`; a name ending otherwise is all base."""
+    head = name.rstrip("0123456789")
+    if len(head) < len(name) and len(head) >= 2 and head[-1] == "_":
+        return head[:-1], name[len(head):]
+    return name, None
+
+
 class PyframeGraph(torch.fx.Graph):
     """A torch.fx.Graph whose plain `python_code` (the one GraphModule.recompile asks for) is
-    written by `fast_python_code`; everything else is fx's."""
+    written by `fast_python_code`, and whose nodes are named by `_Namespace`; everything else is fx's."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._graph_namespace = _Namespace()
 
     def python_code(self, root_module: str, **options: Any) -> PythonCode:
         if not any(options.values()) and type(self._codegen) is CodeGen \

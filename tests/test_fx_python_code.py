@@ -1,6 +1,7 @@
 """pyframe/fx_python_code.py: the graph's Python source written directly must be fx's own, character for
 character (source, globals, line map), on every graph the corpus makes and on graphs built by hand
-to reach each kind of node and argument; what it does not model goes to fx's generator."""
+to reach each kind of node and argument; what it does not model goes to fx's generator. Its
+namespace names nodes as fx's does."""
 from __future__ import annotations
 
 import collections
@@ -13,7 +14,7 @@ import torch.fx
 import pyframe
 from pyframe.debug.cases import load_cases
 from pyframe.debug.compare import reset_engines
-from pyframe.fx_python_code import PyframeGraph, _Fallback, fast_python_code
+from pyframe.fx_python_code import PyframeGraph, _Fallback, _Namespace, fast_python_code
 from tests.cases import ALL
 
 
@@ -137,3 +138,36 @@ def test_graph_module_runs_the_written_code() -> None:
     x = torch.randn(4)
     torch.testing.assert_close(gm(x)[0], torch.sin(x) * 2.0)
     assert gm.code == fx_python_code(graph).src
+
+
+# Names fx's namespace splits at a boundary its regular expression decides: a `_` first or doubled,
+# digits with no `_`, with leading zeros, `_` last, keywords and builtins, not identifiers, non-ASCII
+# (letters and digits), a newline last (`$` matches before it), and names met again.
+_NAMES = ["x", "_", "__", "_1", "__1", "_1_", "a_1", "a__1", "a_1_", "a_1_2", "a_01", "a_0", "a1", "a_1a",
+          "a_", "A_10", "add", "add_1", "add_1", "add", "add_2", "add_1_1", "list", "list_1", "list", "max",
+          "class", "class_1", "None", "self", "torch", "inf", "nan", "1a", "1_2", "", "a b", "a-1", "a.b_3",
+          "é", "aé_1", "a_١", "a_1\n", "a\n", "_unnamed", "L_self_modules_layer_modules_0_parameters_weight_",
+          "L_self_modules_layer_modules_0_parameters_weight_" + "_1" * 30, "x" * 300 + "_7"]
+
+
+@pytest.mark.parametrize("with_objects", [False, True])
+def test_namespace_names_as_fx_names(with_objects: bool) -> None:
+    ours, fxs = _Namespace(), torch.fx.graph._Namespace()
+    for round in range(3):
+        for i, name in enumerate(_NAMES):
+            # (an object named once keeps its name; a builtin of that name may be named by it)
+            obj = (list if name == "list" and round == 1 else object()) if with_objects else None
+            assert ours.create_name(name, obj) == fxs.create_name(name, obj), name
+            if obj is not None:
+                assert ours.create_name("other", obj) == fxs.create_name("other", obj)
+    assert ours._used_names == fxs._used_names
+    assert ours._base_count == fxs._base_count
+
+
+def test_graph_nodes_are_named_by_the_namespace() -> None:
+    graph, fx_graph = PyframeGraph(), torch.fx.Graph()
+    assert type(graph._graph_namespace) is _Namespace
+    for g in (graph, fx_graph):
+        for name in ("L_x_", "sin", "sin", "sin_1", "list", "a__2", "1bad"):
+            g.create_node("call_function", torch.sin, name=name)
+    assert [n.name for n in graph.nodes] == [n.name for n in fx_graph.nodes]

@@ -305,6 +305,25 @@ def test_code_hashes_tell_apart_codes_equal_but_for_their_qualified_names():
     assert code_hash(first) == code_hash(first.replace(co_firstlineno=first.co_firstlineno + 3))  # lines left out
 
 
+
+def test_an_object_pinned_by_many_guards_is_looked_up_once_on_load(monkeypatch):
+    from pyframe.source import LocalSource
+    from pyframe.warm import refs
+    code = torch.nn.Linear.forward.__code__
+    pinned = [refs.ById(torch.nn.functional.relu), refs.ById(code), refs.ById(code, LocalSource("c")),
+              refs.ById(torch.nn.functional.relu), refs.held(code)]
+    data = refs.dumps(pinned)
+    looked_up = []
+    for name in ("find_code", "find_function"):
+        monkeypatch.setattr(refs, name, lambda *args, _f=getattr(refs, name): looked_up.append(args[1]) or _f(*args))
+    assert refs.loads(data) == [torch.nn.functional.relu, code, code, torch.nn.functional.relu, code]
+    assert sorted(looked_up) == ["Linear.forward", "relu"]
+    # a code no name finds is found at each guard's own source
+    unnamed = compile("x = 1", "<nowhere>", "exec")
+    loaded = refs.loads(refs.dumps([refs.ById(unnamed, LocalSource("a")), refs.ById(unnamed, LocalSource("b"))]))
+    assert [type(c) for c in loaded] == [refs.CodeAtSource] * 2
+    assert [c.source.local_name for c in loaded] == ["a", "b"]
+
 def _graphs_of(fn, *args):
     graphs = []
 

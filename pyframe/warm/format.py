@@ -122,7 +122,7 @@ def read(path: str | os.PathLike) -> tuple[dict[str, Any], list[SavedUnit], byte
     payload_len, at = _length(data, at, path, "payload length")
     checksum = _take(data, at, 4, path, "checksum")
     at += 4
-    payload = _take(data, at, payload_len, path, "payload")
+    payload = _take(memoryview(data), at, payload_len, path, "payload")  # (read only: not copied)
     if len(data) > at + payload_len:
         raise WarmStartError(f"{path}: corrupted warm-start file ({len(data) - at - payload_len} bytes past its end)")
     if _checksum(payload) != checksum:
@@ -139,7 +139,7 @@ def read(path: str | os.PathLike) -> tuple[dict[str, Any], list[SavedUnit], byte
     return header, content["units"], content["artifacts"]
 
 
-def _checksum(payload: bytes) -> bytes:
+def _checksum(payload: bytes | memoryview) -> bytes:
     """A CRC-32, as zip and PNG files carry: it finds the corruption of a file on disk or on its way
     (it is no signature), at a fifth of a SHA-256's cost on a load."""
     return zlib.crc32(payload).to_bytes(4, "big")
@@ -149,7 +149,7 @@ def _length(data: bytes, at: int, path: str, what: str) -> tuple[int, int]:
     return int.from_bytes(_take(data, at, 8, path, what), "big"), at + 8
 
 
-def _take(data: bytes, at: int, n: int, path: str, what: str) -> bytes:
+def _take(data: bytes | memoryview, at: int, n: int, path: str, what: str) -> bytes | memoryview:
     if len(data) < at + n:
         raise WarmStartError(f"{path}: truncated warm-start file ({len(data)} bytes; its {what} needs "
                              f"{at + n})")

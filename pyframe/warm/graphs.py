@@ -85,12 +85,12 @@ def _with_nodes(value: Any, made: dict[str, torch.fx.Node]) -> Any:
     kind = type(value)
     if kind is _NodeRef:
         return made[value.name]
+    if kind is tuple:  # (empty ones as they are, a placeholder's: fx keeps a tuple, copies a dict)
+        return tuple([_with_nodes(v, made) for v in value]) if value else value
     if kind is list:
         return [_with_nodes(v, made) for v in value]
-    if kind is tuple:
-        return tuple(_with_nodes(v, made) for v in value)
     if kind is dict:
-        return {k: _with_nodes(v, made) for k, v in value.items()}
+        return {k: _with_nodes(v, made) for k, v in value.items()} if value else value
     if kind is slice:
         return slice(_with_nodes(value.start, made), _with_nodes(value.stop, made), _with_nodes(value.step, made))
     return value

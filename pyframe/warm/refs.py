@@ -281,6 +281,10 @@ class Pickler(pickle.Pickler):
     def __init__(self, file: io.BytesIO, persistent: Callable[[Any], Any] = lambda obj: None) -> None:
         super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
         self._persistent = persistent
+        # The first ById written of each object a name finds (by id; the object kept so the id
+        # stays its own): a later one is written as that one (`_identity` of it), so a load looks
+        # a name up once however many guards pin its object (Linear.forward's code: once a layer).
+        self._named: dict[int, tuple[Any, Any]] = {}
 
     def persistent_id(self, obj: Any) -> Any:
         kind = type(obj)
@@ -295,10 +299,15 @@ class Pickler(pickle.Pickler):
         kind = type(obj)
         if kind in _PLAIN or isinstance(obj, enum.Enum):
             return NotImplemented
-        if kind is ById:
-            return self._by_id(obj.value, obj.source)
-        if kind is Weak:
-            return self._by_id(obj.get(), None)
+        if kind is ById or kind is Weak:
+            value = obj.value if kind is ById else obj.get()
+            first = self._named.get(id(value))
+            if first is not None:
+                return _identity, (first[1],)
+            reduced = self._by_id(value, obj.source if kind is ById else None)
+            if reduced[0] is not CodeAtSource:  # (that one is found at its own guard's source)
+                self._named[id(value)] = (value, obj)
+            return reduced
         if kind is types.CodeType:
             return _make_code, (_marshal_without_consts(obj), obj.co_consts)
         if kind is types.FunctionType:
