@@ -3,6 +3,7 @@
 No translator here: callbacks return hand-made entries whose code is another function's code
 with the same local names, so a hit is visible in the result.
 """
+import contextlib
 import functools
 import gc
 import sys
@@ -551,7 +552,9 @@ def test_threads_do_not_share_callbacks():
     assert results["without"] == [i + 3 for i in range(2000)]
 
 
-def test_thread_callbacks_keep_the_hook_installed():
+@contextlib.contextmanager
+def another_active_thread():
+    """A thread with a callback of its own for the duration (the hook's other user)."""
     started, stop = threading.Event(), threading.Event()
 
     def worker():
@@ -564,12 +567,17 @@ def test_thread_callbacks_keep_the_hook_installed():
     t.start()
     started.wait()
     try:
-        assert _C._hook_state()["active_threads"] == 1
-        assert _C.CallbackScope(add, False)(1, 2) == 3  # our activity ends, the worker's stays
-        assert _C._hook_state()["installed"] is True
+        yield
     finally:
         stop.set()
         t.join()
+
+
+def test_thread_callbacks_keep_the_hook_installed():
+    with another_active_thread():
+        assert _C._hook_state()["active_threads"] == 1
+        assert _C.CallbackScope(add, False)(1, 2) == 3  # our activity ends, the worker's stays
+        assert _C._hook_state()["installed"] is True
     assert _C._hook_state() == {"installed": False, "active_threads": 0, "chained": False}
 
 
@@ -590,14 +598,6 @@ def test_the_hook_steps_aside_while_the_only_active_thread_compiles():
 
 
 def test_the_hook_stays_while_another_thread_uses_it_or_a_callback_turns_a_scope_on():
-    started, stop = threading.Event(), threading.Event()
-
-    def worker():
-        _C.set_eval_frame(lambda frame: None)
-        started.set()
-        stop.wait()
-        _C.set_eval_frame(None)
-
     seen = []
 
     def callback(frame):
@@ -607,14 +607,8 @@ def test_the_hook_stays_while_another_thread_uses_it_or_a_callback_turns_a_scope
             seen.append(_C._hook_state()["installed"])
         return None
 
-    t = threading.Thread(target=worker)
-    t.start()
-    started.wait()
-    try:
+    with another_active_thread():
         assert _C.CallbackScope(add, callback)(1, 2) == 3  # two active threads: the hook stays
-    finally:
-        stop.set()
-        t.join()
     _C.reset()
     assert _C.CallbackScope(add, callback)(1, 2) == 3  # alone: out, then in for the scope, and kept
     assert seen == [True, False, True]
