@@ -26,7 +26,7 @@ from typing import Any, Callable, NamedTuple
 
 import torch
 
-from . import _C, config, logs, markers, resume, structured_trace, trace_rules
+from . import _C, config, gc_pause, logs, markers, resume, structured_trace, trace_rules
 from .dynamo_interop import dynamo_code_reason, dynamo_is_compiling, hide_from_dynamo
 from .backends import CompiledGraph
 from .backends.compile import FirstCallCheck
@@ -262,7 +262,7 @@ class Compiler:
             return None
         # One miss at a time, process-wide: the translator's FakeTensorMode, memos and the records
         # are shared, and two threads missing on the same inputs must make one entry, not two.
-        with _compile_lock:
+        with _compile_lock, gc_pause.paused():  # (the collector off while compiling: gc_pause.py)
             return self._miss(frame, code)
 
     def _miss(self, frame: Any, code: types.CodeType) -> Any:

@@ -18,7 +18,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "pyframe"
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("C extension and utilities", ("pyframe._C", "pyframe.config", "pyframe.exc", "pyframe.logs", "pyframe.structured_trace",
                                    "pyframe.source", "pyframe.dynamo_interop", "pyframe.trace_rules",
-                                   "pyframe.markers")),
+                                   "pyframe.markers", "pyframe.gc_pause")),
     ("guards and bytecode", ("pyframe.guards", "pyframe.guard_tree", "pyframe.guard_filter", "pyframe.codegen", "pyframe.resume", "pyframe.rerun")),
     ("graph and backends", ("pyframe.fake", "pyframe.fx_python_code", "pyframe.backends", "pyframe.graph_inputs", "pyframe.graph",
                             "pyframe.graph_passes")),

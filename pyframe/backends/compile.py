@@ -32,7 +32,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 from torch.multiprocessing.reductions import StorageWeakRef
 
-from .. import config
+from .. import config, gc_pause
 from ..exc import BackendCompilerFailed
 
 
@@ -69,11 +69,12 @@ def compile_with_backend(backend: Callable, name: str, gm: torch.fx.GraphModule,
                 fake_mode, fakes = static_mode(example_inputs)  # (fakes: kept alive through the call)
             if _share_memory(example_inputs):
                 caches = torch._functorch.config.patch(enable_autograd_cache=False)
-        if fake_mode is not None:
-            with caches, torch._guards.tracing(torch._guards.TracingContext(fake_mode)):
+        with gc_pause.resumed():  # (user code: the collector on, as it is outside a compile)
+            if fake_mode is not None:
+                with caches, torch._guards.tracing(torch._guards.TracingContext(fake_mode)):
+                    fn = backend(gm, example_inputs)
+            else:
                 fn = backend(gm, example_inputs)
-        else:
-            fn = backend(gm, example_inputs)
         if fn is None:
             raise RuntimeError("the backend returned None")
         if not callable(fn):

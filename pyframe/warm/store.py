@@ -27,7 +27,7 @@ from typing import Any, Callable
 import sympy
 import torch
 
-from .. import _C, config, resume
+from .. import _C, config, gc_pause, resume
 from ..backends import CompiledGraph, compile_with_backend
 from ..backends.compile import written_for_dynamo
 from ..fake.shapes import new_symbol, new_symbolic_mode
@@ -110,7 +110,8 @@ def clear() -> None:
 
 
 def install(path: str | os.PathLike) -> LoadReport:
-    header, units, artifacts = read(path)
+    with gc_pause.paused():
+        header, units, artifacts = read(path)
     path = os.fspath(path)
     why = mismatch(header)
     for unit in units:
@@ -162,10 +163,12 @@ def lookup(frame: Any, code: types.CodeType, compiler: Any, wrap_compiled: Calla
                 _build_guards(candidate, frame)
             if candidate.data["settings"] != settings_of(compiler):
                 continue
-            failure = candidate.root.first_failure(frame.f_locals, frame.f_globals, frame.f_builtins, frame.closure)
-            if failure is not None:
-                log.debug("pyframe.load: an entry of %s.%s does not hold for this call: %s", *candidate.unit.unit.key,
-                          failure)
+            if not candidate.root.check(frame.f_locals, frame.f_globals, frame.f_builtins, frame.closure):
+                if log.isEnabledFor(logging.DEBUG):  # (the failing guard found by a slower walk of the tree)
+                    failure = candidate.root.first_failure(frame.f_locals, frame.f_globals, frame.f_builtins,
+                                                           frame.closure)
+                    log.debug("pyframe.load: an entry of %s.%s does not hold for this call: %s",
+                              *candidate.unit.unit.key, failure)
                 continue
             loaded = _make(candidate, code, frame, backend, backend_name, wrap_compiled)
         except Exception as e:  # noqa: BLE001 (Stale, Unsaveable, anything: a saved entry never breaks a call)
