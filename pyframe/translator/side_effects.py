@@ -76,6 +76,7 @@ class SideEffects:
         # the frame's own, which STORE_GLOBAL writes; {name: value})
         self.global_stores: dict[int, tuple[Source | None, dict[str, VariableTracker]]] = {}
         self._modules_tracked: dict[int, Any] = {}      # id of a module's tracker -> the module
+        self._unsourced: dict[int, tuple[Any, VariableTracker]] = {}  # id of a list or dict no source reaches
         self.effects = 0  # mutations traced so far, of any object (made here or not): see `note`
         # Of those, the ones the replay makes: stores, mutations and deletions on objects that
         # existed before the frame, globals and hooks (not an iterator of the frame moved on).
@@ -118,6 +119,17 @@ class SideEffects:
         self._by_source[source] = tracker
         self._values[id(tracker)] = value
         sources.append(source)
+        return tracker
+
+    def known_unsourced(self, value: Any) -> VariableTracker | None:
+        """The tracker already made for the list or dict `value`, read where no source reaches it."""
+        known = self._unsourced.get(id(value))
+        return known[1] if known is not None else None
+
+    def track_unsourced(self, value: Any, tracker: VariableTracker) -> VariableTracker:
+        """Remember the tracker of a list or dict read without a source (the pair keeps the object,
+        and so its id, alive for the trace)."""
+        self._unsourced[id(value)] = (value, tracker)
         return tracker
 
     def real_value(self, tracker: VariableTracker, default: Any) -> Any:

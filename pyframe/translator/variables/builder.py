@@ -84,6 +84,15 @@ def wrap(tx: Tracer, value: Any, source: Source | None, guard: bool = True) -> V
         if is_immutable_tracker(tracker):
             tx.output.immutable_trackers[(source, guard)] = tracker
         return tracker
+    if type(value) in _CONTAINER_TYPES:
+        # A list or dict read where no source reaches it (a global of torch's own code, read
+        # unguarded: pytree's table of node types on every flatten): one tracker per object, as a
+        # sourced one has, so its items are wrapped once and a change the trace makes is seen by
+        # the next read.
+        known = tx.side_effects.known_unsourced(value)
+        if known is not None:
+            return known
+        return tx.side_effects.track_unsourced(value, _wrap(tx, value, None, guard))
     return _wrap(tx, value, source, guard)
 
 
