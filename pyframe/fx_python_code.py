@@ -46,7 +46,8 @@ _REPR_TYPES = frozenset({int, float, bool, complex, str, type(None), type(Ellips
 
 # How fx writes the type of an annotated placeholder (torch._dynamo annotates each graph input
 # with the type of its value): the names are torch's, already among the code's globals.
-_ANNOTATIONS = {torch.Tensor: "torch.Tensor", torch.nn.Parameter: "torch.nn.parameter.Parameter"}
+_ANNOTATIONS = {torch.Tensor: "torch.Tensor", torch.nn.Parameter: "torch.nn.parameter.Parameter",
+                torch.SymInt: "torch.SymInt"}
 _GLOBALS = {name: builtin.obj for name, builtin in _custom_builtins.items()}
 _SHOW_ENV = ("FX_GRAPH_SHOW_STRIDE", "FX_GRAPH_SHOW_DEVICE", "FX_GRAPH_SHOW_META")
 

@@ -15,7 +15,7 @@ import pyframe
 from pyframe.debug.cases import load_cases
 from pyframe.debug.compare import reset_engines
 from pyframe.fx_python_code import PyframeGraph, _Fallback, _Namespace, fast_python_code
-from tests.cases import ALL
+from tests.cases import GRAPH_BREAKS, LIBRARIES, STRAIGHT_LINE
 
 
 def fx_python_code(graph: torch.fx.Graph) -> torch.fx.graph.PythonCode:
@@ -36,21 +36,26 @@ def assert_same_code(graph: torch.fx.Graph) -> bool:
     return True
 
 
-def test_every_corpus_graph_is_written_as_fx_writes_it() -> None:
+@pytest.mark.parametrize("modules, at_least", [
+    pytest.param(STRAIGHT_LINE + GRAPH_BREAKS, 250, id="programs"),
+    # (the models of installed libraries: a compile of a second or so each, outside the default suite)
+    pytest.param(LIBRARIES, 20, id="libraries", marks=pytest.mark.slow),
+])
+def test_every_corpus_graph_is_written_as_fx_writes_it(modules: list[str], at_least: int) -> None:
     graphs: list[torch.fx.GraphModule] = []
 
     def record(gm, example_inputs):
         graphs.append(gm)
         return gm.forward
 
-    for case in load_cases(ALL):
+    for case in load_cases(modules):
         reset_engines()
         try:
             inputs = case.make_inputs()
             pyframe.optimize(record)(case.make_fn())(*inputs.args, **inputs.kwargs)
         finally:
             reset_engines()
-    assert len(graphs) > 250
+    assert len(graphs) > at_least
     written = [assert_same_code(gm.graph) for gm in graphs]
     # The writer exists for the common graph; it must not quietly decline most of them.
     assert sum(written) > 0.9 * len(written), f"{sum(written)} of {len(written)} graphs written directly"
