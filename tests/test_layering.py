@@ -34,8 +34,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("translator: finishing a trace", ("pyframe.translator",)),
     # warm start: what the miss path keeps of an entry and the loaded entries it asks for
     ("warm start: capture and store", ("pyframe.warm.codes", "pyframe.warm.refs", "pyframe.warm.format",
-                                       "pyframe.warm.graphs", "pyframe.warm.capture", "pyframe.warm.tree",
-                                       "pyframe.warm.store")),
+                                       "pyframe.warm.graphs", "pyframe.warm.kernels", "pyframe.warm.capture",
+                                       "pyframe.warm.tree", "pyframe.warm.store")),
     ("miss path and API", ("pyframe.convert_frame", "pyframe.eval_frame", "pyframe.export", "pyframe.decorators",
                            "pyframe.warm")),
     ("debugging", ("pyframe.debug", "pyframe.seeds")),

@@ -128,6 +128,11 @@ def test_a_graph_with_dynamic_shapes_keeps_no_example_values():
 PROGRAM = '''
 import json, sys, torch, pyframe
 from torch._dynamo.utils import counters
+from torch._inductor.cpp_builder import CppBuilder
+
+builds = []  # each binary inductor compiles (its kernels, its probes of the CPU's ISAs)
+_build = CppBuilder.build
+CppBuilder.build = lambda self: (builds.append(self.get_target_file_path()), _build(self))[1]
 
 class Net(torch.nn.Module):
     def __init__(self):
@@ -148,6 +153,7 @@ with torch.no_grad():  # an inference graph: AOTAutograd saves its entry at once
 if mode == "save":
     pyframe.save(path)
 print(json.dumps({"inductor": dict(counters["inductor"]), "aot_autograd": dict(counters["aot_autograd"]),
+                  "cpp_builds": sum(1 for target in builds if target.endswith(".so")),
                   "translations": pyframe.convert_frame.counters["translations"]}))
 '''
 
@@ -174,3 +180,6 @@ def test_a_warm_process_with_inductor_hits_torchs_caches(tmp_path):
     assert "fxgraph_cache_miss" not in warm["inductor"] and "fxgraph_cache_bypass" not in warm["inductor"]
     assert warm["aot_autograd"].get("autograd_cache_hit") == 1
     assert "autograd_cache_bypass" not in warm["aot_autograd"]
+    # the kernels came in the file (warm/kernels.py): the warm process built none (it still
+    # preprocesses inductor's header, to key its caches)
+    assert cold["cpp_builds"] > 0 and warm["cpp_builds"] == 0

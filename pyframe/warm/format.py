@@ -3,7 +3,11 @@
     b"PYFRAME-WARM\\n"                      magic
     8 bytes, big-endian: header length      then the header, JSON: format, pyframe, torch, python
     8 bytes, big-endian: payload length     then 4 bytes, big-endian: the payload's CRC-32
-    payload                                 pickle of {"units": [...], "artifacts": bytes | None}
+    payload                                 pickle of {"units": [...], "artifacts": {...} | None}
+
+The artifacts are the backends' own: torch's cache artifacts (`"torch"`: inductor's FX graph cache,
+AOTAutograd's) and inductor's compiled kernels with the fingerprint of the machine that built them
+(`"kernels"`: kernels.py).
 
 A unit is one code object's saved entries (`SavedUnit`); each entry is its own pickle (bytes), so
 one that cannot be read in the loading process (a function gone) costs that entry only. A file
@@ -28,7 +32,7 @@ import torch
 from ..exc import PyframeError
 
 MAGIC = b"PYFRAME-WARM\n"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 PYFRAME_VERSION = "0.1.0"  # pyproject.toml's version (tests/test_warm_start.py checks they agree)
 
 
@@ -85,7 +89,7 @@ def mismatch(header: dict[str, Any]) -> str | None:
     return "saved by " + ", ".join(different) if different else None
 
 
-def write(path: str | os.PathLike, units: list[SavedUnit], artifacts: bytes | None, header: dict | None = None) -> int:
+def write(path: str | os.PathLike, units: list[SavedUnit], artifacts: dict | None, header: dict | None = None) -> int:
     """Write the file (atomically: a temporary file renamed), giving its size in bytes."""
     payload = pickle.dumps({"units": units, "artifacts": artifacts}, protocol=pickle.HIGHEST_PROTOCOL)
     head = json.dumps(header if header is not None else stamp()).encode()
@@ -106,7 +110,7 @@ def write(path: str | os.PathLike, units: list[SavedUnit], artifacts: bytes | No
     return len(data)
 
 
-def read(path: str | os.PathLike) -> tuple[dict[str, Any], list[SavedUnit], bytes | None]:
+def read(path: str | os.PathLike) -> tuple[dict[str, Any], list[SavedUnit], dict | None]:
     """(header, units, artifacts) of a file; WarmStartError when it is not a whole warm-start file."""
     path = os.fspath(path)
     with open(path, "rb") as f:

@@ -36,6 +36,7 @@ from .capture import CapturedGuards, LoadedGuardPart, RebuiltGuards
 from .codes import code_hash
 from .graphs import graph_to_data
 from .format import SavedEntry, SavedResume, SavedUnit, write
+from . import kernels
 from .refs import ById, Unsaveable, dumps, unheld
 from .tree import TreeRecorder
 from .store import carried_units, recorded_artifacts, settings_of
@@ -77,14 +78,17 @@ def save(path: str | os.PathLike) -> SaveReport:
     return report
 
 
-def _artifacts(units: list[SavedUnit]) -> bytes | None:
-    """torch's cache artifacts (inductor's FX graph cache, aot_autograd's), when a backend made any."""
+def _artifacts(units: list[SavedUnit]) -> dict | None:
+    """The backends' own artifacts, when a backend other than eager made any entry: torch's cache
+    artifacts (inductor's FX graph cache, aot_autograd's) and inductor's compiled kernels (kernels.py);
+    for each, what a load read when this process made none."""
     if all(e.backend == "eager" for u in units for e in u.entries):
         return None
+    loaded = recorded_artifacts() or {}
     saved = torch.compiler.save_cache_artifacts()
-    if saved is None:
-        return recorded_artifacts()
-    return saved[0]
+    archive = kernels.collect()
+    return {"torch": saved[0] if saved is not None else loaded.get("torch"),
+            "kernels": (kernels.machine_fingerprint(), archive) if archive is not None else loaded.get("kernels")}
 
 
 def _unit(code: types.CodeType, report: SaveReport) -> SavedUnit | None:

@@ -39,6 +39,7 @@ from .capture import LoadedGuardPart
 from .codes import code_hash
 from .graphs import graph_from_data
 from .format import SavedEntry, SavedUnit, mismatch, read
+from . import kernels
 from .refs import CodeAtSource, Stale, Unsaveable, loads
 from .tree import replay
 
@@ -96,7 +97,7 @@ class _Store:
         self.candidates: "weakref.WeakKeyDictionary[types.CodeType, list[_Candidate]]" = weakref.WeakKeyDictionary()
         self.met: "weakref.WeakSet[types.CodeType]" = weakref.WeakSet()
         self.used: set[tuple[str, str]] = set()
-        self.artifacts: bytes | None = None
+        self.artifacts: dict | None = None
         self.warned: set[tuple[str, str]] = set()
 
 
@@ -121,7 +122,10 @@ def install(path: str | os.PathLike) -> LoadReport:
             _store.units[unit.key] = (unit, path)
             _store.unusable.pop(unit.key, None)
     if artifacts is not None and why is None:
-        torch.compiler.load_cache_artifacts(artifacts)
+        if artifacts.get("kernels") is not None:  # (before torch's: its FX graph cache entries name them)
+            kernels.restore(artifacts["kernels"][1], artifacts["kernels"][0])
+        if artifacts.get("torch") is not None:
+            torch.compiler.load_cache_artifacts(artifacts["torch"])
         _store.artifacts = artifacts
     return LoadReport(path, len(units), sum(len(u.entries) for u in units), why)
 
@@ -131,7 +135,7 @@ def carried_units() -> list[SavedUnit]:
     return [unit for key, (unit, _) in _store.units.items() if key not in _store.used]
 
 
-def recorded_artifacts() -> bytes | None:
+def recorded_artifacts() -> dict | None:
     return _store.artifacts
 
 
